@@ -1,0 +1,74 @@
+"""Logger factory and context binding for run and actor ids.
+
+The library never configures structlog's output: applications do. Until they
+do, actorflow is quiet, because its loggers filter below WARNING unless
+``configure_logging`` (or the ``ACTORFLOW_LOG_LEVEL`` variable) says otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["bound", "configure_logging", "get_logger"]
+
+_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
+_level = _LEVELS.get(os.environ.get("ACTORFLOW_LOG_LEVEL", "warning").lower(), 30)
+
+
+def _filter_by_level(_logger: Any, method: str, event_dict: Any) -> Any:
+    if _LEVELS.get(method, 20) < _level:
+        raise structlog.DropEvent
+    return event_dict
+
+
+def get_logger(name: str) -> Any:
+    """A structlog logger for an actorflow module; quiet below the configured level."""
+    return structlog.wrap_logger(
+        structlog.get_logger(name),
+        processors=[_filter_by_level],
+        # pass everything on to whatever the application configured
+        wrapper_class=structlog.BoundLogger,
+    )
+
+
+def configure_logging(level: str | int = "info") -> None:
+    """Set the level below which actorflow's own events are dropped.
+
+    Does not touch structlog's global configuration: where the events go and
+    how they look stays the application's choice.
+    """
+    global _level
+    if isinstance(level, str):
+        try:
+            _level = _LEVELS[level.lower()]
+        except KeyError:
+            from actorflow.errors import ConfigurationError
+
+            raise ConfigurationError("log level", level, ", ".join(_LEVELS)) from None
+    else:
+        _level = int(level)
+
+
+def level() -> int:
+    """The current threshold (a ``logging`` level number)."""
+    return _level
+
+
+def enabled(method: str = "info") -> bool:
+    """Whether an event at ``method`` would be emitted; lets hot paths skip building it."""
+    return _LEVELS.get(method, logging.INFO) >= _level
+
+
+@contextmanager
+def bound(**ids: str) -> Iterator[None]:
+    """Bind ``run_id``, ``actor_id``... to every event logged in this context."""
+    with structlog.contextvars.bound_contextvars(**ids):
+        yield

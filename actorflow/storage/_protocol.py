@@ -1,0 +1,254 @@
+"""The ``Store`` protocol every backend implements, and its small value types.
+
+Every store (memory, file, S3) passes one conformance suite
+(``tests/storage/test_conformance.py``), so code written against this protocol
+works unchanged on each. All methods are async and safe to call concurrently
+from many tasks; each either completes durably or raises a ``StorageError``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import msgspec
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from actorflow.storage._records import (
+        LogRecord,
+        RunManifest,
+        RunStatus,
+        Snapshot,
+        SnapshotInfo,
+    )
+
+__all__ = ["Lease", "PruneReport", "RetentionPolicy", "Store"]
+
+
+class Lease(msgspec.Struct, frozen=True, kw_only=True):
+    """Proof that ``owner`` holds ``run_id``; ``epoch`` grows with every new owner.
+
+    ``expires`` is a wall-clock deadline for stores whose leases time out
+    (S3); ``None`` where the operating system ends the claim with the
+    process (file store's ``flock``) or with the store (memory).
+    """
+
+    run_id: str
+    owner: str
+    epoch: int
+    expires: float | None = None
+
+
+class RetentionPolicy(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``prune`` keeps.
+
+    Attributes:
+        keep_last: newest snapshots kept per run (``None``: all).
+        keep_per_phase: if true, ``keep_last`` counts per phase instead of per run.
+        max_age: seconds; older snapshots go, except each run's newest one.
+        delete_completed: delete finished runs' data, leaving a tombstone manifest.
+        max_total_bytes: size budget for the whole store; oldest snapshots of
+            finished runs go first, then of others, never a run's newest one.
+    """
+
+    keep_last: int | None = 5
+    keep_per_phase: bool = False
+    max_age: float | None = None
+    delete_completed: bool = False
+    max_total_bytes: int | None = None
+
+
+class PruneReport(msgspec.Struct, kw_only=True):
+    """What one ``prune`` removed."""
+
+    snapshots_deleted: int = 0
+    log_records_deleted: int = 0
+    blobs_deleted: int = 0
+    runs_deleted: int = 0
+    bytes_freed: int = 0
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Where runs live: manifests, the decision log, state blobs and snapshots."""
+
+    # --- lifecycle ---------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Release files, locks and connections. Idempotent."""
+        ...
+
+    # --- manifests ---------------------------------------------------------
+
+    async def create_run(self, manifest: RunManifest) -> tuple[RunManifest, bool]:
+        """Store ``manifest`` unless the run exists.
+
+        Returns:
+            The stored manifest and ``True`` if this call created it, or the
+            existing manifest and ``False``.
+        """
+        ...
+
+    async def read_run(self, run_id: str) -> RunManifest:
+        """The run's manifest.
+
+        Raises:
+            RunNotFoundError: no such run.
+        """
+        ...
+
+    async def update_run(
+        self, run_id: str, change: Callable[[RunManifest], RunManifest]
+    ) -> RunManifest:
+        """Atomically replace the manifest with ``change(current)`` and return it.
+
+        ``change`` may run more than once (compare-and-swap stores retry it),
+        so it must be a pure function of its argument.
+
+        Raises:
+            RunNotFoundError: no such run.
+        """
+        ...
+
+    async def list_runs(
+        self,
+        *,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        workflow: str | None = None,
+    ) -> list[RunManifest]:
+        """Manifests of every run, optionally filtered, oldest first."""
+        ...
+
+    async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:
+        """Delete the run's log, blobs and snapshots; return the bytes freed.
+
+        With ``tombstone`` the manifest stays (marked ``tombstone=True``, with
+        its status and result) so the id can never start a second run.
+        """
+        ...
+
+    # --- decision log ------------------------------------------------------
+
+    async def append(self, run_id: str, records: Sequence[LogRecord]) -> int:
+        """Append ``records`` durably and return the log's new length.
+
+        The position of ``records[i]`` is ``length_before + i``. Concurrent
+        appends to one run are serialised; a file store shares one fsync
+        among every append waiting at the time (group commit).
+        """
+        ...
+
+    async def read_log(self, run_id: str, start: int = 0) -> list[LogRecord]:
+        """Records from position ``start`` (absolute, also after pruning) to the end.
+
+        A torn tail (an incomplete or corrupt last record) is not returned.
+
+        Raises:
+            LogCorruptedError: a record before the tail is corrupt.
+        """
+        ...
+
+    async def log_length(self, run_id: str) -> int:
+        """Position just after the last durable record (0 for an empty log)."""
+        ...
+
+    async def truncate_log_before(self, run_id: str, position: int) -> int:
+        """Drop records below ``position`` where the backend can; return how many went."""
+        ...
+
+    # --- blobs -------------------------------------------------------------
+
+    async def put_blob(self, run_id: str, data: bytes) -> str:
+        """Store ``data`` once under its content address and return the address.
+
+        With encryption on, the address is a keyed hash, so equal plaintexts
+        in different stores do not show.
+        """
+        ...
+
+    async def get_blob(self, run_id: str, ref: str) -> bytes:
+        """The blob's bytes, verified.
+
+        Raises:
+            CorruptedDataError: the blob fails its checksum.
+            StorageError: no such blob.
+        """
+        ...
+
+    async def has_blob(self, run_id: str, ref: str) -> bool:
+        """Whether the blob exists (not verified)."""
+        ...
+
+    async def list_blobs(self, run_id: str) -> list[str]:
+        """Addresses of every blob of the run."""
+        ...
+
+    async def delete_blob(self, run_id: str, ref: str) -> int:
+        """Delete a blob; return the bytes freed (0 if it was absent)."""
+        ...
+
+    # --- snapshots ---------------------------------------------------------
+
+    async def write_snapshot(self, snapshot: Snapshot) -> SnapshotInfo:
+        """Encode, check, compress, encrypt and store ``snapshot``; list it in the manifest.
+
+        Raises:
+            CheckpointTooLargeError: over the codec's size limit.
+            EncodingError: something in it cannot be encoded.
+        """
+        ...
+
+    async def read_snapshot(self, run_id: str, snapshot_id: str) -> Snapshot:
+        """Load one snapshot, checksum verified before it is decoded.
+
+        Raises:
+            CheckpointNotFoundError: no such snapshot.
+            CheckpointCorruptedError: it fails its checksum or does not decode.
+        """
+        ...
+
+    async def list_snapshots(self, run_id: str) -> list[SnapshotInfo]:
+        """The run's snapshots, oldest first (by position, then time)."""
+        ...
+
+    async def delete_snapshot(self, run_id: str, snapshot_id: str) -> int:
+        """Delete one snapshot and mark it deleted in the manifest; return bytes freed."""
+        ...
+
+    # --- ownership ---------------------------------------------------------
+
+    async def claim(self, run_id: str, owner: str) -> Lease:
+        """Become the run's only live owner.
+
+        Raises:
+            RunLockedError: another live owner holds it.
+        """
+        ...
+
+    async def renew(self, lease: Lease) -> Lease:
+        """Extend a lease that times out; a no-op for OS-held claims.
+
+        Raises:
+            LeaseLostError: another owner took the run.
+        """
+        ...
+
+    async def release(self, lease: Lease) -> None:
+        """Give the run up. Idempotent."""
+        ...
+
+    async def is_owned(self, run_id: str) -> bool:
+        """Whether a live owner (this process or another) holds the run."""
+        ...
+
+    @property
+    def renew_interval(self) -> float | None:
+        """Seconds between ``renew`` calls an owner must make, or ``None``."""
+        ...
+
+    # --- retention ---------------------------------------------------------
+
+    async def prune(self, policy: RetentionPolicy) -> PruneReport:
+        """Apply ``policy`` to every run in the store; runs off the caller's path."""
+        ...

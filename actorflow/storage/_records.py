@@ -1,0 +1,242 @@
+"""Every stored record: frozen, keyword-only, tagged msgspec Structs.
+
+Records evolve only by adding fields with defaults; the codec's header carries
+the format version. User values (inputs, results, agent states) are stored as
+already-encoded MessagePack bytes, so this layer never needs the user's types
+and loading stored data never imports or runs anything.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from typing import Final
+
+import msgspec
+
+from actorflow.errors import InvalidRunIdError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "AgentSnapshot",
+    "DecisionRecord",
+    "ErrorInfo",
+    "EventRecord",
+    "LogRecord",
+    "MilestoneRecord",
+    "PhaseEndRecord",
+    "RunManifest",
+    "RunStatus",
+    "Snapshot",
+    "SnapshotInfo",
+    "SnapshotStatus",
+    "StateRef",
+    "StepRecord",
+    "validate_run_id",
+]
+
+FORMAT_VERSION: Final = 1
+
+_RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
+
+
+def validate_run_id(run_id: object) -> str:
+    """Return ``run_id`` if it is safe as a folder name and an S3 key, else raise.
+
+    Raises:
+        InvalidRunIdError: not a string, empty, over 128 characters, a path
+            separator, ``..``, or a character outside ``[A-Za-z0-9_.-]``.
+    """
+    if not isinstance(run_id, str):
+        raise InvalidRunIdError(run_id, f"expected a string, got {type(run_id).__name__}")
+    if not _RUN_ID.fullmatch(run_id) or ".." in run_id:
+        reason = "too long" if len(run_id) > 128 else "contains a character that is not allowed"
+        if not run_id:
+            reason = "empty"
+        elif ".." in run_id or "/" in run_id or "\\" in run_id:
+            reason = "contains a path separator or '..'"
+        raise InvalidRunIdError(run_id, reason)
+    return run_id
+
+
+class RunStatus(enum.StrEnum):
+    """Where a run stands."""
+
+    RUNNING = "running"
+    PAUSED = "paused"
+    INTERRUPTED = "interrupted"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        """True for completed, failed and cancelled: nothing left to resume."""
+        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+class SnapshotStatus(enum.StrEnum):
+    """A snapshot's lifecycle, as kept in the run's manifest."""
+
+    CREATED = "created"
+    EXPIRED = "expired"
+    DELETED = "deleted"
+
+
+class ErrorInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """An error as stored: its type name and message, never the object."""
+
+    type: str
+    message: str
+
+    @classmethod
+    def of(cls, error: BaseException) -> ErrorInfo:
+        """Describe ``error`` for storage."""
+        return cls(type=type(error).__name__, message=str(error))
+
+
+class SnapshotInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """What the manifest and ``list_snapshots`` say about one snapshot."""
+
+    snapshot_id: str
+    position: int
+    phase: str | None
+    trigger: str
+    created: float
+    stored_size: int = 0
+    raw_size: int = 0
+    status: SnapshotStatus = SnapshotStatus.CREATED
+
+
+class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag="manifest"):
+    """One run: what it runs, on what input, and where it stands.
+
+    ``input`` and ``result`` are MessagePack bytes of the user's values.
+    """
+
+    run_id: str
+    workflow: str
+    input: bytes
+    input_hash: str
+    status: RunStatus = RunStatus.RUNNING
+    code_version: str | None = None
+    attempt: int = 0
+    owner: str | None = None
+    created: float = 0.0
+    updated: float = 0.0
+    phase: str | None = None
+    result: bytes | None = None
+    error: ErrorInfo | None = None
+    prompt: str | None = None
+    parent: str | None = None
+    parent_snapshot: str | None = None
+    snapshots: tuple[SnapshotInfo, ...] = ()
+    tombstone: bool = False
+    recovery_errors: tuple[ErrorInfo, ...] = ()
+
+
+class StateRef(msgspec.Struct, frozen=True, kw_only=True):
+    """An agent's encoded state, stored once as a content-addressed blob."""
+
+    agent: str
+    type: str
+    blob: str
+    version: int = 1
+
+
+class StepRecord(msgspec.Struct, frozen=True, kw_only=True, tag="step"):
+    """One completed step: ``ctx.ask``, ``ctx.spawn``, ``ctx.now``...
+
+    ``result`` is MessagePack bytes (absent for an error). ``state`` points at
+    the agent's new state when the step changed it.
+    """
+
+    step_id: str
+    kind: str
+    target: str | None = None
+    args_hash: str = ""
+    result: bytes | None = None
+    error: ErrorInfo | None = None
+    metrics: dict[str, float] = {}
+    state: StateRef | None = None
+    time: float = 0.0
+    attempts: int = 1
+
+
+class MilestoneRecord(msgspec.Struct, frozen=True, kw_only=True, tag="milestone"):
+    """A specialist's progress in the middle of a task, keyed by the step's idempotency key."""
+
+    key: str
+    agent: str
+    data: bytes
+    time: float = 0.0
+
+
+class PhaseEndRecord(msgspec.Struct, frozen=True, kw_only=True, tag="phase_end"):
+    """A finished phase and its result (MessagePack bytes)."""
+
+    phase_id: str
+    name: str
+    result: bytes
+    time: float = 0.0
+
+
+class DecisionRecord(msgspec.Struct, frozen=True, kw_only=True, tag="decision"):
+    """Why something was done: who decided, what, on what grounds."""
+
+    step_id: str
+    agent: str
+    type: str
+    description: str = ""
+    rationale: str = ""
+    confidence: float | None = None
+    alternatives: tuple[str, ...] = ()
+    time: float = 0.0
+
+
+class EventRecord(msgspec.Struct, frozen=True, kw_only=True, tag="event"):
+    """A run-level event worth keeping in the log (pause, input, recovery, status)."""
+
+    kind: str
+    step_id: str | None = None
+    data: bytes | None = None
+    time: float = 0.0
+
+
+LogRecord = StepRecord | MilestoneRecord | PhaseEndRecord | DecisionRecord | EventRecord
+"""Anything the decision log holds; decoded by one tagged-union decoder."""
+
+
+class AgentSnapshot(msgspec.Struct, frozen=True, kw_only=True):
+    """One agent as of a snapshot's position."""
+
+    name: str
+    type: str
+    status: str = "running"
+    state: StateRef | None = None
+    confidence: float | None = None
+    blockers: tuple[str, ...] = ()
+
+
+class Snapshot(msgspec.Struct, frozen=True, kw_only=True, tag="snapshot"):
+    """A run at log position ``position``: everything a re-run needs up to it.
+
+    ``phases`` maps finished phase ids to their recorded results; ``steps``
+    holds the records of steps that are not inside a finished phase.
+    """
+
+    run_id: str
+    snapshot_id: str
+    position: int
+    created: float
+    trigger: str
+    format_version: int = FORMAT_VERSION
+    phase: str | None = None
+    status: RunStatus = RunStatus.RUNNING
+    agents: dict[str, AgentSnapshot] = {}
+    decisions: tuple[DecisionRecord, ...] = ()
+    phases: dict[str, PhaseEndRecord] = {}
+    steps: tuple[StepRecord, ...] = ()
+    milestones: tuple[MilestoneRecord, ...] = ()
+    events: tuple[EventRecord, ...] = ()
+    metrics: dict[str, float] = {}
