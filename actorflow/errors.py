@@ -25,6 +25,7 @@ The tree::
     │   ├── EncodingError               a value cannot be encoded (also TypeError)
     │   ├── CheckpointTooLargeError     a snapshot is over the size limit
     │   ├── EncryptionKeyError          a missing or wrong key
+    │   ├── IncompatibleStateError      a stored state does not fit its class any more
     │   ├── RunLockedError              another live owner holds the run
     │   └── LeaseLostError              this owner's lease was taken over (fenced)
     ├── RunError                        something about one workflow run
@@ -62,6 +63,7 @@ __all__ = [
     "EncodingError",
     "EncryptionKeyError",
     "EscalationError",
+    "IncompatibleStateError",
     "InvalidNameError",
     "InvalidRunIdError",
     "LeaseLostError",
@@ -295,6 +297,22 @@ class CheckpointTooLargeError(StorageError):
             "write checkpoint",
             f"checkpoint of run {run_id!r} is {size} bytes, over the limit of {limit}; "
             "keep large data out of agent state or raise `max_snapshot_bytes`",
+        )
+
+
+class IncompatibleStateError(StorageError):
+    """A stored state does not decode as the current state class."""
+
+    def __init__(self, type_name: str, version: int, current: int, cause: str) -> None:
+        self.type_name = type_name
+        self.version = version
+        self.current = current
+        super().__init__(
+            "decode state",
+            f"state of {type_name} stored at version {version} does not decode as the "
+            f"current class (version {current}): {cause}. Give new fields defaults, or set "
+            "`state_version` on the class and add an `upgrade_state(data, from_version)` "
+            "classmethod",
         )
 
 

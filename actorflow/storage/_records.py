@@ -108,7 +108,7 @@ class SnapshotInfo(msgspec.Struct, frozen=True, kw_only=True):
     status: SnapshotStatus = SnapshotStatus.CREATED
 
 
-class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag="manifest"):
+class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="manifest"):
     """One run: what it runs, on what input, and where it stands.
 
     ``input`` and ``result`` are MessagePack bytes of the user's values.
@@ -136,15 +136,20 @@ class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag="manifest"):
 
 
 class StateRef(msgspec.Struct, frozen=True, kw_only=True):
-    """An agent's encoded state, stored once as a content-addressed blob."""
+    """An agent's encoded state: a content-addressed blob, or inline when small.
+
+    Small states travel inside the record (``data``) so a step costs no
+    extra durable write; larger ones are stored once as a blob (``blob``).
+    """
 
     agent: str
     type: str
-    blob: str
+    blob: str = ""
     version: int = 1
+    data: bytes | None = None
 
 
-class StepRecord(msgspec.Struct, frozen=True, kw_only=True, tag="step"):
+class StepRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="step"):
     """One completed step: ``ctx.ask``, ``ctx.spawn``, ``ctx.now``...
 
     ``result`` is MessagePack bytes (absent for an error). ``state`` points at
@@ -163,7 +168,7 @@ class StepRecord(msgspec.Struct, frozen=True, kw_only=True, tag="step"):
     attempts: int = 1
 
 
-class MilestoneRecord(msgspec.Struct, frozen=True, kw_only=True, tag="milestone"):
+class MilestoneRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="milestone"):
     """A specialist's progress in the middle of a task, keyed by the step's idempotency key."""
 
     key: str
@@ -172,7 +177,7 @@ class MilestoneRecord(msgspec.Struct, frozen=True, kw_only=True, tag="milestone"
     time: float = 0.0
 
 
-class PhaseEndRecord(msgspec.Struct, frozen=True, kw_only=True, tag="phase_end"):
+class PhaseEndRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="phase_end"):
     """A finished phase and its result (MessagePack bytes)."""
 
     phase_id: str
@@ -181,7 +186,7 @@ class PhaseEndRecord(msgspec.Struct, frozen=True, kw_only=True, tag="phase_end")
     time: float = 0.0
 
 
-class DecisionRecord(msgspec.Struct, frozen=True, kw_only=True, tag="decision"):
+class DecisionRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="decision"):
     """Why something was done: who decided, what, on what grounds."""
 
     step_id: str
@@ -194,7 +199,7 @@ class DecisionRecord(msgspec.Struct, frozen=True, kw_only=True, tag="decision"):
     time: float = 0.0
 
 
-class EventRecord(msgspec.Struct, frozen=True, kw_only=True, tag="event"):
+class EventRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="event"):
     """A run-level event worth keeping in the log (pause, input, recovery, status)."""
 
     kind: str
@@ -218,7 +223,7 @@ class AgentSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     blockers: tuple[str, ...] = ()
 
 
-class Snapshot(msgspec.Struct, frozen=True, kw_only=True, tag="snapshot"):
+class Snapshot(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="snapshot"):
     """A run at log position ``position``: everything a re-run needs up to it.
 
     ``phases`` maps finished phase ids to their recorded results; ``steps``
