@@ -1,0 +1,3 @@
+"""The `actorflow demo` workflow: a code-review team over a source tree."""
+
+from __future__ import annotations
