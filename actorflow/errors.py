@@ -16,6 +16,8 @@ The tree::
     │   ├── MailboxFullError            send_nowait on a full mailbox (also anyio.WouldBlock)
     │   ├── MailboxClosedError          sending to a closed mailbox (also anyio.ClosedResourceError)
     │   └── EscalationError             an actor used up its restart budget
+    ├── ActorDefinitionError            an actor class is declared wrongly (also TypeError)
+    ├── RuntimeNotRunningError          the Runtime is not (or no longer) running
     ├── StorageError                    a store operation failed; names the operation
     │   ├── StoreUnavailableError       the store cannot be reached
     │   ├── CorruptedDataError          stored bytes fail their checksum or do not decode
@@ -48,6 +50,7 @@ from __future__ import annotations
 import anyio
 
 __all__ = [
+    "ActorDefinitionError",
     "ActorError",
     "ActorFailedError",
     "ActorNotFoundError",
@@ -80,6 +83,7 @@ __all__ = [
     "RunNotFinishedError",
     "RunNotFoundError",
     "RunPaused",
+    "RuntimeNotRunningError",
     "StepFailedError",
     "StorageError",
     "StoreUnavailableError",
@@ -221,6 +225,26 @@ class EscalationError(ActorError):
             actor,
             f"actor {actor!r} failed {restarts + 1} times within {within:g}s, over its restart "
             f"budget; last error: {type(error).__name__}: {error}",
+        )
+
+
+class ActorDefinitionError(ActorflowError, TypeError):
+    """An actor class is declared wrongly; found when it is first spawned."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        self.where = where
+        self.problem = problem
+        super().__init__(f"{where}: {problem}")
+
+
+class RuntimeNotRunningError(ActorflowError, RuntimeError):
+    """The Runtime was used outside its ``async with`` block."""
+
+    def __init__(self, action: str) -> None:
+        self.action = action
+        super().__init__(
+            f"cannot {action}: the Runtime is not running; use it inside "
+            "`async with Runtime() as runtime:`"
         )
 
 
