@@ -1,0 +1,246 @@
+"""Looking inside a store without running anything: the functions behind the CLI's readers.
+
+Stored user values (inputs, results, agent states) are MessagePack bytes; they
+are decoded here without a type (``msgspec.msgpack.decode``), so inspecting a
+store never imports or runs the code that wrote it.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from actorflow.errors import CheckpointNotFoundError, CorruptedDataError, StorageError
+from actorflow.storage import (
+    DecisionRecord,
+    EventRecord,
+    MilestoneRecord,
+    PhaseEndRecord,
+    SnapshotStatus,
+    StepRecord,
+)
+
+if TYPE_CHECKING:
+    from actorflow.storage import LogRecord, Snapshot, SnapshotInfo, StateRef, Store
+
+__all__ = [
+    "Problem",
+    "ValidationReport",
+    "decode_value",
+    "diff_snapshots",
+    "live_snapshots",
+    "plain",
+    "record_to_dict",
+    "resolve_checkpoint",
+    "snapshot_to_dict",
+    "validate_store",
+]
+
+
+def plain(value: Any) -> Any:
+    """``value`` with every part JSON can hold: bytes become text or ``base64:...``."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        raw = bytes(value)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return "base64:" + base64.b64encode(raw).decode("ascii")
+    if isinstance(value, dict):
+        return {str(plain(k)): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [plain(v) for v in value]
+    if isinstance(value, msgspec.msgpack.Ext):
+        return {"ext": value.code, "data": plain(value.data)}
+    if isinstance(value, msgspec.Struct):
+        return plain(msgspec.to_builtins(value))
+    return value
+
+
+def decode_value(data: bytes | None) -> Any:
+    """Decode a stored user value (MessagePack) without its type; undecodable bytes stay bytes."""
+    if data is None:
+        return None
+    try:
+        return plain(msgspec.msgpack.decode(data))
+    except msgspec.DecodeError:
+        return plain(data)
+
+
+def live_snapshots(infos: list[SnapshotInfo]) -> list[SnapshotInfo]:
+    """The snapshots that still exist (not expired or deleted), oldest first."""
+    return [i for i in infos if i.status is SnapshotStatus.CREATED]
+
+
+async def resolve_checkpoint(store: Store, run_id: str, checkpoint: str) -> str:
+    """The id of ``checkpoint``: an id, a unique id prefix, ``latest`` or ``-N`` (N-th newest).
+
+    Raises:
+        CheckpointNotFoundError: nothing matches, or a prefix matches more than one.
+    """
+    ids = [i.snapshot_id for i in live_snapshots(await store.list_snapshots(run_id))]
+    if checkpoint == "latest" and ids:
+        return ids[-1]
+    if checkpoint.startswith("-") and checkpoint[1:].isdigit():
+        back = int(checkpoint[1:])
+        if 0 < back <= len(ids):
+            return ids[-back]
+    if checkpoint in ids:
+        return checkpoint
+    matches = [i for i in ids if i.startswith(checkpoint)]
+    if len(matches) == 1:
+        return matches[0]
+    raise CheckpointNotFoundError(run_id, checkpoint)
+
+
+async def _state_value(store: Store, run_id: str, ref: StateRef | None) -> Any:
+    if ref is None:
+        return None
+    data = ref.data if ref.data is not None else await store.get_blob(run_id, ref.blob)
+    return decode_value(data)
+
+
+def record_to_dict(record: LogRecord) -> dict[str, Any]:
+    """One log record as plain data, its user values decoded."""
+    out: dict[str, Any] = plain(msgspec.to_builtins(record))
+    match record:
+        case StepRecord(result=result):
+            out["result"] = decode_value(result)
+        case PhaseEndRecord(result=result):
+            out["result"] = decode_value(result)
+        case MilestoneRecord(data=data):
+            out["data"] = decode_value(data)
+        case EventRecord(data=data):
+            out["data"] = decode_value(data)
+        case _:
+            pass
+    return out
+
+
+async def snapshot_to_dict(store: Store, snapshot: Snapshot) -> dict[str, Any]:
+    """A snapshot as readable data: agent states, phase results and step results decoded."""
+    out: dict[str, Any] = plain(msgspec.to_builtins(snapshot))
+    for name, agent in snapshot.agents.items():
+        out["agents"][name]["state"] = await _state_value(store, snapshot.run_id, agent.state)
+    out["phases"] = {k: decode_value(v.result) for k, v in snapshot.phases.items()}
+    out["steps"] = [record_to_dict(s) for s in snapshot.steps]
+    out["milestones"] = [record_to_dict(m) for m in snapshot.milestones]
+    out["events"] = [record_to_dict(e) for e in snapshot.events]
+    return out
+
+
+class Problem(msgspec.Struct, frozen=True, kw_only=True):
+    """One thing ``validate`` found wrong."""
+
+    run_id: str
+    what: str
+    detail: str
+
+
+class ValidationReport(msgspec.Struct, kw_only=True):
+    """What ``validate`` checked and what it found."""
+
+    runs: int = 0
+    records: int = 0
+    snapshots: int = 0
+    blobs: int = 0
+    problems: list[Problem] = []
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing is corrupt or unreadable."""
+        return not self.problems
+
+
+async def validate_store(store: Store, run_ids: list[str]) -> ValidationReport:
+    """Read and verify every record, snapshot and blob of ``run_ids``.
+
+    Every checksum is checked by reading through the store, which verifies
+    before it decodes; each failure becomes a :class:`Problem`, and checking
+    goes on with the next item.
+    """
+    report = ValidationReport()
+    for run_id in run_ids:
+        report.runs += 1
+        try:
+            report.records += len(await store.read_log(run_id))
+        except StorageError as exc:
+            report.problems.append(Problem(run_id=run_id, what="log", detail=str(exc)))
+        for info in live_snapshots(await store.list_snapshots(run_id)):
+            report.snapshots += 1
+            try:
+                await store.read_snapshot(run_id, info.snapshot_id)
+            except StorageError as exc:
+                what = f"checkpoint {info.snapshot_id}"
+                report.problems.append(Problem(run_id=run_id, what=what, detail=str(exc)))
+        for ref in await store.list_blobs(run_id):
+            report.blobs += 1
+            try:
+                await store.get_blob(run_id, ref)
+            except (CorruptedDataError, StorageError) as exc:
+                report.problems.append(Problem(run_id=run_id, what=f"blob {ref}", detail=str(exc)))
+    return report
+
+
+async def diff_snapshots(store: Store, a: Snapshot, b: Snapshot) -> dict[str, Any]:
+    """What changed from ``a`` to ``b``: agents, state fields, phases, decisions, metrics."""
+    agents: dict[str, Any] = {}
+    for name in sorted(set(a.agents) | set(b.agents)):
+        old, new = a.agents.get(name), b.agents.get(name)
+        if old is None or new is None:
+            agents[name] = {"change": "added" if old is None else "removed"}
+            continue
+        change: dict[str, Any] = {}
+        for attr in ("status", "confidence", "type"):
+            if getattr(old, attr) != getattr(new, attr):
+                change[attr] = [plain(getattr(old, attr)), plain(getattr(new, attr))]
+        fields = _field_changes(
+            await _state_value(store, a.run_id, old.state),
+            await _state_value(store, b.run_id, new.state),
+        )
+        if fields:
+            change["state"] = fields
+        if change:
+            agents[name] = {"change": "changed", **change}
+    seen = {(d.step_id, d.type) for d in a.decisions}
+    metrics = {
+        k: [a.metrics.get(k), b.metrics.get(k)]
+        for k in sorted(set(a.metrics) | set(b.metrics))
+        if a.metrics.get(k) != b.metrics.get(k)
+    }
+    return {
+        "run_id": b.run_id,
+        "from": {"checkpoint": a.snapshot_id, "position": a.position, "phase": a.phase},
+        "to": {"checkpoint": b.snapshot_id, "position": b.position, "phase": b.phase},
+        "status": [str(a.status), str(b.status)] if a.status != b.status else None,
+        "agents": agents,
+        "phases_finished": sorted(set(b.phases) - set(a.phases)),
+        "decisions_added": [_decision(d) for d in b.decisions if (d.step_id, d.type) not in seen],
+        "metrics": metrics,
+    }
+
+
+def _decision(d: DecisionRecord) -> dict[str, Any]:
+    out: dict[str, Any] = plain(msgspec.to_builtins(d))
+    return out
+
+
+def _field_changes(old: Any, new: Any) -> dict[str, Any]:
+    """Changed top-level fields of two decoded states (the whole value if not mappings)."""
+    if old == new:
+        return {}
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return {"<value>": [_brief(old), _brief(new)]}
+    return {
+        k: [_brief(old.get(k)), _brief(new.get(k))]
+        for k in sorted(set(old) | set(new))
+        if old.get(k) != new.get(k)
+    }
+
+
+def _brief(value: Any) -> Any:
+    # Long containers would drown the diff; show their size instead.
+    if isinstance(value, list | dict) and len(value) > 8:
+        return f"<{type(value).__name__} of {len(value)}>"
+    return value

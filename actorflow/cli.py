@@ -1,0 +1,545 @@
+"""The ``actorflow`` command line (also ``python -m actorflow``).
+
+Readers (``runs``, ``checkpoints``, ``show``, ``log``, ``validate``, ``diff``)
+only open the store; ``demo``, ``recover``, ``fork`` and ``resume`` run
+workflows. Every command takes ``--store`` (a folder, or ``s3://bucket/prefix``;
+default ``$ACTORFLOW_STORE``, else ``./.actorflow``). An actorflow error ends
+the command with one line on stderr and a documented exit code; ``--debug``
+shows the traceback instead.
+
+Exit codes: 0 success; 1 any other actorflow error; 2 bad usage; 3 corrupt
+data found; 4 run or checkpoint not found; 5 the run failed; 6 the run is
+paused for input; 7 the run is owned by another live process; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
+
+import anyio
+import msgspec
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from actorflow import _inspect
+from actorflow.errors import (
+    ActorflowError,
+    CheckpointNotFoundError,
+    CorruptedDataError,
+    RunFailedError,
+    RunLockedError,
+    RunNotFoundError,
+    RunPaused,
+    StoreUnavailableError,
+)
+from actorflow.storage import (
+    DecisionRecord,
+    EventRecord,
+    LogRecord,
+    MilestoneRecord,
+    PhaseEndRecord,
+    PruneReport,
+    RetentionPolicy,
+    RunManifest,
+    RunStatus,
+    StepRecord,
+    Store,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+__all__ = ["EXIT_CODES", "app", "main", "open_store"]
+
+T = TypeVar("T")
+
+DEFAULT_STORE: Final = "./.actorflow"
+
+EXIT_CODES: Final[dict[str, int]] = {
+    "ok": 0,
+    "error": 1,
+    "usage": 2,
+    "corrupt": 3,
+    "not_found": 4,
+    "run_failed": 5,
+    "paused": 6,
+    "locked": 7,
+    "interrupted": 130,
+}
+
+app = typer.Typer(
+    name="actorflow",
+    help="Multi-agent workflows as actors that survive crashes: run, inspect, recover.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console(highlight=False, soft_wrap=False)
+err = Console(stderr=True, highlight=False)
+
+StoreOpt = Annotated[
+    str,
+    typer.Option(
+        "--store",
+        envvar="ACTORFLOW_STORE",
+        help="Store: a folder path or s3://bucket/prefix.",
+        show_envvar=True,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print data as JSON.")]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]
+RunArg = Annotated[str, typer.Argument(help="Run id (see `actorflow runs`).")]
+CheckpointArg = Annotated[
+    str, typer.Argument(help="Checkpoint id, a unique prefix of one, `latest` or -N (N-th newest).")
+]
+
+
+def exit_code_for(error: BaseException) -> int:
+    """The documented exit code for ``error``."""
+    match error:
+        case CorruptedDataError():
+            return EXIT_CODES["corrupt"]
+        case RunNotFoundError() | CheckpointNotFoundError():
+            return EXIT_CODES["not_found"]
+        case RunFailedError():
+            return EXIT_CODES["run_failed"]
+        case RunPaused():
+            return EXIT_CODES["paused"]
+        case RunLockedError():
+            return EXIT_CODES["locked"]
+        case KeyboardInterrupt():
+            return EXIT_CODES["interrupted"]
+        case _:
+            return EXIT_CODES["error"]
+
+
+def open_store(spec: str) -> Store:
+    """The store ``spec`` names: ``s3://bucket/prefix`` or a folder path.
+
+    Raises:
+        StoreUnavailableError: the S3 extra is missing.
+    """
+    if spec.startswith("s3://"):
+        bucket, _, prefix = spec[len("s3://") :].partition("/")
+        try:
+            from actorflow.storage import S3Store  # type: ignore[attr-defined,unused-ignore]
+        except ImportError as exc:
+            raise StoreUnavailableError(
+                "open store", f"{spec} needs the S3 extra: pip install 'actorflow[s3]'"
+            ) from exc
+        store: Store = S3Store(bucket, prefix=prefix)
+        return store
+    from actorflow.storage import FileStore  # type: ignore[attr-defined,unused-ignore]
+
+    return FileStore(spec)  # type: ignore[no-any-return,unused-ignore]
+
+
+def _existing_store(spec: str) -> Store:
+    # A reader must not create an empty store where the user mistyped a path.
+    if not spec.startswith("s3://") and not Path(spec).is_dir():
+        raise StoreUnavailableError(
+            "open store",
+            f"no actorflow store at {spec}; run `actorflow demo` first, "
+            "or pass --store / set ACTORFLOW_STORE",
+        )
+    return open_store(spec)
+
+
+def run_command(fn: Callable[[], Awaitable[T]], *, debug: bool) -> T:
+    """Run ``fn`` on an event loop; an error becomes one line and its exit code."""
+    try:
+        return anyio.run(fn)
+    except ActorflowError as exc:
+        if debug:
+            raise
+        err.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+        raise typer.Exit(exit_code_for(exc)) from None
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        raise typer.Exit(EXIT_CODES["interrupted"]) from None
+
+
+async def with_store(
+    spec: str, body: Callable[[Store], Awaitable[T]], *, create: bool = False
+) -> T:
+    """Open the store, run ``body`` with it, close it."""
+    store = open_store(spec) if create else _existing_store(spec)
+    try:
+        return await body(store)
+    finally:
+        await store.aclose()
+
+
+def print_json(data: Any) -> None:
+    """``data`` as indented JSON on stdout (plain print, so pipes get exact bytes)."""
+    sys.stdout.write(json.dumps(_inspect.plain(data), indent=2, default=str) + "\n")
+
+
+def when(ts: float | None) -> str:
+    """A stored time as local ``YYYY-MM-DD HH:MM:SS``."""
+    if not ts:
+        return "-"
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def size(n: int) -> str:
+    """Bytes for people: ``512 B``, ``3.4 KB``, ``12.0 MB``."""
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _manifest_row(m: RunManifest) -> dict[str, Any]:
+    live = _inspect.live_snapshots(list(m.snapshots))
+    return {
+        "run_id": m.run_id,
+        "workflow": m.workflow,
+        "status": str(m.status),
+        "phase": m.phase,
+        "started": m.created,
+        "updated": m.updated,
+        "snapshots": len(live),
+        "size": sum(s.stored_size for s in live),
+        "parent": m.parent,
+        "error": f"{m.error.type}: {m.error.message}" if m.error else None,
+        "prompt": m.prompt,
+    }
+
+
+def _statuses(values: list[str] | None) -> list[RunStatus] | None:
+    if not values:
+        return None
+    try:
+        return [RunStatus(v.lower()) for v in values]
+    except ValueError:
+        choices = ", ".join(s.value for s in RunStatus)
+        raise typer.BadParameter(f"status must be one of {choices}") from None
+
+
+@app.command("runs")
+def runs_command(
+    status: Annotated[
+        list[str] | None, typer.Option("--status", help="Only runs with this status (repeatable).")
+    ] = None,
+    workflow: Annotated[str | None, typer.Option(help="Only runs of this workflow.")] = None,
+    store: StoreOpt = DEFAULT_STORE,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """List runs: id, workflow, status, phase, started, updated, checkpoints, size."""
+    wanted = _statuses(status)
+
+    async def body(s: Store) -> list[RunManifest]:
+        return await s.list_runs(status=wanted, workflow=workflow)
+
+    rows = [_manifest_row(m) for m in run_command(lambda: with_store(store, body), debug=debug)]
+    if as_json:
+        print_json(rows)
+        return
+    table = Table(title=f"runs in {store}")
+    for col in ("run", "workflow", "status", "phase", "started", "updated", "ckpts", "size"):
+        table.add_column(col, justify="right" if col in ("ckpts", "size") else "left")
+    for r in rows:
+        table.add_row(
+            r["run_id"],
+            r["workflow"],
+            _status_text(r["status"]),
+            r["phase"] or "-",
+            when(r["started"]),
+            when(r["updated"]),
+            str(r["snapshots"]),
+            size(r["size"]),
+        )
+    out.print(table if rows else f"no runs in {store}")
+
+
+_STATUS_STYLE: Final = {
+    "completed": "green",
+    "running": "cyan",
+    "paused": "yellow",
+    "interrupted": "yellow",
+    "failed": "red",
+    "cancelled": "dim",
+}
+
+
+def _status_text(status: str) -> str:
+    return f"[{_STATUS_STYLE.get(status, 'white')}]{status}[/]"
+
+
+@app.command("checkpoints")
+def checkpoints_command(
+    run_id: RunArg,
+    store: StoreOpt = DEFAULT_STORE,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """List a run's checkpoints: id, phase, trigger, time, sizes, checksum status."""
+
+    async def body(s: Store) -> list[dict[str, Any]]:
+        await s.read_run(run_id)
+        rows = []
+        for info in _inspect.live_snapshots(await s.list_snapshots(run_id)):
+            try:
+                await s.read_snapshot(run_id, info.snapshot_id)
+                check = "ok"
+            except CorruptedDataError as exc:
+                check = f"corrupt: {exc.cause_text}"
+            rows.append({**msgspec.to_builtins(info), "checksum": check})
+        return rows
+
+    rows = run_command(lambda: with_store(store, body), debug=debug)
+    if as_json:
+        print_json(rows)
+        return
+    table = Table(title=f"checkpoints of {run_id}")
+    for col in ("checkpoint", "position", "phase", "trigger", "time", "stored", "raw", "checksum"):
+        right = col in ("position", "stored", "raw")
+        table.add_column(col, justify="right" if right else "left")
+    for r in rows:
+        ok = r["checksum"] == "ok"
+        table.add_row(
+            r["snapshot_id"],
+            str(r["position"]),
+            r["phase"] or "-",
+            r["trigger"],
+            when(r["created"]),
+            size(r["stored_size"]),
+            size(r["raw_size"]),
+            f"[green]{r['checksum']}[/]" if ok else f"[bold red]{r['checksum']}[/]",
+        )
+    out.print(table if rows else f"run {run_id} has no checkpoints")
+
+
+@app.command("show")
+def show_command(
+    run_id: RunArg,
+    checkpoint: CheckpointArg,
+    store: StoreOpt = DEFAULT_STORE,
+    debug: DebugOpt = False,
+) -> None:
+    """Print one checkpoint as JSON, with agent states, results and decisions decoded."""
+
+    async def body(s: Store) -> dict[str, Any]:
+        snapshot_id = await _inspect.resolve_checkpoint(s, run_id, checkpoint)
+        return await _inspect.snapshot_to_dict(s, await s.read_snapshot(run_id, snapshot_id))
+
+    print_json(run_command(lambda: with_store(store, body), debug=debug))
+
+
+@app.command("diff")
+def diff_command(
+    run_id: RunArg,
+    a: Annotated[str, typer.Argument(help="The older checkpoint.")],
+    b: Annotated[str, typer.Argument(help="The newer checkpoint.")] = "latest",
+    store: StoreOpt = DEFAULT_STORE,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """What changed between two checkpoints: agents, state fields, phases, decisions, metrics."""
+
+    async def body(s: Store) -> dict[str, Any]:
+        first = await s.read_snapshot(run_id, await _inspect.resolve_checkpoint(s, run_id, a))
+        second = await s.read_snapshot(run_id, await _inspect.resolve_checkpoint(s, run_id, b))
+        return await _inspect.diff_snapshots(s, first, second)
+
+    d = run_command(lambda: with_store(store, body), debug=debug)
+    if as_json:
+        print_json(d)
+        return
+    _print_diff(d)
+
+
+def _print_diff(d: dict[str, Any]) -> None:
+    f, t = d["from"], d["to"]
+    out.print(
+        f"[bold]{d['run_id']}[/]: {f['checkpoint']} (position {f['position']}, {f['phase']}) "
+        f"-> {t['checkpoint']} (position {t['position']}, {t['phase']})"
+    )
+    if d["status"]:
+        out.print(f"status: {d['status'][0]} -> {d['status'][1]}")
+    if d["phases_finished"]:
+        out.print("phases finished: " + ", ".join(d["phases_finished"]))
+    table = Table(title="agents", show_lines=False)
+    for col in ("agent", "change", "field", "before", "after"):
+        table.add_column(col, overflow="fold")
+    for name, change in d["agents"].items():
+        if change["change"] != "changed":
+            table.add_row(name, change["change"], "", "", "")
+            continue
+        for attr in ("status", "confidence", "type"):
+            if attr in change:
+                table.add_row(name, "changed", attr, *(_cell(v) for v in change[attr]))
+        for field, (old, new) in change.get("state", {}).items():
+            table.add_row(name, "state", field, _cell(old), _cell(new))
+    out.print(table if d["agents"] else "agents: no change")
+    for dec in d["decisions_added"]:
+        conf = "" if dec["confidence"] is None else f" (confidence {dec['confidence']:.2f})"
+        out.print(f"decision [bold]{dec['type']}[/] by {dec['agent']}{conf}: {dec['rationale']}")
+    for name, (old, new) in d["metrics"].items():
+        out.print(f"metric {name}: {old} -> {new}")
+
+
+def _cell(value: Any) -> str:
+    text = json.dumps(_inspect.plain(value), default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@app.command("validate")
+def validate_command(
+    run_id: Annotated[str | None, typer.Argument(help="One run (default: every run).")] = None,
+    store: StoreOpt = DEFAULT_STORE,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Verify every checksum (log, checkpoints, state blobs); exit 3 naming any corruption."""
+
+    async def body(s: Store) -> _inspect.ValidationReport:
+        ids = [run_id] if run_id else [m.run_id for m in await s.list_runs()]
+        if run_id:
+            await s.read_run(run_id)
+        return await _inspect.validate_store(s, ids)
+
+    report = run_command(lambda: with_store(store, body), debug=debug)
+    if as_json:
+        print_json({**msgspec.to_builtins(report), "ok": report.ok})
+    else:
+        for p in report.problems:
+            err.print(f"[bold red]corrupt:[/] run {p.run_id} {p.what}: {p.detail}")
+        verdict = "[green]ok[/]" if report.ok else f"[red]{len(report.problems)} problem(s)[/]"
+        out.print(
+            f"{verdict}: {report.runs} run(s), {report.records} log record(s), "
+            f"{report.snapshots} checkpoint(s), {report.blobs} blob(s) checked"
+        )
+    if not report.ok:
+        raise typer.Exit(EXIT_CODES["corrupt"])
+
+
+@app.command("log")
+def log_command(
+    run_id: RunArg,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing until the run finishes.")
+    ] = False,
+    start: Annotated[int, typer.Option(help="First log position to print.")] = 0,
+    store: StoreOpt = DEFAULT_STORE,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Print the decision log: steps, phase ends and decisions with rationale and confidence.
+
+    With ``--json``, one JSON object per line (with its ``position``).
+    """
+
+    async def body(s: Store) -> None:
+        position = start
+        while True:
+            # Status first: once finished, every record is already in the log we read next.
+            finished = (await s.read_run(run_id)).status.finished
+            for record in await s.read_log(run_id, position):
+                _print_record(position, record, as_json=as_json)
+                position += 1
+            if not follow or finished:
+                return
+            # A reader in another process has no event to wait on; poll the store gently.
+            await anyio.sleep(_FOLLOW_INTERVAL)
+
+    run_command(lambda: with_store(store, body), debug=debug)
+
+
+_FOLLOW_INTERVAL: Final = 0.5
+
+
+def _print_record(position: int, record: LogRecord, *, as_json: bool) -> None:
+    data = _inspect.record_to_dict(record)
+    if as_json:
+        sys.stdout.write(json.dumps({"position": position, **data}, default=str) + "\n")
+        return
+    match record:
+        case DecisionRecord():
+            conf = "" if record.confidence is None else f" confidence={record.confidence:.2f}"
+            alts = f" alternatives={list(record.alternatives)}" if record.alternatives else ""
+            out.print(
+                f"{position:>6} [bold magenta]decision[/] {record.step_id} {record.agent}: "
+                f"[bold]{record.type}[/]{conf}{alts}"
+            )
+            if record.description:
+                out.print(f"       {record.description}")
+            if record.rationale:
+                out.print(f"       rationale: {record.rationale}")
+        case StepRecord():
+            outcome = (
+                f"[red]{record.error.type}: {record.error.message}[/]"
+                if record.error
+                else _cell(data["result"])
+            )
+            target = f" -> {record.target}" if record.target else ""
+            out.print(f"{position:>6} [cyan]{record.kind}[/] {record.step_id}{target}: {outcome}")
+        case PhaseEndRecord():
+            out.print(
+                f"{position:>6} [green]phase end[/] {record.phase_id}: {_cell(data['result'])}"
+            )
+        case MilestoneRecord():
+            out.print(f"{position:>6} milestone {record.agent} {record.key}")
+        case EventRecord():
+            out.print(f"{position:>6} [yellow]event[/] {record.kind} {record.step_id or ''}")
+
+
+@app.command("prune")
+def prune_command(
+    keep: Annotated[
+        int | None, typer.Option("--keep", min=1, help="Newest checkpoints kept per run.")
+    ] = None,
+    max_age: Annotated[
+        str | None,
+        typer.Option("--max-age", help="Drop checkpoints older than this (30m, 12h, 7d)."),
+    ] = None,
+    delete_completed: Annotated[
+        bool,
+        typer.Option(help="Delete finished runs' data, keeping a small tombstone manifest."),
+    ] = False,
+    store: StoreOpt = DEFAULT_STORE,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Apply retention: keep the newest N checkpoints, drop old ones, collect unused data.
+
+    With no option, keeps the newest 5 checkpoints per run. A run's newest
+    checkpoint is always kept, and its log is pruned only below the oldest kept.
+    """
+    from actorflow.runtime._config import parse_duration
+
+    async def body(s: Store) -> PruneReport:
+        age = parse_duration(max_age, option="--max-age") if max_age is not None else None
+        if keep is None and age is None and not delete_completed:
+            policy = RetentionPolicy()  # the default: newest 5 per run
+        else:
+            policy = RetentionPolicy(keep_last=keep, max_age=age, delete_completed=delete_completed)
+        return await s.prune(policy)
+
+    report = run_command(lambda: with_store(store, body), debug=debug)
+    if as_json:
+        print_json(report)
+        return
+    out.print(
+        f"pruned {report.snapshots_deleted} checkpoint(s), {report.log_records_deleted} log "
+        f"record(s), {report.blobs_deleted} blob(s), {report.runs_deleted} run(s); "
+        f"freed {size(report.bytes_freed)}"
+    )
+
+
+def main() -> None:
+    """Entry point of the ``actorflow`` script."""
+    app(prog_name="actorflow")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
