@@ -1,0 +1,190 @@
+"""A bounded mailbox on anyio's primitives: one receiver (the actor), many senders.
+
+It is leaner than a memory object stream pair because the receiver is always
+the one actor task: the buffer is a deque, a waiting receiver or sender parks
+on an ``anyio.Event``, and nothing yields to the scheduler unless it must wait
+(see docs/actors.md, "Does send yield?").
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Final, Generic, TypeVar
+
+import anyio
+from anyio.lowlevel import checkpoint, checkpoint_if_cancelled
+
+from actorflow.errors import MailboxClosedError, MailboxFullError
+
+__all__ = ["CLOSED", "Mailbox", "MailboxStatistics"]
+
+T = TypeVar("T")
+
+
+class _Closed:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "CLOSED"
+
+
+CLOSED: Final = _Closed()
+"""What :meth:`Mailbox.get` returns once the mailbox is closed and empty."""
+
+
+@dataclass(frozen=True, slots=True)
+class MailboxStatistics:
+    """A mailbox's state at one moment.
+
+    Attributes:
+        current_size: messages waiting to be handled.
+        max_size: capacity; a sender waits (or ``send_nowait`` raises) beyond it.
+        waiting_senders: tasks blocked in ``send`` for lack of room.
+        closed: whether the mailbox refuses new messages.
+    """
+
+    current_size: int
+    max_size: int
+    waiting_senders: int
+    closed: bool
+
+
+class Mailbox(Generic[T]):
+    """A bounded FIFO queue with one receiver; full means senders wait, never drop.
+
+    Args:
+        owner: the actor's name, for error messages.
+        max_size: capacity, at least 1.
+    """
+
+    __slots__ = ("_buf", "_closed", "_getter", "_max", "_owner", "_putters")
+
+    # Whether ``put`` yields to the scheduler on every call. The benchmark flips
+    # it to measure both choices; docs/actors.md explains why it is False.
+    yield_on_put: bool = False
+
+    def __init__(self, owner: str, max_size: int) -> None:
+        self._owner = owner
+        self._max = max_size
+        self._buf: deque[T] = deque()
+        self._closed = False
+        self._getter: anyio.Event | None = None
+        self._putters: deque[anyio.Event] | None = None
+
+    def __len__(self) -> int:
+        return len(self._buf)
+
+    @property
+    def closed(self) -> bool:
+        """Whether the mailbox refuses new messages."""
+        return self._closed
+
+    def statistics(self) -> MailboxStatistics:
+        """Return the current size, capacity, blocked senders and closed flag."""
+        putters = self._putters
+        return MailboxStatistics(
+            len(self._buf), self._max, len(putters) if putters else 0, self._closed
+        )
+
+    def put_nowait(self, item: T) -> None:
+        """Append ``item`` without waiting.
+
+        Raises:
+            MailboxClosedError: the mailbox is closed.
+            MailboxFullError: the mailbox holds ``max_size`` messages.
+        """
+        if self._closed:
+            raise MailboxClosedError(self._owner)
+        buf = self._buf
+        if len(buf) >= self._max:
+            raise MailboxFullError(self._owner, self._max)
+        buf.append(item)
+        getter = self._getter
+        if getter is not None:
+            self._getter = None
+            getter.set()
+
+    async def put(self, item: T) -> None:
+        """Append ``item``, waiting for room while the mailbox is full.
+
+        Always a cancellation point; if cancelled, ``item`` was not added.
+
+        Raises:
+            MailboxClosedError: the mailbox is closed, or closes while waiting.
+        """
+        if self.yield_on_put:
+            await checkpoint()
+        else:
+            await checkpoint_if_cancelled()
+        while len(self._buf) >= self._max and not self._closed:
+            await self._wait_for_room()
+        self.put_nowait(item)
+
+    async def _wait_for_room(self) -> None:
+        if self._putters is None:
+            self._putters = deque()
+        event = anyio.Event()
+        self._putters.append(event)
+        try:
+            await event.wait()
+        except BaseException:
+            if event.is_set():
+                # we were handed a free slot we will not use: pass it on
+                self._wake_putter()
+            else:
+                self._putters.remove(event)
+            raise
+
+    def _wake_putter(self) -> None:
+        putters = self._putters
+        if putters:
+            putters.popleft().set()
+
+    async def get(self) -> T | _Closed:
+        """Remove and return the oldest message, waiting if there is none.
+
+        Returns:
+            The message, or :data:`CLOSED` once the mailbox is closed and empty.
+        """
+        buf = self._buf
+        while not buf:
+            if self._closed:
+                return CLOSED
+            event = self._getter = anyio.Event()
+            try:
+                await event.wait()
+            finally:
+                self._getter = None
+        item = buf.popleft()
+        if self._putters:
+            self._putters.popleft().set()
+        return item
+
+    def get_nowait(self) -> T | None:
+        """Remove and return the oldest message, or None if there is none."""
+        if not self._buf:
+            return None
+        item = self._buf.popleft()
+        if self._putters:
+            self._putters.popleft().set()
+        return item
+
+    def close(self) -> None:
+        """Refuse new messages; the receiver still gets those already queued.
+
+        Blocked senders wake and raise :class:`MailboxClosedError`. Idempotent.
+        """
+        self._closed = True
+        getter, self._getter = self._getter, None
+        if getter is not None:
+            getter.set()
+        putters, self._putters = self._putters, None
+        while putters:
+            putters.popleft().set()
+
+    def drain(self) -> list[T]:
+        """Remove and return every queued message (used when the actor stops)."""
+        items = list(self._buf)
+        self._buf.clear()
+        return items
