@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from actorflow.storage._codec import Codec
+from actorflow.storage._file import FileStore
+from actorflow.storage._fs import FileSystem, OSFileSystem
+from actorflow.storage._memory import MemoryStore
 from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, Store
 from actorflow.storage._records import (
     FORMAT_VERSION,
@@ -21,16 +25,23 @@ from actorflow.storage._records import (
     StepRecord,
     validate_run_id,
 )
+from actorflow.storage._retention import prune, run_verifier, verify_store
+from actorflow.storage._state import decode_state, encode_state, state_version
 
 __all__ = [
     "FORMAT_VERSION",
     "AgentSnapshot",
+    "Codec",
     "DecisionRecord",
     "ErrorInfo",
     "EventRecord",
+    "FileStore",
+    "FileSystem",
     "Lease",
     "LogRecord",
+    "MemoryStore",
     "MilestoneRecord",
+    "OSFileSystem",
     "PhaseEndRecord",
     "PruneReport",
     "RetentionPolicy",
@@ -42,5 +53,11 @@ __all__ = [
     "StateRef",
     "StepRecord",
     "Store",
+    "decode_state",
+    "encode_state",
+    "prune",
+    "run_verifier",
+    "state_version",
     "validate_run_id",
+    "verify_store",
 ]

@@ -1,0 +1,504 @@
+"""FileStore: runs in a local folder; the embedded default.
+
+Layout::
+
+    <path>/runs/<run id>/
+        manifest                      the run's manifest, replaced atomically
+        lock                          flock'ed by the run's live owner
+        owner                         the current lease (owner, epoch)
+        log/00000000000000000000.seg  append-only segments, named by first position
+        blobs/<address>               content-addressed states, written once
+        snapshots/000000042_20260125T101500Z_draft-1_<id>.ckpt
+
+Every durable operation is one call in a worker thread (``anyio.to_thread``);
+files written once go through temp file, fsync, rename and folder fsync. The
+log is appended by group commit (:mod:`actorflow.storage._filelog`).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from actorflow._log import get_logger
+from actorflow.errors import (
+    ActorflowError,
+    CheckpointNotFoundError,
+    CorruptedDataError,
+    LeaseLostError,
+    RunLockedError,
+    RunNotFoundError,
+    StorageError,
+)
+from actorflow.storage._codec import Codec, Kind, decode_lease, encode_lease
+from actorflow.storage._filelog import FileLog
+from actorflow.storage._fs import FileSystem, OSFileSystem, write_atomic
+from actorflow.storage._manifests import (
+    add_snapshot,
+    live_snapshots,
+    mark_snapshot,
+    matches,
+    snapshot_file_name,
+    snapshot_info,
+    validate_blob_ref,
+    validate_snapshot_id,
+)
+from actorflow.storage._manifests import tombstone as make_tombstone
+from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy
+from actorflow.storage._records import SnapshotStatus, validate_run_id
+from actorflow.storage._retention import prune as prune_by_policy
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from actorflow.storage._records import (
+        LogRecord,
+        RunManifest,
+        RunStatus,
+        Snapshot,
+        SnapshotInfo,
+    )
+
+__all__ = ["FileStore"]
+
+_log = get_logger(__name__)
+T = TypeVar("T")
+
+
+class FileStore:
+    """Runs stored under a local folder (created on first use).
+
+    Args:
+        path: the store's folder.
+        codec: how data is sealed (default: zstd if installed, else gzip-6).
+        segment_bytes: a log segment is closed and a new one started past this size.
+        fs: the file layer; tests inject one that simulates power loss.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        codec: Codec | None = None,
+        segment_bytes: int = 16 * 1024 * 1024,
+        fs: FileSystem | None = None,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.codec = codec or Codec()
+        self.fs = fs or OSFileSystem()
+        self.segment_bytes = segment_bytes
+        self._runs_dir = os.path.join(self.path, "runs")
+        self._ready = False
+        self._logs: dict[str, FileLog] = {}
+        self._log_lock = anyio.Lock()
+        self._leases: dict[str, tuple[Lease, int]] = {}
+
+    def __repr__(self) -> str:
+        return f"FileStore({self.path!r}, codec={self.codec.describe()})"
+
+    # --- plumbing -----------------------------------------------------------------
+
+    async def _call(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
+        """Run one durable operation in a worker thread, translating OS errors."""
+        try:
+            return await anyio.to_thread.run_sync(self._guarded, fn, args)
+        except ActorflowError:
+            raise
+        except OSError as exc:
+            raise StorageError(operation, f"{exc.strerror or exc} ({exc.filename})") from exc
+
+    def _guarded(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        if not self._ready:
+            self.fs.makedirs(self._runs_dir)
+            self._ready = True
+        return fn(*args)
+
+    def _dir(self, run_id: str, *parts: str) -> str:
+        return os.path.join(self._runs_dir, validate_run_id(run_id), *parts)
+
+    def _read_manifest(self, run_id: str) -> RunManifest:
+        path = self._dir(run_id, "manifest")
+        try:
+            data = self.fs.read(path)
+        except FileNotFoundError:
+            raise RunNotFoundError(run_id) from None
+        return self.codec.load_manifest(data, run_id=run_id, location=path)
+
+    def _write_manifest(self, manifest: RunManifest) -> None:
+        write_atomic(
+            self.fs, self._dir(manifest.run_id, "manifest"), self.codec.dump_manifest(manifest)
+        )
+
+    def _change_manifest(
+        self, run_id: str, change: Callable[[RunManifest], RunManifest]
+    ) -> RunManifest:
+        # flock on a side file makes read-change-write atomic across threads and processes
+        handle = self.fs.lock(self._dir(run_id, "manifest.lock")) if self._exists(run_id) else None
+        if handle is None:
+            raise RunNotFoundError(run_id)
+        try:
+            new = change(self._read_manifest(run_id))
+            if new.run_id != run_id:
+                raise StorageError("update run", f"change() may not rename run {run_id!r}")
+            self._write_manifest(new)
+            return new
+        finally:
+            self.fs.unlock(handle)
+
+    def _exists(self, run_id: str) -> bool:
+        return self.fs.exists(self._dir(run_id, "manifest"))
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close log files and release every claim this store holds. Idempotent."""
+        for log in self._logs.values():
+            log.close()
+        self._logs.clear()
+        for _lease, handle in self._leases.values():
+            self.fs.unlock(handle)
+        self._leases.clear()
+
+    # --- manifests ------------------------------------------------------------------
+
+    async def create_run(self, manifest: RunManifest) -> tuple[RunManifest, bool]:
+        """See :meth:`Store.create_run`."""
+        run_id = validate_run_id(manifest.run_id)
+        return await self._call("create run", self._create, run_id, manifest)
+
+    def _create(self, run_id: str, manifest: RunManifest) -> tuple[RunManifest, bool]:
+        if self._exists(run_id):
+            return self._read_manifest(run_id), False
+        for sub in ("log", "blobs", "snapshots"):
+            self.fs.makedirs(self._dir(run_id, sub))
+        data = self.codec.dump_manifest(manifest)
+        if write_atomic(self.fs, self._dir(run_id, "manifest"), data, exclusive=True):
+            return manifest, True
+        return self._read_manifest(run_id), False
+
+    async def read_run(self, run_id: str) -> RunManifest:
+        """See :meth:`Store.read_run`."""
+        validate_run_id(run_id)
+        return await self._call("read run", self._read_manifest, run_id)
+
+    async def update_run(
+        self, run_id: str, change: Callable[[RunManifest], RunManifest]
+    ) -> RunManifest:
+        """See :meth:`Store.update_run`. ``change`` runs in a worker thread."""
+        validate_run_id(run_id)
+        return await self._call("update run", self._change_manifest, run_id, change)
+
+    async def list_runs(
+        self,
+        *,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        workflow: str | None = None,
+    ) -> list[RunManifest]:
+        """See :meth:`Store.list_runs`."""
+        manifests = await self._call("list runs", self._list_runs)
+        manifests.sort(key=lambda m: (m.created, m.run_id))
+        return [m for m in manifests if matches(m, status, workflow)]
+
+    def _list_runs(self) -> list[RunManifest]:
+        found = []
+        for name in self.fs.listdir(self._runs_dir):
+            if name.startswith(".") or not self._exists(name):
+                continue
+            found.append(self._read_manifest(name))
+        return found
+
+    async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:
+        """See :meth:`Store.delete_run`."""
+        validate_run_id(run_id)
+        log = self._logs.pop(run_id, None)
+        if log is not None:
+            log.close()
+        return await self._call("delete run", self._delete_run, run_id, tombstone)
+
+    def _delete_run(self, run_id: str, tombstone: bool) -> int:
+        if not self._exists(run_id):
+            raise RunNotFoundError(run_id)
+        if tombstone:
+            self._change_manifest(run_id, make_tombstone)
+            doomed = [self._dir(run_id, sub) for sub in ("log", "blobs", "snapshots")]
+        else:
+            doomed = [self._dir(run_id)]
+        freed = 0
+        for folder in doomed:
+            # Renamed away first, so a crash midway never leaves half a run looking whole.
+            trash = os.path.join(self._runs_dir, f".trash-{secrets.token_hex(8)}")
+            freed += self._tree_size(folder)
+            self.fs.rename(folder, trash)
+            self.fs.fsync_dir(os.path.dirname(folder))
+            self.fs.remove_tree(trash)
+        if tombstone:
+            for sub in ("log", "blobs", "snapshots"):
+                self.fs.makedirs(self._dir(run_id, sub))
+        return freed
+
+    def _tree_size(self, path: str) -> int:
+        total = 0
+        for name in self.fs.listdir(path):
+            child = os.path.join(path, name)
+            total += self._tree_size(child) if self.fs.is_dir(child) else self.fs.size(child)
+        return total
+
+    # --- log ------------------------------------------------------------------------
+
+    async def _open_log(self, run_id: str) -> FileLog:
+        log = self._logs.get(run_id)
+        if log is not None and not log.broken:
+            return log
+        async with self._log_lock:
+            log = self._logs.get(run_id)
+            if log is None or log.broken:
+                if log is not None:
+                    log.close()
+                log = FileLog(
+                    self.fs, self.codec, run_id, self._dir(run_id, "log"), self.segment_bytes
+                )
+                await self._call("open log", self._open_writer, run_id, log)
+                self._logs[run_id] = log
+        return log
+
+    def _open_writer(self, run_id: str, log: FileLog) -> None:
+        if not self._exists(run_id):
+            raise RunNotFoundError(run_id)
+        log.open_for_append()
+
+    async def append(self, run_id: str, records: Sequence[LogRecord]) -> int:
+        """See :meth:`Store.append`: concurrent appends share one write and fsync."""
+        validate_run_id(run_id)
+        log = await self._open_log(run_id)
+        return await log.append(records)
+
+    async def read_log(self, run_id: str, start: int = 0) -> list[LogRecord]:
+        """See :meth:`Store.read_log`. Never cuts a torn tail: only the writer does."""
+        validate_run_id(run_id)
+        log = FileLog(self.fs, self.codec, run_id, self._dir(run_id, "log"), self.segment_bytes)
+        return await self._call("read log", self._read_log, run_id, log, start)
+
+    def _read_log(self, run_id: str, log: FileLog, start: int) -> list[LogRecord]:
+        if not self._exists(run_id):
+            raise RunNotFoundError(run_id)
+        return log.read(start)
+
+    async def log_length(self, run_id: str) -> int:
+        """See :meth:`Store.log_length`."""
+        validate_run_id(run_id)
+        log = self._logs.get(run_id)
+        if log is not None and not log.broken:
+            return log.durable
+        fresh = FileLog(self.fs, self.codec, run_id, self._dir(run_id, "log"), self.segment_bytes)
+        return await self._call("read log", self._log_length, run_id, fresh)
+
+    def _log_length(self, run_id: str, log: FileLog) -> int:
+        if not self._exists(run_id):
+            raise RunNotFoundError(run_id)
+        return log.length()
+
+    async def truncate_log_before(self, run_id: str, position: int) -> int:
+        """See :meth:`Store.truncate_log_before`: whole older segments go."""
+        validate_run_id(run_id)
+        log = FileLog(self.fs, self.codec, run_id, self._dir(run_id, "log"), self.segment_bytes)
+        return await self._call("prune log", log.drop_segments_before, position)
+
+    # --- blobs ----------------------------------------------------------------------
+
+    async def put_blob(self, run_id: str, data: bytes) -> str:
+        """See :meth:`Store.put_blob`."""
+        validate_run_id(run_id)
+        address, sealed = self.codec.dump_blob(data, run_id=run_id)
+        await self._call("put blob", self._put_blob, run_id, address, sealed)
+        return address
+
+    def _put_blob(self, run_id: str, address: str, sealed: bytes) -> None:
+        if not self._exists(run_id):
+            raise RunNotFoundError(run_id)
+        path = self._dir(run_id, "blobs", address)
+        if not self.fs.exists(path):
+            write_atomic(self.fs, path, sealed)
+
+    async def get_blob(self, run_id: str, ref: str) -> bytes:
+        """See :meth:`Store.get_blob`."""
+        validate_run_id(run_id)
+        path = self._dir(run_id, "blobs", validate_blob_ref(ref))
+        return await self._call("get blob", self._get_blob, run_id, ref, path)
+
+    def _get_blob(self, run_id: str, ref: str, path: str) -> bytes:
+        try:
+            data = self.fs.read(path)
+        except FileNotFoundError:
+            if not self._exists(run_id):
+                raise RunNotFoundError(run_id) from None
+            raise StorageError("get blob", f"run {run_id!r} has no blob {ref!r}") from None
+        return self.codec.load_blob(data, run_id=run_id, address=ref, location=path)
+
+    async def has_blob(self, run_id: str, ref: str) -> bool:
+        """See :meth:`Store.has_blob`."""
+        path = self._dir(run_id, "blobs", validate_blob_ref(ref))
+        return await self._call("has blob", self.fs.exists, path)
+
+    async def list_blobs(self, run_id: str) -> list[str]:
+        """See :meth:`Store.list_blobs`."""
+        names = await self._call("list blobs", self.fs.listdir, self._dir(run_id, "blobs"))
+        return [n for n in names if not n.startswith(".")]
+
+    async def delete_blob(self, run_id: str, ref: str) -> int:
+        """See :meth:`Store.delete_blob`."""
+        path = self._dir(run_id, "blobs", validate_blob_ref(ref))
+        return await self._call("delete blob", self._remove, path)
+
+    def _remove(self, path: str) -> int:
+        try:
+            size = self.fs.size(path)
+        except FileNotFoundError:
+            return 0
+        self.fs.unlink(path)
+        return size
+
+    # --- snapshots ------------------------------------------------------------------
+
+    async def write_snapshot(self, snapshot: Snapshot) -> SnapshotInfo:
+        """See :meth:`Store.write_snapshot`: the file is durable before the manifest lists it."""
+        validate_run_id(snapshot.run_id)
+        validate_snapshot_id(snapshot.snapshot_id)
+        sealed, raw = self.codec.dump_snapshot(snapshot)
+        info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
+        await self._call("write checkpoint", self._write_snapshot, info, snapshot.run_id, sealed)
+        _log.info(
+            "checkpoint_saved",
+            run_id=snapshot.run_id,
+            checkpoint=snapshot.snapshot_id,
+            position=snapshot.position,
+            size=len(sealed),
+        )
+        return info
+
+    def _write_snapshot(self, info: SnapshotInfo, run_id: str, sealed: bytes) -> None:
+        if not self._exists(run_id):
+            raise RunNotFoundError(run_id)
+        write_atomic(self.fs, self._dir(run_id, "snapshots", snapshot_file_name(info)), sealed)
+        self._change_manifest(run_id, lambda m: add_snapshot(m, info))
+
+    async def read_snapshot(self, run_id: str, snapshot_id: str) -> Snapshot:
+        """See :meth:`Store.read_snapshot`."""
+        validate_run_id(run_id)
+        validate_snapshot_id(snapshot_id)
+        return await self._call("read checkpoint", self._read_snapshot, run_id, snapshot_id)
+
+    def _snapshot_path(self, run_id: str, snapshot_id: str) -> str:
+        for info in live_snapshots(self._read_manifest(run_id)):
+            if info.snapshot_id == snapshot_id:
+                return self._dir(run_id, "snapshots", snapshot_file_name(info))
+        raise CheckpointNotFoundError(run_id, snapshot_id)
+
+    def _read_snapshot(self, run_id: str, snapshot_id: str) -> Snapshot:
+        path = self._snapshot_path(run_id, snapshot_id)
+        try:
+            data = self.fs.read(path)
+        except FileNotFoundError:
+            raise CheckpointNotFoundError(run_id, snapshot_id) from None
+        return self.codec.load_snapshot(data, run_id=run_id, snapshot_id=snapshot_id, location=path)
+
+    async def list_snapshots(self, run_id: str) -> list[SnapshotInfo]:
+        """See :meth:`Store.list_snapshots`."""
+        return live_snapshots(await self.read_run(run_id))
+
+    async def delete_snapshot(self, run_id: str, snapshot_id: str) -> int:
+        """See :meth:`Store.delete_snapshot`: the manifest stops listing it first."""
+        validate_run_id(run_id)
+        validate_snapshot_id(snapshot_id)
+        return await self._call("delete checkpoint", self._delete_snapshot, run_id, snapshot_id)
+
+    def _delete_snapshot(self, run_id: str, snapshot_id: str) -> int:
+        try:
+            path = self._snapshot_path(run_id, snapshot_id)
+        except CheckpointNotFoundError:
+            return 0
+        self._change_manifest(
+            run_id, lambda m: mark_snapshot(m, snapshot_id, SnapshotStatus.DELETED)
+        )
+        return self._remove(path)
+
+    # --- ownership ------------------------------------------------------------------
+
+    async def claim(self, run_id: str, owner: str) -> Lease:
+        """See :meth:`Store.claim`: an exclusive ``flock`` held until release or exit."""
+        validate_run_id(run_id)
+        lease, handle = await self._call("claim run", self._claim, run_id, owner)
+        self._leases[run_id] = (lease, handle)
+        return lease
+
+    def _claim(self, run_id: str, owner: str) -> tuple[Lease, int]:
+        if not self._exists(run_id):
+            raise RunNotFoundError(run_id)
+        handle = self.fs.try_lock(self._dir(run_id, "lock"))
+        if handle is None:
+            previous = self._read_lease(run_id)
+            raise RunLockedError(run_id, previous.owner if previous else None)
+        try:
+            previous = self._read_lease(run_id)
+            lease = Lease(run_id=run_id, owner=owner, epoch=(previous.epoch if previous else 0) + 1)
+            sealed = self.codec.seal(
+                encode_lease(lease), kind=Kind.LEASE, run_id=run_id, slot="owner"
+            )
+            write_atomic(self.fs, self._dir(run_id, "owner"), sealed)
+        except BaseException:
+            self.fs.unlock(handle)
+            raise
+        return lease, handle
+
+    def _read_lease(self, run_id: str) -> Lease | None:
+        path = self._dir(run_id, "owner")
+        try:
+            data = self.fs.read(path)
+            raw = self.codec.open(data, kind=Kind.LEASE, run_id=run_id, slot="owner", location=path)
+        except (FileNotFoundError, CorruptedDataError):
+            return None  # the lock itself is the claim; the lease file only names it
+        return decode_lease(raw, path)
+
+    async def renew(self, lease: Lease) -> Lease:
+        """See :meth:`Store.renew`: a claim held by ``flock`` needs no renewal."""
+        held = self._leases.get(lease.run_id)
+        if held is None or held[0] != lease:
+            raise LeaseLostError(lease.run_id, lease.epoch)
+        return lease
+
+    async def release(self, lease: Lease) -> None:
+        """See :meth:`Store.release`."""
+        held = self._leases.get(lease.run_id)
+        if held is not None and held[0] == lease:
+            del self._leases[lease.run_id]
+            self.fs.unlock(held[1])
+
+    async def is_owned(self, run_id: str) -> bool:
+        """See :meth:`Store.is_owned`: tries the lock without keeping it."""
+        validate_run_id(run_id)
+        if run_id in self._leases:
+            return True
+        return await self._call("check owner", self._probe_lock, run_id)
+
+    def _probe_lock(self, run_id: str) -> bool:
+        if not self._exists(run_id):
+            raise RunNotFoundError(run_id)
+        handle = self.fs.try_lock(self._dir(run_id, "lock"))
+        if handle is None:
+            return True
+        self.fs.unlock(handle)
+        return False
+
+    @property
+    def renew_interval(self) -> float | None:
+        """``None``: the operating system ends a claim with its process."""
+        return None
+
+    # --- retention ------------------------------------------------------------------
+
+    async def prune(self, policy: RetentionPolicy) -> PruneReport:
+        """See :meth:`Store.prune`."""
+        return await prune_by_policy(self, policy)

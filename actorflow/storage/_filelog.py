@@ -1,0 +1,256 @@
+"""One run's log in a FileStore: segment files of framed records, group commit.
+
+Appenders encode and seal their records on their own path, queue them, and
+one of them (the flusher) carries everything queued to disk in one write and
+one fsync in a worker thread while the others wait; when it is done the next
+waiter with work left becomes the flusher. Only the writer cuts a torn tail,
+before its first append; readers skip it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.to_thread
+
+from actorflow._log import get_logger
+from actorflow.errors import CorruptedDataError, LogCorruptedError, StorageError
+from actorflow.storage._codec import Codec, Kind, encode_record
+from actorflow.storage._journal import frame, scan
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from actorflow.storage._fs import FileSystem
+    from actorflow.storage._records import LogRecord
+
+__all__ = ["FileLog"]
+
+_log = get_logger(__name__)
+_SUFFIX = ".seg"
+
+
+@dataclass
+class _Ticket:
+    end: int
+    data: bytes
+    done: bool = False
+    error: BaseException | None = None
+
+
+def segment_name(start: int) -> str:
+    """A segment's file name: its first record's position, zero-padded."""
+    return f"{start:020d}{_SUFFIX}"
+
+
+class FileLog:
+    """The log of one run under ``folder``; blocking methods run in worker threads."""
+
+    def __init__(
+        self, fs: FileSystem, codec: Codec, run_id: str, folder: str, segment_bytes: int
+    ) -> None:
+        self.fs = fs
+        self.codec = codec
+        self.run_id = run_id
+        self.folder = folder
+        self.segment_bytes = segment_bytes
+        self.broken = False
+        self.durable = 0
+        self._reserved = 0
+        self._handle: int | None = None
+        self._segment_size = 0
+        self._queue: list[_Ticket] = []
+        self._flushing = False
+        self._idle = anyio.Event()
+
+    # --- reading (any thread, any process) ------------------------------------------
+
+    def _segments(self) -> list[int]:
+        names = self.fs.listdir(self.folder)
+        return sorted(int(n[: -len(_SUFFIX)]) for n in names if n.endswith(_SUFFIX))
+
+    def _path(self, start: int) -> str:
+        return os.path.join(self.folder, segment_name(start))
+
+    def read(self, start: int) -> list[LogRecord]:
+        """Records from absolute position ``start``; a torn tail is left out.
+
+        Raises:
+            LogCorruptedError: a bad record before the tail, naming file and offset.
+            StorageError: ``start`` is below what retention kept.
+        """
+        segments = self._segments()
+        if segments and start < segments[0]:
+            raise StorageError(
+                "read log",
+                f"records of run {self.run_id!r} below position {segments[0]} were pruned; "
+                f"read from a checkpoint's position ({start} asked)",
+            )
+        records: list[LogRecord] = []
+        for i, seg in enumerate(segments):
+            last = i == len(segments) - 1
+            if not last and segments[i + 1] <= start:
+                continue
+            path = self._path(seg)
+            found = scan(self.fs.read(path), location=path, last=last)
+            if not last and seg + len(found.payloads) != segments[i + 1]:
+                raise LogCorruptedError(
+                    path, "segment holds fewer records than the next one expects"
+                )
+            for n, payload in enumerate(found.payloads):
+                if seg + n >= start:
+                    records.append(self._load(payload, seg + n, path, found.offsets[n]))
+        return records
+
+    def _load(self, payload: memoryview, position: int, path: str, offset: int) -> LogRecord:
+        location = f"{path} at byte {offset}"
+        try:
+            return self.codec.load_record(
+                bytes(payload), run_id=self.run_id, position=position, location=location
+            )
+        except LogCorruptedError:
+            raise
+        except CorruptedDataError as exc:
+            raise LogCorruptedError(location, exc.cause_text) from exc
+
+    def length(self) -> int:
+        """Position just after the last good record."""
+        segments = self._segments()
+        if not segments:
+            return 0
+        path = self._path(segments[-1])
+        return segments[-1] + len(scan(self.fs.read(path), location=path, last=True).payloads)
+
+    def drop_segments_before(self, position: int) -> int:
+        """Delete whole segments that end at or below ``position``; return records dropped."""
+        segments = self._segments()
+        dropped = 0
+        for seg, nxt in itertools.pairwise(segments):
+            if nxt > position:
+                break
+            self.fs.unlink(self._path(seg))
+            dropped += nxt - seg
+        return dropped
+
+    # --- writing (this process's owner of the run) ------------------------------------
+
+    def open_for_append(self) -> None:
+        """Find the end of the log, cutting a torn tail first (with a warning)."""
+        segments = self._segments()
+        if not segments:
+            return
+        start = segments[-1]
+        path = self._path(start)
+        found = scan(self.fs.read(path), location=path, last=True)
+        handle = self.fs.open(path, "append")
+        if found.torn:
+            _log.warning(
+                "log_tail_cut", run_id=self.run_id, file=path, offset=found.end, bytes=found.torn
+            )
+            self.fs.truncate(handle, found.end)
+            self.fs.fsync(handle)
+        self._handle = handle
+        self._segment_size = found.end
+        self.durable = self._reserved = start + len(found.payloads)
+
+    async def append(self, records: Sequence[LogRecord]) -> int:
+        """Append durably; concurrent callers share one write and one fsync."""
+        if self.broken:
+            raise StorageError("append log", "an earlier write failed; retry to reopen the log")
+        raws = [encode_record(r) for r in records]  # fails before any position is taken
+        if not raws:
+            return self._reserved
+        start = self._reserved
+        data = b"".join(
+            frame(
+                self.codec.seal(
+                    raw, kind=Kind.LOG_RECORD, run_id=self.run_id, slot=f"log/{start + i}"
+                )
+            )
+            for i, raw in enumerate(raws)
+        )
+        self._reserved += len(raws)
+        ticket = _Ticket(end=self._reserved, data=data)
+        self._queue.append(ticket)
+        while not ticket.done:
+            if self._flushing:
+                await self._idle.wait()
+            else:
+                await self._flush()
+        if ticket.error is not None:
+            raise ticket.error
+        return ticket.end
+
+    async def _flush(self) -> None:
+        self._flushing = True
+        self._idle = anyio.Event()
+        batch, self._queue = self._queue, []
+        outcome: list[BaseException | None] = []
+        try:
+            await anyio.to_thread.run_sync(self._write_batch, batch, outcome)
+        finally:
+            # Runs on cancellation too; by then the thread has finished (or never ran).
+            if not outcome:
+                self._queue = batch + self._queue
+            elif outcome[0] is None:
+                self.durable = batch[-1].end
+                for ticket in batch:
+                    ticket.done = True
+            else:
+                self._fail(batch + self._queue, outcome[0])
+            self._flushing = False
+            self._idle.set()
+
+    def _fail(self, tickets: list[_Ticket], cause: BaseException) -> None:
+        self.broken = True
+        self._queue = []
+        self._reserved = self.durable
+        error = StorageError("append log", f"{type(cause).__name__}: {cause}; nothing was appended")
+        error.__cause__ = cause
+        for ticket in tickets:
+            ticket.done = True
+            ticket.error = error
+
+    def _write_batch(self, batch: list[_Ticket], outcome: list[BaseException | None]) -> None:
+        data = b"".join(t.data for t in batch)
+        size = self._segment_size
+        try:
+            new_segment = self._handle is None or (size and size + len(data) > self.segment_bytes)
+            if new_segment:
+                self._start_segment(self.durable)  # the batch starts where the log ends
+                size = 0
+            assert self._handle is not None
+            self.fs.write(self._handle, data)
+            self.fs.fsync(self._handle)
+            if new_segment:
+                self.fs.fsync_dir(self.folder)
+            self._segment_size = size + len(data)
+            outcome.append(None)
+        except BaseException as exc:  # handed to the waiters, never lost in the thread
+            self._undo(size)
+            outcome.append(exc)
+
+    def _start_segment(self, start: int) -> None:
+        if self._handle is not None:
+            self.fs.close(self._handle)
+            self._handle = None
+        self._handle = self.fs.open(self._path(start), "append")
+        self._segment_size = 0
+
+    def _undo(self, size: int) -> None:
+        if self._handle is None:
+            return
+        try:
+            self.fs.truncate(self._handle, size)
+        except OSError:
+            pass  # the next open cuts the torn tail instead
+
+    def close(self) -> None:
+        """Close the segment file. Idempotent."""
+        if self._handle is not None:
+            self.fs.close(self._handle)
+            self._handle = None

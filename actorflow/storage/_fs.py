@@ -1,0 +1,252 @@
+"""The few operating-system calls FileStore makes, behind one small injectable class.
+
+Tests swap :class:`OSFileSystem` for a simulated disk that loses every write not
+yet fsynced at a chosen crash point (``tests/storage/simfs.py``), which is how
+the store's fsync order is proven: SIGKILL keeps the page cache and cannot.
+Every method blocks; FileStore calls them from worker threads.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import secrets
+from typing import Literal
+
+__all__ = ["FileSystem", "OSFileSystem", "write_atomic"]
+
+Mode = Literal["append", "create"]
+
+
+class FileSystem:
+    """Blocking file primitives; the default implementation is :class:`OSFileSystem`."""
+
+    def open(self, path: str, mode: Mode) -> int:
+        """Open for writing: ``append`` (created if absent) or ``create`` (must not exist)."""
+        raise NotImplementedError
+
+    def write(self, handle: int, data: bytes) -> None:
+        """Write all of ``data`` at the handle's end."""
+        raise NotImplementedError
+
+    def fsync(self, handle: int) -> None:
+        """Make the handle's file content durable."""
+        raise NotImplementedError
+
+    def truncate(self, handle: int, size: int) -> None:
+        """Cut the file to ``size`` bytes."""
+        raise NotImplementedError
+
+    def close(self, handle: int) -> None:
+        """Close a handle from :meth:`open`."""
+        raise NotImplementedError
+
+    def read(self, path: str) -> bytes:
+        """The whole file. Raises FileNotFoundError."""
+        raise NotImplementedError
+
+    def size(self, path: str) -> int:
+        """The file's size. Raises FileNotFoundError."""
+        raise NotImplementedError
+
+    def exists(self, path: str) -> bool:
+        """Whether a file or folder exists at ``path``."""
+        raise NotImplementedError
+
+    def is_dir(self, path: str) -> bool:
+        """Whether ``path`` is a folder."""
+        raise NotImplementedError
+
+    def listdir(self, path: str) -> list[str]:
+        """Names in a folder, sorted; empty if the folder is absent."""
+        raise NotImplementedError
+
+    def mkdir(self, path: str) -> bool:
+        """Create one folder; return False if it existed."""
+        raise NotImplementedError
+
+    def rename(self, src: str, dst: str) -> None:
+        """Atomically replace ``dst`` with ``src``."""
+        raise NotImplementedError
+
+    def link(self, src: str, dst: str) -> bool:
+        """Hard-link ``src`` as ``dst``; return False if ``dst`` exists."""
+        raise NotImplementedError
+
+    def unlink(self, path: str) -> None:
+        """Remove a file if present."""
+        raise NotImplementedError
+
+    def rmdir(self, path: str) -> None:
+        """Remove an empty folder if present."""
+        raise NotImplementedError
+
+    def fsync_dir(self, path: str) -> None:
+        """Make a folder's entries (creations, renames, removals) durable."""
+        raise NotImplementedError
+
+    def try_lock(self, path: str) -> int | None:
+        """Take an exclusive lock on ``path`` without waiting; None if someone holds it."""
+        raise NotImplementedError
+
+    def lock(self, path: str) -> int:
+        """Take an exclusive lock on ``path``, waiting for it."""
+        raise NotImplementedError
+
+    def unlock(self, handle: int) -> None:
+        """Release a lock from :meth:`try_lock` or :meth:`lock`."""
+        raise NotImplementedError
+
+    # --- composites, built only from the primitives above -----------------------
+
+    def makedirs(self, path: str) -> None:
+        """Create ``path`` and missing parents, each one durable in its parent."""
+        parent = os.path.dirname(path)
+        if parent and parent != path and not self.exists(parent):
+            self.makedirs(parent)
+        if self.mkdir(path) and parent:
+            self.fsync_dir(parent)
+
+    def remove_tree(self, path: str) -> None:
+        """Remove a folder and everything under it."""
+        for name in self.listdir(path):
+            child = os.path.join(path, name)
+            if self.is_dir(child):
+                self.remove_tree(child)
+            else:
+                self.unlink(child)
+        self.rmdir(path)
+
+
+def write_atomic(fs: FileSystem, path: str, data: bytes, *, exclusive: bool = False) -> bool:
+    """Write ``data`` to ``path`` so a crash leaves the old file or the new one.
+
+    Temp file, write, fsync, rename (or link with ``exclusive``), folder fsync.
+
+    Returns:
+        False only with ``exclusive`` when ``path`` already existed.
+    """
+    folder = os.path.dirname(path)
+    temp = os.path.join(folder, f".tmp-{secrets.token_hex(8)}")
+    handle = fs.open(temp, "create")
+    try:
+        fs.write(handle, data)
+        fs.fsync(handle)
+    finally:
+        fs.close(handle)
+    try:
+        if exclusive:
+            created = fs.link(temp, path)
+            fs.unlink(temp)
+        else:
+            fs.rename(temp, path)
+            created = True
+    except BaseException:
+        fs.unlink(temp)
+        raise
+    fs.fsync_dir(folder)
+    return created
+
+
+class OSFileSystem(FileSystem):
+    """The real thing: ``os`` calls and ``fcntl.flock``."""
+
+    def open(self, path: str, mode: Mode) -> int:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC
+        flags |= os.O_APPEND if mode == "append" else os.O_EXCL
+        return os.open(path, flags, 0o644)
+
+    def write(self, handle: int, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(handle, view) :]
+
+    def fsync(self, handle: int) -> None:
+        os.fsync(handle)
+
+    def truncate(self, handle: int, size: int) -> None:
+        os.ftruncate(handle, size)
+
+    def close(self, handle: int) -> None:
+        os.close(handle)
+
+    def read(self, path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    def size(self, path: str) -> int:
+        return os.stat(path).st_size
+
+    def is_dir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def listdir(self, path: str) -> list[str]:
+        try:
+            return sorted(os.listdir(path))
+        except FileNotFoundError:
+            return []
+
+    def mkdir(self, path: str) -> bool:
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            return False
+        return True
+
+    def rename(self, src: str, dst: str) -> None:
+        os.rename(src, dst)
+
+    def link(self, src: str, dst: str) -> bool:
+        try:
+            os.link(src, dst)
+        except FileExistsError:
+            return False
+        return True
+
+    def unlink(self, path: str) -> None:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+    def rmdir(self, path: str) -> None:
+        try:
+            os.rmdir(path)
+        except FileNotFoundError:
+            pass
+
+    def fsync_dir(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def try_lock(self, path: str) -> int | None:
+        # flock, not lockf: lockf lets this process take its own lock again and
+        # drops every lock of the file when any descriptor of it closes.
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return None
+            raise
+        return fd
+
+    def lock(self, path: str) -> int:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def unlock(self, handle: int) -> None:
+        os.close(handle)  # closing the only descriptor drops the flock

@@ -1,0 +1,323 @@
+"""MemoryStore: the reference implementation of the ``Store`` protocol.
+
+It seals everything with its codec exactly as durable stores do, so size
+limits, encoding errors and copies behave the same (a stored value never
+aliases the caller's object). Data lives as long as the store object.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import anyio.lowlevel
+
+from actorflow.errors import (
+    CheckpointNotFoundError,
+    LeaseLostError,
+    RunLockedError,
+    RunNotFoundError,
+    StorageError,
+)
+from actorflow.storage._codec import Codec
+from actorflow.storage._manifests import (
+    add_snapshot,
+    live_snapshots,
+    mark_snapshot,
+    matches,
+    snapshot_info,
+    validate_blob_ref,
+    validate_snapshot_id,
+)
+from actorflow.storage._manifests import tombstone as make_tombstone
+from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy
+from actorflow.storage._records import SnapshotStatus, validate_run_id
+from actorflow.storage._retention import prune as prune_by_policy
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from actorflow.storage._records import (
+        LogRecord,
+        RunManifest,
+        RunStatus,
+        Snapshot,
+        SnapshotInfo,
+    )
+
+__all__ = ["MemoryStore"]
+
+
+@dataclass
+class _Run:
+    manifest: bytes
+    log: list[bytes] = field(default_factory=list)
+    log_start: int = 0
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    snapshots: dict[str, bytes] = field(default_factory=dict)
+    lease: Lease | None = None
+    epoch: int = 0
+
+
+class MemoryStore:
+    """Every run in this process's memory; for tests and throwaway runs.
+
+    Args:
+        codec: how data is sealed (default: ``Codec()``).
+    """
+
+    def __init__(self, *, codec: Codec | None = None) -> None:
+        self.codec = codec or Codec()
+        self._runs: dict[str, _Run] = {}
+        self._order = itertools.count()
+        self._created: dict[str, int] = {}
+
+    async def aclose(self) -> None:
+        """Nothing to release; kept for the protocol."""
+
+    def _run(self, run_id: str) -> _Run:
+        validate_run_id(run_id)
+        try:
+            return self._runs[run_id]
+        except KeyError:
+            raise RunNotFoundError(run_id) from None
+
+    def _manifest(self, run_id: str, run: _Run) -> RunManifest:
+        return self.codec.load_manifest(run.manifest, run_id=run_id, location=f"memory:{run_id}")
+
+    # --- manifests ----------------------------------------------------------
+
+    async def create_run(self, manifest: RunManifest) -> tuple[RunManifest, bool]:
+        """See :meth:`Store.create_run`."""
+        await anyio.lowlevel.checkpoint()
+        run_id = validate_run_id(manifest.run_id)
+        existing = self._runs.get(run_id)
+        if existing is not None:
+            return self._manifest(run_id, existing), False
+        self._runs[run_id] = _Run(manifest=self.codec.dump_manifest(manifest))
+        self._created[run_id] = next(self._order)
+        return manifest, True
+
+    async def read_run(self, run_id: str) -> RunManifest:
+        """See :meth:`Store.read_run`."""
+        await anyio.lowlevel.checkpoint()
+        return self._manifest(run_id, self._run(run_id))
+
+    async def update_run(
+        self, run_id: str, change: Callable[[RunManifest], RunManifest]
+    ) -> RunManifest:
+        """See :meth:`Store.update_run`."""
+        await anyio.lowlevel.checkpoint()
+        run = self._run(run_id)
+        new = change(self._manifest(run_id, run))
+        if new.run_id != run_id:
+            raise StorageError("update run", f"change() may not rename run {run_id!r}")
+        run.manifest = self.codec.dump_manifest(new)
+        return new
+
+    async def list_runs(
+        self,
+        *,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        workflow: str | None = None,
+    ) -> list[RunManifest]:
+        """See :meth:`Store.list_runs`."""
+        await anyio.lowlevel.checkpoint()
+        manifests = [self._manifest(rid, run) for rid, run in self._runs.items()]
+        manifests.sort(key=lambda m: (m.created, self._created[m.run_id]))
+        return [m for m in manifests if matches(m, status, workflow)]
+
+    async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:
+        """See :meth:`Store.delete_run`."""
+        await anyio.lowlevel.checkpoint()
+        run = self._run(run_id)
+        freed = sum(map(len, run.log)) + sum(map(len, run.blobs.values()))
+        freed += sum(map(len, run.snapshots.values()))
+        if not tombstone:
+            del self._runs[run_id]
+            return freed + len(run.manifest)
+        stone = make_tombstone(self._manifest(run_id, run))
+        self._runs[run_id] = _Run(manifest=self.codec.dump_manifest(stone), epoch=run.epoch)
+        self._runs[run_id].lease = run.lease
+        return freed
+
+    # --- log -------------------------------------------------------------------
+
+    async def append(self, run_id: str, records: Sequence[LogRecord]) -> int:
+        """See :meth:`Store.append`."""
+        await anyio.lowlevel.checkpoint()
+        run = self._run(run_id)
+        start = run.log_start + len(run.log)
+        sealed = [
+            self.codec.dump_record(r, run_id=run_id, position=start + i)
+            for i, r in enumerate(records)
+        ]
+        run.log.extend(sealed)
+        return start + len(sealed)
+
+    async def read_log(self, run_id: str, start: int = 0) -> list[LogRecord]:
+        """See :meth:`Store.read_log`."""
+        await anyio.lowlevel.checkpoint()
+        run = self._run(run_id)
+        if start < run.log_start:
+            raise _pruned(run_id, start, run.log_start)
+        first = start - run.log_start
+        return [
+            self.codec.load_record(
+                data, run_id=run_id, position=first + i + run.log_start, location=f"memory:{run_id}"
+            )
+            for i, data in enumerate(run.log[first:])
+        ]
+
+    async def log_length(self, run_id: str) -> int:
+        """See :meth:`Store.log_length`."""
+        await anyio.lowlevel.checkpoint()
+        run = self._run(run_id)
+        return run.log_start + len(run.log)
+
+    async def truncate_log_before(self, run_id: str, position: int) -> int:
+        """See :meth:`Store.truncate_log_before`."""
+        await anyio.lowlevel.checkpoint()
+        run = self._run(run_id)
+        drop = max(0, min(position, run.log_start + len(run.log)) - run.log_start)
+        del run.log[:drop]
+        run.log_start += drop
+        return drop
+
+    # --- blobs -----------------------------------------------------------------
+
+    async def put_blob(self, run_id: str, data: bytes) -> str:
+        """See :meth:`Store.put_blob`."""
+        await anyio.lowlevel.checkpoint()
+        run = self._run(run_id)
+        address = self.codec.blob_address(data)
+        if address not in run.blobs:
+            run.blobs[address] = self.codec.dump_blob(data, run_id=run_id)[1]
+        return address
+
+    async def get_blob(self, run_id: str, ref: str) -> bytes:
+        """See :meth:`Store.get_blob`."""
+        await anyio.lowlevel.checkpoint()
+        run = self._run(run_id)
+        try:
+            sealed = run.blobs[validate_blob_ref(ref)]
+        except KeyError:
+            raise StorageError("get blob", f"run {run_id!r} has no blob {ref!r}") from None
+        return self.codec.load_blob(
+            sealed, run_id=run_id, address=ref, location=f"memory:{run_id}/blobs/{ref}"
+        )
+
+    async def has_blob(self, run_id: str, ref: str) -> bool:
+        """See :meth:`Store.has_blob`."""
+        await anyio.lowlevel.checkpoint()
+        return validate_blob_ref(ref) in self._run(run_id).blobs
+
+    async def list_blobs(self, run_id: str) -> list[str]:
+        """See :meth:`Store.list_blobs`."""
+        await anyio.lowlevel.checkpoint()
+        return sorted(self._run(run_id).blobs)
+
+    async def delete_blob(self, run_id: str, ref: str) -> int:
+        """See :meth:`Store.delete_blob`."""
+        await anyio.lowlevel.checkpoint()
+        data = self._run(run_id).blobs.pop(validate_blob_ref(ref), b"")
+        return len(data)
+
+    # --- snapshots -------------------------------------------------------------
+
+    async def write_snapshot(self, snapshot: Snapshot) -> SnapshotInfo:
+        """See :meth:`Store.write_snapshot`."""
+        await anyio.lowlevel.checkpoint()
+        run = self._run(snapshot.run_id)
+        validate_snapshot_id(snapshot.snapshot_id)
+        sealed, raw = self.codec.dump_snapshot(snapshot)
+        info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
+        run.snapshots[snapshot.snapshot_id] = sealed
+        manifest = add_snapshot(self._manifest(snapshot.run_id, run), info)
+        run.manifest = self.codec.dump_manifest(manifest)
+        return info
+
+    async def read_snapshot(self, run_id: str, snapshot_id: str) -> Snapshot:
+        """See :meth:`Store.read_snapshot`."""
+        await anyio.lowlevel.checkpoint()
+        run = self._run(run_id)
+        sealed = run.snapshots.get(validate_snapshot_id(snapshot_id))
+        if sealed is None:
+            raise CheckpointNotFoundError(run_id, snapshot_id)
+        return self.codec.load_snapshot(
+            sealed,
+            run_id=run_id,
+            snapshot_id=snapshot_id,
+            location=f"memory:{run_id}/snapshots/{snapshot_id}",
+        )
+
+    async def list_snapshots(self, run_id: str) -> list[SnapshotInfo]:
+        """See :meth:`Store.list_snapshots`."""
+        await anyio.lowlevel.checkpoint()
+        run = self._run(run_id)
+        return [
+            s for s in live_snapshots(self._manifest(run_id, run)) if s.snapshot_id in run.snapshots
+        ]
+
+    async def delete_snapshot(self, run_id: str, snapshot_id: str) -> int:
+        """See :meth:`Store.delete_snapshot`."""
+        await anyio.lowlevel.checkpoint()
+        run = self._run(run_id)
+        data = run.snapshots.pop(validate_snapshot_id(snapshot_id), None)
+        if data is None:
+            return 0
+        manifest = mark_snapshot(self._manifest(run_id, run), snapshot_id, SnapshotStatus.DELETED)
+        run.manifest = self.codec.dump_manifest(manifest)
+        return len(data)
+
+    # --- ownership -------------------------------------------------------------
+
+    async def claim(self, run_id: str, owner: str) -> Lease:
+        """See :meth:`Store.claim`."""
+        await anyio.lowlevel.checkpoint()
+        run = self._run(run_id)
+        if run.lease is not None:
+            raise RunLockedError(run_id, run.lease.owner)
+        run.epoch += 1
+        run.lease = Lease(run_id=run_id, owner=owner, epoch=run.epoch)
+        return run.lease
+
+    async def renew(self, lease: Lease) -> Lease:
+        """See :meth:`Store.renew`."""
+        await anyio.lowlevel.checkpoint()
+        run = self._run(lease.run_id)
+        if run.lease != lease:
+            raise LeaseLostError(lease.run_id, lease.epoch)
+        return lease
+
+    async def release(self, lease: Lease) -> None:
+        """See :meth:`Store.release`."""
+        await anyio.lowlevel.checkpoint()
+        run = self._runs.get(lease.run_id)
+        if run is not None and run.lease == lease:
+            run.lease = None
+
+    async def is_owned(self, run_id: str) -> bool:
+        """See :meth:`Store.is_owned`."""
+        await anyio.lowlevel.checkpoint()
+        return self._run(run_id).lease is not None
+
+    @property
+    def renew_interval(self) -> float | None:
+        """``None``: a memory claim lasts until released."""
+        return None
+
+    # --- retention -------------------------------------------------------------
+
+    async def prune(self, policy: RetentionPolicy) -> PruneReport:
+        """See :meth:`Store.prune`."""
+        return await prune_by_policy(self, policy)
+
+
+def _pruned(run_id: str, start: int, log_start: int) -> StorageError:
+    return StorageError(
+        "read log",
+        f"records of run {run_id!r} below position {log_start} were pruned; read from "
+        f"a checkpoint's position ({start} asked)",
+    )

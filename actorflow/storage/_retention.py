@@ -1,0 +1,211 @@
+"""Retention, written once over the ``Store`` protocol so every backend shares it.
+
+``prune`` applies a :class:`RetentionPolicy`; each store's ``prune`` calls
+it. Runs with a live owner keep their blobs (a blob is put before the record
+that references it is appended, so collecting then would race) and their
+data is never deleted on completion. The log is cut only below the oldest
+snapshot kept, never for a run without snapshots.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+import anyio
+
+from actorflow._log import get_logger
+from actorflow.errors import CorruptedDataError, StorageError
+from actorflow.storage._protocol import PruneReport, RetentionPolicy
+from actorflow.storage._records import RunManifest, Snapshot, SnapshotInfo, StepRecord
+
+if TYPE_CHECKING:
+    from actorflow.storage._protocol import Store
+
+__all__ = ["chosen_snapshots", "prune", "referenced_blobs", "run_verifier", "verify_store"]
+
+_log = get_logger(__name__)
+
+
+def chosen_snapshots(
+    snapshots: list[SnapshotInfo], policy: RetentionPolicy, now: float
+) -> list[SnapshotInfo]:
+    """Which of a run's snapshots (oldest first) keep-N and max-age keep.
+
+    The newest snapshot is always kept: a run never loses its last restart point.
+    """
+    if not snapshots:
+        return []
+    keep = list(snapshots)
+    if policy.keep_last is not None:
+        if policy.keep_per_phase:
+            by_phase: dict[str | None, list[SnapshotInfo]] = defaultdict(list)
+            for info in snapshots:
+                by_phase[info.phase].append(info)
+            keep = [s for group in by_phase.values() for s in group[-policy.keep_last :]]
+            if policy.keep_last == 0:
+                keep = []
+        else:
+            keep = snapshots[-policy.keep_last :] if policy.keep_last > 0 else []
+    if policy.max_age is not None:
+        keep = [s for s in keep if now - s.created <= policy.max_age]
+    newest = snapshots[-1]
+    if newest not in keep:
+        keep.append(newest)
+    return sorted(keep, key=lambda s: (s.position, s.created, s.snapshot_id))
+
+
+def referenced_blobs(snapshot: Snapshot) -> set[str]:
+    """Blob addresses a snapshot refers to (agents' states and steps' new states)."""
+    refs = {a.state.blob for a in snapshot.agents.values() if a.state is not None}
+    refs.update(s.state.blob for s in snapshot.steps if s.state is not None)
+    return refs
+
+
+async def prune(store: Store, policy: RetentionPolicy, *, now: float | None = None) -> PruneReport:
+    """Apply ``policy`` to every run of ``store``; return what went.
+
+    Corrupt snapshots met while collecting blobs are reported with a
+    ``checkpoint_corrupted`` event and keep every blob (nothing is deleted on
+    the strength of unreadable data).
+    """
+    now = time.time() if now is None else now
+    report = PruneReport()
+    finished_first: list[tuple[bool, RunManifest]] = []
+    for manifest in await store.list_runs():
+        if manifest.tombstone:
+            continue
+        if await store.is_owned(manifest.run_id):
+            await _prune_run(store, manifest, policy, now, report, collect_blobs=False)
+            finished_first.append((False, manifest))
+            continue
+        if policy.delete_completed and manifest.status.finished:
+            report.bytes_freed += await store.delete_run(manifest.run_id, tombstone=True)
+            report.runs_deleted += 1
+            continue
+        await _prune_run(store, manifest, policy, now, report, collect_blobs=True)
+        finished_first.append((manifest.status.finished, manifest))
+    if policy.max_total_bytes is not None:
+        await _enforce_budget(store, policy.max_total_bytes, finished_first, report)
+    _log.info(
+        "storage_pruned",
+        snapshots=report.snapshots_deleted,
+        log_records=report.log_records_deleted,
+        blobs=report.blobs_deleted,
+        runs=report.runs_deleted,
+        bytes=report.bytes_freed,
+    )
+    return report
+
+
+async def _prune_run(
+    store: Store,
+    manifest: RunManifest,
+    policy: RetentionPolicy,
+    now: float,
+    report: PruneReport,
+    *,
+    collect_blobs: bool,
+) -> None:
+    run_id = manifest.run_id
+    snapshots = await store.list_snapshots(run_id)
+    keep = chosen_snapshots(snapshots, policy, now)
+    kept_ids = {s.snapshot_id for s in keep}
+    for info in snapshots:
+        if info.snapshot_id not in kept_ids:
+            report.bytes_freed += await store.delete_snapshot(run_id, info.snapshot_id)
+            report.snapshots_deleted += 1
+    if keep:
+        report.log_records_deleted += await store.truncate_log_before(run_id, keep[0].position)
+    if collect_blobs:
+        await _collect_blobs(store, run_id, keep, report)
+
+
+async def _collect_blobs(
+    store: Store, run_id: str, keep: list[SnapshotInfo], report: PruneReport
+) -> None:
+    referenced: set[str] = set()
+    for info in keep:
+        try:
+            snapshot = await store.read_snapshot(run_id, info.snapshot_id)
+        except CorruptedDataError as exc:
+            _log.warning(
+                "checkpoint_corrupted", run_id=run_id, checkpoint=info.snapshot_id, error=str(exc)
+            )
+            return
+        referenced |= referenced_blobs(snapshot)
+    start = keep[0].position if keep else 0
+    try:
+        records = await store.read_log(run_id, start)
+    except StorageError as exc:
+        _log.warning("log_unreadable", run_id=run_id, error=str(exc))
+        return
+    for record in records:
+        if isinstance(record, StepRecord) and record.state is not None:
+            referenced.add(record.state.blob)
+    for ref in await store.list_blobs(run_id):
+        if ref not in referenced:
+            report.bytes_freed += await store.delete_blob(run_id, ref)
+            report.blobs_deleted += 1
+
+
+async def _enforce_budget(
+    store: Store,
+    budget: int,
+    runs: list[tuple[bool, RunManifest]],
+    report: PruneReport,
+) -> None:
+    """Delete the oldest snapshots, finished runs' first, never a run's newest one."""
+    candidates: list[tuple[bool, float, str, SnapshotInfo]] = []
+    total = 0
+    for finished, manifest in runs:
+        snapshots = await store.list_snapshots(manifest.run_id)
+        total += sum(s.stored_size for s in snapshots)
+        candidates.extend((not finished, s.created, manifest.run_id, s) for s in snapshots[:-1])
+    candidates.sort(key=lambda c: (c[0], c[1]))
+    for _, _, run_id, info in candidates:
+        if total <= budget:
+            break
+        freed = await store.delete_snapshot(run_id, info.snapshot_id)
+        total -= info.stored_size
+        report.bytes_freed += freed
+        report.snapshots_deleted += 1
+
+
+async def verify_store(store: Store) -> list[CorruptedDataError]:
+    """Read and verify every listed snapshot; return the corruption found.
+
+    Each finding is also logged as a ``checkpoint_corrupted`` event.
+    """
+    found: list[CorruptedDataError] = []
+    for manifest in await store.list_runs():
+        for info in await store.list_snapshots(manifest.run_id):
+            try:
+                await store.read_snapshot(manifest.run_id, info.snapshot_id)
+            except CorruptedDataError as exc:
+                _log.error(
+                    "checkpoint_corrupted",
+                    run_id=manifest.run_id,
+                    checkpoint=info.snapshot_id,
+                    location=exc.location,
+                    cause=exc.cause_text,
+                )
+                found.append(exc)
+    return found
+
+
+async def run_verifier(
+    store: Store,
+    *,
+    interval: float,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Re-check every snapshot every ``interval`` seconds until cancelled.
+
+    Start it in a task group you own: ``tg.start_soon(run_verifier, store, interval=600)``.
+    """
+    task_status.started()
+    while True:
+        await verify_store(store)
+        await anyio.sleep(interval)
