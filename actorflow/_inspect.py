@@ -74,7 +74,9 @@ def live_snapshots(infos: list[SnapshotInfo]) -> list[SnapshotInfo]:
 
 
 async def resolve_checkpoint(store: Store, run_id: str, checkpoint: str) -> str:
-    """The id of ``checkpoint``: an id, a unique id prefix, ``latest`` or ``-N`` (N-th newest).
+    """The id of ``checkpoint``: an id, a unique id prefix, ``latest`` or ``latest~N``.
+
+    ``latest~N`` is the N-th checkpoint before the newest (``latest~0`` is ``latest``).
 
     Raises:
         CheckpointNotFoundError: nothing matches, or a prefix matches more than one.
@@ -82,10 +84,9 @@ async def resolve_checkpoint(store: Store, run_id: str, checkpoint: str) -> str:
     ids = [i.snapshot_id for i in live_snapshots(await store.list_snapshots(run_id))]
     if checkpoint == "latest" and ids:
         return ids[-1]
-    if checkpoint.startswith("-") and checkpoint[1:].isdigit():
-        back = int(checkpoint[1:])
-        if 0 < back <= len(ids):
-            return ids[-back]
+    base, tilde, back = checkpoint.partition("~")
+    if base == "latest" and tilde and back.isdigit() and int(back) < len(ids):
+        return ids[-1 - int(back)]
     if checkpoint in ids:
         return checkpoint
     matches = [i for i in ids if i.startswith(checkpoint)]

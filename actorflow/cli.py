@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
@@ -79,8 +81,17 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console(highlight=False, soft_wrap=False)
-err = Console(stderr=True, highlight=False)
+
+
+def out() -> Console:
+    """The console for results (stdout); made per call so it sees the current width."""
+    return Console(highlight=False)
+
+
+def err() -> Console:
+    """The console for errors and progress (stderr)."""
+    return Console(stderr=True, highlight=False)
+
 
 StoreOpt = Annotated[
     str,
@@ -95,7 +106,10 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print data as JSON.")]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]
 RunArg = Annotated[str, typer.Argument(help="Run id (see `actorflow runs`).")]
 CheckpointArg = Annotated[
-    str, typer.Argument(help="Checkpoint id, a unique prefix of one, `latest` or -N (N-th newest).")
+    str,
+    typer.Argument(
+        help="Checkpoint: an id, a unique prefix of one, `latest`, or `latest~N` (N before it)."
+    ),
 ]
 
 
@@ -134,9 +148,9 @@ def open_store(spec: str) -> Store:
             ) from exc
         store: Store = S3Store(bucket, prefix=prefix)
         return store
-    from actorflow.storage import FileStore  # type: ignore[attr-defined,unused-ignore]
+    from actorflow.storage import FileStore
 
-    return FileStore(spec)  # type: ignore[no-any-return,unused-ignore]
+    return FileStore(spec)
 
 
 def _existing_store(spec: str) -> Store:
@@ -150,17 +164,18 @@ def _existing_store(spec: str) -> Store:
     return open_store(spec)
 
 
-def run_command(fn: Callable[[], Awaitable[T]], *, debug: bool) -> T:
+def run_command(fn: Callable[[], Awaitable[T]], *, debug: bool, run_hint: str | None = None) -> T:
     """Run ``fn`` on an event loop; an error becomes one line and its exit code."""
     try:
         return anyio.run(fn)
     except ActorflowError as exc:
         if debug:
             raise
-        err.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+        err().print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
         raise typer.Exit(exit_code_for(exc)) from None
     except KeyboardInterrupt:
-        err.print("interrupted")
+        which = f" {run_hint}" if run_hint else ""
+        err().print(f"interrupted: `actorflow recover{which}` continues where it stopped")
         raise typer.Exit(EXIT_CODES["interrupted"]) from None
 
 
@@ -258,7 +273,7 @@ def runs_command(
             str(r["snapshots"]),
             size(r["size"]),
         )
-    out.print(table if rows else f"no runs in {store}")
+    out().print(table if rows else f"no runs in {store}")
 
 
 _STATUS_STYLE: Final = {
@@ -316,7 +331,7 @@ def checkpoints_command(
             size(r["raw_size"]),
             f"[green]{r['checksum']}[/]" if ok else f"[bold red]{r['checksum']}[/]",
         )
-    out.print(table if rows else f"run {run_id} has no checkpoints")
+    out().print(table if rows else f"run {run_id} has no checkpoints")
 
 
 @app.command("show")
@@ -360,14 +375,14 @@ def diff_command(
 
 def _print_diff(d: dict[str, Any]) -> None:
     f, t = d["from"], d["to"]
-    out.print(
+    out().print(
         f"[bold]{d['run_id']}[/]: {f['checkpoint']} (position {f['position']}, {f['phase']}) "
         f"-> {t['checkpoint']} (position {t['position']}, {t['phase']})"
     )
     if d["status"]:
-        out.print(f"status: {d['status'][0]} -> {d['status'][1]}")
+        out().print(f"status: {d['status'][0]} -> {d['status'][1]}")
     if d["phases_finished"]:
-        out.print("phases finished: " + ", ".join(d["phases_finished"]))
+        out().print("phases finished: " + ", ".join(d["phases_finished"]))
     table = Table(title="agents", show_lines=False)
     for col in ("agent", "change", "field", "before", "after"):
         table.add_column(col, overflow="fold")
@@ -380,12 +395,12 @@ def _print_diff(d: dict[str, Any]) -> None:
                 table.add_row(name, "changed", attr, *(_cell(v) for v in change[attr]))
         for field, (old, new) in change.get("state", {}).items():
             table.add_row(name, "state", field, _cell(old), _cell(new))
-    out.print(table if d["agents"] else "agents: no change")
+    out().print(table if d["agents"] else "agents: no change")
     for dec in d["decisions_added"]:
         conf = "" if dec["confidence"] is None else f" (confidence {dec['confidence']:.2f})"
-        out.print(f"decision [bold]{dec['type']}[/] by {dec['agent']}{conf}: {dec['rationale']}")
+        out().print(f"decision [bold]{dec['type']}[/] by {dec['agent']}{conf}: {dec['rationale']}")
     for name, (old, new) in d["metrics"].items():
-        out.print(f"metric {name}: {old} -> {new}")
+        out().print(f"metric {name}: {old} -> {new}")
 
 
 def _cell(value: Any) -> str:
@@ -413,9 +428,9 @@ def validate_command(
         print_json({**msgspec.to_builtins(report), "ok": report.ok})
     else:
         for p in report.problems:
-            err.print(f"[bold red]corrupt:[/] run {p.run_id} {p.what}: {p.detail}")
+            err().print(f"[bold red]corrupt:[/] run {p.run_id} {p.what}: {p.detail}")
         verdict = "[green]ok[/]" if report.ok else f"[red]{len(report.problems)} problem(s)[/]"
-        out.print(
+        out().print(
             f"{verdict}: {report.runs} run(s), {report.records} log record(s), "
             f"{report.snapshots} checkpoint(s), {report.blobs} blob(s) checked"
         )
@@ -467,14 +482,14 @@ def _print_record(position: int, record: LogRecord, *, as_json: bool) -> None:
         case DecisionRecord():
             conf = "" if record.confidence is None else f" confidence={record.confidence:.2f}"
             alts = f" alternatives={list(record.alternatives)}" if record.alternatives else ""
-            out.print(
+            out().print(
                 f"{position:>6} [bold magenta]decision[/] {record.step_id} {record.agent}: "
                 f"[bold]{record.type}[/]{conf}{alts}"
             )
             if record.description:
-                out.print(f"       {record.description}")
+                out().print(f"       {record.description}")
             if record.rationale:
-                out.print(f"       rationale: {record.rationale}")
+                out().print(f"       rationale: {record.rationale}")
         case StepRecord():
             outcome = (
                 f"[red]{record.error.type}: {record.error.message}[/]"
@@ -482,15 +497,15 @@ def _print_record(position: int, record: LogRecord, *, as_json: bool) -> None:
                 else _cell(data["result"])
             )
             target = f" -> {record.target}" if record.target else ""
-            out.print(f"{position:>6} [cyan]{record.kind}[/] {record.step_id}{target}: {outcome}")
+            out().print(f"{position:>6} [cyan]{record.kind}[/] {record.step_id}{target}: {outcome}")
         case PhaseEndRecord():
-            out.print(
+            out().print(
                 f"{position:>6} [green]phase end[/] {record.phase_id}: {_cell(data['result'])}"
             )
         case MilestoneRecord():
-            out.print(f"{position:>6} milestone {record.agent} {record.key}")
+            out().print(f"{position:>6} milestone {record.agent} {record.key}")
         case EventRecord():
-            out.print(f"{position:>6} [yellow]event[/] {record.kind} {record.step_id or ''}")
+            out().print(f"{position:>6} [yellow]event[/] {record.kind} {record.step_id or ''}")
 
 
 @app.command("prune")
@@ -529,11 +544,193 @@ def prune_command(
     if as_json:
         print_json(report)
         return
-    out.print(
+    out().print(
         f"pruned {report.snapshots_deleted} checkpoint(s), {report.log_records_deleted} log "
         f"record(s), {report.blobs_deleted} blob(s), {report.runs_deleted} run(s); "
         f"freed {size(report.bytes_freed)}"
     )
+
+
+AppOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--app",
+        help="Your program as module:attr, attr a Runtime or a function returning one "
+        "(default: the demo's workflow only).",
+    ),
+]
+
+AppStoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        help="Store: a folder path or s3://bucket/prefix; replaces the app's own store "
+        "[default: $ACTORFLOW_STORE, else the app's store, else ./.actorflow]",
+    ),
+]
+
+
+def _store_override(store: str | None) -> str | None:
+    # An explicit --store (or ACTORFLOW_STORE) replaces the app's own store.
+    return store if store is not None else os.environ.get("ACTORFLOW_STORE")
+
+
+@app.command("demo")
+def demo_command(
+    path: Annotated[
+        str | None,
+        typer.Option("--path", help="Folder to review (default: the Python standard library)."),
+    ] = None,
+    report: Annotated[
+        str | None,
+        typer.Option(help="Where to write the JSON report (default: in the store's folder)."),
+    ] = None,
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Id of the new run.")] = None,
+    reviewers: Annotated[int, typer.Option(min=1, max=64, help="Reviewer agents.")] = 4,
+    store: StoreOpt = DEFAULT_STORE,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Run the demo: a code-review team over a source tree, with live progress.
+
+    Kill it (Ctrl-C or SIGKILL) and `actorflow recover` finishes it without
+    reviewing again the files whose results were logged.
+    """
+    from actorflow._demo._run import run_demo, summary_table
+
+    async def body() -> tuple[str, Any]:
+        return await run_demo(
+            store=store,
+            console=err() if as_json else out(),
+            path=path,
+            report=report,
+            run_id=run_id,
+            reviewers=reviewers,
+        )
+
+    started = time.perf_counter()
+    rid, summary = run_command(body, debug=debug, run_hint=run_id)
+    if as_json:
+        print_json({"run_id": rid, "store": store, "summary": summary})
+        return
+    out().print(summary_table(summary))
+    out().print(
+        f"run [bold]{rid}[/] completed in {time.perf_counter() - started:.1f}s\n"
+        f"  report:      {summary.report_path}\n"
+        f"  data:        {Path(store).absolute() if '://' not in store else store}\n"
+        f"  look inside: actorflow runs | actorflow checkpoints {rid} | actorflow log {rid}"
+    )
+
+
+def _print_outcomes(finished: list[Any], left: list[Any], *, as_json: bool) -> int:
+    if as_json:
+        print_json({"recovered": finished, "not_finished": left})
+    for o in finished if not as_json else ():
+        out().print(
+            f"[green]recovered[/] {o.run_id}: completed, replayed {o.replayed_steps} "
+            "recorded step(s) from the log"
+        )
+        _print_result(o.result)
+    for o in left if not as_json else ():
+        out().print(f"[yellow]not finished[/] {o.run_id}: {o.status} {o.error or ''}")
+    if not as_json and not finished and not left:
+        out().print("no orphaned runs to recover")
+    if any(o.status == "paused" for o in left) and all(o.status == "paused" for o in left):
+        return EXIT_CODES["paused"]
+    return EXIT_CODES["ok"] if not left else EXIT_CODES["run_failed"]
+
+
+def _print_result(result: Any) -> None:
+    from actorflow._demo._run import summary_table
+    from actorflow._demo._workflow import ReviewSummary
+
+    if isinstance(result, ReviewSummary):
+        out().print(summary_table(result))
+        out().print(f"  report: {result.report_path}")
+    elif result is not None:
+        out().print(
+            _cell(result) if len(_cell(result)) < 60 else json.dumps(_inspect.plain(result))
+        )
+
+
+@app.command("recover")
+def recover_command(
+    run_id: Annotated[str | None, typer.Argument(help="One run (default: every orphan).")] = None,
+    app_spec: AppOpt = None,
+    store: AppStoreOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Resume orphaned runs (running or interrupted, no live owner) and finish them."""
+    from actorflow._demo._run import load_app, recover_runs
+
+    spec = _store_override(store)
+
+    async def body() -> tuple[list[Any], list[Any]]:
+        runtime = load_app(app_spec, spec if app_spec else (spec or DEFAULT_STORE))
+        return await recover_runs(runtime, run_id, err() if as_json else out())
+
+    finished, left = run_command(body, debug=debug)
+    raise typer.Exit(_print_outcomes(finished, left, as_json=as_json))
+
+
+@app.command("fork")
+def fork_command(
+    run_id: RunArg,
+    checkpoint: CheckpointArg,
+    app_spec: AppOpt = None,
+    store: Annotated[
+        str | None, typer.Option("--store", help="Store (overrides the app's).")
+    ] = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Start a new run from a checkpoint of RUN and run it to the end."""
+    from actorflow._demo._run import fork_run, load_app
+
+    spec = _store_override(store)
+
+    async def body() -> Any:
+        runtime = load_app(app_spec, spec if app_spec else (spec or DEFAULT_STORE))
+        return await fork_run(runtime, run_id, checkpoint)
+
+    outcome = run_command(body, debug=debug)
+    if as_json:
+        print_json(outcome)
+        return
+    out().print(
+        f"[green]fork[/] {outcome.run_id} of {run_id} at {checkpoint}: {outcome.status}, "
+        f"replayed {outcome.replayed_steps} step(s)"
+    )
+    _print_result(outcome.result)
+
+
+@app.command("resume")
+def resume_command(
+    run_id: RunArg,
+    response: Annotated[str, typer.Option("--response", help="The answer to the run's prompt.")],
+    app_spec: AppOpt = None,
+    store: Annotated[
+        str | None, typer.Option("--store", help="Store (overrides the app's).")
+    ] = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Answer a paused run's prompt and run it on to the end."""
+    from actorflow._demo._run import load_app, resume_run
+
+    spec = _store_override(store)
+
+    async def body() -> Any:
+        runtime = load_app(app_spec, spec if app_spec else (spec or DEFAULT_STORE))
+        return await resume_run(runtime, run_id, response)
+
+    outcome = run_command(body, debug=debug)
+    if as_json:
+        print_json(outcome)
+        return
+    out().print(f"[green]resumed[/] {run_id}: {outcome.status}")
+    _print_result(outcome.result)
 
 
 def main() -> None:
