@@ -5,6 +5,7 @@ from __future__ import annotations
 from actorflow.storage._codec import Codec
 from actorflow.storage._file import FileStore
 from actorflow.storage._fs import FileSystem, OSFileSystem
+from actorflow.storage._logwriter import LogWriter
 from actorflow.storage._memory import MemoryStore
 from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, Store
 from actorflow.storage._records import (
@@ -39,6 +40,7 @@ __all__ = [
     "FileSystem",
     "Lease",
     "LogRecord",
+    "LogWriter",
     "MemoryStore",
     "MilestoneRecord",
     "OSFileSystem",
