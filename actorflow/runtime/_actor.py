@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Generic, TypeVar, overload
 import msgspec
 
 from actorflow.errors import ActorDefinitionError
+from actorflow.runtime._registry import register
 
 __all__ = [
     "Actor",
@@ -48,10 +49,10 @@ def current_message_meta() -> object | None:
     return message_meta.get()
 
 
-class Request(msgspec.Struct, Generic[R]):
+class Request(msgspec.Struct, Generic[R], frozen=True):
     """Base for messages whose reply type is ``R``, so ``ask`` returns an ``R``.
 
-    Example::
+    Messages are values: a Request subclass is frozen too. Example::
 
         class GetTotal(Request[int], frozen=True):
             pass
@@ -123,6 +124,8 @@ class Actor:
             frame = frame.f_back  # type: ignore[assignment]
         local = frame is not None and frame.f_locals is not frame.f_globals
         cls._actorflow_frame = frame if local else None  # type: ignore[attr-defined]
+        # Stored runs name agent classes; recovery finds them here, never by import.
+        register(cls)
 
     async def on_start(self) -> None:
         """Called before the first message and again after each restart."""

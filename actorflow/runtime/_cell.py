@@ -46,8 +46,8 @@ class Reply:
 
     __slots__ = ("error", "event", "state", "value", "want_state")
 
-    def __init__(self, want_state: bool = False) -> None:
-        self.event = anyio.Event()
+    def __init__(self, event: anyio.Event, want_state: bool = False) -> None:
+        self.event = event
         self.value: Any = None
         self.error: BaseException | None = None
         self.state: bytes = b""
@@ -71,8 +71,9 @@ def decoder_for(state_cls: Any) -> msgspec.msgpack.Decoder[Any]:
         return decoder
 
 
-# (message, reply slot or None for a send, meta or None)
-Envelope = tuple[Any, Reply | None, object | None]
+# (handler, message, reply slot or None for a send, meta or None); the sender
+# looks the handler up anyway (to refuse unhandled messages), so it passes it on.
+Envelope = tuple[Any, Any, Reply | None, object | None]
 
 
 class ActorCell:
@@ -182,13 +183,12 @@ class ActorCell:
         # the mailbox is empty or FAIRNESS_BATCH messages were handled in a row.
         mailbox = self.mailbox
         buf = mailbox._buf
-        lookup = self.dispatch.lookup
         actor = self.actor
         has_state = self.has_state
         encode = encoder.encode
         meta_var = message_meta
-        current_meta: object | None = None
-        meta_var.set(None)
+        # read, not set: setting a context variable costs memory in every idle actor
+        current_meta = meta_var.get()
         in_a_row = 0
         while True:
             if buf:
@@ -200,15 +200,12 @@ class ActorCell:
                 in_a_row += 1
             else:
                 in_a_row = 0
+                # drop the last message and reply before parking: idle actors hold nothing
+                envelope = fn = msg = reply = meta = result = None
                 envelope = await mailbox.get()
                 if envelope is CLOSED:
                     return None
-            msg, reply, meta = envelope
-            fn = lookup(type(msg))
-            if fn is None:
-                if reply is not None:
-                    reply.fail(self._unhandled(msg))
-                continue
+            fn, msg, reply, meta = envelope
             if meta is not current_meta:
                 meta_var.set(meta)
                 current_meta = meta
@@ -289,7 +286,7 @@ class ActorCell:
         if self._inflight is not None:
             self._inflight.fail(ActorStoppedError(self.name, detail))
             self._inflight = None
-        for _msg, reply, _meta in self.mailbox.drain():
+        for _fn, _msg, reply, _meta in self.mailbox.drain():
             if reply is not None:
                 reply.fail(ActorStoppedError(self.name, detail))
         self.done = True

@@ -83,7 +83,7 @@ class Runtime:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool:
+    ) -> None:
         task_group = self._task_group
         assert task_group is not None
         shutdown_error: BaseException | None = None
@@ -104,7 +104,8 @@ class Runtime:
             raise self._failure
         if shutdown_error is not None and not handled:
             raise shutdown_error
-        return bool(handled)
+        # The task group only absorbs a cancellation of its own scope, which only
+        # an escalation causes (raised above): the body's exception, if any, goes on.
 
     async def _drain(self) -> None:
         cells = [cell for scope in self._all_scopes() for cell in scope._cells.values()]

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
-import anyio
-from anyio.lowlevel import checkpoint, checkpoint_if_cancelled
+# anyio's public lowlevel helpers and Event() look the backend up on every call
+# (a sniffio query); the mailbox is on the hot path, so it looks it up once.
+from anyio._core._eventloop import get_async_backend
 
 from actorflow.errors import MailboxClosedError, MailboxFullError
+
+if TYPE_CHECKING:
+    import anyio
 
 __all__ = ["CLOSED", "Mailbox", "MailboxStatistics"]
 
@@ -58,7 +62,7 @@ class Mailbox(Generic[T]):
         max_size: capacity, at least 1.
     """
 
-    __slots__ = ("_buf", "_closed", "_getter", "_max", "_owner", "_putters")
+    __slots__ = ("_backend", "_buf", "_closed", "_getter", "_max", "_owner", "_putters")
 
     # Whether ``put`` yields to the scheduler on every call. The benchmark flips
     # it to measure both choices; docs/actors.md explains why it is False.
@@ -66,6 +70,7 @@ class Mailbox(Generic[T]):
 
     def __init__(self, owner: str, max_size: int) -> None:
         self._owner = owner
+        self._backend = get_async_backend()
         self._max = max_size
         self._buf: deque[T] = deque()
         self._closed = False
@@ -86,6 +91,10 @@ class Mailbox(Generic[T]):
         return MailboxStatistics(
             len(self._buf), self._max, len(putters) if putters else 0, self._closed
         )
+
+    def new_event(self) -> anyio.Event:
+        """An event of the running backend, without looking the backend up."""
+        return self._backend.create_event()
 
     def put_nowait(self, item: T) -> None:
         """Append ``item`` without waiting.
@@ -114,9 +123,16 @@ class Mailbox(Generic[T]):
             MailboxClosedError: the mailbox is closed, or closes while waiting.
         """
         if self.yield_on_put:
-            await checkpoint()
+            await self._backend.checkpoint()
         else:
-            await checkpoint_if_cancelled()
+            await self._backend.checkpoint_if_cancelled()
+        if len(self._buf) >= self._max:
+            await self.put_checked(item)
+        else:
+            self.put_nowait(item)
+
+    async def put_checked(self, item: T) -> None:
+        """:meth:`put` for a caller that has just checked for cancellation itself."""
         while len(self._buf) >= self._max and not self._closed:
             await self._wait_for_room()
         self.put_nowait(item)
@@ -124,7 +140,7 @@ class Mailbox(Generic[T]):
     async def _wait_for_room(self) -> None:
         if self._putters is None:
             self._putters = deque()
-        event = anyio.Event()
+        event = self._backend.create_event()
         self._putters.append(event)
         try:
             await event.wait()
@@ -151,7 +167,7 @@ class Mailbox(Generic[T]):
         while not buf:
             if self._closed:
                 return CLOSED
-            event = self._getter = anyio.Event()
+            event = self._getter = self._backend.create_event()
             try:
                 await event.wait()
             finally:

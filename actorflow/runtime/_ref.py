@@ -78,10 +78,12 @@ class ActorRef(Generic[A], metaclass=_NoPublicConstructor):
         where = f" in {scope!r}" if scope is not None else ""
         return f"<ActorRef {self._cell.actor_cls.__qualname__} {self._cell.name!r}{where}>"
 
-    def _check(self, msg: object) -> None:
+    def _check(self, msg: object) -> Any:
         cell = self._cell
-        if cell.dispatch.lookup(type(msg)) is None:
+        fn = cell.dispatch.lookup(type(msg))
+        if fn is None:
             raise cell._unhandled(msg)
+        return fn
 
     async def send(self, msg: object) -> None:
         """Queue ``msg`` for the actor without waiting for it to be handled.
@@ -94,8 +96,19 @@ class ActorRef(Generic[A], metaclass=_NoPublicConstructor):
             UnhandledMessageError: the actor has no handler for ``type(msg)``.
             MailboxClosedError: the actor has stopped.
         """
-        self._check(msg)
-        await self._mailbox.put((msg, None, None))
+        fn = self._cell.dispatch.lookup(type(msg))
+        if fn is None:
+            raise self._cell._unhandled(msg)
+        # Mailbox.put inlined: this is the hottest call of the library
+        mailbox = self._mailbox
+        if mailbox.yield_on_put:
+            await mailbox._backend.checkpoint()
+        else:
+            await mailbox._backend.checkpoint_if_cancelled()
+        if len(mailbox._buf) < mailbox._max:
+            mailbox.put_nowait((fn, msg, None, None))
+        else:
+            await mailbox.put_checked((fn, msg, None, None))
 
     def send_nowait(self, msg: object) -> None:
         """Queue ``msg`` if there is room, without ever waiting.
@@ -105,8 +118,7 @@ class ActorRef(Generic[A], metaclass=_NoPublicConstructor):
             MailboxFullError: the mailbox is full (also ``anyio.WouldBlock``).
             MailboxClosedError: the actor has stopped.
         """
-        self._check(msg)
-        self._mailbox.put_nowait((msg, None, None))
+        self._mailbox.put_nowait((self._check(msg), msg, None, None))
 
     @overload
     async def ask(self, msg: Request[R], *, timeout: float | None = None) -> R: ...  # noqa: ASYNC109
@@ -125,16 +137,16 @@ class ActorRef(Generic[A], metaclass=_NoPublicConstructor):
             ActorStoppedError: the actor stopped before answering.
             MailboxClosedError: the actor had already stopped.
         """
-        self._check(msg)
-        reply = Reply()
-        await self._exchange((msg, reply, None), reply, timeout)
+        fn = self._check(msg)
+        reply = Reply(self._mailbox.new_event())
+        await self._exchange((fn, msg, reply, None), reply, timeout)
         if reply.error is not None:
             raise reply.error
         return reply.value
 
     async def _exchange(
         self,
-        envelope: tuple[Any, Reply, object | None],
+        envelope: tuple[Any, Any, Reply, object | None],
         reply: Reply,
         timeout: float | None,  # noqa: ASYNC109
     ) -> None:
@@ -147,7 +159,7 @@ class ActorRef(Generic[A], metaclass=_NoPublicConstructor):
             await self._mailbox.put(envelope)
             await reply.event.wait()
         if not reply.event.is_set():
-            raise AskTimeoutError(self._cell.name, timeout, type(envelope[0]))
+            raise AskTimeoutError(self._cell.name, timeout, type(envelope[1]))
 
     async def _ask_meta(
         self,
@@ -161,14 +173,13 @@ class ActorRef(Generic[A], metaclass=_NoPublicConstructor):
         Returns the reply and the actor's state as msgpack bytes, taken right
         after this handler returned and before any other message ran.
         """
-        self._check(msg)
-        reply = Reply(want_state=True)
-        await self._exchange((msg, reply, meta), reply, timeout)
+        fn = self._check(msg)
+        reply = Reply(self._mailbox.new_event(), want_state=True)
+        await self._exchange((fn, msg, reply, meta), reply, timeout)
         if reply.error is not None:
             raise reply.error
         return reply.value, reply.state
 
     async def _send_meta(self, msg: object, *, meta: object | None) -> None:
         """Like :meth:`send`, sending ``meta`` with the message."""
-        self._check(msg)
-        await self._mailbox.put((msg, None, meta))
+        await self._mailbox.put((self._check(msg), msg, None, meta))

@@ -93,12 +93,12 @@ class RestartTracker:
 
     def __init__(self, policy: SupervisorPolicy) -> None:
         self.policy = policy
-        self._times: deque[float] = deque()
+        self._times: deque[float] | None = None  # allocated at the first failure
 
     @property
     def restarts(self) -> int:
         """Restarts counted in the current window."""
-        return len(self._times)
+        return len(self._times) if self._times is not None else 0
 
     def decide(self) -> tuple[Action, float]:
         """After a failure: the action to take and, for a restart, its delay.
@@ -111,6 +111,8 @@ class RestartTracker:
             return policy.action, 0.0
         now = policy.clock()
         times = self._times
+        if times is None:
+            times = self._times = deque()
         while times and now - times[0] > policy.within:
             times.popleft()
         if len(times) >= policy.max_restarts:
