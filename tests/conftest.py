@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-pytest_plugins = ["anyio"]
+# s3_servers: the session-scoped S3-compatible servers (SeaweedFS, moto) the S3 tests use.
+pytest_plugins = ["anyio", "tests.storage.s3_servers"]
 
 
 @pytest.fixture(

@@ -27,6 +27,7 @@ from actorflow.storage._records import (
     validate_run_id,
 )
 from actorflow.storage._retention import prune, run_verifier, verify_store
+from actorflow.storage._s3 import S3Store  # aioboto3 is imported only when one is made
 from actorflow.storage._state import decode_state, encode_state, state_version
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "RetentionPolicy",
     "RunManifest",
     "RunStatus",
+    "S3Store",
     "Snapshot",
     "SnapshotInfo",
     "SnapshotStatus",

@@ -1,0 +1,418 @@
+"""S3Store: runs kept as objects in an S3 bucket (extra ``s3``, aioboto3).
+
+Layout under ``{prefix}runs/{run_id}/``::
+
+    manifest                 sealed RunManifest; replaced with If-Match (ETag compare-and-swap)
+    lease                    sealed Lease: owner, fencing epoch, expiry     (_s3_lease.py)
+    log/{start:020d}         one immutable segment per append               (_s3_log.py)
+    log-start                first log position kept after pruning
+    blobs/{address}          sealed blob, written once
+    snapshots/{snapshot_id}  sealed Snapshot, written once
+
+Every object is sealed by the same :class:`Codec` as the file store's (header,
+checksum, compression, encryption), so data moves between stores. Segments,
+blobs and snapshots are created with ``If-None-Match: *`` and never edited.
+The wire (aioboto3 on asyncio, a helper thread under trio, retries, errors)
+is in ``_s3_io.py``; keys and conditional writes in ``_s3_objects.py``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from actorflow.errors import CheckpointNotFoundError, RunNotFoundError, StorageError
+from actorflow.storage._codec import Codec
+from actorflow.storage._manifests import (
+    add_snapshot,
+    live_snapshots,
+    mark_snapshot,
+    matches,
+    snapshot_info,
+    validate_blob_ref,
+    validate_snapshot_id,
+)
+from actorflow.storage._manifests import tombstone as make_tombstone
+from actorflow.storage._records import SnapshotStatus
+from actorflow.storage._retention import prune
+from actorflow.storage._s3_io import NotFound, PreconditionFailed, S3Options, S3Wire
+from actorflow.storage._s3_lease import LeaseTable
+from actorflow.storage._s3_log import SegmentLog
+from actorflow.storage._s3_objects import S3Objects
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy
+    from actorflow.storage._records import (
+        LogRecord,
+        RunManifest,
+        RunStatus,
+        Snapshot,
+        SnapshotInfo,
+    )
+
+__all__ = ["S3Store"]
+
+_CAS_ATTEMPTS = 1000
+
+
+class S3Store:
+    """A store in an S3 bucket, or any S3-compatible server with conditional writes.
+
+    The bucket must exist. Works on asyncio and trio (under trio, aioboto3
+    runs on an asyncio loop in a helper thread); use one store per event loop.
+    The connection opens on first use.
+
+    Args:
+        bucket: an existing bucket.
+        prefix: key prefix for everything this store writes (``"team/app"``).
+        endpoint_url: a non-AWS endpoint (SeaweedFS, MinIO, ...).
+        region_name: the bucket's region.
+        codec: sealing options (compression, encryption, limits); default ``Codec()``.
+        lease_ttl: seconds a lease lives without renewal; owners renew every third.
+        aws_access_key_id: credentials; by default boto's chain (environment,
+            profile, instance role). Likewise ``aws_secret_access_key``,
+            ``aws_session_token`` and ``profile_name``.
+        max_attempts: tries per request on throttling, 5xx and connection errors.
+        backoff_base: first backoff in seconds; it doubles up to ``backoff_max``
+            (full jitter).
+        max_connections: HTTP connections (and concurrent requests) per store.
+        client_config: extra ``botocore.config.Config`` options.
+
+    Raises:
+        StoreUnavailableError: aioboto3 is missing (``pip install 'actorflow[s3]'``);
+            on first use, also a missing bucket, refused credentials, or an
+            endpoint that stays unreachable.
+    """
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        region_name: str | None = None,
+        codec: Codec | None = None,
+        lease_ttl: float = 30.0,
+        aws_access_key_id: str | None = None,
+        aws_secret_access_key: str | None = None,
+        aws_session_token: str | None = None,
+        profile_name: str | None = None,
+        max_attempts: int = 8,
+        backoff_base: float = 0.05,
+        backoff_max: float = 2.0,
+        max_connections: int = 16,
+        client_config: Mapping[str, Any] | None = None,
+    ) -> None:
+        options = S3Options(
+            bucket=bucket,
+            endpoint_url=endpoint_url,
+            region_name=region_name,
+            aws_access_key_id=aws_access_key_id,
+            aws_secret_access_key=aws_secret_access_key,
+            aws_session_token=aws_session_token,
+            profile_name=profile_name,
+            max_attempts=max_attempts,
+            backoff_base=backoff_base,
+            backoff_max=backoff_max,
+            max_connections=max_connections,
+            client_config=client_config,
+        )
+        self.bucket = bucket
+        self.prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+        self.codec = codec if codec is not None else Codec()
+        self._o = S3Objects(S3Wire(options), self.prefix, max_concurrency=max_connections)
+        self._log = SegmentLog(self._o, self.codec)
+        self._leases = LeaseTable(self._o, self.codec, lease_ttl)
+        self._known: set[str] = set()
+        self._manifest_locks: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
+
+    def __repr__(self) -> str:
+        return f"S3Store({self.bucket!r}, prefix={self.prefix!r})"
+
+    async def aclose(self) -> None:
+        """Close connections and the helper thread. Idempotent."""
+        await self._o.wire.aclose()
+
+    async def _require(self, run_id: str) -> None:
+        """Raise RunNotFoundError unless the run's manifest exists."""
+        if run_id in self._known:
+            return
+        if await self._o.head("read run", self._o.key(run_id, "manifest")) is None:
+            raise RunNotFoundError(run_id)
+        self._known.add(run_id)
+
+    # --- manifests --------------------------------------------------------------
+
+    async def create_run(self, manifest: RunManifest) -> tuple[RunManifest, bool]:
+        """See :meth:`Store.create_run`; exactly one of racing creators gets ``True``."""
+        key = self._o.key(manifest.run_id, "manifest")
+        sealed = self.codec.dump_manifest(manifest)
+        try:
+            await self._o.put("create run", key, sealed, token=uuid.uuid4().hex)
+        except PreconditionFailed:
+            existing, _ = await self._read_manifest(manifest.run_id)
+            return existing, False
+        self._known.add(manifest.run_id)
+        return manifest, True
+
+    async def _read_manifest(self, run_id: str) -> tuple[RunManifest, str]:
+        key = self._o.key(run_id, "manifest")
+        try:
+            data, info = await self._o.get("read run", key)
+        except NotFound:
+            self._known.discard(run_id)
+            raise RunNotFoundError(run_id) from None
+        location = self._o.location(key)
+        return self.codec.load_manifest(data, run_id=run_id, location=location), info.etag
+
+    async def read_run(self, run_id: str) -> RunManifest:
+        """See :meth:`Store.read_run`."""
+        manifest, _ = await self._read_manifest(run_id)
+        return manifest
+
+    async def update_run(
+        self, run_id: str, change: Callable[[RunManifest], RunManifest]
+    ) -> RunManifest:
+        """Replace the manifest by ETag compare-and-swap; ``change`` re-runs on conflict."""
+        await self._leases.check(run_id)
+        key = self._o.key(run_id, "manifest")
+        async with self._manifest_locks[run_id]:
+            for _ in range(_CAS_ATTEMPTS):
+                current, etag = await self._read_manifest(run_id)
+                new = change(current)
+                if new.run_id != run_id:
+                    raise StorageError("update run", f"change() may not rename run {run_id!r}")
+                sealed = self.codec.dump_manifest(new)
+                try:
+                    await self._o.put(
+                        "update run", key, sealed, token=uuid.uuid4().hex, if_match=etag
+                    )
+                except PreconditionFailed:
+                    continue  # another process replaced it first: apply change to theirs
+                return new
+        raise StorageError("update run", f"run {run_id!r}: the manifest kept changing; try again")
+
+    async def list_runs(
+        self,
+        *,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        workflow: str | None = None,
+    ) -> list[RunManifest]:
+        """See :meth:`Store.list_runs` (oldest first by ``created``, then run id)."""
+        objects = await self._o.list_objects("list runs", self._o.root)
+        run_ids = [
+            o.key[len(self._o.root) :].split("/", 1)[0]
+            for o in objects
+            if o.key.endswith("/manifest") and o.key.count("/", len(self._o.root)) == 1
+        ]
+        found = await self._o.gather([partial(self._read_or_none, r) for r in run_ids])
+        manifests = [m for m in found if m is not None and matches(m, status, workflow)]
+        return sorted(manifests, key=lambda m: (m.created, m.run_id))
+
+    async def _read_or_none(self, run_id: str) -> RunManifest | None:
+        try:
+            return await self.read_run(run_id)
+        except RunNotFoundError:
+            return None  # deleted while we listed
+
+    async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:
+        """See :meth:`Store.delete_run`; with ``tombstone`` the manifest and lease stay."""
+        await self._require(run_id)
+        manifest_key, lease_key = self._o.key(run_id, "manifest"), self._o.key(run_id, "lease")
+        objects = await self._o.list_objects("delete run", self._o.key(run_id, ""))
+        doomed = [o for o in objects if not tombstone or o.key not in (manifest_key, lease_key)]
+        if tombstone:
+            await self.update_run(run_id, make_tombstone)
+        await self._o.delete("delete run", [o.key for o in doomed])
+        self._log.forget(run_id)
+        if not tombstone:
+            self._known.discard(run_id)
+            self._leases.forget(run_id)
+        return sum(o.size for o in doomed if o.key != lease_key)
+
+    # --- decision log -------------------------------------------------------------
+
+    async def append(self, run_id: str, records: Sequence[LogRecord]) -> int:
+        """Append ``records`` as one segment object; return the log's new length.
+
+        A cancelled append may or may not have landed (the request may have
+        reached the server): the next append looks at the log again instead
+        of trusting a cached length, so a late landing is found, never
+        overwritten.
+
+        Raises:
+            LeaseLostError: this store held the run's lease and another owner took it.
+        """
+        await self._require(run_id)
+        if not records:
+            return await self._log.length(run_id)
+        await self._leases.check(run_id)
+        return await self._log.append(
+            run_id,
+            records,
+            epoch=self._leases.epoch(run_id),
+            on_taken=lambda: self._leases.check_taken(run_id),
+        )
+
+    async def read_log(self, run_id: str, start: int = 0) -> list[LogRecord]:
+        """See :meth:`Store.read_log`; S3 writes are atomic, so no tail is ever torn."""
+        await self._require(run_id)
+        return await self._log.read(run_id, start)
+
+    async def log_length(self, run_id: str) -> int:
+        """See :meth:`Store.log_length`."""
+        await self._require(run_id)
+        return await self._log.length(run_id)
+
+    async def truncate_log_before(self, run_id: str, position: int) -> int:
+        """See :meth:`Store.truncate_log_before`."""
+        await self._require(run_id)
+        return await self._log.truncate_before(run_id, position)
+
+    # --- blobs --------------------------------------------------------------------
+
+    async def put_blob(self, run_id: str, data: bytes) -> str:
+        """See :meth:`Store.put_blob`."""
+        await self._require(run_id)
+        address, sealed = self.codec.dump_blob(data, run_id=run_id)
+        try:
+            key = self._o.key(run_id, "blobs", address)
+            await self._o.put("put blob", key, sealed, token=uuid.uuid4().hex)
+        except PreconditionFailed:
+            pass  # content-addressed: these bytes are already there
+        return address
+
+    async def get_blob(self, run_id: str, ref: str) -> bytes:
+        """See :meth:`Store.get_blob`."""
+        await self._require(run_id)
+        key = self._o.key(run_id, "blobs", validate_blob_ref(ref))
+        try:
+            data, _ = await self._o.get("get blob", key)
+        except NotFound:
+            raise StorageError("get blob", f"run {run_id!r} has no blob {ref!r}") from None
+        return self.codec.load_blob(
+            data, run_id=run_id, address=ref, location=self._o.location(key)
+        )
+
+    async def has_blob(self, run_id: str, ref: str) -> bool:
+        """See :meth:`Store.has_blob`."""
+        await self._require(run_id)
+        key = self._o.key(run_id, "blobs", validate_blob_ref(ref))
+        return await self._o.head("has blob", key) is not None
+
+    async def list_blobs(self, run_id: str) -> list[str]:
+        """See :meth:`Store.list_blobs`."""
+        await self._require(run_id)
+        prefix = self._o.key(run_id, "blobs", "")
+        return sorted(
+            o.key[len(prefix) :] for o in await self._o.list_objects("list blobs", prefix)
+        )
+
+    async def delete_blob(self, run_id: str, ref: str) -> int:
+        """See :meth:`Store.delete_blob`."""
+        await self._require(run_id)
+        key = self._o.key(run_id, "blobs", validate_blob_ref(ref))
+        info = await self._o.head("delete blob", key)
+        if info is None:
+            return 0
+        await self._o.delete("delete blob", [key])
+        return info.size
+
+    # --- snapshots ----------------------------------------------------------------
+
+    async def write_snapshot(self, snapshot: Snapshot) -> SnapshotInfo:
+        """See :meth:`Store.write_snapshot`; sealing runs in a worker thread."""
+        run_id = snapshot.run_id
+        await self._require(run_id)
+        key = self._o.key(run_id, "snapshots", validate_snapshot_id(snapshot.snapshot_id))
+        await self._leases.check(run_id)
+        sealed, raw = await anyio.to_thread.run_sync(self.codec.dump_snapshot, snapshot)
+        try:
+            await self._o.put("write checkpoint", key, sealed, token=uuid.uuid4().hex)
+        except PreconditionFailed:
+            await self._same_snapshot(snapshot, key)
+        info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
+        await self.update_run(run_id, lambda m: add_snapshot(m, info))
+        return info
+
+    async def _same_snapshot(self, snapshot: Snapshot, key: str) -> None:
+        """A snapshot id is written once: a second write must carry the same snapshot."""
+        try:
+            existing = await self.read_snapshot(snapshot.run_id, snapshot.snapshot_id)
+        except StorageError:
+            existing = None
+        if existing != snapshot:
+            raise StorageError(
+                "write checkpoint",
+                f"{self._o.location(key)} already holds a different checkpoint with id "
+                f"{snapshot.snapshot_id!r}; checkpoint ids must be unique within a run",
+            )
+
+    async def read_snapshot(self, run_id: str, snapshot_id: str) -> Snapshot:
+        """See :meth:`Store.read_snapshot`; verifying and decoding run in a worker thread."""
+        await self._require(run_id)
+        key = self._o.key(run_id, "snapshots", validate_snapshot_id(snapshot_id))
+        try:
+            data, _ = await self._o.get("read checkpoint", key)
+        except NotFound:
+            raise CheckpointNotFoundError(run_id, snapshot_id) from None
+        location = self._o.location(key)
+        return await anyio.to_thread.run_sync(
+            lambda: self.codec.load_snapshot(
+                data, run_id=run_id, snapshot_id=snapshot_id, location=location
+            )
+        )
+
+    async def list_snapshots(self, run_id: str) -> list[SnapshotInfo]:
+        """See :meth:`Store.list_snapshots`."""
+        return live_snapshots(await self.read_run(run_id))
+
+    async def delete_snapshot(self, run_id: str, snapshot_id: str) -> int:
+        """See :meth:`Store.delete_snapshot`."""
+        await self._require(run_id)
+        key = self._o.key(run_id, "snapshots", validate_snapshot_id(snapshot_id))
+        info = await self._o.head("delete checkpoint", key)
+        if info is None:
+            return 0
+        await self._o.delete("delete checkpoint", [key])
+        await self.update_run(
+            run_id, lambda m: mark_snapshot(m, snapshot_id, SnapshotStatus.DELETED)
+        )
+        return info.size
+
+    # --- ownership ----------------------------------------------------------------
+
+    async def claim(self, run_id: str, owner: str) -> Lease:
+        """See :meth:`Store.claim`; of racing claimers exactly one wins."""
+        await self._require(run_id)
+        return await self._leases.claim(run_id, owner)
+
+    async def renew(self, lease: Lease) -> Lease:
+        """See :meth:`Store.renew`."""
+        return await self._leases.renew(lease)
+
+    async def release(self, lease: Lease) -> None:
+        """See :meth:`Store.release`."""
+        await self._leases.release(lease)
+
+    async def is_owned(self, run_id: str) -> bool:
+        """See :meth:`Store.is_owned`."""
+        await self._require(run_id)
+        return await self._leases.is_owned(run_id)
+
+    @property
+    def renew_interval(self) -> float | None:
+        """A third of ``lease_ttl``."""
+        return self._leases.ttl / 3
+
+    # --- retention ----------------------------------------------------------------
+
+    async def prune(self, policy: RetentionPolicy) -> PruneReport:
+        """See :meth:`Store.prune`."""
+        return await prune(self, policy)

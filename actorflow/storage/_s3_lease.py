@@ -1,0 +1,164 @@
+"""Run ownership on S3: a lease object with an expiry and a fencing epoch.
+
+``lease`` holds a sealed :class:`Lease`. Claiming creates it with
+``If-None-Match: *`` or replaces an expired or released one with ``If-Match``
+on its ETag, so of many claimers exactly one wins, and the epoch grows by one
+with every new owner. Release sets the expiry to zero but keeps the epoch, so
+epochs never repeat. The owner renews every ``ttl / 3``; a holder whose lease
+ran out renews before it writes again, and if someone else took the run it
+gets :class:`LeaseLostError` instead.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from actorflow.errors import LeaseLostError, RunLockedError
+from actorflow.storage._codec import Kind, decode_lease, encode_lease
+from actorflow.storage._protocol import Lease
+from actorflow.storage._s3_io import PreconditionFailed
+
+if TYPE_CHECKING:
+    from actorflow.storage._codec import Codec
+    from actorflow.storage._s3_objects import S3Objects
+
+__all__ = ["LeaseTable"]
+
+
+def _live(lease: Lease, now: float) -> bool:
+    return lease.expires is not None and lease.expires > now
+
+
+def _same(a: Lease, b: Lease) -> bool:
+    return (a.owner, a.epoch) == (b.owner, b.epoch)
+
+
+class LeaseTable:
+    """Claim, renew, release and check the leases this store holds."""
+
+    def __init__(self, objects: S3Objects, codec: Codec, ttl: float) -> None:
+        self._o = objects
+        self._codec = codec
+        self.ttl = ttl
+        self._held: dict[str, Lease] = {}
+
+    def _key(self, run_id: str) -> str:
+        return self._o.key(run_id, "lease")
+
+    async def read(self, run_id: str) -> tuple[Lease, str] | None:
+        """The stored lease and its ETag, or ``None``."""
+        key = self._key(run_id)
+        got = await self._o.get_or_none_with_etag("read lease", key)
+        if got is None:
+            return None
+        data, etag = got
+        location = self._o.location(key)
+        raw = self._codec.open(
+            data, kind=Kind.LEASE, run_id=run_id, slot="lease", location=location
+        )
+        return decode_lease(raw, location), etag
+
+    async def _write(self, lease: Lease, operation: str, if_match: str | None) -> None:
+        sealed = self._codec.seal(
+            encode_lease(lease), kind=Kind.LEASE, run_id=lease.run_id, slot="lease"
+        )
+        await self._o.put(
+            operation, self._key(lease.run_id), sealed, token=uuid.uuid4().hex, if_match=if_match
+        )
+
+    async def claim(self, run_id: str, owner: str) -> Lease:
+        """Take the run unless a live lease exists.
+
+        Raises:
+            RunLockedError: a live lease exists, or another claimer won the race.
+        """
+        current = await self.read(run_id)
+        now = time.time()
+        if current is not None and _live(current[0], now):
+            raise RunLockedError(run_id, current[0].owner)
+        epoch = current[0].epoch + 1 if current is not None else 1
+        lease = Lease(run_id=run_id, owner=owner, epoch=epoch, expires=now + self.ttl)
+        try:
+            await self._write(lease, "claim run", current[1] if current is not None else None)
+        except PreconditionFailed:
+            raced = await self.read(run_id)
+            raise RunLockedError(run_id, raced[0].owner if raced else None) from None
+        self._held[run_id] = lease
+        return lease
+
+    async def renew(self, lease: Lease) -> Lease:
+        """Extend ``lease`` by ``ttl`` from now.
+
+        Raises:
+            LeaseLostError: another owner took the run, or it was released.
+        """
+        run_id = lease.run_id
+        current = await self.read(run_id)
+        if current is None or not _same(current[0], lease) or current[0].expires == 0.0:
+            self._held.pop(run_id, None)
+            raise LeaseLostError(run_id, lease.epoch)
+        fresh = msgspec.structs.replace(current[0], expires=time.time() + self.ttl)
+        try:
+            await self._write(fresh, "renew lease", current[1])
+        except PreconditionFailed:
+            self._held.pop(run_id, None)
+            raise LeaseLostError(run_id, lease.epoch) from None
+        self._held[run_id] = fresh
+        return fresh
+
+    async def release(self, lease: Lease) -> None:
+        """End ``lease`` if it is still the stored one. Idempotent."""
+        run_id = lease.run_id
+        if (held := self._held.get(run_id)) is not None and _same(held, lease):
+            del self._held[run_id]
+        current = await self.read(run_id)
+        if current is None or not _same(current[0], lease):
+            return
+        try:
+            await self._write(
+                msgspec.structs.replace(current[0], expires=0.0), "release run", current[1]
+            )
+        except PreconditionFailed:
+            pass  # taken meanwhile: nothing of ours left to release
+
+    async def is_owned(self, run_id: str) -> bool:
+        """Whether a live lease exists."""
+        current = await self.read(run_id)
+        return current is not None and _live(current[0], time.time())
+
+    def epoch(self, run_id: str) -> int:
+        """The epoch of the lease this store holds on the run (0: none)."""
+        held = self._held.get(run_id)
+        return held.epoch if held is not None else 0
+
+    def forget(self, run_id: str) -> None:
+        """Stop tracking the run's lease (the run was deleted)."""
+        self._held.pop(run_id, None)
+
+    async def check(self, run_id: str) -> None:
+        """Before a write: a held lease that ran out must be renewed first.
+
+        Raises:
+            LeaseLostError: it ran out and another owner took the run.
+        """
+        held = self._held.get(run_id)
+        if held is not None and held.expires is not None and held.expires <= time.time():
+            await self.renew(held)
+
+    async def check_taken(self, run_id: str) -> None:
+        """After losing a log position: fenced if a newer owner holds the run.
+
+        Raises:
+            LeaseLostError: this store held the lease and it now names another owner.
+        """
+        held = self._held.get(run_id)
+        if held is None:
+            return
+        current = await self.read(run_id)
+        if current is None or not _same(current[0], held):
+            self._held.pop(run_id, None)
+            raise LeaseLostError(run_id, held.epoch)

@@ -1,0 +1,60 @@
+"""S3 stores for the conformance suite: SeaweedFS (plain and encrypted) and moto.
+
+Each test gets a fresh prefix in the session's bucket, so tests never see each
+other's runs and the servers start once per session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from actorflow.storage._codec import Codec
+from actorflow.storage._s3 import S3Store
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from pathlib import Path
+
+    import pytest
+
+    from actorflow.storage import Store
+    from tests.storage.s3_servers import S3Server
+
+KEY = bytes(range(32))
+
+
+def open_s3_store(server: S3Server, codec: Codec | None = None, **options: Any) -> S3Store:
+    """A store on ``server`` under a prefix of its own."""
+    return S3Store(
+        server.bucket,
+        prefix=f"t-{uuid.uuid4().hex[:12]}",
+        endpoint_url=server.url,
+        region_name="us-east-1",
+        aws_access_key_id=server.access_key,
+        aws_secret_access_key=server.secret_key,
+        codec=codec,
+        **options,
+    )
+
+
+def _factory(fixture: str, codec: Any = Codec) -> Any:
+    @contextlib.asynccontextmanager
+    async def factory(request: pytest.FixtureRequest, _tmp: Path) -> AsyncIterator[Store]:
+        store = open_s3_store(request.getfixturevalue(fixture), codec())
+        try:
+            yield store
+        finally:
+            await store.aclose()
+
+    return factory
+
+
+FACTORIES = {
+    "s3-seaweed": _factory("seaweed_server"),
+    "s3-seaweed-zstd-aes": _factory(
+        "seaweed_server", lambda: Codec(compression="zstd", compress_above=64, keys={"k1": KEY})
+    ),
+    "s3-moto": _factory("moto_server"),
+}
