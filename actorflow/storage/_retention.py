@@ -203,9 +203,12 @@ async def run_verifier(
 ) -> None:
     """Re-check every snapshot every ``interval`` seconds until cancelled.
 
-    Start it in a task group you own: ``tg.start_soon(run_verifier, store, interval=600)``.
+    Start it in a task group you own: ``await tg.start(run_verifier, store,
+    interval=600)`` returns once the first pass is done. Corruption is reported
+    as ``checkpoint_corrupted`` events; the verifier itself never raises for it.
     """
+    await verify_store(store)
     task_status.started()
     while True:
-        await verify_store(store)
         await anyio.sleep(interval)
+        await verify_store(store)
