@@ -135,19 +135,15 @@ def exit_code_for(error: BaseException) -> int:
 def open_store(spec: str) -> Store:
     """The store ``spec`` names: ``s3://bucket/prefix`` or a folder path.
 
-    Raises:
-        StoreUnavailableError: the S3 extra is missing.
+    An S3 endpoint other than AWS comes from ``ACTORFLOW_S3_ENDPOINT`` or
+    ``AWS_ENDPOINT_URL``; credentials from the usual AWS variables.
     """
     if spec.startswith("s3://"):
         bucket, _, prefix = spec[len("s3://") :].partition("/")
-        try:
-            from actorflow.storage import S3Store  # type: ignore[attr-defined,unused-ignore]
-        except ImportError as exc:
-            raise StoreUnavailableError(
-                "open store", f"{spec} needs the S3 extra: pip install 'actorflow[s3]'"
-            ) from exc
-        store: Store = S3Store(bucket, prefix=prefix)
-        return store
+        from actorflow.storage import S3Store
+
+        endpoint = os.environ.get("ACTORFLOW_S3_ENDPOINT") or os.environ.get("AWS_ENDPOINT_URL")
+        return S3Store(bucket, prefix, endpoint_url=endpoint or None)
     from actorflow.storage import FileStore
 
     return FileStore(spec)
