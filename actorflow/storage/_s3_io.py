@@ -20,6 +20,7 @@ from __future__ import annotations
 import random
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -186,7 +187,7 @@ class S3Wire:
                 session.client("s3", endpoint_url=o.endpoint_url, config=config)
             )
             # Fail at once, with a useful message, on a missing bucket or bad credentials.
-            await self._retrying("open S3 store", client.head_bucket, {"Bucket": o.bucket})
+            await self._retrying("open S3 store", partial(client.head_bucket, Bucket=o.bucket))
         except BaseException:
             await stack.aclose()
             raise
@@ -223,35 +224,40 @@ class S3Wire:
 
     async def _call_on_loop(self, operation: str, method: str, kwargs: dict[str, Any]) -> Any:
         fn = getattr(self._client, method)
-        response = await self._retrying(operation, fn, {"Bucket": self.options.bucket, **kwargs})
-        if method == "get_object":
-            # Read the body on the loop that owns the connection.
-            async with response["Body"] as stream:
-                response["Body"] = await stream.read()
-        return response
+        kwargs = {"Bucket": self.options.bucket, **kwargs}
 
-    async def _retrying(
-        self, operation: str, fn: Callable[..., Awaitable[Any]], kwargs: dict[str, Any]
-    ) -> Any:
+        async def once() -> Any:
+            response = await fn(**kwargs)
+            if method == "get_object":
+                # Read the body inside the retried call, on the loop that owns the connection.
+                async with response["Body"] as stream:
+                    response["Body"] = await stream.read()
+            return response
+
+        return await self._retrying(operation, once)
+
+    async def _retrying(self, operation: str, once: Callable[[], Awaitable[Any]]) -> Any:
         from botocore.exceptions import ClientError
 
         attempt = 0
         while True:
             attempt += 1
             try:
-                return await fn(**kwargs)
+                return await once()
             except ClientError as exc:
-                error = self._classify(operation, exc)
+                outcome = self._classify(operation, exc)
             except Exception as exc:
-                error = self._classify_transport(operation, exc)
-            if isinstance(error, Exception) or attempt >= self.options.max_attempts:
-                raise (error if isinstance(error, Exception) else error[1]) from error_cause(error)
+                outcome = self._classify_transport(operation, exc)
+            if isinstance(outcome, Exception):
+                raise outcome from outcome.__cause__
+            if attempt >= self.options.max_attempts:
+                raise outcome.final from outcome.final.__cause__
             delay = min(self.options.backoff_max, self.options.backoff_base * 2**attempt)
-            _log.info("s3_retry", operation=operation, attempt=attempt, reason=str(error[0]))
-            await anyio.sleep(random.uniform(0, delay))
+            _log.info("s3_retry", operation=operation, attempt=attempt, reason=outcome.reason)
+            await anyio.sleep(random.uniform(0, delay))  # full jitter
 
-    def _classify(self, operation: str, exc: Any) -> Exception | tuple[Any, Exception]:
-        """A final error, or ``(cause, error if retries run out)`` for retryable ones."""
+    def _classify(self, operation: str, exc: Any) -> Exception | _Retry:
+        """The error to raise now, or a retry (with the error for when tries run out)."""
         err = exc.response.get("Error", {})
         code = str(err.get("Code", ""))
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
@@ -265,14 +271,13 @@ class S3Wire:
         if code in _CREDENTIALS or status == 403:
             return _chain(self._refused(operation, code or f"HTTP {status}"), exc)
         if code in _THROTTLING or status >= 500 or status == 429:
-            return (exc, _chain(self._unavailable(operation, f"{code or status}: {message}"), exc))
+            why = f"{code or status}: {message}"
+            return _Retry(why, _chain(self._unavailable(operation, why), exc))
         return _chain(
             StorageError(operation, f"S3 {code or status}: {message} ({self.where})"), exc
         )
 
-    def _classify_transport(
-        self, operation: str, exc: Exception
-    ) -> Exception | tuple[Any, Exception]:
+    def _classify_transport(self, operation: str, exc: Exception) -> Exception | _Retry:
         from botocore.exceptions import (
             ConnectionError as BotoConnectionError,
         )
@@ -285,7 +290,8 @@ class S3Wire:
         if isinstance(exc, NoCredentialsError | PartialCredentialsError):
             return _chain(self._refused(operation, "no credentials found"), exc)
         if isinstance(exc, BotoConnectionError | HTTPClientError | OSError):
-            return (exc, _chain(self._unavailable(operation, f"cannot reach it: {exc}"), exc))
+            why = f"cannot reach it: {exc}"
+            return _Retry(why, _chain(self._unavailable(operation, why), exc))
         if isinstance(exc, StorageError):
             return exc
         return _chain(StorageError(operation, f"{type(exc).__name__}: {exc} ({self.where})"), exc)
@@ -312,12 +318,14 @@ class S3Wire:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class _Retry:
+    """A failure worth another try; ``final`` is raised when tries run out."""
+
+    reason: str
+    final: Exception
+
+
 def _chain(error: Exception, cause: BaseException) -> Exception:
     error.__cause__ = cause
     return error
-
-
-def error_cause(error: Exception | tuple[Any, Exception]) -> BaseException | None:
-    """The botocore error behind a classified outcome."""
-    final = error if isinstance(error, Exception) else error[1]
-    return final.__cause__

@@ -13,6 +13,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections import defaultdict
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ import anyio
 
 from actorflow._log import get_logger
 from actorflow.errors import CorruptedDataError, LogCorruptedError, StorageError
+from actorflow.storage._codec import Kind, encode_record
 from actorflow.storage._s3_io import PreconditionFailed
 
 if TYPE_CHECKING:
@@ -38,6 +40,15 @@ _EPOCH = "af-epoch"
 _ATTEMPTS = 1000
 
 
+@dataclass(eq=False)
+class _Batch:
+    """One append's encoded records, waiting for a group write."""
+
+    records: list[bytes]
+    end: int | None = None
+    error: Exception | None = None
+
+
 class SegmentLog:
     """Append, read, measure and prune run logs kept as segment objects."""
 
@@ -46,6 +57,7 @@ class SegmentLog:
         self._codec = codec
         self._next: dict[str, int] = {}
         self._locks: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
+        self._pending: defaultdict[str, list[_Batch]] = defaultdict(list)
 
     def forget(self, run_id: str) -> None:
         """Drop what is cached about the run's log (after deleting it)."""
@@ -90,36 +102,82 @@ class SegmentLog:
         epoch: int,
         on_taken: Callable[[], Awaitable[None]],
     ) -> int:
-        """Write ``records`` as one segment at the log's end; return the new length.
+        """Write ``records`` at the log's end; return the new length.
 
-        ``on_taken`` runs when another writer took the position (it raises
-        ``LeaseLostError`` if that writer fenced us). A cancelled append drops
-        the cached length, so the next one looks again and finds a late landing.
+        Appends waiting for the run's lock are written together, as one
+        segment object (group commit: one PUT serves every waiter). A record
+        that cannot be encoded fails only its own append, before it joins a
+        group. ``on_taken`` runs when another writer took the position (it
+        raises ``LeaseLostError`` if that writer fenced us). A cancelled append
+        drops the cached length, so the next one looks again and finds a late
+        landing.
         """
-        async with self._locks[run_id]:
-            start = self._next.pop(run_id, None)
-            if start is None:
+        batch = _Batch([encode_record(r) for r in records])
+        pending = self._pending[run_id]
+        pending.append(batch)
+        try:
+            async with self._locks[run_id]:
+                if batch.end is None:
+                    group, pending[:] = list(pending), []
+                    await self._write_group(run_id, group, epoch, on_taken)
+        finally:
+            if batch in pending:  # cancelled before any group took it: it never leaves
+                pending.remove(batch)
+        if batch.error is not None:
+            raise batch.error
+        assert batch.end is not None
+        return batch.end
+
+    async def _write_group(
+        self,
+        run_id: str,
+        group: list[_Batch],
+        epoch: int,
+        on_taken: Callable[[], Awaitable[None]],
+    ) -> None:
+        raw = [r for b in group for r in b.records]
+        try:
+            # Other appenders' records ride on this write: see it through even if
+            # this task is cancelled, so each of them learns the outcome.
+            with anyio.CancelScope(shield=len(group) > 1):
+                end = await self._write(run_id, raw, epoch, on_taken)
+        except Exception as exc:
+            for b in group:
+                b.error = exc
+            return
+        position = end - len(raw)
+        for b in group:
+            position += len(b.records)
+            b.end = position
+
+    async def _write(
+        self, run_id: str, raw: list[bytes], epoch: int, on_taken: Callable[[], Awaitable[None]]
+    ) -> int:
+        start = self._next.pop(run_id, None)
+        if start is None:
+            start = await self.length(run_id)
+        token = uuid.uuid4().hex
+        meta = {_COUNT: str(len(raw)), _EPOCH: str(epoch)}
+        for _ in range(_ATTEMPTS):
+            key = self._segment(run_id, start)
+            body = self._frame(run_id, start, raw)
+            try:
+                await self._o.put("append", key, body, token=token, metadata=meta)
+            except PreconditionFailed:
+                _log.info("s3_log_position_taken", run_id=run_id, position=start)
+                await on_taken()
                 start = await self.length(run_id)
-            token = uuid.uuid4().hex
-            meta = {_COUNT: str(len(records)), _EPOCH: str(epoch)}
-            for _ in range(_ATTEMPTS):
-                key = self._segment(run_id, start)
-                body = self._frame(run_id, start, records)
-                try:
-                    await self._o.put("append", key, body, token=token, metadata=meta)
-                except PreconditionFailed:
-                    _log.info("s3_log_position_taken", run_id=run_id, position=start)
-                    await on_taken()
-                    start = await self.length(run_id)
-                    continue
-                self._next[run_id] = start + len(records)
-                return start + len(records)
+                continue
+            self._next[run_id] = start + len(raw)
+            return start + len(raw)
         raise StorageError("append", f"run {run_id!r}: the log kept moving; try again")
 
-    def _frame(self, run_id: str, start: int, records: Sequence[LogRecord]) -> bytes:
+    def _frame(self, run_id: str, start: int, raw: Sequence[bytes]) -> bytes:
         parts: list[bytes] = []
-        for i, record in enumerate(records):
-            sealed = self._codec.dump_record(record, run_id=run_id, position=start + i)
+        for i, payload in enumerate(raw):
+            sealed = self._codec.seal(
+                payload, kind=Kind.LOG_RECORD, run_id=run_id, slot=f"log/{start + i}"
+            )
             parts += (_FRAME.pack(len(sealed)), sealed)
         return b"".join(parts)
 

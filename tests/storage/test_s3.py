@@ -19,11 +19,11 @@ import anyio.lowlevel
 import msgspec
 import pytest
 
-from actorflow.errors import LeaseLostError, RunLockedError, StoreUnavailableError
+from actorflow.errors import LeaseLostError, RunLockedError, StorageError, StoreUnavailableError
 from actorflow.storage._codec import Codec
 from actorflow.storage._records import RunManifest, Snapshot, StepRecord
 from actorflow.storage._s3 import S3Store
-from actorflow.storage._s3_io import PreconditionFailed
+from actorflow.storage._s3_io import NotFound, PreconditionFailed
 from tests.storage.factories_s3 import open_s3_store
 from tests.storage.s3_servers import ACCESS_KEY
 
@@ -123,10 +123,51 @@ class TestFirstContact:
         await store.aclose()
 
 
+def client_error(code: str, status: int) -> Exception:
+    from botocore.exceptions import ClientError
+
+    meta = {"HTTPStatusCode": status}
+    error: Exception = ClientError(
+        {"Error": {"Code": code, "Message": "x"}, "ResponseMetadata": meta}, "PutObject"
+    )
+    return error
+
+
+class TestRetryPolicy:
+    @pytest.mark.parametrize(
+        ("code", "status"),
+        [("SlowDown", 503), ("InternalError", 500), ("TooManyRequests", 429), ("", 502)],
+    )
+    def test_throttling_and_server_errors_are_retried(self, code: str, status: int) -> None:
+        wire = S3Store("bucket", endpoint_url="http://127.0.0.1:1")._o.wire
+        error = client_error(code, status)
+        outcome = wire._classify("append", error)
+        assert not isinstance(outcome, Exception)
+        assert isinstance(outcome.final, StoreUnavailableError)
+
+    @pytest.mark.parametrize(
+        ("code", "status", "kind"),
+        [
+            ("PreconditionFailed", 412, PreconditionFailed),
+            ("NoSuchKey", 404, NotFound),
+            ("NoSuchBucket", 404, StoreUnavailableError),
+            ("SignatureDoesNotMatch", 403, StoreUnavailableError),
+            ("InvalidArgument", 400, StorageError),
+        ],
+    )
+    def test_other_answers_are_final(self, code: str, status: int, kind: type) -> None:
+        wire = S3Store("bucket", endpoint_url="http://127.0.0.1:1")._o.wire
+        error = client_error(code, status)
+        outcome = wire._classify("append", error)
+        assert isinstance(outcome, kind)
+        assert isinstance(outcome, Exception)
+        assert outcome.__cause__ is error
+
+
 class TestConditionalWrites:
     async def test_many_concurrent_creators_exactly_one_wins(self, server: S3Server) -> None:
         first = open_s3_store(server)
-        stores = [first] + [sibling(first, server) for _ in range(11)]
+        stores = [first] + [sibling(first, server) for _ in range(7)]
         won: list[int] = []
 
         async def create(i: int) -> None:
@@ -147,7 +188,7 @@ class TestConditionalWrites:
     async def test_many_concurrent_claimers_exactly_one_owns(self, server: S3Server) -> None:
         first = open_s3_store(server)
         await first.create_run(manifest())
-        stores = [first] + [sibling(first, server) for _ in range(11)]
+        stores = [first] + [sibling(first, server) for _ in range(7)]
         owners: list[str] = []
 
         async def claim(i: int) -> None:
