@@ -146,6 +146,7 @@ class Store(Protocol):
 
         Raises:
             LogCorruptedError: a record before the tail is corrupt.
+            StorageError: ``start`` is below the first record retention kept.
         """
         ...
 
