@@ -10,6 +10,7 @@ the trio helper thread), not a remote bucket's network latency.
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 import time
@@ -58,12 +59,12 @@ def _task_state() -> bytes:
 
 
 def _states() -> dict[str, bytes]:
-    rnd = uuid.uuid4().bytes * 64  # 1 KB of incompressible-ish bytes, repeated below
+    # Random bytes do not compress: the store moves their full size.
     return {
-        "1 KB": rnd[:1024],
-        "100 KB": (rnd * 100)[:102_400],
+        "1 KB": os.urandom(1024),
+        "100 KB": os.urandom(102_400),
         "1000 tasks": _task_state(),
-        "1 MB": (rnd * 1024)[:1_048_576],
+        "1 MB": os.urandom(1_048_576),
     }
 
 

@@ -130,6 +130,7 @@ class S3Store:
         self._log = SegmentLog(self._o, self.codec)
         self._leases = LeaseTable(self._o, self.codec, lease_ttl)
         self._known: set[str] = set()
+        self._manifests: dict[str, tuple[RunManifest, str]] = {}
         self._manifest_locks: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
 
     def __repr__(self) -> str:
@@ -167,9 +168,12 @@ class S3Store:
             data, info = await self._o.get("read run", key)
         except NotFound:
             self._known.discard(run_id)
+            self._manifests.pop(run_id, None)
             raise RunNotFoundError(run_id) from None
         location = self._o.location(key)
-        return self.codec.load_manifest(data, run_id=run_id, location=location), info.etag
+        manifest = self.codec.load_manifest(data, run_id=run_id, location=location)
+        self._manifests[run_id] = (manifest, info.etag)
+        return manifest, info.etag
 
     async def read_run(self, run_id: str) -> RunManifest:
         """See :meth:`Store.read_run`."""
@@ -184,17 +188,20 @@ class S3Store:
         key = self._o.key(run_id, "manifest")
         async with self._manifest_locks[run_id]:
             for _ in range(_CAS_ATTEMPTS):
-                current, etag = await self._read_manifest(run_id)
+                # The last version this store saw is a good guess; a wrong one costs a 412.
+                cached = self._manifests.pop(run_id, None)
+                current, etag = cached or await self._read_manifest(run_id)
                 new = change(current)
                 if new.run_id != run_id:
                     raise StorageError("update run", f"change() may not rename run {run_id!r}")
                 sealed = self.codec.dump_manifest(new)
                 try:
-                    await self._o.put(
+                    etag = await self._o.put(
                         "update run", key, sealed, token=uuid.uuid4().hex, if_match=etag
                     )
                 except PreconditionFailed:
                     continue  # another process replaced it first: apply change to theirs
+                self._manifests[run_id] = (new, etag)
                 return new
         raise StorageError("update run", f"run {run_id!r}: the manifest kept changing; try again")
 
@@ -233,6 +240,7 @@ class S3Store:
         self._log.forget(run_id)
         if not tombstone:
             self._known.discard(run_id)
+            self._manifests.pop(run_id, None)
             self._leases.forget(run_id)
         return sum(o.size for o in doomed if o.key != lease_key)
 
