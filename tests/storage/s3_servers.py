@@ -177,11 +177,12 @@ def seaweed(data_dir: Path) -> S3Server:
         "AWS_ACCESS_KEY_ID": ACCESS_KEY,
         "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
     }
+    # weed names a unix socket after each gRPC port (and the filer's and S3's after
+    # their HTTP ports unless told otherwise, as above); a SIGKILL leaves them behind.
     stray = [
-        Path(f"/tmp/seaweedfs-master-grpc-{ports['master.port.grpc']}.sock"),
-        Path(f"/tmp/seaweedfs-volume-grpc-{ports['volume.port.grpc']}.sock"),
-        Path(f"/tmp/seaweedfs-s3-{ports['s3.port']}.sock"),
-        Path(f"/tmp/seaweedfs-filer-{ports['filer.port']}.sock"),
+        Path(f"/tmp/seaweedfs-{name.split('.')[0]}-grpc-{port}.sock")
+        for name, port in ports.items()
+        if name.endswith(".grpc")
     ]
     return S3Server("seaweedfs", args, ports["s3.port"], data_dir, env, stray_sockets=stray)
 
