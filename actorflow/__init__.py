@@ -4,16 +4,40 @@ from __future__ import annotations
 
 from actorflow import errors
 from actorflow._log import configure_logging
-from actorflow.runtime import Actor, ActorRef, Request, Runtime, SupervisorPolicy, handler
+from actorflow.agents import Evaluator, Orchestrator, Specialist, phase
+from actorflow.runtime import (
+    Actor,
+    ActorRef,
+    Durability,
+    Request,
+    RunContext,
+    RunHandle,
+    Runtime,
+    RuntimeConfig,
+    SupervisorPolicy,
+    current_step,
+    handler,
+)
+from actorflow.storage import RunStatus
 
 __all__ = [
     "Actor",
     "ActorRef",
+    "Durability",
+    "Evaluator",
+    "Orchestrator",
     "Request",
+    "RunContext",
+    "RunHandle",
+    "RunStatus",
     "Runtime",
+    "RuntimeConfig",
+    "Specialist",
     "SupervisorPolicy",
     "configure_logging",
+    "current_step",
     "errors",
     "handler",
+    "phase",
 ]
 __version__ = "0.1.0"

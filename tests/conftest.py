@@ -15,15 +15,5 @@ pytest_plugins = ["anyio", "tests.storage.s3_servers"]
     ]
 )
 def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """Both event loops for every test marked ``anyio`` (see pytest_collection_modifyitems)."""
+    """Both event loops for every async test (``anyio_mode = "auto"`` in pyproject)."""
     return str(request.param)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Mark every coroutine test so none can silently run on one loop only.
-    import inspect
-
-    for item in items:
-        fn = getattr(item, "function", None)
-        if fn is not None and inspect.iscoroutinefunction(fn):
-            item.add_marker(pytest.mark.anyio)

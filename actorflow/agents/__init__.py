@@ -2,4 +2,7 @@
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from actorflow.agents._phase import phase
+from actorflow.agents._roles import Evaluator, Orchestrator, Specialist
+
+__all__ = ["Evaluator", "Orchestrator", "Specialist", "phase"]

@@ -1,0 +1,190 @@
+"""Runtime options, settable in code and from ``ACTORFLOW_*`` environment variables."""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from actorflow.errors import ConfigurationError
+from actorflow.storage import RetentionPolicy
+
+__all__ = ["CheckpointTriggers", "Durability", "RuntimeConfig", "parse_duration"]
+
+
+class Durability(enum.StrEnum):
+    """When log records reach the disk.
+
+    ``sync``: before the orchestrator sees a step's result. ``batched``: in
+    groups, and always before anything that could depend on them leaves the
+    orchestrator (a message to an agent, a decision, the run's result).
+    ``phase``: at phase ends; a crash repeats the open phase's steps.
+    """
+
+    SYNC = "sync"
+    BATCHED = "batched"
+    PHASE = "phase"
+
+
+class CheckpointTriggers(msgspec.Struct, frozen=True, kw_only=True):
+    """When the checkpoint actor takes a snapshot, besides phase starts and ends.
+
+    Attributes:
+        every_steps: after this many steps (``None``: off).
+        every_seconds: at most this long after the previous snapshot (``None``: off).
+        on_specialist_done: when a specialist's task completes.
+        on_evaluation: when an evaluator replies.
+        confidence_threshold: when an evaluator's confidence crosses it.
+        on_error: when a step fails.
+        memory_bytes: when the process's peak memory passes this (``None``: off).
+    """
+
+    every_steps: int | None = 100
+    every_seconds: float | None = 30.0
+    on_specialist_done: bool = False
+    on_evaluation: bool = True
+    confidence_threshold: float | None = 0.75
+    on_error: bool = True
+    memory_bytes: int | None = None
+
+
+class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """Every runtime option with its default. See docs/configuration.md.
+
+    Attributes:
+        durability: see :class:`Durability`.
+        triggers: see :class:`CheckpointTriggers`.
+        retention: applied off the run's path after each finished run (``None``: never).
+        step_retries: times a failed agent task is retried before ``StepFailedError``.
+        retry_backoff: first retry delay in seconds; doubles per retry.
+        max_recovery_attempts: recoveries of one run before it is marked failed.
+        recovery_timeout: seconds one recovery may take (``None``: unbounded).
+        ask_timeout: default timeout of ``ctx.ask`` in seconds (``None``: none).
+        code_version: stored with new runs, shown by the CLI.
+    """
+
+    durability: Durability = Durability.BATCHED
+    triggers: CheckpointTriggers = CheckpointTriggers()
+    retention: RetentionPolicy | None = RetentionPolicy()
+    step_retries: int = 2
+    retry_backoff: float = 0.05
+    max_recovery_attempts: int = 3
+    recovery_timeout: float | None = None
+    ask_timeout: float | None = None
+    code_version: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.step_retries < 0:
+            raise ConfigurationError("step_retries", self.step_retries, "an integer >= 0")
+        if self.max_recovery_attempts < 1:
+            raise ConfigurationError(
+                "max_recovery_attempts", self.max_recovery_attempts, "an integer >= 1"
+            )
+        if self.retry_backoff < 0:
+            raise ConfigurationError("retry_backoff", self.retry_backoff, "seconds >= 0")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> RuntimeConfig:
+        """Read ``ACTORFLOW_*`` variables; keyword ``overrides`` win over them.
+
+        Variables: ``ACTORFLOW_DURABILITY`` (sync|batched|phase),
+        ``ACTORFLOW_RETENTION`` (``keep=5,max_age=7d`` or ``off``),
+        ``ACTORFLOW_STEP_RETRIES``, ``ACTORFLOW_MAX_RECOVERY_ATTEMPTS``,
+        ``ACTORFLOW_RECOVERY_TIMEOUT`` (a duration), ``ACTORFLOW_CHECKPOINT_EVERY_STEPS``,
+        ``ACTORFLOW_CHECKPOINT_EVERY`` (a duration), ``ACTORFLOW_CODE_VERSION``.
+
+        Raises:
+            ConfigurationError: a variable has a value that cannot be used.
+        """
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        if (v := env.get("ACTORFLOW_DURABILITY")) is not None:
+            try:
+                values["durability"] = Durability(v.strip().lower())
+            except ValueError:
+                raise ConfigurationError("ACTORFLOW_DURABILITY", v, "sync, batched or phase") from None
+        if (v := env.get("ACTORFLOW_RETENTION")) is not None:
+            values["retention"] = _parse_retention(v)
+        for var, field in (
+            ("ACTORFLOW_STEP_RETRIES", "step_retries"),
+            ("ACTORFLOW_MAX_RECOVERY_ATTEMPTS", "max_recovery_attempts"),
+        ):
+            if (v := env.get(var)) is not None:
+                values[field] = _parse_int(var, v)
+        if (v := env.get("ACTORFLOW_RECOVERY_TIMEOUT")) is not None:
+            values["recovery_timeout"] = parse_duration(v, option="ACTORFLOW_RECOVERY_TIMEOUT")
+        if (v := env.get("ACTORFLOW_CODE_VERSION")) is not None:
+            values["code_version"] = v
+        triggers: dict[str, Any] = {}
+        if (v := env.get("ACTORFLOW_CHECKPOINT_EVERY_STEPS")) is not None:
+            triggers["every_steps"] = _parse_int("ACTORFLOW_CHECKPOINT_EVERY_STEPS", v) or None
+        if (v := env.get("ACTORFLOW_CHECKPOINT_EVERY")) is not None:
+            triggers["every_seconds"] = parse_duration(v, option="ACTORFLOW_CHECKPOINT_EVERY")
+        if triggers:
+            values["triggers"] = CheckpointTriggers(**triggers)
+        values.update(overrides)
+        return cls(**values)
+
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+def parse_duration(text: str, *, option: str = "duration") -> float:
+    """Seconds in ``text``: ``90``, ``1.5s``, ``250ms``, ``10m``, ``2h``, ``7d``, ``1w``.
+
+    Raises:
+        ConfigurationError: ``text`` is not a non-negative duration.
+    """
+    raw = text.strip().lower()
+    for unit in sorted(_UNITS, key=len, reverse=True):
+        if raw.endswith(unit):
+            number, factor = raw[: -len(unit)], _UNITS[unit]
+            break
+    else:
+        number, factor = raw, 1.0
+    try:
+        seconds = float(number) * factor
+    except ValueError:
+        raise ConfigurationError(option, text, "a duration such as 30s, 10m, 2h or 7d") from None
+    if seconds < 0:
+        raise ConfigurationError(option, text, "a duration >= 0")
+    return seconds
+
+
+def _parse_int(option: str, text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ConfigurationError(option, text, "an integer") from None
+
+
+def _parse_retention(text: str) -> RetentionPolicy | None:
+    raw = text.strip().lower()
+    if raw in ("off", "none", "0", ""):
+        return None
+    values: dict[str, Any] = {}
+    for part in raw.split(","):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep:
+            raise ConfigurationError("ACTORFLOW_RETENTION", text, "key=value pairs or 'off'")
+        if key in ("keep", "keep_last"):
+            values["keep_last"] = _parse_int("ACTORFLOW_RETENTION keep", value)
+        elif key == "max_age":
+            values["max_age"] = parse_duration(value, option="ACTORFLOW_RETENTION max_age")
+        elif key in ("max_bytes", "max_total_bytes"):
+            values["max_total_bytes"] = _parse_int("ACTORFLOW_RETENTION max_bytes", value)
+        elif key == "delete_completed":
+            values["delete_completed"] = value.strip() in ("1", "true", "yes", "on")
+        elif key == "per_phase":
+            values["keep_per_phase"] = value.strip() in ("1", "true", "yes", "on")
+        else:
+            raise ConfigurationError(
+                "ACTORFLOW_RETENTION",
+                text,
+                "keys keep, max_age, max_bytes, delete_completed, per_phase",
+            )
+    return RetentionPolicy(**values)

@@ -1,0 +1,175 @@
+"""One live run's bookkeeping: records into the log and the view, flush policy, triggers.
+
+Every step of a run ends here as a record. The recorder appends it to the
+run's ``LogWriter`` (durable by the durability mode's rule), applies it to the
+``RunView`` (so replay lookups and snapshots see it at once) and asks the
+checkpoint actor for a snapshot when a trigger fires.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import msgspec
+
+from actorflow._log import get_logger
+from actorflow.runtime._config import Durability, RuntimeConfig
+from actorflow.runtime._registry import class_name
+from actorflow.storage import StateRef, StepRecord
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from anyio.abc import TaskGroup
+
+    from actorflow.runtime._view import RunView
+    from actorflow.storage import LogRecord, LogWriter, Snapshot, Store
+
+__all__ = ["INLINE_STATE_BYTES", "Recorder"]
+
+INLINE_STATE_BYTES = 4096
+"""States up to this size travel inside their step record instead of a blob."""
+
+_log = get_logger("actorflow.run")
+
+
+class Recorder:
+    """Appends a run's records, keeps its view current and fires snapshot triggers."""
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        store: Store,
+        writer: LogWriter,
+        view: RunView,
+        config: RuntimeConfig,
+        task_group: TaskGroup,
+        request_snapshot: Callable[[Snapshot], None],
+        emit: Callable[..., None],
+    ) -> None:
+        self.run_id = run_id
+        self.store = store
+        self.writer = writer
+        self.view = view
+        self.config = config
+        self.durability = config.durability
+        self.task_group = task_group
+        self._request_snapshot = request_snapshot
+        self.emit = emit
+        self._last_snapshot_at = time.monotonic()
+        # Encoded state last recorded per agent, to record a state only when it changed.
+        self.last_state: dict[str, bytes] = {}
+        self.agent_types: dict[str, str] = {}
+
+    # --- records -----------------------------------------------------------
+
+    def record(self, record: LogRecord) -> int:
+        """Append ``record`` (buffered) and take it into the view; return its position."""
+        position = self.writer.add(record)
+        self.view.apply(record)
+        if isinstance(record, StepRecord):
+            self._check_triggers(record)
+        return position
+
+    async def flush(self) -> None:
+        """Make every record so far durable (one shared fsync for all waiters)."""
+        await self.writer.flush()
+
+    async def output_barrier(self) -> None:
+        """Flush before something that depends on earlier records leaves the orchestrator."""
+        if self.durability is not Durability.PHASE:
+            await self.writer.flush()
+
+    async def after_step(self) -> None:
+        """In ``sync`` mode a step's record is durable before its result is seen."""
+        if self.durability is Durability.SYNC:
+            await self.writer.flush()
+
+    # --- agent states ------------------------------------------------------
+
+    async def state_ref(self, agent: str, agent_type: str, data: bytes) -> StateRef | None:
+        """A reference to ``data`` as ``agent``'s new state, or ``None`` if unchanged."""
+        if self.last_state.get(agent) == data:
+            return None
+        self.last_state[agent] = data
+        self.agent_types[agent] = agent_type
+        if len(data) <= INLINE_STATE_BYTES:
+            return StateRef(agent=agent, type=agent_type, data=data)
+        # The blob must be durable before any record that points at it.
+        blob = await self.store.put_blob(self.run_id, data)
+        return StateRef(agent=agent, type=agent_type, blob=blob)
+
+    def note_agent(self, name: str, cls: type[Any], role: str) -> None:
+        """Remember an agent's type and role (the view reads evaluators' confidence)."""
+        self.agent_types[name] = class_name(cls)
+        self.view.roles[name] = role
+
+    # --- snapshots ---------------------------------------------------------
+
+    def snapshot(self, trigger: str) -> None:
+        """Ask the checkpoint actor for a snapshot at the current position."""
+        self._last_snapshot_at = time.monotonic()
+        self._request_snapshot(self.view.snapshot(trigger))
+
+    def _check_triggers(self, record: StepRecord) -> None:
+        t = self.config.triggers
+        trigger = None
+        if record.error is not None and t.on_error:
+            trigger = "error"
+        elif record.kind == "ask":
+            role = self.view.roles.get(record.target or "")
+            if role == "evaluator" and (t.on_evaluation or self._crossed(record.target)):
+                trigger = "evaluation"
+            elif role == "specialist" and t.on_specialist_done:
+                trigger = "specialist_done"
+        if trigger is None and t.every_steps and self.view.steps_since_snapshot >= t.every_steps:
+            trigger = "steps"
+        if trigger is None and t.every_seconds is not None:
+            if time.monotonic() - self._last_snapshot_at >= t.every_seconds:
+                trigger = "interval"
+        if trigger is None and t.memory_bytes is not None and self.view.position % 64 == 0:
+            if _peak_memory() >= t.memory_bytes:
+                trigger = "memory"
+        if trigger is not None:
+            self.snapshot(trigger)
+
+    def _crossed(self, agent: str | None) -> bool:
+        threshold = self.config.triggers.confidence_threshold
+        snap = self.view.agents.get(agent or "")
+        return threshold is not None and snap is not None and snap.confidence is not None and (
+            snap.confidence >= threshold
+        )
+
+
+def _peak_memory() -> int:
+    # ru_maxrss is KiB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def encode(value: object, what: str) -> bytes:
+    """MessagePack bytes of a user value, or a clear ``EncodingError``."""
+    try:
+        return msgspec.msgpack.encode(value)
+    except (TypeError, msgspec.EncodeError) as exc:
+        from actorflow.errors import EncodingError
+
+        raise EncodingError(what, str(exc)) from exc
+
+
+def decode(data: bytes, type_: Any, what: str) -> Any:
+    """A user value from MessagePack bytes, typed as ``type_``."""
+    try:
+        return msgspec.msgpack.decode(data, type=type_)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        from actorflow.errors import CorruptedDataError
+
+        raise CorruptedDataError(what, f"does not decode as {type_!r}: {exc}") from exc
+
+
+async def checkpoint_sleep(seconds: float) -> None:
+    """Back off between retries; a cancellation point."""
+    await anyio.sleep(seconds)

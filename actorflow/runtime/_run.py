@@ -1,0 +1,180 @@
+"""Executing one run: agents in the run's scope, steps delivered in order, the outcome stored.
+
+A ``RunExecution`` is built for every attempt at a run (first start, recovery,
+resume, fork). It owns the run's actor scope and a task group for background
+completions, rebuilds agents from the recorded view, drives a fresh
+orchestrator's ``run(ctx, input)`` and stores how it ended.
+"""
+
+from __future__ import annotations
+
+import time
+import typing
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from actorflow.errors import (
+    ActorDefinitionError,
+    ActorStoppedError,
+    DuplicateActorNameError,
+    EscalationError,
+    StepFailedError,
+)
+from actorflow.runtime._actor import dispatch_table, state_type
+from actorflow.runtime._context import PauseRun, RunContext
+from actorflow.runtime._recorder import Recorder, decode, encode
+from actorflow.runtime._registry import class_name, lookup
+from actorflow.runtime._steps_impl import Step
+from actorflow.storage import StateRef, StepRecord
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from actorflow.runtime._steps import Namespace
+
+__all__ = ["RunExecution", "run_signature"]
+
+
+def run_signature(cls: type[Any]) -> tuple[Any, Any]:
+    """``(input type, result type)`` of an orchestrator class's ``run(ctx, input)``."""
+    fn = getattr(cls, "run", None)
+    if fn is None or not callable(fn):
+        raise ActorDefinitionError(cls.__qualname__, "an orchestrator needs `async def run(self, ctx, input)`")
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = {}
+    names = [n for n in fn.__code__.co_varnames[: fn.__code__.co_argcount]]
+    input_type = hints.get(names[2], Any) if len(names) > 2 else Any
+    return input_type, hints.get("return", Any)
+
+
+class _SpawnStep(Step[Any]):
+    kind = "spawn"
+
+    def __init__(self, runner: RunExecution, ctx: RunContext, ns: Namespace, cls: type[Any], name: str, state: Any) -> None:
+        self._runner = runner
+        self._cls = cls
+        self._name = name
+        st = state_type(cls)
+        if state is None and st is not type(None):
+            state = st()
+        self._state_bytes = encode(state, f"state of {name}")
+        self._initial = state
+        super().__init__(ctx, ns, name, class_name(cls).encode() + self._state_bytes)
+
+    async def _finish(self) -> Any:
+        scope = self._runner.scope
+        ref = scope.get(self._name)
+        if self.record is not None:
+            if ref is None:
+                ref = await self._runner.restore_agent(self._name, self._cls, self.record.state)
+            return ref
+        if ref is not None:
+            if ref.actor_type is not self._cls:
+                raise DuplicateActorNameError(self._name)
+        else:
+            ref = await scope.spawn(self._cls, name=self._name, state=self._initial)
+        rec = self._ctx._recorder
+        rec.note_agent(self._name, self._cls, self._cls.role)
+        state = await rec.state_ref(self._name, class_name(self._cls), self._state_bytes)
+        if state is None:  # same state as recorded before: still name the agent's type
+            state = StateRef(agent=self._name, type=class_name(self._cls), data=self._state_bytes)
+        rec.record(StepRecord(step_id=self.id, kind="spawn", target=self._name, args_hash=self.hash, state=state, time=time.time()))
+        await rec.after_step()
+        return ref
+
+
+class RunExecution:
+    """One attempt at a run, from agents restored to the outcome stored."""
+
+    def __init__(self, *, runtime: Any, recorder: Recorder, scope: Any, task_group: Any) -> None:
+        self.runtime = runtime
+        self.recorder = recorder
+        self.scope = scope
+        self.task_group = task_group
+        self.run_id = recorder.run_id
+        self._sends: dict[int, list[anyio.Event]] = {}
+        self.failures: list[BaseException] = []
+
+    # --- agents ------------------------------------------------------------
+
+    async def restore_agents(self) -> int:
+        """Re-create every agent the view names, with its latest recorded state."""
+        count = 0
+        for name, snap in list(self.recorder.view.agents.items()):
+            if self.scope.get(name) is None:
+                await self.restore_agent(name, lookup(snap.type), snap.state)
+                count += 1
+        return count
+
+    async def restore_agent(self, name: str, cls: type[Any], ref: StateRef | None) -> Any:
+        state = None
+        if ref is not None:
+            data = ref.data if ref.data is not None else await self.recorder.store.get_blob(self.run_id, ref.blob)
+            state = decode(data, state_type(cls), f"state of agent {name}")
+            self.recorder.last_state[name] = data
+        self.recorder.note_agent(name, cls, cls.role)
+        return await self.scope.spawn(cls, name=name, state=state)
+
+    def spawn_step(self, ctx: RunContext, ns: Namespace, cls: type[Any], name: str, state: Any) -> Step[Any]:
+        return _SpawnStep(self, ctx, ns, cls, name, state)
+
+    def reply_type(self, ref: Any, message: Any) -> Any:
+        fn = dispatch_table(ref.actor_type).lookup(type(message))
+        if fn is None:
+            return Any
+        try:
+            return typing.get_type_hints(fn).get("return", Any)
+        except Exception:
+            return Any
+
+    async def deliver(self, ref: Any, message: Any, meta: Any) -> Callable[[], Awaitable[tuple[Any, bytes]]]:
+        """Put the message in the agent's mailbox now; return a waiter for reply and state.
+
+        Delivery and waiting are split so ``ctx.gather`` can deliver every
+        message in step order before waiting for any reply.
+        """
+        return await ref._deliver_meta(message, meta=meta)  # type: ignore[no-any-return]
+
+    # --- background sends --------------------------------------------------
+
+    def track_send(self, ns: Namespace, live: Callable[[], Awaitable[Any]]) -> None:
+        done = anyio.Event()
+        self._sends.setdefault(id(ns), []).append(done)
+
+        async def complete() -> None:
+            try:
+                await live()
+            except StepFailedError as exc:
+                self.failures.append(exc)
+            finally:
+                done.set()
+
+        self.task_group.start_soon(complete)
+
+    async def wait_sends(self, ns: Namespace) -> None:
+        for done in self._sends.pop(id(ns), []):
+            await done.wait()
+        if self.failures:
+            raise self.failures.pop(0)
+
+    # --- the orchestrator ----------------------------------------------------
+
+    async def execute(self, cls: type[Any], input_value: Any, ctx: RunContext) -> Any:
+        """Run a fresh orchestrator from the top; finished work replays from records."""
+        orchestrator = cls.__new__(cls)
+        orchestrator.name = "orchestrator"
+        st = state_type(cls) if hasattr(cls, "role") else type(None)
+        orchestrator.state = st() if st is not type(None) else None
+        init = getattr(orchestrator, "__init__", None)
+        if init is not None:
+            init()
+        result = await orchestrator.run(ctx, input_value)
+        await ctx._close_namespace(ctx._root)
+        await self.recorder.output_barrier()
+        return result
+
+
+_ = (ActorStoppedError, EscalationError, PauseRun)

@@ -1,0 +1,455 @@
+"""The public ``Runtime``: actors (from the core) plus durable workflow runs."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import time
+import uuid
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+import msgspec
+
+from actorflow.errors import (
+    RecoveryFailedError,
+    RunFailedError,
+    RunInputMismatchError,
+    RunLockedError,
+    RunNotFinishedError,
+    RunNotFoundError,
+    RunPaused,
+    StorageError,
+)
+from actorflow.runtime._checkpointer import Checkpointer
+from actorflow.runtime._config import RuntimeConfig
+from actorflow.runtime._core import Runtime as _CoreRuntime
+from actorflow.runtime._drive import drive, load_view
+from actorflow.runtime._handle import RunHandle
+from actorflow.runtime._recorder import decode, encode
+from actorflow.runtime._registry import class_name, lookup, register
+from actorflow.runtime._run import run_signature
+from actorflow.storage import (
+    RunManifest,
+    RunStatus,
+    StepRecord,
+    Store,
+    validate_run_id,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from typing_extensions import Self
+
+    from actorflow.runtime._ref import ActorRef
+
+__all__ = ["Runtime"]
+
+T = TypeVar("T")
+_ORPHANS = (RunStatus.RUNNING, RunStatus.INTERRUPTED)
+
+
+class Runtime(_CoreRuntime):
+    """Runs actors and durable workflow runs: ``async with Runtime(store=...) as rt``.
+
+    Args:
+        store: where runs live: a ``Store``, a folder path, or ``s3://bucket/prefix``;
+            default ``$ACTORFLOW_STORE`` or ``./.actorflow``. Only workflow runs
+            touch it: a runtime used for plain actors never opens it.
+        config: workflow options (durability, triggers, retention, retries...);
+            default ``RuntimeConfig.from_env()``.
+        mailbox_size, supervisor, shutdown_timeout: see the actor runtime.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: Store | str | os.PathLike[str] | None = None,
+        config: RuntimeConfig | None = None,
+        **actor_options: Any,
+    ) -> None:
+        super().__init__(**actor_options)
+        self._store_spec = store
+        self._store: Store | None = store if isinstance(store, Store) else None
+        self.config = config if config is not None else RuntimeConfig.from_env()
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._handles: dict[str, RunHandle] = {}
+        self._checkpointer: ActorRef[Checkpointer] | None = None
+
+    @property
+    def store(self) -> Store:
+        """The store runs live in (opened on first use)."""
+        if self._store is None:
+            spec = self._store_spec or os.environ.get("ACTORFLOW_STORE") or ".actorflow"
+            from actorflow.storage._open import open_store
+
+            self._store = open_store(os.fspath(spec))
+        return self._store
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        try:
+            await super().__aexit__(*exc_info)
+        finally:
+            if self._store is not None and not isinstance(self._store_spec, Store):
+                with anyio.CancelScope(shield=True):
+                    await self._store.aclose()
+
+    def _checkpointer_ref(self) -> ActorRef[Checkpointer]:
+        if self._checkpointer is None or not self._checkpointer.alive:
+            self._checkpointer = self._root.spawn_now(
+                Checkpointer, name="actorflow.checkpointer", mailbox_size=1_000_000
+            )
+        return self._checkpointer
+
+    # --- starting runs -------------------------------------------------------
+
+    async def run(self, workflow: type[Any], input: Any = None, *, run_id: str | None = None) -> Any:
+        """Run ``workflow`` on ``input`` to the end and return its result.
+
+        With the id of an existing run: a completed run's stored result comes
+        back; an orphaned one resumes; a paused one raises ``RunPaused``.
+
+        Raises:
+            RunPaused: the run waits for input (``resume`` it).
+            RunFailedError: the run failed; the cause is chained.
+            RunLockedError: another live process owns the run.
+            RunInputMismatchError: ``run_id`` exists with a different input.
+        """
+        handle = await self.start(workflow, input, run_id=run_id)
+        return await handle.result()
+
+    async def start(self, workflow: type[Any], input: Any = None, *, run_id: str | None = None) -> RunHandle:
+        """Start a run in the background and return its handle.
+
+        The run is recorded in the store before any of its code runs. See
+        :meth:`run` for what an existing ``run_id`` does.
+        """
+        register(workflow)
+        run_id = validate_run_id(run_id) if run_id is not None else uuid.uuid4().hex
+        data = encode(input, "workflow input")
+        now = time.time()
+        manifest = RunManifest(
+            run_id=run_id,
+            workflow=class_name(workflow),
+            input=data,
+            input_hash=hashlib.sha256(data).hexdigest(),
+            code_version=self.config.code_version,
+            created=now,
+            updated=now,
+            owner=self.owner,
+        )
+        stored, created = await self.store.create_run(manifest)
+        if not created:
+            return await self._existing(workflow, stored, manifest.input_hash)
+        return await self._launch(workflow, stored)
+
+    async def _existing(self, workflow: type[Any], stored: RunManifest, input_hash: str) -> RunHandle:
+        if stored.input_hash != input_hash:
+            raise RunInputMismatchError(stored.run_id)
+        live = self._handles.get(stored.run_id)
+        if live is not None and not live.done:
+            return live
+        if stored.status in _ORPHANS:
+            if await self.store.is_owned(stored.run_id):
+                raise RunLockedError(stored.run_id, stored.owner)
+            return await self._launch(workflow, stored)
+        handle = RunHandle(stored.run_id, stored.workflow)
+        if stored.status is RunStatus.COMPLETED:
+            handle._finish(stored.status, result=self._decode_result(workflow, stored))
+        elif stored.status is RunStatus.PAUSED:
+            handle._finish(stored.status, error=RunPaused(stored.run_id, stored.prompt or ""))
+        else:
+            error = stored.error
+            handle._finish(
+                stored.status,
+                error=RunFailedError(
+                    stored.run_id,
+                    error.type if error else str(stored.status),
+                    error.message if error else f"the run was {stored.status}",
+                ),
+            )
+        return handle
+
+    async def _launch(self, workflow: type[Any], manifest: RunManifest) -> RunHandle:
+        task_group = self._require_running("start a run")
+        lease = await self.store.claim(manifest.run_id, self.owner)
+        try:
+            manifest = await self.store.update_run(
+                manifest.run_id,
+                lambda m: msgspec.structs.replace(
+                    m, status=RunStatus.RUNNING, owner=self.owner, updated=time.time()
+                ),
+            )
+        except BaseException:
+            await self.store.release(lease)
+            raise
+        handle = RunHandle(manifest.run_id, manifest.workflow)
+        self._handles[manifest.run_id] = handle
+        task_group.start_soon(self._drive_quietly, handle, manifest, workflow, lease)
+        return handle
+
+    async def _drive_quietly(self, handle: RunHandle, manifest: RunManifest, workflow: type[Any], lease: Any) -> None:
+        # A run's failure belongs to its handle, never to the runtime's task group.
+        renew = self.store.renew_interval
+        async with anyio.create_task_group() as tg:
+            if renew is not None:
+                tg.start_soon(self._heartbeat, lease, renew)
+            try:
+                await drive(self, handle, manifest, workflow, lease)
+            except anyio.get_cancelled_exc_class():
+                raise
+            except Exception as exc:
+                if not handle.done:
+                    handle._finish(RunStatus.FAILED, error=exc)
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _heartbeat(self, lease: Any, interval: float) -> None:
+        while True:
+            await anyio.sleep(interval)
+            lease = await self.store.renew(lease)
+
+    def _decode_result(self, workflow: type[Any] | None, manifest: RunManifest) -> Any:
+        result_type: Any = Any
+        if workflow is not None:
+            result_type = run_signature(workflow)[1]
+        return decode(manifest.result or b"\xc0", result_type, f"result of run {manifest.run_id}")
+
+    # --- recovery ------------------------------------------------------------
+
+    async def recover(self, run_id: str | None = None) -> dict[str, Any]:
+        """Resume orphaned runs (running or interrupted, no live owner).
+
+        Returns ``{run_id: result}`` for every run that finishes. A run that
+        pauses or fails is left in that state (see ``runs()``); one that has
+        failed to recover ``max_recovery_attempts`` times is marked failed.
+
+        Raises:
+            RunNotFoundError: ``run_id`` is given and unknown.
+        """
+        if run_id is not None:
+            manifests = [await self.store.read_run(validate_run_id(run_id))]
+        else:
+            manifests = await self.store.list_runs(status=list(_ORPHANS))
+        results: dict[str, Any] = {}
+
+        async def one(m: RunManifest) -> None:
+            try:
+                results[m.run_id] = await self._recover_one(m)
+            except (RunPaused, RunFailedError, RunLockedError, RecoveryFailedError, StorageError) as exc:
+                self._root_log("run_not_recovered", run_id=m.run_id, error=str(exc))
+
+        async with anyio.create_task_group() as tg:
+            for m in manifests:
+                if m.status in _ORPHANS and not await self.store.is_owned(m.run_id):
+                    tg.start_soon(one, m)
+        return results
+
+    async def _recover_one(self, manifest: RunManifest) -> Any:
+        workflow = lookup(manifest.workflow)
+        limit = self.config.max_recovery_attempts
+        manifest = await self.store.update_run(
+            manifest.run_id, lambda m: msgspec.structs.replace(m, attempt=m.attempt + 1)
+        )
+        if manifest.attempt > limit:
+            reason = f"{manifest.attempt - 1} recovery attempts failed (max_recovery_attempts={limit})"
+            await self._fail_run(manifest.run_id, reason)
+            raise RecoveryFailedError(manifest.run_id, reason)
+        handle = await self._launch(workflow, manifest)
+        timeout = self.config.recovery_timeout
+        if timeout is None:
+            return await handle.result()
+        with anyio.move_on_after(timeout) as scope:
+            return await handle.result()
+        if scope.cancelled_caught:
+            handle.cancel()
+            await handle.wait()
+            await self.store.update_run(
+                manifest.run_id, lambda m: msgspec.structs.replace(m, status=RunStatus.INTERRUPTED)
+            )
+            raise RecoveryFailedError(manifest.run_id, f"did not finish within recovery_timeout={timeout}s")
+        return None
+
+    async def _fail_run(self, run_id: str, reason: str) -> None:
+        from actorflow.storage import ErrorInfo
+
+        await self.store.update_run(
+            run_id,
+            lambda m: msgspec.structs.replace(
+                m,
+                status=RunStatus.FAILED,
+                error=ErrorInfo(type="RecoveryFailedError", message=reason),
+                updated=time.time(),
+            ),
+        )
+
+    # --- pause, resume, fork, cancel -----------------------------------------
+
+    async def resume(self, run_id: str, response: str) -> Any:
+        """Answer a paused run's ``wait_for_input`` and run it on to the end.
+
+        Raises:
+            RunNotFoundError: no such run.
+            RunNotFinishedError: the run is not paused (its status says why).
+        """
+        manifest = await self.store.read_run(validate_run_id(run_id))
+        if manifest.status is not RunStatus.PAUSED:
+            raise RunNotFinishedError(run_id, f"{manifest.status}, not paused")
+        workflow = lookup(manifest.workflow)
+        lease = await self.store.claim(run_id, self.owner)
+        try:
+            view, _ = await load_view(self.store, run_id, lambda *a, **k: None)
+            waiting = [e.step_id for e in view.events.values() if e.kind == "input_requested" and e.step_id not in view.steps]
+            if not waiting or waiting[-1] is None:
+                raise RunNotFinishedError(run_id, "paused but no input request is recorded")
+            await self.store.append(
+                run_id,
+                [StepRecord(step_id=waiting[-1], kind="input", result=encode(response, "input"), time=time.time())],
+            )
+        finally:
+            await self.store.release(lease)
+        manifest = await self.store.update_run(
+            run_id, lambda m: msgspec.structs.replace(m, status=RunStatus.INTERRUPTED, prompt=None)
+        )
+        handle = await self._launch(workflow, manifest)
+        return await handle.result()
+
+    async def fork(self, run_id: str, checkpoint: str, *, new_run_id: str | None = None) -> RunHandle:
+        """Start a new run from one of ``run_id``'s snapshots, with its records before it.
+
+        The new run replays what the snapshot holds and runs the rest live.
+        """
+        source = await self.store.read_run(validate_run_id(run_id))
+        workflow = lookup(source.workflow)
+        snapshot = await self.store.read_snapshot(run_id, checkpoint)
+        new_id = validate_run_id(new_run_id) if new_run_id else f"{run_id[:80]}-fork-{uuid.uuid4().hex[:8]}"
+        now = time.time()
+        manifest = msgspec.structs.replace(
+            source,
+            run_id=new_id,
+            status=RunStatus.INTERRUPTED,
+            parent=run_id,
+            parent_snapshot=checkpoint,
+            created=now,
+            updated=now,
+            attempt=0,
+            result=None,
+            error=None,
+            prompt=None,
+            snapshots=(),
+            tombstone=False,
+            recovery_errors=(),
+        )
+        stored, created = await self.store.create_run(manifest)
+        if not created:
+            raise RunInputMismatchError(new_id)
+        agents = {}
+        for name, agent in snapshot.agents.items():
+            ref = agent.state
+            if ref is not None and ref.data is None and ref.blob:
+                blob = await self.store.put_blob(new_id, await self.store.get_blob(run_id, ref.blob))
+                ref = msgspec.structs.replace(ref, blob=blob)
+            agents[name] = msgspec.structs.replace(agent, state=ref)
+        await self.store.write_snapshot(
+            msgspec.structs.replace(
+                snapshot,
+                run_id=new_id,
+                snapshot_id=f"0000-fork-of-{snapshot.snapshot_id}",
+                position=0,
+                agents=agents,
+                status=RunStatus.RUNNING,
+                trigger="fork",
+            )
+        )
+        return await self._launch(workflow, stored)
+
+    async def cancel(self, run_id: str) -> None:
+        """Cancel a run: a live one here stops; any other is marked cancelled."""
+        handle = self._handles.get(run_id)
+        if handle is not None and not handle.done:
+            handle.cancel()
+            await handle.wait()
+            return
+        manifest = await self.store.read_run(validate_run_id(run_id))
+        if manifest.status.finished:
+            return
+        if await self.store.is_owned(run_id):
+            raise RunLockedError(run_id, manifest.owner)
+        await self.store.update_run(
+            run_id, lambda m: msgspec.structs.replace(m, status=RunStatus.CANCELLED, updated=time.time())
+        )
+
+    # --- looking at runs -----------------------------------------------------
+
+    async def result(self, run_id: str) -> Any:
+        """A finished run's result, decoded to its orchestrator's return type.
+
+        Raises:
+            RunNotFoundError: no such run.
+            RunNotFinishedError: it has no result yet.
+            RunFailedError: it failed or was cancelled (with the cause).
+        """
+        manifest = await self.store.read_run(validate_run_id(run_id))
+        if manifest.status is RunStatus.COMPLETED:
+            try:
+                workflow: type[Any] | None = lookup(manifest.workflow)
+            except LookupError:
+                workflow = None
+            return self._decode_result(workflow, manifest)
+        if manifest.status in (RunStatus.FAILED, RunStatus.CANCELLED):
+            err = manifest.error
+            raise RunFailedError(
+                run_id, err.type if err else str(manifest.status), err.message if err else "cancelled"
+            )
+        raise RunNotFinishedError(run_id, str(manifest.status))
+
+    async def runs(
+        self,
+        *,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        workflow: str | type[Any] | None = None,
+    ) -> list[RunManifest]:
+        """Manifests of the store's runs, optionally by status and workflow."""
+        name = class_name(workflow) if isinstance(workflow, type) else workflow
+        return await self.store.list_runs(status=status, workflow=name)
+
+    def handle(self, run_id: str) -> RunHandle:
+        """The handle of a run started by this runtime.
+
+        Raises:
+            RunNotFoundError: this runtime has not started that run.
+        """
+        try:
+            return self._handles[run_id]
+        except KeyError:
+            raise RunNotFoundError(run_id) from None
+
+    # --- housekeeping --------------------------------------------------------
+
+    def _prune_soon(self) -> None:
+        policy = self.config.retention
+        tg = self._task_group
+        if policy is None or tg is None:
+            return
+
+        async def prune() -> None:
+            try:
+                await self.store.prune(policy)
+            except StorageError as exc:
+                self._root_log("prune_failed", error=str(exc))
+
+        tg.start_soon(prune)
+
+    def _root_log(self, event: str, **data: Any) -> None:
+        from actorflow._log import get_logger
+
+        get_logger("actorflow.runtime").warning(event, **data)
+
+    async def __aenter__(self) -> Self:
+        await super().__aenter__()
+        return self
+
+
+_ = RunNotFoundError

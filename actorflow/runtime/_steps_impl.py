@@ -1,0 +1,234 @@
+"""The awaitable steps a ``RunContext`` issues: each recorded live, or replayed.
+
+A step is created (and gets its id) synchronously by the ``ctx`` call. Awaiting
+it runs two halves: ``_start`` delivers its message (in issue order, after the
+output-commit flush) and ``_finish`` waits for the outcome and records it.
+``ctx.gather`` starts every step in order, then finishes them concurrently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import anyio
+
+from actorflow.errors import (
+    ActorError,
+    NonDeterminismError,
+    StepFailedError,
+)
+from actorflow.runtime._recorder import decode, encode
+from actorflow.runtime._steps import StepInfo, _StepMeta, args_hash, call_site
+from actorflow.storage import ErrorInfo, MilestoneRecord, StepRecord
+
+if TYPE_CHECKING:
+    from actorflow.runtime._context import RunContext
+    from actorflow.runtime._steps import Namespace
+
+__all__ = ["AskStep", "Step", "ValueStep"]
+
+T = TypeVar("T")
+
+
+class Step(Generic[T]):
+    """An issued step of a run. Await it (once) for its result."""
+
+    kind = "step"
+
+    def __init__(self, ctx: RunContext, ns: Namespace, target: str | None, payload: bytes) -> None:
+        self._ctx = ctx
+        self._ns = ns
+        self.id = ns.next_step()
+        self.target = target
+        self.hash = args_hash(self.kind, target, payload)
+        self.record: StepRecord | None = ctx._view.steps.get(self.id)
+        if self.record is not None:
+            self._check(self.record)
+        ns.pending[self.id] = self
+        self._started = False
+
+    def _check(self, record: StepRecord) -> None:
+        if (record.kind, record.target, record.args_hash) != (self.kind, self.target, self.hash):
+            raise NonDeterminismError(
+                self._ctx.run_id,
+                self.id,
+                f"{record.kind} {record.target or ''} (args {record.args_hash})",
+                f"{self.kind} {self.target or ''} (args {self.hash})",
+                call_site(),
+            )
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self._run().__await__()
+
+    async def _run(self) -> T:
+        await self._start()
+        return await self._finish()
+
+    async def _start(self) -> None:
+        if self._started:
+            raise RuntimeError(f"step {self.id} was awaited twice")
+        self._started = True
+        self._ns.pending.pop(self.id, None)
+        if self.record is None:
+            await self._deliver()
+
+    async def _finish(self) -> T:
+        if self.record is not None:
+            return self._replay(self.record)
+        return await self._live()
+
+    async def _deliver(self) -> None:
+        """Hand the step's work out (live steps only); default: nothing to deliver."""
+
+    def _replay(self, record: StepRecord) -> T:
+        if record.error is not None:
+            raise self._failure(record.error)
+        return self._decode(record.result)
+
+    def _decode(self, result: bytes | None) -> T:
+        return None if result is None else decode(result, Any, f"result of step {self.id}")  # type: ignore[return-value]
+
+    async def _live(self) -> T:
+        raise NotImplementedError
+
+    def _failure(self, error: ErrorInfo) -> StepFailedError:
+        return StepFailedError(self._ctx.run_id, self.id, error.type, error.message)
+
+
+class ValueStep(Step[T]):
+    """``ctx.now``, ``ctx.random``, ``ctx.uuid``: a value computed once, then replayed."""
+
+    def __init__(
+        self, ctx: RunContext, ns: Namespace, kind: str, compute: Any, type_: Any
+    ) -> None:
+        self.kind = kind
+        self._compute = compute
+        self._type = type_
+        super().__init__(ctx, ns, None, b"")
+
+    def _decode(self, result: bytes | None) -> T:
+        return decode(result or b"\xc0", self._type, f"result of step {self.id}")  # type: ignore[no-any-return]
+
+    async def _live(self) -> T:
+        value = self._compute()
+        rec = self._ctx._recorder
+        rec.record(StepRecord(step_id=self.id, kind=self.kind, result=encode(value, self.kind)))
+        await rec.after_step()
+        return value  # type: ignore[no-any-return]
+
+
+class AskStep(Step[T]):
+    """``ctx.ask`` (and ``ctx.send``): a message to an agent, its reply and its new state."""
+
+    kind = "ask"
+
+    def __init__(
+        self,
+        ctx: RunContext,
+        ns: Namespace,
+        ref: Any,
+        message: Any,
+        *,
+        reply_type: Any,
+        timeout: float | None,
+        wait: bool = True,
+    ) -> None:
+        if not wait:
+            self.kind = "send"
+        self._ref = ref
+        self._message = message
+        self._reply_type = reply_type
+        self._timeout = timeout
+        self._pending: Any = None
+        payload = encode(message, f"message {type(message).__qualname__}")
+        payload += type(message).__qualname__.encode()
+        super().__init__(ctx, ns, ref.name, payload)
+        self._meta = self._make_meta(1)
+
+    def _make_meta(self, attempt: int) -> _StepMeta:
+        ctx = self._ctx
+        key = f"{ctx.run_id}/{self.id}"
+        info = StepInfo(run_id=ctx.run_id, step_id=self.id, key=key, attempt=attempt)
+        progress = ctx._view.milestones.get(key)
+        meta = _StepMeta(info, self._save_milestone, progress.data if progress else None)
+        return meta
+
+    async def _save_milestone(self, data: bytes) -> None:
+        rec = self._ctx._recorder
+        record = MilestoneRecord(key=self._meta.info.key, agent=self._ref.name, data=data)
+        rec.record(record)
+        self._meta.progress = data
+        await rec.flush()
+
+    def _decode(self, result: bytes | None) -> T:
+        return decode(result or b"\xc0", self._reply_type, f"reply of step {self.id}")  # type: ignore[no-any-return]
+
+    async def _deliver(self) -> None:
+        await self._ctx._recorder.output_barrier()
+        self._pending = await self._ctx._deliver(self._ref, self._message, self._meta)
+
+    async def _live(self) -> T:
+        ctx = self._ctx
+        attempt = 1
+        while True:
+            try:
+                with anyio.fail_after(self._timeout) if self._timeout else _nullcontext():
+                    reply, state = await self._pending()
+                break
+            except (ActorError, TimeoutError) as exc:
+                if attempt > ctx._config.step_retries:
+                    return await self._record_failure(exc)
+                await anyio.sleep(ctx._config.retry_backoff * 2 ** (attempt - 1))
+                attempt += 1
+                self._meta = self._make_meta(attempt)
+                self._pending = await ctx._deliver(self._ref, self._message, self._meta)
+        await self._record_success(reply, state, attempt)
+        return reply  # type: ignore[no-any-return]
+
+    async def _record_success(self, reply: Any, state: bytes, attempts: int) -> None:
+        rec = self._ctx._recorder
+        name = self._ref.name
+        ref = await rec.state_ref(name, rec.agent_types.get(name, ""), state)
+        result = None if self.kind == "send" else encode(reply, f"reply of {name}")
+        rec.record(
+            StepRecord(
+                step_id=self.id,
+                kind=self.kind,
+                target=name,
+                args_hash=self.hash,
+                result=result,
+                metrics=self._meta.metrics,
+                state=ref,
+                attempts=attempts,
+            )
+        )
+        self._ctx._metric("api_calls", self._meta.metrics.get("api_calls", 0.0))
+        await rec.after_step()
+
+    async def _record_failure(self, exc: BaseException) -> Any:
+        cause = exc.__cause__ if exc.__cause__ is not None else exc
+        error = ErrorInfo.of(cause)
+        rec = self._ctx._recorder
+        rec.record(
+            StepRecord(
+                step_id=self.id,
+                kind=self.kind,
+                target=self._ref.name,
+                args_hash=self.hash,
+                error=error,
+                metrics=self._meta.metrics,
+                attempts=self._ctx._config.step_retries + 1,
+            )
+        )
+        rec.emit("step_failed", step_id=self.id, agent=self._ref.name, error=error.type)
+        await rec.after_step()
+        raise self._failure(error) from exc
+
+
+class _nullcontext:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None

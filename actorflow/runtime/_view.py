@@ -1,0 +1,171 @@
+"""A run as its records describe it: the replay index and the checkpoint view in one.
+
+Recovery builds a ``RunView`` from the newest valid snapshot plus the log
+after it; a live run applies each record as it is appended. The same view
+answers the re-running orchestrator ("is there a record for step 3/7?") and
+gives the checkpoint actor its snapshots, so both always agree. A snapshot is
+built from records alone, never from live objects, so it is consistent across
+concurrent agents by construction and a later state cannot leak into it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from actorflow.storage import (
+    AgentSnapshot,
+    DecisionRecord,
+    EventRecord,
+    MilestoneRecord,
+    PhaseEndRecord,
+    RunStatus,
+    Snapshot,
+    StateRef,
+    StepRecord,
+)
+
+if TYPE_CHECKING:
+    from actorflow.storage import LogRecord
+
+__all__ = ["RunView"]
+
+
+def _inside(step_id: str, phase_id: str) -> bool:
+    return step_id.startswith(phase_id) and step_id[len(phase_id) : len(phase_id) + 1] in "/@"
+
+
+class RunView:
+    """Everything recorded about one run up to ``position``."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.position = 0
+        self.agents: dict[str, AgentSnapshot] = {}
+        self.decisions: list[DecisionRecord] = []
+        self.decided: dict[str, DecisionRecord] = {}
+        self.phases: dict[str, PhaseEndRecord] = {}
+        self.steps: dict[str, StepRecord] = {}
+        self.milestones: dict[str, MilestoneRecord] = {}
+        self.events: dict[str, EventRecord] = {}
+        self.metrics: dict[str, float] = {}
+        self.phase: str | None = None
+        self.status = RunStatus.RUNNING
+        self.snapshots_taken = 0
+        self.steps_since_snapshot = 0
+        self.roles: dict[str, str] = {}
+
+    @classmethod
+    def from_snapshot(cls, snapshot: Snapshot) -> RunView:
+        """A view at the snapshot's position."""
+        view = cls(snapshot.run_id)
+        view.position = snapshot.position
+        view.agents = dict(snapshot.agents)
+        view.decisions = list(snapshot.decisions)
+        view.decided = {d.step_id: d for d in snapshot.decisions}
+        view.phases = dict(snapshot.phases)
+        view.steps = {s.step_id: s for s in snapshot.steps}
+        view.milestones = {m.key: m for m in snapshot.milestones}
+        view.events = {e.step_id or e.kind: e for e in snapshot.events}
+        view.metrics = dict(snapshot.metrics)
+        view.phase = snapshot.phase
+        return view
+
+    # --- following the log -------------------------------------------------
+
+    def apply(self, record: LogRecord) -> int:
+        """Take one record (the next in the log) into the view; return its position."""
+        match record:
+            case StepRecord():
+                self._apply_step(record)
+            case PhaseEndRecord():
+                self._finish_phase(record)
+            case DecisionRecord():
+                self.decisions.append(record)
+                self.decided[record.step_id] = record
+            case MilestoneRecord():
+                self.milestones[record.key] = record
+            case EventRecord():
+                self.events[record.step_id or record.kind] = record
+        position = self.position
+        self.position = position + 1
+        return position
+
+    def _apply_step(self, record: StepRecord) -> None:
+        self.steps[record.step_id] = record
+        self.steps_since_snapshot += 1
+        for name, value in record.metrics.items():
+            self.metrics[name] = self.metrics.get(name, 0.0) + value
+        self.metrics["steps"] = self.metrics.get("steps", 0.0) + 1
+        ref = record.state
+        if ref is not None:
+            old = self.agents.get(ref.agent)
+            self.agents[ref.agent] = AgentSnapshot(
+                name=ref.agent,
+                type=ref.type,
+                status=old.status if old is not None else "running",
+                state=ref,
+                confidence=old.confidence if old is not None else None,
+            )
+        if record.error is not None and record.target in self.agents:
+            self._set_agent(record.target, status="failed")
+        elif record.kind == "ask" and record.target is not None:
+            self._read_confidence(record.target, record.result)
+
+    def _read_confidence(self, agent: str, result: bytes | None) -> None:
+        if self.roles.get(agent) != "evaluator" or result is None:
+            return
+        try:
+            reply = msgspec.msgpack.decode(result)
+        except msgspec.DecodeError:
+            return
+        confidence = reply.get("confidence") if isinstance(reply, dict) else None
+        if isinstance(confidence, int | float):
+            self._set_agent(agent, confidence=float(confidence))
+
+    def _set_agent(self, name: str, **changes: object) -> None:
+        old = self.agents.get(name)
+        if old is not None:
+            self.agents[name] = msgspec.structs.replace(old, **changes)
+
+    def _finish_phase(self, record: PhaseEndRecord) -> None:
+        pid = record.phase_id
+        # A finished phase is replayed from its result alone: what ran inside
+        # it no longer needs to travel in snapshots.
+        self.steps = {k: v for k, v in self.steps.items() if not _inside(k, pid)}
+        self.phases = {k: v for k, v in self.phases.items() if not _inside(k, pid)}
+        self.milestones = {
+            k: v for k, v in self.milestones.items() if not _inside(k.partition("/")[2], pid)
+        }
+        self.events = {k: v for k, v in self.events.items() if not _inside(k, pid)}
+        self.phases[pid] = record
+
+    def state_of(self, agent: str) -> StateRef | None:
+        """The agent's latest recorded state."""
+        snap = self.agents.get(agent)
+        return snap.state if snap is not None else None
+
+    # --- snapshots ---------------------------------------------------------
+
+    def snapshot(self, trigger: str) -> Snapshot:
+        """The view as a snapshot at the current position (cheap: no encoding)."""
+        self.snapshots_taken += 1
+        self.steps_since_snapshot = 0
+        return Snapshot(
+            run_id=self.run_id,
+            snapshot_id=f"{self.snapshots_taken:04d}-p{self.position}",
+            position=self.position,
+            created=time.time(),
+            trigger=trigger,
+            phase=self.phase,
+            status=self.status,
+            agents=dict(self.agents),
+            decisions=tuple(self.decisions),
+            phases=dict(self.phases),
+            steps=tuple(self.steps.values()),
+            milestones=tuple(self.milestones.values()),
+            events=tuple(self.events.values()),
+            metrics=dict(self.metrics),
+        )
