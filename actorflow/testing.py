@@ -27,14 +27,19 @@ import msgspec
 
 from actorflow.errors import StorageError
 from actorflow.runtime import Runtime, RuntimeConfig
-from actorflow.storage import Lease, Store
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from actorflow.storage import LogRecord
+    from actorflow.storage import Lease, LogRecord, Store
 
-__all__ = ["CrashOutcome", "CrashingStore", "SimulatedCrashError", "crash_and_recover", "run_in_memory"]
+__all__ = [
+    "CrashOutcome",
+    "CrashingStore",
+    "SimulatedCrashError",
+    "crash_and_recover",
+    "run_in_memory",
+]
 
 
 class SimulatedCrashError(StorageError):
@@ -171,7 +176,7 @@ async def crash_and_recover(
     inner = store if store is not None else MemoryStore()
     crashing = CrashingStore(inner, crash_after=crash_after)
     finished = False
-    async with Runtime(store=crashing, config=config) as runtime:  # type: ignore[arg-type]
+    async with Runtime(store=crashing, config=config) as runtime:
         handle = await runtime.start(workflow, input, run_id=run_id)
         async with anyio.create_task_group() as tg:
 

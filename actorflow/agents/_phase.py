@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import functools
 import typing
-from collections.abc import Awaitable, Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from actorflow.runtime import RunContext
+if typing.TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from actorflow.runtime import RunContext
 
 __all__ = ["phase"]
 

@@ -31,7 +31,9 @@ class Orchestrator(Actor):
 
     async def run(self, ctx: RunContext, input: Any) -> Any:
         """The workflow; override it."""
-        raise NotImplementedError(f"{type(self).__qualname__} must define `async def run(self, ctx, input)`")
+        raise NotImplementedError(
+            f"{type(self).__qualname__} must define `async def run(self, ctx, input)`"
+        )
 
 
 class Specialist(Actor):

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from actorflow.errors import ConfigurationError
 from actorflow.storage import RetentionPolicy
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = ["CheckpointTriggers", "Durability", "RuntimeConfig", "parse_duration"]
 
@@ -105,7 +107,9 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
             try:
                 values["durability"] = Durability(v.strip().lower())
             except ValueError:
-                raise ConfigurationError("ACTORFLOW_DURABILITY", v, "sync, batched or phase") from None
+                raise ConfigurationError(
+                    "ACTORFLOW_DURABILITY", v, "sync, batched or phase"
+                ) from None
         if (v := env.get("ACTORFLOW_RETENTION")) is not None:
             values["retention"] = _parse_retention(v)
         for var, field in (

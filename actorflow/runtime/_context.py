@@ -12,20 +12,19 @@ import random as _random
 import time
 import uuid as _uuid
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
 from actorflow.errors import (
     ActorflowError,
     NonDeterminismError,
-    StepFailedError,
     UnawaitedStepError,
 )
 from actorflow.runtime._recorder import decode, encode
-from actorflow.runtime._steps import Namespace, args_hash, call_site
+from actorflow.runtime._steps import Namespace, call_site
 from actorflow.runtime._steps_impl import AskStep, Step, ValueStep
-from actorflow.storage import DecisionRecord, EventRecord, StepRecord
+from actorflow.storage import DecisionRecord, EventRecord
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -34,7 +33,7 @@ if TYPE_CHECKING:
     from actorflow.runtime._recorder import Recorder
     from actorflow.runtime._view import RunView
 
-__all__ = ["RunContext"]
+__all__ = ["PauseRun", "RetryPhase", "RunContext"]
 
 T = TypeVar("T")
 _namespace: ContextVar[Namespace | None] = ContextVar("actorflow_namespace", default=None)
@@ -78,13 +77,12 @@ class RunContext:
         return ns if ns is not None else self._root
 
     async def _deliver(self, ref: Any, message: Any, meta: Any) -> Callable[[], Awaitable[Any]]:
-        return await self._runner.deliver(ref, message, meta)
+        waiter: Callable[[], Awaitable[Any]] = await self._runner.deliver(ref, message, meta)
+        return waiter
 
     # --- agents --------------------------------------------------------------
 
-    def ask(
-        self, ref: Any, message: Any, *, timeout: float | None = None
-    ) -> Step[Any]:
+    def ask(self, ref: Any, message: Any, *, timeout: float | None = None) -> Step[Any]:
         """Ask an agent and return its reply, recorded; replays return the record.
 
         The agent's task is retried ``step_retries`` times with backoff (the
@@ -117,7 +115,8 @@ class RunContext:
         Names are scoped to the run. Raises (when awaited) ``TypeError`` if
         the run already has an agent of that name with another class.
         """
-        return self._runner.spawn_step(self, self._ns(), cls, name, state)
+        step: Step[Any] = self._runner.spawn_step(self, self._ns(), cls, name, state)
+        return step
 
     async def gather(self, *steps: Awaitable[Any]) -> list[Any]:
         """Await steps (and phase calls) concurrently; results in argument order.
@@ -167,13 +166,21 @@ class RunContext:
         if recorded is not None:
             if recorded.type != type:
                 raise NonDeterminismError(
-                    self.run_id, step_id, f"decision {recorded.type}", f"decision {type}", call_site()
+                    self.run_id,
+                    step_id,
+                    f"decision {recorded.type}",
+                    f"decision {type}",
+                    call_site(),
                 )
             return recorded
         if step_id in self._view.steps:
             old = self._view.steps[step_id]
             raise NonDeterminismError(
-                self.run_id, step_id, f"{old.kind} {old.target or ''}", f"decision {type}", call_site()
+                self.run_id,
+                step_id,
+                f"{old.kind} {old.target or ''}",
+                f"decision {type}",
+                call_site(),
             )
         record = DecisionRecord(
             step_id=step_id,
@@ -284,15 +291,7 @@ class RunContext:
         """The run's counters so far: steps, api_calls, tokens, what agents report."""
         return dict(self._view.metrics)
 
-    def _metric(self, name: str, value: float) -> None:
-        return None
-
     # --- phases --------------------------------------------------------------
-
-    @overload
-    def phase(self, name: str, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> Awaitable[T]: ...
-    @overload
-    def phase(self, name: str, fn: Callable[..., Awaitable[T]], *args: Any, result_type: Any, **kwargs: Any) -> Awaitable[T]: ...
 
     def phase(
         self,
@@ -386,12 +385,3 @@ class _SendStep:
                 raise step._failure(step.record.error)
             return
         step._ctx._runner.track_send(step._ns, step._live)
-
-
-def value_step_hash(kind: str) -> str:
-    """The argument hash of a value step (exposed for the resume path)."""
-    return args_hash(kind, None, b"")
-
-
-__all__ += ["PauseRun", "RetryPhase"]
-_ = (StepFailedError, StepRecord)

@@ -48,7 +48,12 @@ async def load_view(store: Store, run_id: str, emit: Any) -> tuple[RunView, int]
         try:
             snapshot = await store.read_snapshot(run_id, info.snapshot_id)
         except CorruptedDataError as exc:
-            emit("checkpoint_corrupted", snapshot_id=info.snapshot_id, error=str(exc), level="warning")
+            emit(
+                "checkpoint_corrupted",
+                snapshot_id=info.snapshot_id,
+                error=str(exc),
+                level="warning",
+            )
             continue
         view = RunView.from_snapshot(snapshot)
         emit("checkpoint_restored", snapshot_id=info.snapshot_id, position=snapshot.position)
@@ -79,7 +84,7 @@ async def drive(
         handle.replayed_steps = replayed
         if replayed or view.position:
             emit("recovery_started", position=view.position, records=replayed)
-        from actorflow.storage._logwriter import LogWriter  # noqa: PLC0415
+        from actorflow.storage._logwriter import LogWriter
 
         writer = LogWriter(store, run_id, start=view.position)
         await _attempt(runtime, handle, manifest, cls, view, writer)
@@ -104,8 +109,15 @@ async def _attempt(
     input_type, result_type = run_signature(cls)
     checkpointer = runtime._checkpointer_ref()
     queue = CheckpointQueue(store=store, writer=writer, emit=handle.emit)
-    scope = runtime._open_scope(run_id, on_escalate=lambda e: handle.emit("agent_escalated", agent=e.actor, error=str(e), level="warning"))
-    status, result, error = RunStatus.FAILED, None, None
+    scope = runtime._open_scope(
+        run_id,
+        on_escalate=lambda e: handle.emit(
+            "agent_escalated", agent=e.actor, error=str(e), level="warning"
+        ),
+    )
+    status: RunStatus = RunStatus.FAILED
+    result: Any = None
+    error: BaseException | None = None
     started = time.perf_counter()
     try:
         async with anyio.create_task_group() as tg:
@@ -121,7 +133,9 @@ async def _attempt(
             )
             execution = RunExecution(runtime=runtime, recorder=recorder, scope=scope, task_group=tg)
             restored = await execution.restore_agents()
-            ctx = RunContext(run_id=run_id, recorder=recorder, config=runtime.config, runner=execution)
+            ctx = RunContext(
+                run_id=run_id, recorder=recorder, config=runtime.config, runner=execution
+            )
             value = decode(manifest.input, input_type, f"input of run {run_id}")
             handle.emit("run_started", workflow=manifest.workflow, agents_restored=restored)
             with anyio.CancelScope() as cancel_scope:
@@ -140,7 +154,9 @@ async def _attempt(
             if cancel_scope.cancel_called and status is RunStatus.FAILED and error is None:
                 status = RunStatus.CANCELLED
             handle.metrics = dict(view.metrics)
-            await _store_outcome(runtime, handle, recorder, queue, status, result, error, result_type)
+            await _store_outcome(
+                runtime, handle, recorder, queue, status, result, error, result_type
+            )
     except BaseException as exc:
         if isinstance(exc, anyio.get_cancelled_exc_class()):
             with anyio.CancelScope(shield=True):
@@ -180,15 +196,21 @@ async def _store_outcome(
         # stays as it is in the store, for `recover()` to pick up later.
         handle._finish(RunStatus.RUNNING, error=error)
         return
-    result_bytes = encode(result, f"result of run {run_id}") if status is RunStatus.COMPLETED else None
+    result_bytes = (
+        encode(result, f"result of run {run_id}") if status is RunStatus.COMPLETED else None
+    )
     recorder.view.status = status
     with anyio.CancelScope(shield=status is not RunStatus.COMPLETED):
         await recorder.flush()
         recorder.snapshot(str(status))
         await queue.wait_idle()
-        info = ErrorInfo.of(error.__cause__ or error) if status is RunStatus.FAILED and error else None
+        info = (
+            ErrorInfo.of(error.__cause__ or error) if status is RunStatus.FAILED and error else None
+        )
         prompt = error.prompt if isinstance(error, RunPaused) else None
-        await _mark(store, run_id, status, result_bytes, info, prompt=prompt, phase=recorder.view.phase)
+        await _mark(
+            store, run_id, status, result_bytes, info, prompt=prompt, phase=recorder.view.phase
+        )
     handle._finish(status, result=result, error=error)
     if status is RunStatus.COMPLETED and runtime.config.retention is not None:
         runtime._prune_soon()

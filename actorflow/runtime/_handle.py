@@ -115,7 +115,9 @@ class RunHandle:
         if self._cancel_scope is not None:
             self._cancel_scope.cancel()
 
-    def _finish(self, status: RunStatus, result: Any = None, error: BaseException | None = None) -> None:
+    def _finish(
+        self, status: RunStatus, result: Any = None, error: BaseException | None = None
+    ) -> None:
         self.status = status
         self._result = result
         self._error = error

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-import msgspec
-
 from actorflow.runtime._recorder import decode, encode
 from actorflow.runtime._steps import _meta
 
@@ -36,6 +34,3 @@ def report(**counters: float) -> None:
         return
     for name, value in counters.items():
         meta.metrics[name] = meta.metrics.get(name, 0.0) + float(value)
-
-
-_ = msgspec

@@ -12,7 +12,6 @@ import resource
 import time
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import msgspec
 
 from actorflow._log import get_logger
@@ -70,9 +69,14 @@ class Recorder:
     def record(self, record: LogRecord) -> int:
         """Append ``record`` (buffered) and take it into the view; return its position."""
         position = self.writer.add(record)
-        self.view.apply(record)
         if isinstance(record, StepRecord):
-            self._check_triggers(record)
+            before = self._confidence(record.target)
+            self.view.apply(record)
+            trigger = self._trigger(record, before)
+            if trigger is not None:
+                self.snapshot(trigger)
+        else:
+            self.view.apply(record)
         return position
 
     async def flush(self) -> None:
@@ -115,34 +119,42 @@ class Recorder:
         self._last_snapshot_at = time.monotonic()
         self._request_snapshot(self.view.snapshot(trigger))
 
-    def _check_triggers(self, record: StepRecord) -> None:
-        t = self.config.triggers
-        trigger = None
-        if record.error is not None and t.on_error:
-            trigger = "error"
-        elif record.kind == "ask":
-            role = self.view.roles.get(record.target or "")
-            if role == "evaluator" and (t.on_evaluation or self._crossed(record.target)):
-                trigger = "evaluation"
-            elif role == "specialist" and t.on_specialist_done:
-                trigger = "specialist_done"
-        if trigger is None and t.every_steps and self.view.steps_since_snapshot >= t.every_steps:
-            trigger = "steps"
-        if trigger is None and t.every_seconds is not None:
-            if time.monotonic() - self._last_snapshot_at >= t.every_seconds:
-                trigger = "interval"
-        if trigger is None and t.memory_bytes is not None and self.view.position % 64 == 0:
-            if _peak_memory() >= t.memory_bytes:
-                trigger = "memory"
-        if trigger is not None:
-            self.snapshot(trigger)
-
-    def _crossed(self, agent: str | None) -> bool:
-        threshold = self.config.triggers.confidence_threshold
+    def _confidence(self, agent: str | None) -> float | None:
         snap = self.view.agents.get(agent or "")
-        return threshold is not None and snap is not None and snap.confidence is not None and (
-            snap.confidence >= threshold
-        )
+        return snap.confidence if snap is not None else None
+
+    def _trigger(self, record: StepRecord, confidence_before: float | None) -> str | None:
+        """Which snapshot trigger (if any) this step record fires."""
+        t = self.config.triggers
+        role = self.view.roles.get(record.target or "")
+        if record.error is not None and t.on_error:
+            return "error"
+        if record.kind == "ask" and role == "evaluator":
+            if t.on_evaluation:
+                return "evaluation"
+            if self._crossed(confidence_before, self._confidence(record.target)):
+                return "confidence"
+        if record.kind == "ask" and role == "specialist" and t.on_specialist_done:
+            return "specialist_done"
+        if t.every_steps and self.view.steps_since_snapshot >= t.every_steps:
+            return "steps"
+        if t.every_seconds is not None and (
+            time.monotonic() - self._last_snapshot_at >= t.every_seconds
+        ):
+            return "interval"
+        if (
+            t.memory_bytes is not None
+            and self.view.position % 64 == 0
+            and _peak_memory() >= t.memory_bytes
+        ):
+            return "memory"
+        return None
+
+    def _crossed(self, before: float | None, after: float | None) -> bool:
+        threshold = self.config.triggers.confidence_threshold
+        if threshold is None or after is None:
+            return False
+        return before is None or (before >= threshold) != (after >= threshold)
 
 
 def _peak_memory() -> int:
@@ -168,8 +180,3 @@ def decode(data: bytes, type_: Any, what: str) -> Any:
         from actorflow.errors import CorruptedDataError
 
         raise CorruptedDataError(what, f"does not decode as {type_!r}: {exc}") from exc
-
-
-async def checkpoint_sleep(seconds: float) -> None:
-    """Back off between retries; a cancellation point."""
-    await anyio.sleep(seconds)

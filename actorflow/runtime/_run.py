@@ -16,13 +16,10 @@ import anyio
 
 from actorflow.errors import (
     ActorDefinitionError,
-    ActorStoppedError,
     DuplicateActorNameError,
-    EscalationError,
     StepFailedError,
 )
-from actorflow.runtime._actor import dispatch_table, state_type
-from actorflow.runtime._context import PauseRun, RunContext
+from actorflow.runtime._actor import Actor, dispatch_table, state_type
 from actorflow.runtime._recorder import Recorder, decode, encode
 from actorflow.runtime._registry import class_name, lookup
 from actorflow.runtime._steps_impl import Step
@@ -31,6 +28,7 @@ from actorflow.storage import StateRef, StepRecord
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
+    from actorflow.runtime._context import RunContext
     from actorflow.runtime._steps import Namespace
 
 __all__ = ["RunExecution", "run_signature"]
@@ -40,7 +38,9 @@ def run_signature(cls: type[Any]) -> tuple[Any, Any]:
     """``(input type, result type)`` of an orchestrator class's ``run(ctx, input)``."""
     fn = getattr(cls, "run", None)
     if fn is None or not callable(fn):
-        raise ActorDefinitionError(cls.__qualname__, "an orchestrator needs `async def run(self, ctx, input)`")
+        raise ActorDefinitionError(
+            cls.__qualname__, "an orchestrator needs `async def run(self, ctx, input)`"
+        )
     try:
         hints = typing.get_type_hints(fn)
     except Exception:
@@ -53,7 +53,15 @@ def run_signature(cls: type[Any]) -> tuple[Any, Any]:
 class _SpawnStep(Step[Any]):
     kind = "spawn"
 
-    def __init__(self, runner: RunExecution, ctx: RunContext, ns: Namespace, cls: type[Any], name: str, state: Any) -> None:
+    def __init__(
+        self,
+        runner: RunExecution,
+        ctx: RunContext,
+        ns: Namespace,
+        cls: type[Any],
+        name: str,
+        state: Any,
+    ) -> None:
         self._runner = runner
         self._cls = cls
         self._name = name
@@ -81,7 +89,16 @@ class _SpawnStep(Step[Any]):
         state = await rec.state_ref(self._name, class_name(self._cls), self._state_bytes)
         if state is None:  # same state as recorded before: still name the agent's type
             state = StateRef(agent=self._name, type=class_name(self._cls), data=self._state_bytes)
-        rec.record(StepRecord(step_id=self.id, kind="spawn", target=self._name, args_hash=self.hash, state=state, time=time.time()))
+        rec.record(
+            StepRecord(
+                step_id=self.id,
+                kind="spawn",
+                target=self._name,
+                args_hash=self.hash,
+                state=state,
+                time=time.time(),
+            )
+        )
         await rec.after_step()
         return ref
 
@@ -112,13 +129,19 @@ class RunExecution:
     async def restore_agent(self, name: str, cls: type[Any], ref: StateRef | None) -> Any:
         state = None
         if ref is not None:
-            data = ref.data if ref.data is not None else await self.recorder.store.get_blob(self.run_id, ref.blob)
+            data = (
+                ref.data
+                if ref.data is not None
+                else await self.recorder.store.get_blob(self.run_id, ref.blob)
+            )
             state = decode(data, state_type(cls), f"state of agent {name}")
             self.recorder.last_state[name] = data
         self.recorder.note_agent(name, cls, cls.role)
         return await self.scope.spawn(cls, name=name, state=state)
 
-    def spawn_step(self, ctx: RunContext, ns: Namespace, cls: type[Any], name: str, state: Any) -> Step[Any]:
+    def spawn_step(
+        self, ctx: RunContext, ns: Namespace, cls: type[Any], name: str, state: Any
+    ) -> Step[Any]:
         return _SpawnStep(self, ctx, ns, cls, name, state)
 
     def reply_type(self, ref: Any, message: Any) -> Any:
@@ -130,7 +153,9 @@ class RunExecution:
         except Exception:
             return Any
 
-    async def deliver(self, ref: Any, message: Any, meta: Any) -> Callable[[], Awaitable[tuple[Any, bytes]]]:
+    async def deliver(
+        self, ref: Any, message: Any, meta: Any
+    ) -> Callable[[], Awaitable[tuple[Any, bytes]]]:
         """Put the message in the agent's mailbox now; return a waiter for reply and state.
 
         Delivery and waiting are split so ``ctx.gather`` can deliver every
@@ -164,17 +189,13 @@ class RunExecution:
 
     async def execute(self, cls: type[Any], input_value: Any, ctx: RunContext) -> Any:
         """Run a fresh orchestrator from the top; finished work replays from records."""
-        orchestrator = cls.__new__(cls)
+        # A fresh instance on every attempt: its attributes are rebuilt by
+        # replay, never restored, so nothing is applied twice.
+        orchestrator = cls()
         orchestrator.name = "orchestrator"
-        st = state_type(cls) if hasattr(cls, "role") else type(None)
+        st = state_type(cls) if issubclass(cls, Actor) else type(None)
         orchestrator.state = st() if st is not type(None) else None
-        init = getattr(orchestrator, "__init__", None)
-        if init is not None:
-            init()
         result = await orchestrator.run(ctx, input_value)
         await ctx._close_namespace(ctx._root)
         await self.recorder.output_barrier()
         return result
-
-
-_ = (ActorStoppedError, EscalationError, PauseRun)

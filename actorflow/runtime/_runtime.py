@@ -40,8 +40,7 @@ from actorflow.storage import (
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-
-    from typing_extensions import Self
+    from typing import Self
 
     from actorflow.runtime._ref import ActorRef
 
@@ -83,6 +82,7 @@ class Runtime(_CoreRuntime):
         """The store runs live in (opened on first use)."""
         if self._store is None:
             spec = self._store_spec or os.environ.get("ACTORFLOW_STORE") or ".actorflow"
+            assert not isinstance(spec, Store)
             from actorflow.storage._open import open_store
 
             self._store = open_store(os.fspath(spec))
@@ -105,7 +105,9 @@ class Runtime(_CoreRuntime):
 
     # --- starting runs -------------------------------------------------------
 
-    async def run(self, workflow: type[Any], input: Any = None, *, run_id: str | None = None) -> Any:
+    async def run(
+        self, workflow: type[Any], input: Any = None, *, run_id: str | None = None
+    ) -> Any:
         """Run ``workflow`` on ``input`` to the end and return its result.
 
         With the id of an existing run: a completed run's stored result comes
@@ -120,7 +122,9 @@ class Runtime(_CoreRuntime):
         handle = await self.start(workflow, input, run_id=run_id)
         return await handle.result()
 
-    async def start(self, workflow: type[Any], input: Any = None, *, run_id: str | None = None) -> RunHandle:
+    async def start(
+        self, workflow: type[Any], input: Any = None, *, run_id: str | None = None
+    ) -> RunHandle:
         """Start a run in the background and return its handle.
 
         The run is recorded in the store before any of its code runs. See
@@ -145,7 +149,9 @@ class Runtime(_CoreRuntime):
             return await self._existing(workflow, stored, manifest.input_hash)
         return await self._launch(workflow, stored)
 
-    async def _existing(self, workflow: type[Any], stored: RunManifest, input_hash: str) -> RunHandle:
+    async def _existing(
+        self, workflow: type[Any], stored: RunManifest, input_hash: str
+    ) -> RunHandle:
         if stored.input_hash != input_hash:
             raise RunInputMismatchError(stored.run_id)
         live = self._handles.get(stored.run_id)
@@ -190,7 +196,9 @@ class Runtime(_CoreRuntime):
         task_group.start_soon(self._drive_quietly, handle, manifest, workflow, lease)
         return handle
 
-    async def _drive_quietly(self, handle: RunHandle, manifest: RunManifest, workflow: type[Any], lease: Any) -> None:
+    async def _drive_quietly(
+        self, handle: RunHandle, manifest: RunManifest, workflow: type[Any], lease: Any
+    ) -> None:
         # A run's failure belongs to its handle, never to the runtime's task group.
         renew = self.store.renew_interval
         async with anyio.create_task_group() as tg:
@@ -238,7 +246,13 @@ class Runtime(_CoreRuntime):
         async def one(m: RunManifest) -> None:
             try:
                 results[m.run_id] = await self._recover_one(m)
-            except (RunPaused, RunFailedError, RunLockedError, RecoveryFailedError, StorageError) as exc:
+            except (
+                RunPaused,
+                RunFailedError,
+                RunLockedError,
+                RecoveryFailedError,
+                StorageError,
+            ) as exc:
                 self._root_log("run_not_recovered", run_id=m.run_id, error=str(exc))
 
         async with anyio.create_task_group() as tg:
@@ -254,7 +268,9 @@ class Runtime(_CoreRuntime):
             manifest.run_id, lambda m: msgspec.structs.replace(m, attempt=m.attempt + 1)
         )
         if manifest.attempt > limit:
-            reason = f"{manifest.attempt - 1} recovery attempts failed (max_recovery_attempts={limit})"
+            reason = (
+                f"{manifest.attempt - 1} recovery attempts failed (max_recovery_attempts={limit})"
+            )
             await self._fail_run(manifest.run_id, reason)
             raise RecoveryFailedError(manifest.run_id, reason)
         handle = await self._launch(workflow, manifest)
@@ -269,7 +285,9 @@ class Runtime(_CoreRuntime):
             await self.store.update_run(
                 manifest.run_id, lambda m: msgspec.structs.replace(m, status=RunStatus.INTERRUPTED)
             )
-            raise RecoveryFailedError(manifest.run_id, f"did not finish within recovery_timeout={timeout}s")
+            raise RecoveryFailedError(
+                manifest.run_id, f"did not finish within recovery_timeout={timeout}s"
+            )
         return None
 
     async def _fail_run(self, run_id: str, reason: str) -> None:
@@ -301,12 +319,23 @@ class Runtime(_CoreRuntime):
         lease = await self.store.claim(run_id, self.owner)
         try:
             view, _ = await load_view(self.store, run_id, lambda *a, **k: None)
-            waiting = [e.step_id for e in view.events.values() if e.kind == "input_requested" and e.step_id not in view.steps]
+            waiting = [
+                e.step_id
+                for e in view.events.values()
+                if e.kind == "input_requested" and e.step_id not in view.steps
+            ]
             if not waiting or waiting[-1] is None:
                 raise RunNotFinishedError(run_id, "paused but no input request is recorded")
             await self.store.append(
                 run_id,
-                [StepRecord(step_id=waiting[-1], kind="input", result=encode(response, "input"), time=time.time())],
+                [
+                    StepRecord(
+                        step_id=waiting[-1],
+                        kind="input",
+                        result=encode(response, "input"),
+                        time=time.time(),
+                    )
+                ],
             )
         finally:
             await self.store.release(lease)
@@ -316,7 +345,9 @@ class Runtime(_CoreRuntime):
         handle = await self._launch(workflow, manifest)
         return await handle.result()
 
-    async def fork(self, run_id: str, checkpoint: str, *, new_run_id: str | None = None) -> RunHandle:
+    async def fork(
+        self, run_id: str, checkpoint: str, *, new_run_id: str | None = None
+    ) -> RunHandle:
         """Start a new run from one of ``run_id``'s snapshots, with its records before it.
 
         The new run replays what the snapshot holds and runs the rest live.
@@ -324,7 +355,11 @@ class Runtime(_CoreRuntime):
         source = await self.store.read_run(validate_run_id(run_id))
         workflow = lookup(source.workflow)
         snapshot = await self.store.read_snapshot(run_id, checkpoint)
-        new_id = validate_run_id(new_run_id) if new_run_id else f"{run_id[:80]}-fork-{uuid.uuid4().hex[:8]}"
+        new_id = (
+            validate_run_id(new_run_id)
+            if new_run_id
+            else f"{run_id[:80]}-fork-{uuid.uuid4().hex[:8]}"
+        )
         now = time.time()
         manifest = msgspec.structs.replace(
             source,
@@ -349,7 +384,9 @@ class Runtime(_CoreRuntime):
         for name, agent in snapshot.agents.items():
             ref = agent.state
             if ref is not None and ref.data is None and ref.blob:
-                blob = await self.store.put_blob(new_id, await self.store.get_blob(run_id, ref.blob))
+                blob = await self.store.put_blob(
+                    new_id, await self.store.get_blob(run_id, ref.blob)
+                )
                 ref = msgspec.structs.replace(ref, blob=blob)
             agents[name] = msgspec.structs.replace(agent, state=ref)
         await self.store.write_snapshot(
@@ -378,7 +415,8 @@ class Runtime(_CoreRuntime):
         if await self.store.is_owned(run_id):
             raise RunLockedError(run_id, manifest.owner)
         await self.store.update_run(
-            run_id, lambda m: msgspec.structs.replace(m, status=RunStatus.CANCELLED, updated=time.time())
+            run_id,
+            lambda m: msgspec.structs.replace(m, status=RunStatus.CANCELLED, updated=time.time()),
         )
 
     # --- looking at runs -----------------------------------------------------
@@ -401,7 +439,9 @@ class Runtime(_CoreRuntime):
         if manifest.status in (RunStatus.FAILED, RunStatus.CANCELLED):
             err = manifest.error
             raise RunFailedError(
-                run_id, err.type if err else str(manifest.status), err.message if err else "cancelled"
+                run_id,
+                err.type if err else str(manifest.status),
+                err.message if err else "cancelled",
             )
         raise RunNotFinishedError(run_id, str(manifest.status))
 
@@ -450,6 +490,3 @@ class Runtime(_CoreRuntime):
     async def __aenter__(self) -> Self:
         await super().__aenter__()
         return self
-
-
-_ = RunNotFoundError

@@ -20,6 +20,7 @@ import msgspec
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from types import FrameType
 
 __all__ = ["Namespace", "StepInfo", "args_hash", "call_site", "current_step"]
 
@@ -114,10 +115,10 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 def call_site() -> str:
     """``file:line`` of the nearest caller outside actorflow, for error messages."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
         if not filename.startswith(_PACKAGE):
             return f"{filename}:{frame.f_lineno}"
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     return "<unknown>"

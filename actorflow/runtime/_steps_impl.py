@@ -8,7 +8,6 @@ output-commit flush) and ``_finish`` waits for the outcome and records it.
 
 from __future__ import annotations
 
-from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
@@ -23,6 +22,8 @@ from actorflow.runtime._steps import StepInfo, _StepMeta, args_hash, call_site
 from actorflow.storage import ErrorInfo, MilestoneRecord, StepRecord
 
 if TYPE_CHECKING:
+    from collections.abc import Generator
+
     from actorflow.runtime._context import RunContext
     from actorflow.runtime._steps import Namespace
 
@@ -99,9 +100,7 @@ class Step(Generic[T]):
 class ValueStep(Step[T]):
     """``ctx.now``, ``ctx.random``, ``ctx.uuid``: a value computed once, then replayed."""
 
-    def __init__(
-        self, ctx: RunContext, ns: Namespace, kind: str, compute: Any, type_: Any
-    ) -> None:
+    def __init__(self, ctx: RunContext, ns: Namespace, kind: str, compute: Any, type_: Any) -> None:
         self.kind = kind
         self._compute = compute
         self._type = type_
@@ -178,7 +177,7 @@ class AskStep(Step[T]):
                 break
             except (ActorError, TimeoutError) as exc:
                 if attempt > ctx._config.step_retries:
-                    return await self._record_failure(exc)
+                    raise await self._record_failure(exc) from exc
                 await anyio.sleep(ctx._config.retry_backoff * 2 ** (attempt - 1))
                 attempt += 1
                 self._meta = self._make_meta(attempt)
@@ -203,10 +202,9 @@ class AskStep(Step[T]):
                 attempts=attempts,
             )
         )
-        self._ctx._metric("api_calls", self._meta.metrics.get("api_calls", 0.0))
         await rec.after_step()
 
-    async def _record_failure(self, exc: BaseException) -> Any:
+    async def _record_failure(self, exc: BaseException) -> StepFailedError:
         cause = exc.__cause__ if exc.__cause__ is not None else exc
         error = ErrorInfo.of(cause)
         rec = self._ctx._recorder
@@ -223,7 +221,7 @@ class AskStep(Step[T]):
         )
         rec.emit("step_failed", step_id=self.id, agent=self._ref.name, error=error.type)
         await rec.after_step()
-        raise self._failure(error) from exc
+        return self._failure(error)
 
 
 class _nullcontext:

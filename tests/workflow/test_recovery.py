@@ -32,7 +32,7 @@ async def test_steps_recorded_before_the_crash_never_run_again(crash_after: int)
     inner = MemoryStore()
     crashing = CrashingStore(inner, crash_after=crash_after)
     workflows.EXECUTIONS.clear()
-    async with Runtime(store=crashing) as runtime:  # type: ignore[arg-type]
+    async with Runtime(store=crashing) as runtime:
         handle = await runtime.start(Pipeline, AREAS, run_id="exactly-once")
         await crashing.crashed.wait()
         handle.cancel()
@@ -71,7 +71,7 @@ async def test_a_run_id_names_one_run() -> None:
 async def test_interrupted_run_is_recovered_by_a_new_runtime() -> None:
     inner = MemoryStore()
     crashing = CrashingStore(inner, crash_after=10)
-    async with Runtime(store=crashing) as runtime:  # type: ignore[arg-type]
+    async with Runtime(store=crashing) as runtime:
         handle = await runtime.start(Pipeline, AREAS, run_id="r1")
         await crashing.crashed.wait()
         handle.cancel()
