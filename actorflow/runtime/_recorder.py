@@ -12,6 +12,7 @@ import resource
 import time
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import msgspec
 
 from actorflow._log import get_logger
@@ -27,12 +28,53 @@ if TYPE_CHECKING:
     from actorflow.runtime._view import RunView
     from actorflow.storage import LogRecord, LogWriter, Snapshot, Store
 
-__all__ = ["INLINE_STATE_BYTES", "Recorder"]
+__all__ = ["INLINE_STATE_BYTES", "Recorder", "Turnstile"]
 
 INLINE_STATE_BYTES = 4096
 """States up to this size travel inside their step record instead of a blob."""
 
 _log = get_logger("actorflow.run")
+
+
+class Turnstile:
+    """Orders one agent's step records by the order its messages were delivered.
+
+    Replies wake their waiters in whatever order the event loop picks (trio
+    picks at random), but each record carries the agent's state after that
+    message, so records must reach the log in the agent's handling order:
+    ticket ``t`` is recorded only after every earlier ticket was released.
+    """
+
+    __slots__ = ("_changed", "_done", "_next", "_serving")
+
+    def __init__(self) -> None:
+        self._next = 0
+        self._serving = 0
+        self._done: set[int] = set()
+        self._changed = anyio.Event()
+
+    def take(self) -> int:
+        """A ticket for a message about to be delivered (in delivery order)."""
+        ticket = self._next
+        self._next = ticket + 1
+        return ticket
+
+    async def wait(self, ticket: int) -> None:
+        """Wait until every ticket before ``ticket`` was released."""
+        while self._serving < ticket:
+            await self._changed.wait()
+
+    def release(self, ticket: int) -> None:
+        """Done with ``ticket`` (recorded, failed over to a retry, or abandoned)."""
+        self._done.add(ticket)
+        advanced = False
+        while self._serving in self._done:
+            self._done.remove(self._serving)
+            self._serving += 1
+            advanced = True
+        if advanced:
+            changed, self._changed = self._changed, anyio.Event()
+            changed.set()
 
 
 class Recorder:
@@ -63,6 +105,14 @@ class Recorder:
         # Encoded state last recorded per agent, to record a state only when it changed.
         self.last_state: dict[str, bytes] = {}
         self.agent_types: dict[str, str] = {}
+        self._turnstiles: dict[str, Turnstile] = {}
+
+    def turnstile(self, agent: str) -> Turnstile:
+        """The record-ordering turnstile of ``agent``."""
+        turnstile = self._turnstiles.get(agent)
+        if turnstile is None:
+            turnstile = self._turnstiles[agent] = Turnstile()
+        return turnstile
 
     # --- records -----------------------------------------------------------
 

@@ -8,6 +8,7 @@ output-commit flush) and ``_finish`` waits for the outcome and records it.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
@@ -17,7 +18,7 @@ from actorflow.errors import (
     NonDeterminismError,
     StepFailedError,
 )
-from actorflow.runtime._recorder import decode, encode
+from actorflow.runtime._recorder import Turnstile, decode, encode
 from actorflow.runtime._steps import StepInfo, _StepMeta, args_hash, call_site
 from actorflow.storage import ErrorInfo, MilestoneRecord, StepRecord
 
@@ -112,7 +113,15 @@ class ValueStep(Step[T]):
     async def _live(self) -> T:
         value = self._compute()
         rec = self._ctx._recorder
-        rec.record(StepRecord(step_id=self.id, kind=self.kind, result=encode(value, self.kind)))
+        rec.record(
+            StepRecord(
+                step_id=self.id,
+                kind=self.kind,
+                args_hash=self.hash,
+                result=encode(value, self.kind),
+                time=time.time(),
+            )
+        )
         await rec.after_step()
         return value  # type: ignore[no-any-return]
 
@@ -140,6 +149,7 @@ class AskStep(Step[T]):
         self._reply_type = reply_type
         self._timeout = timeout
         self._pending: Any = None
+        self._ticket = -1
         payload = encode(message, f"message {type(message).__qualname__}")
         payload += type(message).__qualname__.encode()
         super().__init__(ctx, ns, ref.name, payload)
@@ -165,25 +175,46 @@ class AskStep(Step[T]):
 
     async def _deliver(self) -> None:
         await self._ctx._recorder.output_barrier()
-        self._pending = await self._ctx._deliver(self._ref, self._message, self._meta)
+        await self._redeliver()
+
+    async def _redeliver(self) -> None:
+        turnstile = self._ctx._recorder.turnstile(self._ref.name)
+        ticket = turnstile.take()
+        try:
+            self._pending = await self._ctx._deliver(self._ref, self._message, self._meta)
+        except BaseException:
+            turnstile.release(ticket)
+            raise
+        self._ticket = ticket
 
     async def _live(self) -> T:
-        ctx = self._ctx
+        turnstile = self._ctx._recorder.turnstile(self._ref.name)
+        try:
+            reply, state, attempt = await self._outcome(turnstile)
+            await turnstile.wait(self._ticket)
+            await self._record_success(reply, state, attempt)
+        finally:
+            turnstile.release(self._ticket)
+        return reply  # type: ignore[no-any-return]
+
+    async def _outcome(self, turnstile: Turnstile) -> tuple[Any, bytes, int]:
+        """The reply and state, retrying a failed task; records the final failure."""
+        config = self._ctx._config
         attempt = 1
         while True:
             try:
                 with anyio.fail_after(self._timeout) if self._timeout else _nullcontext():
                     reply, state = await self._pending()
-                break
+                return reply, state, attempt
             except (ActorError, TimeoutError) as exc:
-                if attempt > ctx._config.step_retries:
+                if attempt > config.step_retries:
+                    await turnstile.wait(self._ticket)
                     raise await self._record_failure(exc) from exc
-                await anyio.sleep(ctx._config.retry_backoff * 2 ** (attempt - 1))
+                turnstile.release(self._ticket)
+                await anyio.sleep(config.retry_backoff * 2 ** (attempt - 1))
                 attempt += 1
                 self._meta = self._make_meta(attempt)
-                self._pending = await ctx._deliver(self._ref, self._message, self._meta)
-        await self._record_success(reply, state, attempt)
-        return reply  # type: ignore[no-any-return]
+                await self._redeliver()
 
     async def _record_success(self, reply: Any, state: bytes, attempts: int) -> None:
         rec = self._ctx._recorder
@@ -200,6 +231,7 @@ class AskStep(Step[T]):
                 metrics=self._meta.metrics,
                 state=ref,
                 attempts=attempts,
+                time=time.time(),
             )
         )
         await rec.after_step()
@@ -217,6 +249,7 @@ class AskStep(Step[T]):
                 error=error,
                 metrics=self._meta.metrics,
                 attempts=self._ctx._config.step_retries + 1,
+                time=time.time(),
             )
         )
         rec.emit("step_failed", step_id=self.id, agent=self._ref.name, error=error.type)

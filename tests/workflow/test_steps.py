@@ -1,0 +1,218 @@
+"""RunContext steps: ordering, failures, retries, phases, progress, metrics."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from actorflow import Orchestrator, RunContext, Runtime, RuntimeConfig, Specialist, handler, phase
+from actorflow.errors import RunFailedError, StepFailedError, UnawaitedStepError
+from actorflow.storage import MemoryStore, StepRecord
+from actorflow.testing import CrashingStore, crash_and_recover
+
+FAST = RuntimeConfig(retry_backoff=0.0)
+
+
+class Item(msgspec.Struct, frozen=True):
+    n: int
+
+
+class Seen(msgspec.Struct):
+    order: list[int] = []
+
+
+class Recorder(Specialist):
+    state: Seen
+
+    @handler
+    async def take(self, item: Item) -> int:
+        self.state.order.append(item.n)
+        return item.n * 10
+
+
+class FanOut(Orchestrator):
+    async def run(self, ctx: RunContext, n: int) -> list[int]:
+        sink = await ctx.spawn(Recorder, name="sink")
+        return await ctx.gather(*(ctx.ask(sink, Item(i)) for i in range(n)))
+
+
+async def test_gather_delivers_messages_in_step_order_and_returns_in_argument_order() -> None:
+    store = MemoryStore()
+    async with Runtime(store=store) as runtime:
+        result = await runtime.run(FanOut, 20, run_id="order")
+    assert result == [i * 10 for i in range(20)]
+    snapshots = await store.list_snapshots("order")
+    last = await store.read_snapshot("order", snapshots[-1].snapshot_id)
+    state = last.agents["sink"].state
+    assert state is not None and state.data is not None
+    assert msgspec.msgpack.decode(state.data, type=Seen).order == list(range(20))
+
+
+class Flaky(Specialist):
+    failures: dict[str, int] = {}
+    keys: list[str] = []
+
+    @handler
+    async def take(self, item: Item) -> int:
+        step = self.step
+        assert step is not None
+        Flaky.keys.append(step.key)
+        left = Flaky.failures.get(step.key, item.n)
+        if left > 0:
+            Flaky.failures[step.key] = left - 1
+            raise ValueError(f"flaky {item.n}")
+        return item.n
+
+
+class Retrying(Orchestrator):
+    async def run(self, ctx: RunContext, fails: list[int]) -> list[int]:
+        worker = await ctx.spawn(Flaky, name="worker")
+        return await ctx.gather(*(ctx.ask(worker, Item(n)) for n in fails))
+
+
+async def test_a_failing_task_is_retried_with_the_same_idempotency_key() -> None:
+    Flaky.failures.clear()
+    Flaky.keys.clear()
+    async with Runtime(store=MemoryStore(), config=FAST) as runtime:
+        assert await runtime.run(Retrying, [2], run_id="retry") == [2]
+    assert Flaky.keys == ["retry/1"] * 3, "two failures, then success, one key"
+
+
+async def test_gather_raises_the_first_failure_in_step_order_as_step_failed() -> None:
+    Flaky.failures.clear()
+    async with Runtime(store=MemoryStore(), config=FAST) as runtime:
+        with pytest.raises(RunFailedError) as info:
+            await runtime.run(Retrying, [0, 9, 0, 7], run_id="gather-fail")
+    cause = info.value.__cause__
+    assert isinstance(cause, StepFailedError)
+    assert cause.step_id == "2", "the ask for n=9 is the first failing step"
+    assert cause.error_type == "ValueError"
+
+
+class Broken(Specialist):
+    failing = True
+
+    @handler
+    async def take(self, item: Item) -> int:
+        if Broken.failing:
+            raise ValueError(f"broken {item.n}")
+        return item.n
+
+
+class Tolerant(Orchestrator):
+    async def run(self, ctx: RunContext, n: int) -> str:
+        worker = await ctx.spawn(Broken, name="worker")
+        try:
+            await ctx.ask(worker, Item(n))
+        except StepFailedError as exc:
+            return f"{exc.step_id}:{exc.error_type}:{exc.error_message}"
+        return "ok"
+
+
+async def test_a_recorded_failure_replays_as_the_same_step_failed_error() -> None:
+    config = RuntimeConfig(retry_backoff=0.0, step_retries=0)
+    inner = MemoryStore()
+    crashing = CrashingStore(inner, crash_after=2)  # the spawn, then the failed ask
+    Broken.failing = True
+    async with Runtime(store=crashing, config=config) as runtime:
+        handle = await runtime.start(Tolerant, 5, run_id="replayed-failure")
+        await crashing.crashed.wait()
+        handle.cancel()
+    Broken.failing = False  # were the step run again, it would now succeed
+    async with Runtime(store=inner, config=config) as runtime:
+        results = await runtime.recover()
+    assert results == {"replayed-failure": "1:ValueError:broken 5"}
+
+
+class Leaky(Orchestrator):
+    async def run(self, ctx: RunContext, _: None) -> None:
+        sink = await ctx.spawn(Recorder, name="sink")
+        ctx.ask(sink, Item(1))  # issued, never awaited
+
+
+async def test_a_step_never_awaited_is_an_error_at_the_end_of_its_phase() -> None:
+    async with Runtime(store=MemoryStore()) as runtime:
+        with pytest.raises(RunFailedError) as info:
+            await runtime.run(Leaky, None)
+    assert isinstance(info.value.__cause__, UnawaitedStepError)
+    assert info.value.__cause__.step_ids == ["1"]
+
+
+class Attempts(Orchestrator):
+    tries = 0
+
+    @phase
+    async def work(self, ctx: RunContext, _: None) -> str:
+        sink = await ctx.spawn(Recorder, name="sink")
+        n = await ctx.ask(sink, Item(len(ctx.metrics)))
+        Attempts.tries += 1
+        if Attempts.tries < 3:
+            ctx.retry_phase()
+        return f"done after {Attempts.tries} with {n}"
+
+    async def run(self, ctx: RunContext, _: None) -> str:
+        return await self.work(ctx, None)
+
+
+async def test_retry_phase_starts_the_phase_over_with_new_step_ids() -> None:
+    Attempts.tries = 0
+    store = MemoryStore()
+    async with Runtime(store=store) as runtime:
+        assert (await runtime.run(Attempts, None, run_id="attempts")).startswith("done after 3")
+    ids = [r.step_id for r in await store.read_log("attempts") if isinstance(r, StepRecord)]
+    assert ids == ["work.0/0", "work.0/1", "work.0@1/0", "work.0@1/1", "work.0@2/0", "work.0@2/1"]
+
+
+class Progress(msgspec.Struct):
+    done: int
+
+
+class Resumable(Specialist):
+    attempts: list[int | None] = []
+
+    @handler
+    async def take(self, item: Item) -> int:
+        start = self.load_progress(Progress)
+        Resumable.attempts.append(start.done if start else None)
+        for i in range(start.done if start else 0, item.n):
+            await self.save_progress(Progress(i + 1))
+            self.report(tokens=1)
+            if i == 2 and start is None:
+                raise RuntimeError("crashed mid-task")
+        return item.n
+
+
+class UsesProgress(Orchestrator):
+    async def run(self, ctx: RunContext, n: int) -> float:
+        worker = await ctx.spawn(Resumable, name="worker")
+        await ctx.ask(worker, Item(n))
+        return ctx.metrics["tokens"]
+
+
+async def test_a_retried_task_continues_from_its_last_milestone() -> None:
+    Resumable.attempts.clear()
+    async with Runtime(store=MemoryStore(), config=FAST) as runtime:
+        tokens = await runtime.run(UsesProgress, 6)
+    assert Resumable.attempts == [None, 3]
+    assert tokens == 3, "metrics come from the recorded (successful) step"
+
+
+class Values(Orchestrator):
+    async def run(self, ctx: RunContext, _: None) -> tuple[float, float, str]:
+        now = await ctx.now()
+        r = await ctx.random()
+        await ctx.sleep(0)
+        u = await ctx.uuid()
+        return now, r, u
+
+
+@pytest.mark.parametrize("crash_after", [1, 2, 3])
+async def test_values_that_differ_between_runs_are_recorded_and_replayed(crash_after: int) -> None:
+    store = MemoryStore()
+    outcome = await crash_and_recover(Values, None, crash_after=crash_after, store=store)
+    recorded = [r for r in await store.read_log("crash-test") if isinstance(r, StepRecord)]
+    assert [r.kind for r in recorded] == ["now", "random", "sleep", "uuid"]
+    now, r, u = outcome.recovered
+    assert msgspec.msgpack.decode(recorded[0].result or b"", type=float) == now
+    assert msgspec.msgpack.decode(recorded[3].result or b"", type=str) == u
+    assert r == outcome.expected[1], "random is seeded by run and step id"
