@@ -163,7 +163,14 @@ def _existing_store(spec: str) -> Store:
 def run_command(fn: Callable[[], Awaitable[T]], *, debug: bool, run_hint: str | None = None) -> T:
     """Run ``fn`` on an event loop; an error becomes one line and its exit code."""
     try:
-        return anyio.run(fn)
+        try:
+            return anyio.run(fn)
+        except BaseExceptionGroup as group:
+            # A task group around the work wraps its error; one actorflow error is the story.
+            errors = _leaves(group)
+            if len(errors) == 1 and isinstance(errors[0], ActorflowError | KeyboardInterrupt):
+                raise errors[0] from group
+            raise
     except ActorflowError as exc:
         if debug:
             raise
@@ -173,6 +180,13 @@ def run_command(fn: Callable[[], Awaitable[T]], *, debug: bool, run_hint: str | 
         which = f" {run_hint}" if run_hint else ""
         err().print(f"interrupted: `actorflow recover{which}` continues where it stopped")
         raise typer.Exit(EXIT_CODES["interrupted"]) from None
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    found: list[BaseException] = []
+    for exc in group.exceptions:
+        found.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return found
 
 
 async def with_store(
@@ -592,7 +606,9 @@ def demo_command(
     Kill it (Ctrl-C or SIGKILL) and `actorflow recover` finishes it without
     reviewing again the files whose results were logged.
     """
-    from actorflow._demo._run import run_demo, summary_table
+    from actorflow._demo._run import new_run_id, run_demo, summary_table
+
+    new_id = run_id or new_run_id()
 
     async def body() -> tuple[str, Any]:
         return await run_demo(
@@ -600,12 +616,12 @@ def demo_command(
             console=err() if as_json else out(),
             path=path,
             report=report,
-            run_id=run_id,
+            run_id=new_id,
             reviewers=reviewers,
         )
 
     started = time.perf_counter()
-    rid, summary = run_command(body, debug=debug, run_hint=run_id)
+    rid, summary = run_command(body, debug=debug, run_hint=new_id)
     if as_json:
         print_json({"run_id": rid, "store": store, "summary": summary})
         return
@@ -614,7 +630,9 @@ def demo_command(
         f"run [bold]{rid}[/] completed in {time.perf_counter() - started:.1f}s\n"
         f"  report:      {summary.report_path}\n"
         f"  data:        {Path(store).absolute() if '://' not in store else store}\n"
-        f"  look inside: actorflow runs | actorflow checkpoints {rid} | actorflow log {rid}"
+        f"  look inside: actorflow runs\n"
+        f"               actorflow checkpoints {rid}\n"
+        f"               actorflow log {rid}"
     )
 
 

@@ -1,0 +1,155 @@
+"""`actorflow demo` as a user runs it: every subcommand on its data, and kill -9 then recover."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from actorflow._demo import _analysis as analysis
+from actorflow._demo._workflow import TRACE_ENV
+from tests.demo.test_workflow import make_tree
+
+TIMEOUT = 180  # seconds: a bound on a hung command, far above its run time
+
+
+def actorflow(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "actorflow", *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+        check=False,
+    )
+
+
+def ok(*args: str, env: dict[str, str] | None = None) -> str:
+    proc = actorflow(*args, env=env)
+    assert proc.returncode == 0, f"actorflow {args}:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def demo_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str]:
+    """One finished demo run over a small tree: (store, run id, demo output)."""
+    base = tmp_path_factory.mktemp("demo")
+    make_tree(base / "tree")
+    store = str(base / "store")
+    out = ok("demo", "--path", str(base / "tree"), "--store", store, "--run-id", "demo-1")
+    return store, "demo-1", out
+
+
+class TestDemoData:
+    def test_demo_prints_the_summary_and_where_its_data_is(
+        self, demo_store: tuple[str, str, str]
+    ) -> None:
+        store, run_id, out = demo_store
+        assert "code review of" in out
+        assert f"run {run_id} completed" in out
+        assert f"data:        {Path(store).absolute()}" in out
+        report = json.loads((Path(store) / "actorflow-report.json").read_text())
+        assert report["files"] == 7
+
+    def test_runs_and_checkpoints(self, demo_store: tuple[str, str, str]) -> None:
+        store, run_id, _ = demo_store
+        [row] = json.loads(ok("runs", "--store", store, "--json"))
+        assert (row["run_id"], row["status"], row["workflow"]) == (
+            run_id,
+            "completed",
+            "ReviewTeam",
+        )
+        checkpoints = json.loads(ok("checkpoints", run_id, "--store", store, "--json"))
+        assert len(checkpoints) >= 2
+        assert all(c["checksum"] == "ok" for c in checkpoints)
+
+    def test_show_log_diff_validate_prune(self, demo_store: tuple[str, str, str]) -> None:
+        store, run_id, _ = demo_store
+        latest = json.loads(ok("show", run_id, "latest", "--store", store))
+        reviewers = [a for a in latest["agents"] if a.startswith("reviewer-")]
+        assert reviewers
+        assert sum(latest["agents"][a]["state"]["files"] for a in reviewers) == 7
+        log = ok("log", run_id, "--store", store)
+        assert "reanalyse" in log
+        assert "rationale:" in log
+        first = json.loads(ok("checkpoints", run_id, "--store", store, "--json"))[0]
+        diff = json.loads(
+            ok("diff", run_id, first["snapshot_id"], "latest", "--store", store, "--json")
+        )
+        assert diff["phases_finished"]
+        assert ok("validate", "--store", store).startswith("ok")
+        pruned = json.loads(ok("prune", "--keep", "1", "--store", store, "--json"))
+        assert pruned["snapshots_deleted"] >= 1
+        assert len(json.loads(ok("checkpoints", run_id, "--store", store, "--json"))) == 1
+
+
+def _reviews(trace: Path) -> list[str]:
+    if not trace.exists():
+        return []
+    return [
+        line.split(" ", 1)[1]
+        for line in trace.read_text().splitlines()
+        if line.startswith("review ")
+    ]
+
+
+@pytest.mark.slow
+def test_a_killed_demo_is_recovered_without_reviewing_logged_files_again(tmp_path: Path) -> None:
+    root = analysis.default_root() / "idlelib"  # ~125 files: a few rounds of batches
+    store = str(tmp_path / "store")
+    trace = tmp_path / "trace"
+    env = {TRACE_ENV: str(trace)}
+    demo = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "actorflow",
+            "demo",
+            "--path",
+            str(root),
+            "--store",
+            store,
+            "--run-id",
+            "killed",
+            "--reviewers",
+            "2",
+        ],
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        # Wait (bounded) until some batches are reviewed, then kill without warning.
+        deadline = time.monotonic() + TIMEOUT
+        while len(_reviews(trace)) < 70 and demo.poll() is None:
+            assert time.monotonic() < deadline, "the demo reviewed nothing in time"
+            time.sleep(0.01)  # watching another process's file; no event to wait on
+        demo.send_signal(signal.SIGKILL)
+    finally:
+        demo.wait(timeout=TIMEOUT)
+    assert demo.returncode == -signal.SIGKILL, "the demo finished before it could be killed"
+    before = _reviews(trace)
+    [row] = json.loads(ok("runs", "--store", store, "--json"))
+    assert row["status"] == "running"
+
+    out = ok("recover", "--store", store, env=env)
+    replayed = int(re.search(r"replayed (\d+) recorded step", out).group(1))  # type: ignore[union-attr]
+    assert replayed > 0
+    after = _reviews(trace)[len(before) :]
+    files = analysis.discover(root)
+    # every file reviewed, and the second process skipped what the first one logged
+    assert sorted(set(before) | set(after)) == files
+    assert len(after) < len(files)
+    # only the round in flight at the kill runs twice: 2 batches per reviewer, 16 files each
+    assert len(set(before) & set(after)) <= 2 * 2 * 16
+    [row] = json.loads(ok("runs", "--store", store, "--json"))
+    assert row["status"] == "completed"
+    report = json.loads((Path(store) / "actorflow-report.json").read_text())
+    assert report["files"] == len(files)
