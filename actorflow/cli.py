@@ -85,7 +85,15 @@ app = typer.Typer(
 
 def out() -> Console:
     """The console for results (stdout); made per call so it sees the current width."""
-    return Console(highlight=False)
+    return Console(highlight=False, width=_pipe_width(sys.stdout))
+
+
+def _pipe_width(stream: Any) -> int | None:
+    # Rich assumes 80 columns off a terminal; in pipes and files, wide rows beat folded ones.
+    isatty = getattr(stream, "isatty", None)
+    if "COLUMNS" in os.environ or (isatty is not None and isatty()):
+        return None
+    return 160
 
 
 def err() -> Console:
@@ -206,10 +214,13 @@ def print_json(data: Any) -> None:
 
 
 def when(ts: float | None) -> str:
-    """A stored time as local ``YYYY-MM-DD HH:MM:SS``."""
+    """A stored time, local: ``HH:MM:SS`` today, else ``YYYY-MM-DD HH:MM``."""
     if not ts:
         return "-"
-    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+    moment = dt.datetime.fromtimestamp(ts)
+    if moment.date() == dt.date.today():
+        return moment.strftime("%H:%M:%S")
+    return moment.strftime("%Y-%m-%d %H:%M")
 
 
 def size(n: int) -> str:
@@ -270,8 +281,10 @@ def runs_command(
         print_json(rows)
         return
     table = Table(title=f"runs in {store}")
-    for col in ("run", "workflow", "status", "phase", "started", "updated", "ckpts", "size"):
-        table.add_column(col, justify="right" if col in ("ckpts", "size") else "left")
+    table.add_column("run", overflow="fold", min_width=12)
+    for col in ("workflow", "status", "phase", "started", "updated", "ckpts", "size"):
+        right = col in ("ckpts", "size")
+        table.add_column(col, justify="right" if right else "left", overflow="fold")
     for r in rows:
         table.add_row(
             r["run_id"],

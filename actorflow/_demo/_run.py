@@ -185,8 +185,11 @@ async def recover_runs(
             before = {run_id}
         else:
             before = {m.run_id for m in await runtime.runs(status=_orphan_statuses())}
-        with RichProgress(console) as sink, use_progress(sink):
-            results = await runtime.recover(run_id)
+        if before:
+            with RichProgress(console) as sink, use_progress(sink):
+                results = await runtime.recover(run_id)
+        else:
+            results = {}
         finished = [_outcome(runtime, rid, res) for rid, res in sorted(results.items())]
         left = []
         for rid in sorted(before - set(results)):
