@@ -98,7 +98,7 @@ def _pipe_width(stream: Any) -> int | None:
 
 def err() -> Console:
     """The console for errors and progress (stderr)."""
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 StoreOpt = Annotated[

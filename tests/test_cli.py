@@ -346,3 +346,35 @@ class TestReaders:
         result = cli("prune", "--max-age", "soon", "--store", store_dir)
         assert result.exit_code == EXIT_CODES["error"]
         assert "invalid value 'soon' for --max-age" in result.output
+
+
+class TestRunningErrors:
+    def test_a_bad_environment_value_is_one_line(self, tmp_path: Path) -> None:
+        result = runner.invoke(
+            app,
+            ["demo", "--path", str(tmp_path), "--store", str(tmp_path / "s")],
+            env={"ACTORFLOW_DURABILITY": "fast"},
+        )
+        assert result.exit_code == EXIT_CODES["error"]
+        assert "invalid value 'fast' for ACTORFLOW_DURABILITY" in result.output
+        assert "Traceback" not in result.output
+
+    def test_demo_needs_an_existing_folder(self, tmp_path: Path) -> None:
+        result = runner.invoke(app, ["demo", "--path", str(tmp_path / "none")])
+        assert result.exit_code == EXIT_CODES["error"]
+        assert "for --path: expected an existing folder" in result.output
+
+    @pytest.mark.parametrize(
+        ("spec", "says"),
+        [
+            ("json", "expected module:attr"),
+            ("no_such_module_here:runtime", "No module named"),
+            ("json:no_such_name", "has no attribute"),
+            ("json:dumps", "a function returning a Runtime (TypeError"),
+            ("json:__name__", "a Runtime or a function returning one"),
+        ],
+    )
+    def test_app_errors_say_what_is_wrong(self, tmp_path: Path, spec: str, says: str) -> None:
+        result = runner.invoke(app, ["recover", "--app", spec, "--store", str(tmp_path)])
+        assert result.exit_code == EXIT_CODES["error"]
+        assert says in result.output

@@ -27,6 +27,8 @@ from actorflow.errors import ActorflowError, ConfigurationError
 from actorflow.runtime import Runtime
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from rich.console import Console
 
     from actorflow.runtime import RunHandle
@@ -85,9 +87,10 @@ async def run_demo(
         root=str(root.resolve()), report_path=str(report_path.absolute()), reviewers=reviewers
     )
     run_id = run_id or new_run_id()
+    runtime = Runtime(store=store)  # bad options fail here, before the progress bar shows
     console.print(f"run [bold]{run_id}[/]: reviewing [bold]{job.root}[/]; data in {store}")
     with RichProgress(console) as sink, use_progress(sink):
-        async with Runtime(store=store) as runtime:
+        async with runtime:
             handle = await runtime.start(ReviewTeam, job, run_id=run_id)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_watch, handle, sink)
@@ -147,11 +150,18 @@ def load_app(spec: str | None, store: str | None) -> Runtime:
         target: Any = importlib.import_module(module_name)
         for part in attr.split("."):
             target = getattr(target, part)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigurationError("--app", spec, f"an importable module:attr ({exc})") from exc
+    except Exception as exc:  # the user's module may fail in any way while importing
+        raise ConfigurationError(
+            "--app", spec, f"an importable module:attr ({type(exc).__name__}: {exc})"
+        ) from exc
     if callable(target) and not isinstance(target, Runtime):
-        params = inspect.signature(target).parameters
-        target = target(store=store) if store is not None and "store" in params else target()
+        params = _parameters(target)
+        try:
+            target = target(store=store) if store is not None and "store" in params else target()
+        except Exception as exc:
+            raise ConfigurationError(
+                "--app", spec, f"a function returning a Runtime ({type(exc).__name__}: {exc})"
+            ) from exc
         store = None if "store" in params else store
     if not isinstance(target, Runtime):
         raise ConfigurationError("--app", spec, "a Runtime or a function returning one")
@@ -166,6 +176,13 @@ def load_app(spec: str | None, store: str | None) -> Runtime:
             shutdown_timeout=runtime.shutdown_timeout,
         )
     return runtime
+
+
+def _parameters(fn: Any) -> Mapping[str, Any]:
+    try:
+        return inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {}
 
 
 def _outcome(runtime: Runtime, run_id: str, result: Any) -> RunOutcome:

@@ -23,7 +23,7 @@ from actorflow._demo import _analysis as analysis
 from actorflow._demo._analysis import AreaScore, FileReport
 from actorflow._demo._progress import progress
 from actorflow.agents import Evaluator, Orchestrator, Specialist, phase
-from actorflow.runtime import RunContext, handler
+from actorflow.runtime import RunContext, handler, report
 
 # Files that a test can read to see which files really were analysed, and when.
 TRACE_ENV: Final = "ACTORFLOW_DEMO_TRACE"
@@ -146,9 +146,11 @@ class Reviewer(Specialist):
         work = functools.partial(analysis.analyse_files, msg.root, msg.paths, strict=self.strict)
         reports = await anyio.to_thread.run_sync(work)
         _trace(msg.paths, self.strict)
+        risky = sum(len(r.risky) for r in reports)
         self.state.batches += 1
         self.state.files += len(reports)
-        self.state.risky_calls += sum(len(r.risky) for r in reports)
+        self.state.risky_calls += risky
+        report(files_reviewed=len(reports), risky_calls=risky)
         return BatchReviewed(reports)
 
 

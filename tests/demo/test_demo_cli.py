@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -70,8 +71,12 @@ class TestDemoData:
         assert len(checkpoints) >= 2
         assert all(c["checksum"] == "ok" for c in checkpoints)
 
-    def test_show_log_diff_validate_prune(self, demo_store: tuple[str, str, str]) -> None:
-        store, run_id, _ = demo_store
+    def test_show_log_diff_validate_prune(
+        self, demo_store: tuple[str, str, str], tmp_path: Path
+    ) -> None:
+        run_id = demo_store[1]
+        store = str(tmp_path / "copy")  # prune changes it: keep the shared run intact
+        shutil.copytree(demo_store[0], store)
         latest = json.loads(ok("show", run_id, "latest", "--store", store))
         reviewers = [a for a in latest["agents"] if a.startswith("reviewer-")]
         assert reviewers
@@ -153,3 +158,36 @@ def test_a_killed_demo_is_recovered_without_reviewing_logged_files_again(tmp_pat
     assert row["status"] == "completed"
     report = json.loads((Path(store) / "actorflow-report.json").read_text())
     assert report["files"] == len(files)
+
+
+def test_fork_resume_and_recover_on_the_demo_data(
+    demo_store: tuple[str, str, str], tmp_path: Path
+) -> None:
+    store = str(tmp_path / "copy")
+    shutil.copytree(demo_store[0], store)
+    checkpoints = json.loads(ok("checkpoints", "demo-1", "--store", store, "--json"))
+    evaluate = next(c for c in checkpoints if c["phase"] == "evaluate")
+    trace = tmp_path / "trace"
+    forked = json.loads(
+        ok(
+            "fork",
+            "demo-1",
+            evaluate["snapshot_id"],
+            "--store",
+            store,
+            "--json",
+            env={TRACE_ENV: str(trace)},
+        )
+    )
+    assert forked["status"] == "completed"
+    assert forked["result"]["files"] == 7
+    # the fork started after the analysis: no file was reviewed again, only the
+    # evaluation (with its strict re-review of the risky area) ran live
+    assert _reviews(trace) == []
+    assert "strict risky/run.py" in trace.read_text()
+    [fork_row] = json.loads(ok("runs", "--store", store, "--json", "--status", "completed"))[1:]
+    assert fork_row["parent"] == "demo-1"
+    assert "no orphaned runs to recover" in ok("recover", "--store", store)
+    not_paused = actorflow("resume", "demo-1", "--response", "yes", "--store", store)
+    assert not_paused.returncode == 1
+    assert "not paused" in not_paused.stderr
