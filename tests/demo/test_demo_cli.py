@@ -160,19 +160,28 @@ def test_a_killed_demo_is_recovered_without_reviewing_logged_files_again(tmp_pat
     assert report["files"] == len(files)
 
 
+def _checkpoint_between_analysis_and_strict_review(store: str, run_id: str) -> str:
+    """The oldest checkpoint with the analysis finished and no strict review recorded."""
+    for info in json.loads(ok("checkpoints", run_id, "--store", store, "--json")):
+        shown = json.loads(ok("show", run_id, info["snapshot_id"], "--store", store))
+        strict = [s for s in shown["steps"] if s.get("target") == "strict-reviewer"]
+        if "analyse.0" in shown["phases"] and not strict and "evaluate.0" not in shown["phases"]:
+            return str(info["snapshot_id"])
+    pytest.fail("no checkpoint between the analysis and the strict review")
+
+
 def test_fork_resume_and_recover_on_the_demo_data(
     demo_store: tuple[str, str, str], tmp_path: Path
 ) -> None:
     store = str(tmp_path / "copy")
     shutil.copytree(demo_store[0], store)
-    checkpoints = json.loads(ok("checkpoints", "demo-1", "--store", store, "--json"))
-    evaluate = next(c for c in checkpoints if c["phase"] == "evaluate")
+    evaluate = _checkpoint_between_analysis_and_strict_review(store, "demo-1")
     trace = tmp_path / "trace"
     forked = json.loads(
         ok(
             "fork",
             "demo-1",
-            evaluate["snapshot_id"],
+            evaluate,
             "--store",
             store,
             "--json",
