@@ -111,34 +111,9 @@ def test_a_killed_demo_is_recovered_without_reviewing_logged_files_again(tmp_pat
     store = str(tmp_path / "store")
     trace = tmp_path / "trace"
     env = {TRACE_ENV: str(trace)}
-    demo = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "actorflow",
-            "demo",
-            "--path",
-            str(root),
-            "--store",
-            store,
-            "--run-id",
-            "killed",
-            "--reviewers",
-            "2",
-        ],
-        env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        # Wait (bounded) until some batches are reviewed, then kill without warning.
-        deadline = time.monotonic() + TIMEOUT
-        while len(_reviews(trace)) < 70 and demo.poll() is None:
-            assert time.monotonic() < deadline, "the demo reviewed nothing in time"
-            time.sleep(0.01)  # watching another process's file; no event to wait on
-        demo.send_signal(signal.SIGKILL)
-    finally:
-        demo.wait(timeout=TIMEOUT)
+    demo = _start_demo(root, store, trace, "killed")
+    demo.send_signal(signal.SIGKILL)  # no cleanup at all
+    demo.communicate(timeout=TIMEOUT)
     assert demo.returncode == -signal.SIGKILL, "the demo finished before it could be killed"
     before = _reviews(trace)
     [row] = json.loads(ok("runs", "--store", store, "--json"))
@@ -200,3 +175,47 @@ def test_fork_resume_and_recover_on_the_demo_data(
     not_paused = actorflow("resume", "demo-1", "--response", "yes", "--store", store)
     assert not_paused.returncode == 1
     assert "not paused" in not_paused.stderr
+
+
+def _start_demo(root: Path, store: str, trace: Path, run_id: str) -> subprocess.Popen[str]:
+    demo = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "actorflow",
+            "demo",
+            "--path",
+            str(root),
+            "--store",
+            store,
+            "--run-id",
+            run_id,
+            "--reviewers",
+            "2",
+        ],
+        env={**os.environ, TRACE_ENV: str(trace)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + TIMEOUT
+    while len(_reviews(trace)) < 70 and demo.poll() is None:
+        assert time.monotonic() < deadline, "the demo reviewed nothing in time"
+        time.sleep(0.01)  # watching another process's file; no event to wait on
+    return demo
+
+
+@pytest.mark.slow
+def test_ctrl_c_marks_the_demo_interrupted_and_recover_finishes_it(tmp_path: Path) -> None:
+    store, trace = str(tmp_path / "store"), tmp_path / "trace"
+    demo = _start_demo(analysis.default_root() / "idlelib", store, trace, "ctrl-c")
+    demo.send_signal(signal.SIGINT)
+    _, stderr = demo.communicate(timeout=TIMEOUT)
+    assert demo.returncode == 130, stderr
+    assert "interrupted: `actorflow recover ctrl-c` continues where it stopped" in stderr
+    [row] = json.loads(ok("runs", "--store", store, "--json"))
+    assert row["status"] == "interrupted"
+    out = ok("recover", "ctrl-c", "--store", store)
+    assert "recovered ctrl-c: completed" in out
+    [row] = json.loads(ok("runs", "--store", store, "--json"))
+    assert row["status"] == "completed"
