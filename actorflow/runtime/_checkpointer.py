@@ -29,40 +29,57 @@ __all__ = ["CheckpointQueue", "Checkpointer"]
 _log = get_logger("actorflow.checkpoint")
 
 
+_KEPT = frozenset({"phase_end", "completed", "failed", "paused", "cancelled"})
+"""Triggers whose snapshots are never replaced by a newer one: phase ends and
+final states stay available to fork from and to inspect."""
+
+
 class CheckpointQueue:
-    """One run's pending snapshot: at most one waits, newer requests replace it."""
+    """One run's snapshots waiting to be written.
+
+    A newer request replaces a waiting one, unless the waiting one marks a
+    phase end or the run's final state; a request at the position of the
+    previous one adds nothing and is dropped (a phase start right after a
+    phase end, say).
+    """
 
     def __init__(self, *, store: Store, writer: LogWriter, emit: Callable[..., None]) -> None:
         self.store = store
         self.writer = writer
         self.emit = emit
-        self.pending: Snapshot | None = None
+        self.pending: list[Snapshot] = []
         self.written = 0
         self.failed = 0
         self.last_error: BaseException | None = None
-        self._busy = 0
+        self._last_position = -1
+        self._draining = False
         self._idle = anyio.Event()
         self._idle.set()
 
     def offer(self, snapshot: Snapshot, send: Callable[[Any], None]) -> None:
-        """Queue ``snapshot``; if one is already waiting, this one replaces it."""
-        coalesced = self.pending is not None
-        self.pending = snapshot
-        if coalesced:
+        """Queue ``snapshot``, coalescing with a waiting one where that loses nothing."""
+        if snapshot.position == self._last_position and snapshot.trigger not in _KEPT:
             return
-        if self._busy == 0:
+        self._last_position = snapshot.position
+        if self.pending and self.pending[-1].trigger not in _KEPT:
+            self.pending[-1] = snapshot
+        else:
+            self.pending.append(snapshot)
+        if not self._draining:
+            self._draining = True
             self._idle = anyio.Event()
-        self._busy += 1
-        send(_Drain(self))
+            send(_Drain(self))
 
     async def wait_idle(self) -> None:
         """Wait until every queued snapshot was written (or failed)."""
         await self._idle.wait()
 
-    def _done(self) -> None:
-        self._busy -= 1
-        if self._busy == 0:
-            self._idle.set()
+    def _take(self) -> Snapshot | None:
+        if self.pending:
+            return self.pending.pop(0)
+        self._draining = False
+        self._idle.set()
+        return None
 
 
 class _Drain:
@@ -91,12 +108,12 @@ class Checkpointer(Actor):
     async def drain(self, request: _Drain) -> None:
         queue = request.queue
         try:
-            snapshot = queue.pending
-            queue.pending = None
-            if snapshot is not None:
+            while (snapshot := queue._take()) is not None:
                 await self._write(queue, snapshot)
-        finally:
-            queue._done()
+        except BaseException:
+            queue.pending.clear()
+            queue._take()
+            raise
 
     async def _write(self, queue: CheckpointQueue, snapshot: Snapshot) -> None:
         started = time.perf_counter()

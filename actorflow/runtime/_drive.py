@@ -26,12 +26,11 @@ from actorflow.runtime._context import PauseRun, RunContext
 from actorflow.runtime._recorder import Recorder, decode, encode
 from actorflow.runtime._run import RunExecution, run_signature
 from actorflow.runtime._view import RunView
-from actorflow.storage import ErrorInfo, RunManifest, RunStatus
+from actorflow.storage import ErrorInfo, LogWriter, RunManifest, RunStatus
 
 if TYPE_CHECKING:
     from actorflow.runtime._handle import RunHandle
     from actorflow.storage import Lease, Store
-    from actorflow.storage._logwriter import LogWriter
 
 __all__ = ["drive", "load_view"]
 
@@ -68,6 +67,17 @@ async def load_view(store: Store, run_id: str, emit: Any) -> tuple[RunView, int]
     return view, len(records)
 
 
+class _Outcome:
+    """How an attempt ended, handed to the run's handle once the run is let go."""
+
+    __slots__ = ("error", "result", "status")
+
+    def __init__(self) -> None:
+        self.status = RunStatus.RUNNING
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
 async def drive(
     runtime: Any,
     handle: RunHandle,
@@ -75,25 +85,47 @@ async def drive(
     cls: type[Any],
     lease: Lease,
 ) -> None:
-    """Run one attempt and record its outcome in the store and the handle."""
+    """Run one attempt, store its outcome, let go of the run, then tell the handle.
+
+    The handle learns the outcome only after the run's agents stopped and its
+    claim was released, so whoever waits on it may claim the run at once
+    (``resume`` right after ``RunPaused``, say).
+    """
     store: Store = runtime.store
     run_id = manifest.run_id
     emit = handle.emit
+    outcome = _Outcome()
+    started = time.perf_counter()
     try:
         view, replayed = await load_view(store, run_id, emit)
         handle.replayed_steps = replayed
         if replayed or view.position:
             emit("recovery_started", position=view.position, records=replayed)
-        from actorflow.storage._logwriter import LogWriter
-
         writer = LogWriter(store, run_id, start=view.position)
-        await _attempt(runtime, handle, manifest, cls, view, writer)
+        await _attempt(runtime, handle, manifest, cls, view, writer, outcome)
+    except BaseException as exc:
+        if isinstance(exc, anyio.get_cancelled_exc_class()):
+            with anyio.CancelScope(shield=True):
+                await _mark(store, run_id, RunStatus.INTERRUPTED, None, None)
+            emit("run_interrupted")
+            outcome.status = RunStatus.INTERRUPTED
+        outcome.error = exc
+        raise
     finally:
         with anyio.CancelScope(shield=True):
             try:
                 await store.release(lease)
             except StorageError as exc:
                 emit("lease_release_failed", error=str(exc), level="warning")
+        emit(
+            "run_finished",
+            status=str(outcome.status),
+            elapsed=round(time.perf_counter() - started, 6),
+            steps=handle.metrics.get("steps", 0),
+        )
+        handle._finish(outcome.status, result=outcome.result, error=outcome.error)
+    if outcome.status is RunStatus.COMPLETED and runtime.config.retention is not None:
+        runtime._prune_soon()
 
 
 async def _attempt(
@@ -103,10 +135,11 @@ async def _attempt(
     cls: type[Any],
     view: RunView,
     writer: LogWriter,
+    outcome: _Outcome,
 ) -> None:
     store: Store = runtime.store
     run_id = manifest.run_id
-    input_type, result_type = run_signature(cls)
+    input_type, _ = run_signature(cls)
     checkpointer = runtime._checkpointer_ref()
     queue = CheckpointQueue(store=store, writer=writer, emit=handle.emit)
     scope = runtime._open_scope(
@@ -115,10 +148,6 @@ async def _attempt(
             "agent_escalated", agent=e.actor, error=str(e), level="warning"
         ),
     )
-    status: RunStatus = RunStatus.FAILED
-    result: Any = None
-    error: BaseException | None = None
-    started = time.perf_counter()
     try:
         async with anyio.create_task_group() as tg:
             recorder = Recorder(
@@ -138,82 +167,66 @@ async def _attempt(
             )
             value = decode(manifest.input, input_type, f"input of run {run_id}")
             handle.emit("run_started", workflow=manifest.workflow, agents_restored=restored)
-            with anyio.CancelScope() as cancel_scope:
-                handle._cancel_scope = cancel_scope
-                try:
-                    result = await execution.execute(cls, value, ctx)
-                    status = RunStatus.COMPLETED
-                except PauseRun as pause:
-                    status, error = RunStatus.PAUSED, RunPaused(run_id, pause.prompt)
-                except (StorageError, RunFailedError) as exc:
-                    status, error = RunStatus.FAILED, exc
-                except Exception as exc:
-                    status = RunStatus.FAILED
-                    error = RunFailedError(run_id, type(exc).__name__, str(exc))
-                    error.__cause__ = exc
-            if cancel_scope.cancel_called and status is RunStatus.FAILED and error is None:
-                status = RunStatus.CANCELLED
+            await _execute(handle, execution, cls, value, ctx, outcome)
             handle.metrics = dict(view.metrics)
-            await _store_outcome(
-                runtime, handle, recorder, queue, status, result, error, result_type
-            )
-    except BaseException as exc:
-        if isinstance(exc, anyio.get_cancelled_exc_class()):
-            with anyio.CancelScope(shield=True):
-                await _mark(store, run_id, RunStatus.INTERRUPTED, None, None)
-            handle.emit("run_interrupted")
-            handle._finish(RunStatus.INTERRUPTED, error=exc)
-        elif not handle.done:
-            handle._finish(RunStatus.FAILED, error=exc)
-        raise
+            await _store_outcome(store, recorder, queue, outcome)
     finally:
         with anyio.CancelScope(shield=True):
             await scope.aclose(timeout=runtime.shutdown_timeout)
-    handle.emit(
-        "run_finished",
-        status=str(status),
-        elapsed=round(time.perf_counter() - started, 6),
-        steps=view.metrics.get("steps", 0),
-        checkpoints=queue.written,
-        level="info",
-    )
+
+
+async def _execute(
+    handle: RunHandle,
+    execution: RunExecution,
+    cls: type[Any],
+    value: Any,
+    ctx: RunContext,
+    outcome: _Outcome,
+) -> None:
+    run_id = ctx.run_id
+    with anyio.CancelScope() as cancel_scope:
+        handle._cancel_scope = cancel_scope
+        try:
+            outcome.result = await execution.execute(cls, value, ctx)
+            outcome.status = RunStatus.COMPLETED
+        except PauseRun as pause:
+            outcome.status = RunStatus.PAUSED
+            outcome.error = RunPaused(run_id, pause.prompt)
+        except StorageError as exc:
+            # The log itself failed: nothing more can be made durable. The run
+            # stays as the store has it, for `recover()` to pick up later.
+            outcome.error = exc
+        except RunFailedError as exc:
+            outcome.status, outcome.error = RunStatus.FAILED, exc
+        except Exception as exc:
+            outcome.status = RunStatus.FAILED
+            outcome.error = RunFailedError(run_id, type(exc).__name__, str(exc))
+            outcome.error.__cause__ = exc
+    if cancel_scope.cancel_called and outcome.status is RunStatus.RUNNING:
+        outcome.status = RunStatus.CANCELLED
+        outcome.error = RunFailedError(run_id, "cancelled", "the run was cancelled")
 
 
 async def _store_outcome(
-    runtime: Any,
-    handle: RunHandle,
-    recorder: Recorder,
-    queue: CheckpointQueue,
-    status: RunStatus,
-    result: Any,
-    error: BaseException | None,
-    result_type: Any,
+    store: Store, recorder: Recorder, queue: CheckpointQueue, outcome: _Outcome
 ) -> None:
-    store: Store = runtime.store
-    run_id = recorder.run_id
-    if isinstance(error, StorageError):
-        # The log itself failed: nothing more can be made durable. The run
-        # stays as it is in the store, for `recover()` to pick up later.
-        handle._finish(RunStatus.RUNNING, error=error)
+    status, error = outcome.status, outcome.error
+    if status is RunStatus.RUNNING:
         return
-    result_bytes = (
-        encode(result, f"result of run {run_id}") if status is RunStatus.COMPLETED else None
-    )
+    run_id = recorder.run_id
+    result = None
+    if status is RunStatus.COMPLETED:
+        result = encode(outcome.result, f"result of run {run_id}")
     recorder.view.status = status
     with anyio.CancelScope(shield=status is not RunStatus.COMPLETED):
         await recorder.flush()
         recorder.snapshot(str(status))
         await queue.wait_idle()
-        info = (
-            ErrorInfo.of(error.__cause__ or error) if status is RunStatus.FAILED and error else None
-        )
+        info = None
+        if status is RunStatus.FAILED and error is not None:
+            info = ErrorInfo.of(error.__cause__ or error)
         prompt = error.prompt if isinstance(error, RunPaused) else None
-        await _mark(
-            store, run_id, status, result_bytes, info, prompt=prompt, phase=recorder.view.phase
-        )
-    handle._finish(status, result=result, error=error)
-    if status is RunStatus.COMPLETED and runtime.config.retention is not None:
-        runtime._prune_soon()
+        await _mark(store, run_id, status, result, info, prompt=prompt, phase=recorder.view.phase)
 
 
 async def _mark(

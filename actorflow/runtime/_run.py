@@ -79,16 +79,20 @@ class _SpawnStep(Step[Any]):
             if ref is None:
                 ref = await self._runner.restore_agent(self._name, self._cls, self.record.state)
             return ref
+        rec = self._ctx._recorder
+        state: StateRef | None = None
         if ref is not None:
+            # get: the agent keeps the state it has; the record names no state
             if ref.actor_type is not self._cls:
                 raise DuplicateActorNameError(self._name)
         else:
             ref = await scope.spawn(self._cls, name=self._name, state=self._initial)
-        rec = self._ctx._recorder
-        rec.note_agent(self._name, self._cls, self._cls.role)
-        state = await rec.state_ref(self._name, class_name(self._cls), self._state_bytes)
-        if state is None:  # same state as recorded before: still name the agent's type
-            state = StateRef(agent=self._name, type=class_name(self._cls), data=self._state_bytes)
+            rec.note_agent(self._name, self._cls, self._cls.role)
+            state = await rec.state_ref(self._name, class_name(self._cls), self._state_bytes)
+            if state is None:  # same bytes as recorded before: still name the type
+                state = StateRef(
+                    agent=self._name, type=class_name(self._cls), data=self._state_bytes
+                )
         rec.record(
             StepRecord(
                 step_id=self.id,

@@ -7,7 +7,7 @@ from actorflow.storage._file import FileStore
 from actorflow.storage._fs import FileSystem, OSFileSystem
 from actorflow.storage._logwriter import LogWriter
 from actorflow.storage._memory import MemoryStore
-from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, Store
+from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, Store, StoreContext
 from actorflow.storage._records import (
     FORMAT_VERSION,
     AgentSnapshot,
@@ -57,6 +57,7 @@ __all__ = [
     "StateRef",
     "StepRecord",
     "Store",
+    "StoreContext",
     "decode_state",
     "encode_state",
     "prune",

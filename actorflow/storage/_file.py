@@ -48,7 +48,7 @@ from actorflow.storage._manifests import (
     validate_snapshot_id,
 )
 from actorflow.storage._manifests import tombstone as make_tombstone
-from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy
+from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, StoreContext
 from actorflow.storage._records import SnapshotStatus, validate_run_id
 from actorflow.storage._retention import prune as prune_by_policy
 
@@ -69,7 +69,7 @@ _log = get_logger(__name__)
 T = TypeVar("T")
 
 
-class FileStore:
+class FileStore(StoreContext):
     """Runs stored under a local folder (created on first use).
 
     Args:

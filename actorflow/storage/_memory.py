@@ -31,7 +31,7 @@ from actorflow.storage._manifests import (
     validate_snapshot_id,
 )
 from actorflow.storage._manifests import tombstone as make_tombstone
-from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy
+from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, StoreContext
 from actorflow.storage._records import SnapshotStatus, validate_run_id
 from actorflow.storage._retention import prune as prune_by_policy
 
@@ -60,7 +60,7 @@ class _Run:
     epoch: int = 0
 
 
-class MemoryStore:
+class MemoryStore(StoreContext):
     """Every run in this process's memory; for tests and throwaway runs.
 
     Args:

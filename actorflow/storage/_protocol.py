@@ -8,7 +8,7 @@ from many tasks; each either completes durably or raises a ``StorageError``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 
 import msgspec
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
         SnapshotInfo,
     )
 
-__all__ = ["Lease", "PruneReport", "RetentionPolicy", "Store"]
+__all__ = ["Lease", "PruneReport", "RetentionPolicy", "Store", "StoreContext"]
 
 
 class Lease(msgspec.Struct, frozen=True, kw_only=True):
@@ -253,3 +253,16 @@ class Store(Protocol):
     async def prune(self, policy: RetentionPolicy) -> PruneReport:
         """Apply ``policy`` to every run in the store; runs off the caller's path."""
         ...
+
+
+class StoreContext:
+    """Mixin giving a store ``async with store:``, which closes it on the way out."""
+
+    async def aclose(self) -> None:
+        """Release the store's resources (overridden by each store)."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

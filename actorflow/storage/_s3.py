@@ -37,6 +37,7 @@ from actorflow.storage._manifests import (
     validate_snapshot_id,
 )
 from actorflow.storage._manifests import tombstone as make_tombstone
+from actorflow.storage._protocol import StoreContext
 from actorflow.storage._records import SnapshotStatus
 from actorflow.storage._retention import prune
 from actorflow.storage._s3_io import NotFound, PreconditionFailed, S3Options, S3Wire
@@ -61,7 +62,7 @@ __all__ = ["S3Store"]
 _CAS_ATTEMPTS = 1000
 
 
-class S3Store:
+class S3Store(StoreContext):
     """A store in an S3 bucket, or any S3-compatible server with conditional writes.
 
     The bucket must exist. Works on asyncio and trio (under trio, aioboto3

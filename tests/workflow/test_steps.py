@@ -44,7 +44,8 @@ async def test_gather_delivers_messages_in_step_order_and_returns_in_argument_or
     snapshots = await store.list_snapshots("order")
     last = await store.read_snapshot("order", snapshots[-1].snapshot_id)
     state = last.agents["sink"].state
-    assert state is not None and state.data is not None
+    assert state is not None
+    assert state.data is not None
     assert msgspec.msgpack.decode(state.data, type=Seen).order == list(range(20))
 
 
