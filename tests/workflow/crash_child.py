@@ -13,7 +13,8 @@ with mode one of:
 
 Every specialist execution is appended to ``<store_dir>.executions`` as
 ``<pid> <step key>`` with ``os.write`` + fsync, then printed as ``X <key>``.
-The child prints ``READY`` once its runtime is open, ``S <snapshot id>`` for
+The child prints ``READY`` once its runtime is open, ``STARTED`` once its
+runs are started (in the store), ``S <snapshot id>`` for
 each checkpoint a started run saves, and finally ``RESULT <json>``: the
 results of the runs it finished, every run's status in the store, and the
 recovery events (``checkpoint_corrupted``, ``checkpoint_restored``...) of the
@@ -86,14 +87,21 @@ async def print_snapshots(handle: Any) -> None:
 async def start(runtime: Runtime, mode: str, run_id: str) -> dict[str, Any]:
     results: dict[str, Any] = {}
     if mode == "start-many":
-        handles = [
-            await runtime.start(CrashPipeline, SMALL, run_id=rid) for rid in named_many(run_id)
-        ]
+        handles = []
+
+        async def one(rid: str) -> None:
+            handles.append(await runtime.start(CrashPipeline, SMALL, run_id=rid))
+
+        # Started together, so that all are in the store before most of them finish.
+        async with anyio.create_task_group() as tg:
+            for rid in named_many(run_id):
+                tg.start_soon(one, rid)
     else:
         workflow, areas = (CrashApproval, SMALL) if mode == "pause" else (CrashPipeline, AREAS)
         if mode == "die":
             areas = [*AREAS, DIE]
         handles = [await runtime.start(workflow, areas, run_id=run_id)]
+    emit("STARTED")
     async with anyio.create_task_group() as tg:
         for handle in handles:
             tg.start_soon(print_snapshots, handle)

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import anyio
 import msgspec
 
 from actorflow import Evaluator, Orchestrator, RunContext, Specialist, handler, phase
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 ON_EXECUTION: Callable[[str], None] | None = None
 """Called with the step key of every specialist execution (set by the crash child)."""
