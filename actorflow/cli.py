@@ -14,10 +14,7 @@ paused for input; 7 the run is owned by another live process; 130 interrupted.
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
@@ -25,10 +22,22 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 import anyio
 import msgspec
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from actorflow import _inspect
+from actorflow._cli_render import (
+    err,
+    manifest_row,
+    out,
+    print_diff,
+    print_json,
+    print_outcomes,
+    print_record,
+    print_result,
+    size,
+    status_text,
+    when,
+)
 from actorflow.errors import (
     ActorflowError,
     CheckpointNotFoundError,
@@ -40,16 +49,10 @@ from actorflow.errors import (
     StoreUnavailableError,
 )
 from actorflow.storage import (
-    DecisionRecord,
-    EventRecord,
-    LogRecord,
-    MilestoneRecord,
-    PhaseEndRecord,
     PruneReport,
     RetentionPolicy,
     RunManifest,
     RunStatus,
-    StepRecord,
     Store,
 )
 
@@ -81,24 +84,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-def out() -> Console:
-    """The console for results (stdout); made per call so it sees the current width."""
-    return Console(highlight=False, width=_pipe_width(sys.stdout))
-
-
-def _pipe_width(stream: Any) -> int | None:
-    # Rich assumes 80 columns off a terminal; in pipes and files, wide rows beat folded ones.
-    isatty = getattr(stream, "isatty", None)
-    if "COLUMNS" in os.environ or (isatty is not None and isatty()):
-        return None
-    return 160
-
-
-def err() -> Console:
-    """The console for errors and progress (stderr)."""
-    return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 StoreOpt = Annotated[
@@ -208,48 +193,6 @@ async def with_store(
         await store.aclose()
 
 
-def print_json(data: Any) -> None:
-    """``data`` as indented JSON on stdout (plain print, so pipes get exact bytes)."""
-    sys.stdout.write(json.dumps(_inspect.plain(data), indent=2, default=str) + "\n")
-
-
-def when(ts: float | None) -> str:
-    """A stored time, local: ``HH:MM:SS`` today, else ``YYYY-MM-DD HH:MM``."""
-    if not ts:
-        return "-"
-    moment = dt.datetime.fromtimestamp(ts)
-    if moment.date() == dt.date.today():
-        return moment.strftime("%H:%M:%S")
-    return moment.strftime("%Y-%m-%d %H:%M")
-
-
-def size(n: int) -> str:
-    """Bytes for people: ``512 B``, ``3.4 KB``, ``12.0 MB``."""
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1024 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
-def _manifest_row(m: RunManifest) -> dict[str, Any]:
-    live = _inspect.live_snapshots(list(m.snapshots))
-    return {
-        "run_id": m.run_id,
-        "workflow": m.workflow,
-        "status": str(m.status),
-        "phase": m.phase,
-        "started": m.created,
-        "updated": m.updated,
-        "snapshots": len(live),
-        "size": sum(s.stored_size for s in live),
-        "parent": m.parent,
-        "error": f"{m.error.type}: {m.error.message}" if m.error else None,
-        "prompt": m.prompt,
-    }
-
-
 def _statuses(values: list[str] | None) -> list[RunStatus] | None:
     if not values:
         return None
@@ -276,7 +219,7 @@ def runs_command(
     async def body(s: Store) -> list[RunManifest]:
         return await s.list_runs(status=wanted, workflow=workflow)
 
-    rows = [_manifest_row(m) for m in run_command(lambda: with_store(store, body), debug=debug)]
+    rows = [manifest_row(m) for m in run_command(lambda: with_store(store, body), debug=debug)]
     if as_json:
         print_json(rows)
         return
@@ -289,7 +232,7 @@ def runs_command(
         table.add_row(
             r["run_id"],
             r["workflow"],
-            _status_text(r["status"]),
+            status_text(r["status"]),
             r["phase"] or "-",
             when(r["started"]),
             when(r["updated"]),
@@ -297,20 +240,6 @@ def runs_command(
             size(r["size"]),
         )
     out().print(table if rows else f"no runs in {store}")
-
-
-_STATUS_STYLE: Final = {
-    "completed": "green",
-    "running": "cyan",
-    "paused": "yellow",
-    "interrupted": "yellow",
-    "failed": "red",
-    "cancelled": "dim",
-}
-
-
-def _status_text(status: str) -> str:
-    return f"[{_STATUS_STYLE.get(status, 'white')}]{status}[/]"
 
 
 @app.command("checkpoints")
@@ -393,42 +322,7 @@ def diff_command(
     if as_json:
         print_json(d)
         return
-    _print_diff(d)
-
-
-def _print_diff(d: dict[str, Any]) -> None:
-    f, t = d["from"], d["to"]
-    out().print(
-        f"[bold]{d['run_id']}[/]: {f['checkpoint']} (position {f['position']}, {f['phase']}) "
-        f"-> {t['checkpoint']} (position {t['position']}, {t['phase']})"
-    )
-    if d["status"]:
-        out().print(f"status: {d['status'][0]} -> {d['status'][1]}")
-    if d["phases_finished"]:
-        out().print("phases finished: " + ", ".join(d["phases_finished"]))
-    table = Table(title="agents", show_lines=False)
-    for col in ("agent", "change", "field", "before", "after"):
-        table.add_column(col, overflow="fold")
-    for name, change in d["agents"].items():
-        if change["change"] != "changed":
-            table.add_row(name, change["change"], "", "", "")
-            continue
-        for attr in ("status", "confidence", "type"):
-            if attr in change:
-                table.add_row(name, "changed", attr, *(_cell(v) for v in change[attr]))
-        for field, (old, new) in change.get("state", {}).items():
-            table.add_row(name, "state", field, _cell(old), _cell(new))
-    out().print(table if d["agents"] else "agents: no change")
-    for dec in d["decisions_added"]:
-        conf = "" if dec["confidence"] is None else f" (confidence {dec['confidence']:.2f})"
-        out().print(f"decision [bold]{dec['type']}[/] by {dec['agent']}{conf}: {dec['rationale']}")
-    for name, (old, new) in d["metrics"].items():
-        out().print(f"metric {name}: {old} -> {new}")
-
-
-def _cell(value: Any) -> str:
-    text = json.dumps(_inspect.plain(value), default=str)
-    return text if len(text) <= 60 else text[:57] + "..."
+    print_diff(d)
 
 
 @app.command("validate")
@@ -483,7 +377,7 @@ def log_command(
             # Status first: once finished, every record is already in the log we read next.
             finished = (await s.read_run(run_id)).status.finished
             for record in await s.read_log(run_id, position):
-                _print_record(position, record, as_json=as_json)
+                print_record(position, record, as_json=as_json)
                 position += 1
             if not follow or finished:
                 return
@@ -494,41 +388,6 @@ def log_command(
 
 
 _FOLLOW_INTERVAL: Final = 0.5
-
-
-def _print_record(position: int, record: LogRecord, *, as_json: bool) -> None:
-    data = _inspect.record_to_dict(record)
-    if as_json:
-        sys.stdout.write(json.dumps({"position": position, **data}, default=str) + "\n")
-        return
-    match record:
-        case DecisionRecord():
-            conf = "" if record.confidence is None else f" confidence={record.confidence:.2f}"
-            alts = f" alternatives={list(record.alternatives)}" if record.alternatives else ""
-            out().print(
-                f"{position:>6} [bold magenta]decision[/] {record.step_id} {record.agent}: "
-                f"[bold]{record.type}[/]{conf}{alts}"
-            )
-            if record.description:
-                out().print(f"       {record.description}")
-            if record.rationale:
-                out().print(f"       rationale: {record.rationale}")
-        case StepRecord():
-            outcome = (
-                f"[red]{record.error.type}: {record.error.message}[/]"
-                if record.error
-                else _cell(data["result"])
-            )
-            target = f" -> {record.target}" if record.target else ""
-            out().print(f"{position:>6} [cyan]{record.kind}[/] {record.step_id}{target}: {outcome}")
-        case PhaseEndRecord():
-            out().print(
-                f"{position:>6} [green]phase end[/] {record.phase_id}: {_cell(data['result'])}"
-            )
-        case MilestoneRecord():
-            out().print(f"{position:>6} milestone {record.agent} {record.key}")
-        case EventRecord():
-            out().print(f"{position:>6} [yellow]event[/] {record.kind} {record.step_id or ''}")
 
 
 @app.command("prune")
@@ -553,7 +412,7 @@ def prune_command(
     With no option, keeps the newest 5 checkpoints per run. A run's newest
     checkpoint is always kept, and its log is pruned only below the oldest kept.
     """
-    from actorflow.runtime._config import parse_duration
+    from actorflow.runtime import parse_duration
 
     async def body(s: Store) -> PruneReport:
         age = parse_duration(max_age, option="--max-age") if max_age is not None else None
@@ -649,37 +508,6 @@ def demo_command(
     )
 
 
-def _print_outcomes(finished: list[Any], left: list[Any], *, as_json: bool) -> int:
-    if as_json:
-        print_json({"recovered": finished, "not_finished": left})
-    for o in finished if not as_json else ():
-        out().print(
-            f"[green]recovered[/] {o.run_id}: completed, replayed {o.replayed_steps} "
-            "recorded step(s) from the log"
-        )
-        _print_result(o.result)
-    for o in left if not as_json else ():
-        out().print(f"[yellow]not finished[/] {o.run_id}: {o.status} {o.error or ''}")
-    if not as_json and not finished and not left:
-        out().print("no orphaned runs to recover")
-    if any(o.status == "paused" for o in left) and all(o.status == "paused" for o in left):
-        return EXIT_CODES["paused"]
-    return EXIT_CODES["ok"] if not left else EXIT_CODES["run_failed"]
-
-
-def _print_result(result: Any) -> None:
-    from actorflow._demo._run import summary_table
-    from actorflow._demo._workflow import ReviewSummary
-
-    if isinstance(result, ReviewSummary):
-        out().print(summary_table(result))
-        out().print(f"  report: {result.report_path}")
-    elif result is not None:
-        out().print(
-            _cell(result) if len(_cell(result)) < 60 else json.dumps(_inspect.plain(result))
-        )
-
-
 @app.command("recover")
 def recover_command(
     run_id: Annotated[str | None, typer.Argument(help="One run (default: every orphan).")] = None,
@@ -698,7 +526,10 @@ def recover_command(
         return await recover_runs(runtime, run_id, err() if as_json else out())
 
     finished, left = run_command(body, debug=debug)
-    raise typer.Exit(_print_outcomes(finished, left, as_json=as_json))
+    print_outcomes(finished, left, as_json=as_json)
+    if left and all(o.status == "paused" for o in left):
+        raise typer.Exit(EXIT_CODES["paused"])
+    raise typer.Exit(EXIT_CODES["run_failed"] if left else EXIT_CODES["ok"])
 
 
 @app.command("fork")
@@ -729,7 +560,7 @@ def fork_command(
         f"[green]fork[/] {outcome.run_id} of {run_id} at {checkpoint}: {outcome.status}, "
         f"replayed {outcome.replayed_steps} step(s)"
     )
-    _print_result(outcome.result)
+    print_result(outcome.result)
 
 
 @app.command("resume")
@@ -757,7 +588,7 @@ def resume_command(
         print_json(outcome)
         return
     out().print(f"[green]resumed[/] {run_id}: {outcome.status}")
-    _print_result(outcome.result)
+    print_result(outcome.result)
 
 
 def main() -> None:
