@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -23,9 +24,19 @@ _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 _level = _LEVELS.get(os.environ.get("ACTORFLOW_LOG_LEVEL", "warning").lower(), 30)
 
 
+_SECRET = re.compile(
+    r"(^|_)(password|passwd|secret|token|api_?key|authorization|credentials?|private_key)$",
+    re.IGNORECASE,
+)
+
+
 def _filter_by_level(_logger: Any, method: str, event_dict: Any) -> Any:
     if _LEVELS.get(method, 20) < _level:
         raise structlog.DropEvent
+    # Secrets never reach a log, whatever the application's processors do.
+    for key in event_dict:
+        if _SECRET.search(key):
+            event_dict[key] = "[redacted]"
     return event_dict
 
 

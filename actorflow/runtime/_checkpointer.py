@@ -50,6 +50,8 @@ class CheckpointQueue:
         self.pending: list[Snapshot] = []
         self.written = 0
         self.failed = 0
+        self.bytes_written = 0
+        self.write_seconds = 0.0
         self.last_error: BaseException | None = None
         self._last_position = -1
         self._draining = False
@@ -134,6 +136,8 @@ class Checkpointer(Actor):
             )
             return
         queue.written += 1
+        queue.bytes_written += info.stored_size
+        queue.write_seconds += time.perf_counter() - started
         self.state.written += 1
         self.state.bytes_written += info.stored_size
         queue.emit(

@@ -10,6 +10,7 @@ stored with a final snapshot.
 
 from __future__ import annotations
 
+import resource
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -117,12 +118,11 @@ async def drive(
                 await store.release(lease)
             except StorageError as exc:
                 emit("lease_release_failed", error=str(exc), level="warning")
-        emit(
-            "run_finished",
-            status=str(outcome.status),
+        handle.metrics.update(
             elapsed=round(time.perf_counter() - started, 6),
-            steps=handle.metrics.get("steps", 0),
+            peak_memory=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         )
+        emit("run_finished", status=str(outcome.status), metrics=dict(handle.metrics))
         handle._finish(outcome.status, result=outcome.result, error=outcome.error)
     if outcome.status is RunStatus.COMPLETED and runtime.config.retention is not None:
         runtime._prune_soon()
@@ -168,8 +168,15 @@ async def _attempt(
             value = decode(manifest.input, input_type, f"input of run {run_id}")
             handle.emit("run_started", workflow=manifest.workflow, agents_restored=restored)
             await _execute(handle, execution, cls, value, ctx, outcome)
-            handle.metrics = dict(view.metrics)
             await _store_outcome(store, recorder, queue, outcome)
+            handle.metrics.update(
+                view.metrics,
+                checkpoints=queue.written,
+                checkpoint_failures=queue.failed,
+                checkpoint_bytes=queue.bytes_written,
+                checkpoint_write_ms=round(queue.write_seconds * 1000, 3),
+                recoveries=manifest.attempt,
+            )
     finally:
         with anyio.CancelScope(shield=True):
             await scope.aclose(timeout=runtime.shutdown_timeout)

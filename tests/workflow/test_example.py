@@ -23,3 +23,19 @@ async def test_example_runs_and_records_a_completed_run() -> None:
     assert last.status is RunStatus.COMPLETED
     assert set(last.agents) == {"researcher-0", "researcher-1", "researcher-2", "reviewer"}
     assert [d.type for d in last.decisions] == ["accept"]
+
+
+async def test_a_run_reports_its_metrics_and_lifecycle_events() -> None:
+    async with Runtime(store=MemoryStore()) as runtime:
+        handle = await runtime.start(Lead, "a;b;c")
+        await handle.result()
+        events = [event.name async for event in handle.events()]
+    metrics = handle.metrics
+    assert metrics["steps"] == 8, "4 spawns and 4 asks"
+    assert metrics["checkpoints"] >= 1
+    assert metrics["elapsed"] > 0
+    assert metrics["recoveries"] == 0
+    for name in ("run_started", "phase_started", "phase_ended", "decision_made"):
+        assert name in events
+    assert events[-1] == "run_finished"
+    assert "checkpoint_saved" in events
