@@ -13,6 +13,7 @@ import anyio
 import msgspec
 
 from actorflow.errors import (
+    ActorflowError,
     RecoveryFailedError,
     RunFailedError,
     RunInputMismatchError,
@@ -246,13 +247,9 @@ class Runtime(_CoreRuntime):
         async def one(m: RunManifest) -> None:
             try:
                 results[m.run_id] = await self._recover_one(m)
-            except (
-                RunPaused,
-                RunFailedError,
-                RunLockedError,
-                RecoveryFailedError,
-                StorageError,
-            ) as exc:
+            except ActorflowError as exc:
+                # one run that cannot be recovered (paused again, failed,
+                # owned, its class not imported) never stops the others
                 self._root_log("run_not_recovered", run_id=m.run_id, error=str(exc))
 
         async with anyio.create_task_group() as tg:

@@ -15,6 +15,7 @@ import anyio
 
 from actorflow.errors import (
     ActorError,
+    ActorFailedError,
     NonDeterminismError,
     StepFailedError,
 )
@@ -150,6 +151,7 @@ class AskStep(Step[T]):
         self._timeout = timeout
         self._pending: Any = None
         self._ticket = -1
+        self._deliver_error: ActorError | None = None
         payload = encode(message, f"message {type(message).__qualname__}")
         payload += type(message).__qualname__.encode()
         super().__init__(ctx, ns, ref.name, payload)
@@ -175,17 +177,26 @@ class AskStep(Step[T]):
 
     async def _deliver(self) -> None:
         await self._ctx._recorder.output_barrier()
-        await self._redeliver()
+        try:
+            await self._redeliver()
+        except ActorError as exc:
+            # a stopped agent, say: handled with the task's retries in _live
+            self._deliver_error = exc
 
     async def _redeliver(self) -> None:
         turnstile = self._ctx._recorder.turnstile(self._ref.name)
-        ticket = turnstile.take()
+        self._ticket = turnstile.take()
+        self._pending = None
         try:
             self._pending = await self._ctx._deliver(self._ref, self._message, self._meta)
         except BaseException:
-            turnstile.release(ticket)
+            self._release(turnstile)
             raise
-        self._ticket = ticket
+
+    def _release(self, turnstile: Turnstile) -> None:
+        if self._ticket >= 0:
+            turnstile.release(self._ticket)
+            self._ticket = -1
 
     async def _live(self) -> T:
         turnstile = self._ctx._recorder.turnstile(self._ref.name)
@@ -194,27 +205,35 @@ class AskStep(Step[T]):
             await turnstile.wait(self._ticket)
             await self._record_success(reply, state, attempt)
         finally:
-            turnstile.release(self._ticket)
+            self._release(turnstile)
         return reply  # type: ignore[no-any-return]
 
     async def _outcome(self, turnstile: Turnstile) -> tuple[Any, bytes, int]:
         """The reply and state, retrying a failed task; records the final failure."""
         config = self._ctx._config
         attempt = 1
+        handler_error: BaseException | None = None
         while True:
             try:
+                if self._deliver_error is not None:
+                    error, self._deliver_error = self._deliver_error, None
+                    raise error
+                if self._pending is None:  # a retry (the first delivery happened in _start)
+                    await self._redeliver()
                 with anyio.fail_after(self._timeout) if self._timeout else _nullcontext():
                     reply, state = await self._pending()
                 return reply, state, attempt
             except (ActorError, TimeoutError) as exc:
+                if isinstance(exc, ActorFailedError):
+                    handler_error = exc  # the root cause, worth more than a later "stopped"
                 if attempt > config.step_retries:
                     await turnstile.wait(self._ticket)
-                    raise await self._record_failure(exc) from exc
-                turnstile.release(self._ticket)
+                    raise await self._record_failure(handler_error or exc) from exc
+                self._release(turnstile)
+                self._pending = None
                 await anyio.sleep(config.retry_backoff * 2 ** (attempt - 1))
                 attempt += 1
                 self._meta = self._make_meta(attempt)
-                await self._redeliver()
 
     async def _record_success(self, reply: Any, state: bytes, attempts: int) -> None:
         rec = self._ctx._recorder

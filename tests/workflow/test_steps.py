@@ -217,3 +217,32 @@ async def test_values_that_differ_between_runs_are_recorded_and_replayed(crash_a
     assert msgspec.msgpack.decode(recorded[0].result or b"", type=float) == now
     assert msgspec.msgpack.decode(recorded[3].result or b"", type=str) == u
     assert r == outcome.expected[1], "random is seeded by run and step id"
+
+
+class Hopeless(Specialist):
+    @handler
+    async def take(self, item: Item) -> int:
+        raise OSError(f"disk {item.n} is gone")
+
+
+class Escalating(Orchestrator):
+    async def run(self, ctx: RunContext, n: int) -> str:
+        worker = await ctx.spawn(Hopeless, name="hopeless")
+        try:
+            await ctx.ask(worker, Item(n))
+        except StepFailedError as exc:
+            first = exc.error_type
+        try:
+            await ctx.ask(worker, Item(n + 1))
+        except StepFailedError as exc:
+            return f"{first} then {exc.error_type}"
+        return "unreachable"
+
+
+async def test_an_agent_over_its_restart_budget_fails_steps_not_the_runtime() -> None:
+    from actorflow import SupervisorPolicy
+
+    config = RuntimeConfig(retry_backoff=0.0, step_retries=3)
+    policy = SupervisorPolicy(max_restarts=1, within=60.0, backoff=0.0)
+    async with Runtime(store=MemoryStore(), config=config, supervisor=policy) as runtime:
+        assert await runtime.run(Escalating, 1) == "OSError then MailboxClosedError"
