@@ -246,3 +246,29 @@ async def test_an_agent_over_its_restart_budget_fails_steps_not_the_runtime() ->
     policy = SupervisorPolicy(max_restarts=1, within=60.0, backoff=0.0)
     async with Runtime(store=MemoryStore(), config=config, supervisor=policy) as runtime:
         assert await runtime.run(Escalating, 1) == "OSError then MailboxClosedError"
+
+
+class Broadcast(Orchestrator):
+    @phase
+    async def notify(self, ctx: RunContext, n: int) -> None:
+        sink = await ctx.spawn(Recorder, name="sink")
+        for i in range(n):
+            await ctx.send(sink, Item(i))
+
+    async def run(self, ctx: RunContext, n: int) -> None:
+        await self.notify(ctx, n)
+
+
+async def test_send_is_recorded_once_handled_and_its_phase_waits_for_it() -> None:
+    store = MemoryStore()
+    async with Runtime(store=store) as runtime:
+        await runtime.run(Broadcast, 5, run_id="broadcast")
+    log = await store.read_log("broadcast")
+    sends = [r for r in log if isinstance(r, StepRecord) and r.kind == "send"]
+    assert [r.step_id for r in sends] == [f"notify.0/{i}" for i in range(1, 6)]
+    last = sends[-1].state
+    assert last is not None
+    assert last.data is not None
+    assert msgspec.msgpack.decode(last.data, type=Seen).order == [0, 1, 2, 3, 4]
+    phase_end = next(i for i, r in enumerate(log) if not isinstance(r, StepRecord))
+    assert phase_end > log.index(sends[-1]), "the phase ends after every send was handled"
