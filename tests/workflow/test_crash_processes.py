@@ -116,6 +116,19 @@ def stored_results(store: Path, run_ids: list[str]) -> dict[str, Any]:
     return anyio.run(_stored_results, store, run_ids)
 
 
+async def _corruption(store: Path) -> list[str]:
+    files = FileStore(store)
+    try:
+        return [str(e) for e in await verify_store(files)]
+    finally:
+        await files.aclose()
+
+
+def corruption(store: Path) -> list[str]:
+    """What ``verify_store`` reports (a killed child must never leave corrupt data listed)."""
+    return anyio.run(_corruption, store) if store.exists() else []
+
+
 def check_store(store: Path, run_ids: list[str]) -> None:
     """The store opens cleanly, nothing in it is corrupt, every run completed."""
     anyio.run(_check_store, store, run_ids)
@@ -137,6 +150,7 @@ def test_killed_again_and_again_a_run_ends_with_the_uninterrupted_result(
     kills, final = 0, None
     for _ in range(MAX_ROUNDS):
         durable = durable_asks(store, [run_id])
+        assert corruption(store) == []
         mode = "recover" if run_exists(store, run_id) else "start"
         kill_after = None
         if kills < KILLS_PER_RUN:
