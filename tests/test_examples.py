@@ -130,3 +130,7 @@ def test_s3_run_crashed_in_one_process_is_recovered_by_another(moto_server: S3Se
     match = re.search(r"recovered: 6 thumbnails, (\d+) step\(s\) replayed", out)
     assert match, out
     assert int(match.group(1)) >= 3  # the three resized images came from the log
+    # the CLI reads the same S3 store
+    runs = json.loads(run("-m", "actorflow", "runs", "--store", url, "--json", env=env))
+    assert [(r["run_id"], r["status"]) for r in runs] == [("thumbnails", "completed")]
+    assert run("-m", "actorflow", "validate", "--store", url, env=env).startswith("ok")
