@@ -125,7 +125,7 @@ async def drive(
         emit("run_finished", status=str(outcome.status), metrics=dict(handle.metrics))
         handle._finish(outcome.status, result=outcome.result, error=outcome.error)
     if outcome.status is RunStatus.COMPLETED and runtime.config.retention is not None:
-        runtime._prune_soon()
+        runtime._prune_soon(run_id)
 
 
 async def _attempt(

@@ -36,6 +36,7 @@ from actorflow.storage import (
     RunStatus,
     StepRecord,
     Store,
+    prune_run,
     validate_run_id,
 )
 
@@ -77,6 +78,8 @@ class Runtime(_CoreRuntime):
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._handles: dict[str, RunHandle] = {}
         self._checkpointer: ActorRef[Checkpointer] | None = None
+        self._pruning = 0
+        self._pruned = anyio.Event()
 
     @property
     def store(self) -> Store:
@@ -91,6 +94,10 @@ class Runtime(_CoreRuntime):
 
     async def __aexit__(self, *exc_info: Any) -> None:
         try:
+            if exc_info[1] is None and self._pruning:
+                # let retention finish what finished runs started, within the deadline
+                with anyio.move_on_after(self.shutdown_timeout):
+                    await self._pruned.wait()
             await super().__aexit__(*exc_info)
         finally:
             if self._store is not None and not isinstance(self._store_spec, Store):
@@ -465,7 +472,8 @@ class Runtime(_CoreRuntime):
 
     # --- housekeeping --------------------------------------------------------
 
-    def _prune_soon(self) -> None:
+    def _prune_soon(self, run_id: str) -> None:
+        """Apply the retention policy to a finished run, off its path."""
         policy = self.config.retention
         tg = self._task_group
         if policy is None or tg is None:
@@ -473,10 +481,17 @@ class Runtime(_CoreRuntime):
 
         async def prune() -> None:
             try:
-                await self.store.prune(policy)
+                await prune_run(self.store, run_id, policy)
             except StorageError as exc:
-                self._root_log("prune_failed", error=str(exc))
+                self._root_log("prune_failed", run_id=run_id, error=str(exc))
+            finally:
+                self._pruning -= 1
+                if not self._pruning:
+                    self._pruned.set()
 
+        if not self._pruning:
+            self._pruned = anyio.Event()
+        self._pruning += 1
         tg.start_soon(prune)
 
     def _root_log(self, event: str, **data: Any) -> None:

@@ -26,7 +26,7 @@ from actorflow.storage._records import (
     StepRecord,
     validate_run_id,
 )
-from actorflow.storage._retention import prune, run_verifier, verify_store
+from actorflow.storage._retention import prune, prune_run, run_verifier, verify_store
 from actorflow.storage._s3 import S3Store  # aioboto3 is imported only when one is made
 from actorflow.storage._state import decode_state, encode_state, state_version
 
@@ -61,6 +61,7 @@ __all__ = [
     "decode_state",
     "encode_state",
     "prune",
+    "prune_run",
     "run_verifier",
     "state_version",
     "validate_run_id",

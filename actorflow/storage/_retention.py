@@ -23,7 +23,14 @@ from actorflow.storage._records import RunManifest, Snapshot, SnapshotInfo, Step
 if TYPE_CHECKING:
     from actorflow.storage._protocol import Store
 
-__all__ = ["chosen_snapshots", "prune", "referenced_blobs", "run_verifier", "verify_store"]
+__all__ = [
+    "chosen_snapshots",
+    "prune",
+    "prune_run",
+    "referenced_blobs",
+    "run_verifier",
+    "verify_store",
+]
 
 _log = get_logger(__name__)
 
@@ -96,6 +103,28 @@ async def prune(store: Store, policy: RetentionPolicy, *, now: float | None = No
         runs=report.runs_deleted,
         bytes=report.bytes_freed,
     )
+    return report
+
+
+async def prune_run(
+    store: Store, run_id: str, policy: RetentionPolicy, *, now: float | None = None
+) -> PruneReport:
+    """Apply ``policy`` to one run (not the store-wide size budget); return what went.
+
+    What the runtime calls when a run finishes: its cost is that of one run,
+    however many runs the store holds.
+    """
+    now = time.time() if now is None else now
+    report = PruneReport()
+    manifest = await store.read_run(run_id)
+    if manifest.tombstone:
+        return report
+    owned = await store.is_owned(run_id)
+    if policy.delete_completed and manifest.status.finished and not owned:
+        report.bytes_freed += await store.delete_run(run_id, tombstone=True)
+        report.runs_deleted += 1
+    else:
+        await _prune_run(store, manifest, policy, now, report, collect_blobs=not owned)
     return report
 
 

@@ -427,3 +427,16 @@ async def test_a_run_that_keeps_crashing_is_marked_failed_after_max_attempts() -
     manifest = await store.read_run("hopeless")
     assert manifest.status is RunStatus.FAILED
     assert manifest.attempt == 3
+
+
+async def test_retention_applies_to_a_run_when_it_finishes() -> None:
+    from actorflow.storage import RetentionPolicy
+
+    store = MemoryStore()
+    config = RuntimeConfig(retention=RetentionPolicy(keep_last=1))
+    async with Runtime(store=store, config=config) as runtime:
+        await runtime.run(Journal, 4, run_id="kept")
+    [only] = await store.list_snapshots("kept")
+    assert only.trigger == "completed"
+    async with Runtime(store=store) as runtime:
+        assert await runtime.result("kept") == (4, 4)
