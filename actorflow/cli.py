@@ -54,6 +54,7 @@ from actorflow.storage import (
     RunManifest,
     RunStatus,
     Store,
+    open_store,
 )
 
 if TYPE_CHECKING:
@@ -123,23 +124,6 @@ def exit_code_for(error: BaseException) -> int:
             return EXIT_CODES["interrupted"]
         case _:
             return EXIT_CODES["error"]
-
-
-def open_store(spec: str) -> Store:
-    """The store ``spec`` names: ``s3://bucket/prefix`` or a folder path.
-
-    An S3 endpoint other than AWS comes from ``ACTORFLOW_S3_ENDPOINT`` or
-    ``AWS_ENDPOINT_URL``; credentials from the usual AWS variables.
-    """
-    if spec.startswith("s3://"):
-        bucket, _, prefix = spec[len("s3://") :].partition("/")
-        from actorflow.storage import S3Store
-
-        endpoint = os.environ.get("ACTORFLOW_S3_ENDPOINT") or os.environ.get("AWS_ENDPOINT_URL")
-        return S3Store(bucket, prefix, endpoint_url=endpoint or None)
-    from actorflow.storage import FileStore
-
-    return FileStore(spec)
 
 
 def _existing_store(spec: str) -> Store:

@@ -7,6 +7,7 @@ from actorflow.storage._file import FileStore
 from actorflow.storage._fs import FileSystem, OSFileSystem
 from actorflow.storage._logwriter import LogWriter
 from actorflow.storage._memory import MemoryStore
+from actorflow.storage._open import open_store
 from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, Store, StoreContext
 from actorflow.storage._records import (
     FORMAT_VERSION,
@@ -60,6 +61,7 @@ __all__ = [
     "StoreContext",
     "decode_state",
     "encode_state",
+    "open_store",
     "prune",
     "prune_run",
     "run_verifier",
