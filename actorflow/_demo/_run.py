@@ -204,7 +204,12 @@ async def recover_runs(
             before = {m.run_id for m in await runtime.runs(status=_orphan_statuses())}
         if before:
             with RichProgress(console) as sink, use_progress(sink):
-                results = await runtime.recover(run_id)
+                async with anyio.create_task_group() as tg:
+
+                    def follow(handle: RunHandle) -> None:
+                        tg.start_soon(_watch, handle, sink)
+
+                    results = await runtime.recover(run_id, on_start=follow)
         else:
             results = {}
         finished = [_outcome(runtime, rid, res) for rid, res in sorted(results.items())]

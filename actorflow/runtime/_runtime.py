@@ -41,7 +41,7 @@ from actorflow.storage import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from typing import Self
 
     from actorflow.runtime._ref import ActorRef
@@ -235,12 +235,19 @@ class Runtime(_CoreRuntime):
 
     # --- recovery ------------------------------------------------------------
 
-    async def recover(self, run_id: str | None = None) -> dict[str, Any]:
+    async def recover(
+        self,
+        run_id: str | None = None,
+        *,
+        on_start: Callable[[RunHandle], object] | None = None,
+    ) -> dict[str, Any]:
         """Resume orphaned runs (running or interrupted, no live owner).
 
         Returns ``{run_id: result}`` for every run that finishes. A run that
         pauses or fails is left in that state (see ``runs()``); one that has
         failed to recover ``max_recovery_attempts`` times is marked failed.
+        ``on_start`` is called with each resumed run's handle as it starts,
+        to follow its events (progress displays do).
 
         Raises:
             RunNotFoundError: ``run_id`` is given and unknown.
@@ -253,7 +260,7 @@ class Runtime(_CoreRuntime):
 
         async def one(m: RunManifest) -> None:
             try:
-                results[m.run_id] = await self._recover_one(m)
+                results[m.run_id] = await self._recover_one(m, on_start)
             except ActorflowError as exc:
                 # one run that cannot be recovered (paused again, failed,
                 # owned, its class not imported) never stops the others
@@ -265,7 +272,9 @@ class Runtime(_CoreRuntime):
                     tg.start_soon(one, m)
         return results
 
-    async def _recover_one(self, manifest: RunManifest) -> Any:
+    async def _recover_one(
+        self, manifest: RunManifest, on_start: Callable[[RunHandle], object] | None
+    ) -> Any:
         workflow = lookup(manifest.workflow)
         limit = self.config.max_recovery_attempts
         manifest = await self.store.update_run(
@@ -278,6 +287,8 @@ class Runtime(_CoreRuntime):
             await self._fail_run(manifest.run_id, reason)
             raise RecoveryFailedError(manifest.run_id, reason)
         handle = await self._launch(workflow, manifest)
+        if on_start is not None:
+            on_start(handle)
         timeout = self.config.recovery_timeout
         if timeout is None:
             return await handle.result()
