@@ -26,7 +26,8 @@ from actorflow.errors import (
 from actorflow.runtime._checkpointer import Checkpointer
 from actorflow.runtime._config import RuntimeConfig
 from actorflow.runtime._core import Runtime as _CoreRuntime
-from actorflow.runtime._drive import drive, load_view
+from actorflow.runtime._drive import drive
+from actorflow.runtime._fork import answer_input, copy_for_fork
 from actorflow.runtime._handle import RunHandle
 from actorflow.runtime._recorder import decode, encode
 from actorflow.runtime._registry import class_name, lookup, register
@@ -34,7 +35,6 @@ from actorflow.runtime._run import run_signature
 from actorflow.storage import (
     RunManifest,
     RunStatus,
-    StepRecord,
     Store,
     prune_run,
     validate_run_id,
@@ -333,25 +333,7 @@ class Runtime(_CoreRuntime):
         workflow = lookup(manifest.workflow)
         lease = await self.store.claim(run_id, self.owner)
         try:
-            view, _ = await load_view(self.store, run_id, lambda *a, **k: None)
-            waiting = [
-                e.step_id
-                for e in view.events.values()
-                if e.kind == "input_requested" and e.step_id not in view.steps
-            ]
-            if not waiting or waiting[-1] is None:
-                raise RunNotFinishedError(run_id, "paused but no input request is recorded")
-            await self.store.append(
-                run_id,
-                [
-                    StepRecord(
-                        step_id=waiting[-1],
-                        kind="input",
-                        result=encode(response, "input"),
-                        time=time.time(),
-                    )
-                ],
-            )
+            await answer_input(self.store, run_id, response)
         finally:
             await self.store.release(lease)
         manifest = await self.store.update_run(
@@ -369,52 +351,12 @@ class Runtime(_CoreRuntime):
         """
         source = await self.store.read_run(validate_run_id(run_id))
         workflow = lookup(source.workflow)
-        snapshot = await self.store.read_snapshot(run_id, checkpoint)
         new_id = (
             validate_run_id(new_run_id)
             if new_run_id
             else f"{run_id[:80]}-fork-{uuid.uuid4().hex[:8]}"
         )
-        now = time.time()
-        manifest = msgspec.structs.replace(
-            source,
-            run_id=new_id,
-            status=RunStatus.INTERRUPTED,
-            parent=run_id,
-            parent_snapshot=checkpoint,
-            created=now,
-            updated=now,
-            attempt=0,
-            result=None,
-            error=None,
-            prompt=None,
-            snapshots=(),
-            tombstone=False,
-            recovery_errors=(),
-        )
-        stored, created = await self.store.create_run(manifest)
-        if not created:
-            raise RunInputMismatchError(new_id)
-        agents = {}
-        for name, agent in snapshot.agents.items():
-            ref = agent.state
-            if ref is not None and ref.data is None and ref.blob:
-                blob = await self.store.put_blob(
-                    new_id, await self.store.get_blob(run_id, ref.blob)
-                )
-                ref = msgspec.structs.replace(ref, blob=blob)
-            agents[name] = msgspec.structs.replace(agent, state=ref)
-        await self.store.write_snapshot(
-            msgspec.structs.replace(
-                snapshot,
-                run_id=new_id,
-                snapshot_id=f"0000-fork-of-{snapshot.snapshot_id}",
-                position=0,
-                agents=agents,
-                status=RunStatus.RUNNING,
-                trigger="fork",
-            )
-        )
+        stored = await copy_for_fork(self.store, source, checkpoint, new_id)
         return await self._launch(workflow, stored)
 
     async def cancel(self, run_id: str) -> None:
