@@ -8,6 +8,7 @@ from actorflow.agents import Evaluator, Orchestrator, Specialist, phase
 from actorflow.runtime import (
     Actor,
     ActorRef,
+    CheckpointTriggers,
     Durability,
     Request,
     RunContext,
@@ -23,6 +24,7 @@ from actorflow.storage import RunStatus
 __all__ = [
     "Actor",
     "ActorRef",
+    "CheckpointTriggers",
     "Durability",
     "Evaluator",
     "Orchestrator",
