@@ -612,7 +612,7 @@ def main() -> None:
                 # rates: higher is better; times: print how many times the baseline
                 ratio = f"{row.value / row.baseline:7.2f}x"
             digits = 0 if row.unit in ("rate", "B", "n") else 2
-            print(f"{row.label:44} {row.value:12,.{digits}f} {base:>12} {ratio:>8}")
+            print(f"{row.label:44} {row.value:12,.{digits}f} {base:>12} {ratio:>8}".rstrip())
 
 
 def _cpu_model() -> str:
