@@ -19,6 +19,7 @@ import anyio
 from actorflow.errors import (
     ActorflowError,
     NonDeterminismError,
+    StepFailedError,
     UnawaitedStepError,
 )
 from actorflow.runtime._recorder import decode, encode
@@ -129,6 +130,17 @@ class RunContext:
                 await step._start()
         outcomes: list[Any] = [None] * len(steps)
         failed: list[BaseException | None] = [None] * len(steps)
+        live: list[tuple[int, Awaitable[Any]]] = []
+        for i, aw in enumerate(steps):
+            if isinstance(aw, Step) and aw.replays_inline:
+                # a recorded outcome needs no task: a recovery replays
+                # thousands of these
+                try:
+                    outcomes[i] = aw._replay(aw.record)  # type: ignore[arg-type]
+                except StepFailedError as exc:
+                    failed[i] = exc
+            else:
+                live.append((i, aw))
 
         async def finish(i: int, aw: Awaitable[Any]) -> None:
             try:
@@ -139,9 +151,12 @@ class RunContext:
             except (ActorflowError, Exception) as exc:
                 failed[i] = exc
 
-        async with anyio.create_task_group() as tg:
-            for i, aw in enumerate(steps):
-                tg.start_soon(finish, i, aw)
+        if len(live) == 1:
+            await finish(*live[0])
+        elif live:
+            async with anyio.create_task_group() as tg:
+                for i, aw in live:
+                    tg.start_soon(finish, i, aw)
         for exc in failed:
             if exc is not None:
                 raise exc

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from actorflow._log import get_logger
+from actorflow._log import enabled, get_logger
 from actorflow.storage import RunStatus
 
 if TYPE_CHECKING:
@@ -51,17 +52,17 @@ class RunHandle:
         self._cancel_scope: anyio.CancelScope | None = None
         self._cancelled = False
         self._subscribers: list[MemoryObjectSendStream[RunEvent]] = []
-        self._history: list[RunEvent] = []
+        # late subscribers see the recent past (events(replay=True))
+        self._history: deque[RunEvent] = deque(maxlen=256)
 
     # --- events ----------------------------------------------------------------
 
     def emit(self, event: str, level: str = "info", **data: Any) -> None:
         """Log ``event`` with structlog and pass it to every ``events()`` subscriber."""
-        getattr(_log, level)(event, run_id=self.run_id, **data)
+        if enabled(level):
+            getattr(_log, level)(event, run_id=self.run_id, **data)
         record = RunEvent(event=event, run_id=self.run_id, time=time.time(), **data)
         self._history.append(record)
-        if len(self._history) > 1000:
-            del self._history[:500]
         for stream in list(self._subscribers):
             try:
                 stream.send_nowait(record)

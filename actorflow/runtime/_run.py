@@ -50,6 +50,11 @@ def run_signature(cls: type[Any]) -> tuple[Any, Any]:
     return input_type, hints.get("return", Any)
 
 
+# (actor class, message class) -> reply type; resolving annotations costs an
+# eval per call, on every step of every run.
+_reply_types: dict[tuple[type, type], Any] = {}
+
+
 class _SpawnStep(Step[Any]):
     kind = "spawn"
 
@@ -149,13 +154,19 @@ class RunExecution:
         return _SpawnStep(self, ctx, ns, cls, name, state)
 
     def reply_type(self, ref: Any, message: Any) -> Any:
-        fn = dispatch_table(ref.actor_type).lookup(type(message))
-        if fn is None:
-            return Any
+        """The handler's return annotation: what a replayed reply decodes as."""
+        key = (ref.actor_type, type(message))
         try:
-            return typing.get_type_hints(fn).get("return", Any)
+            return _reply_types[key]
+        except KeyError:
+            pass
+        fn = dispatch_table(ref.actor_type).lookup(type(message))
+        try:
+            found = typing.get_type_hints(fn).get("return", Any) if fn is not None else Any
         except Exception:
-            return Any
+            found = Any
+        _reply_types[key] = found
+        return found
 
     async def deliver(
         self, ref: Any, message: Any, meta: Any

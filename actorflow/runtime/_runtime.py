@@ -434,7 +434,9 @@ class Runtime(_CoreRuntime):
 
         async def prune() -> None:
             try:
-                await prune_run(self.store, run_id, policy)
+                # the finished run's decision log stays readable (`actorflow
+                # log`); an explicit prune (`actorflow prune`) shortens logs
+                await prune_run(self.store, run_id, policy, keep_log=True)
             except StorageError as exc:
                 self._root_log("prune_failed", run_id=run_id, error=str(exc))
             finally:

@@ -61,6 +61,11 @@ class Step(Generic[T]):
                 call_site(),
             )
 
+    @property
+    def replays_inline(self) -> bool:
+        """Whether awaiting only returns (or raises) its record: no agent, no I/O."""
+        return self.record is not None and type(self)._finish is Step._finish
+
     def __await__(self) -> Generator[Any, None, T]:
         return self._run().__await__()
 

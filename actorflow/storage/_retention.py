@@ -107,12 +107,18 @@ async def prune(store: Store, policy: RetentionPolicy, *, now: float | None = No
 
 
 async def prune_run(
-    store: Store, run_id: str, policy: RetentionPolicy, *, now: float | None = None
+    store: Store,
+    run_id: str,
+    policy: RetentionPolicy,
+    *,
+    now: float | None = None,
+    keep_log: bool = False,
 ) -> PruneReport:
     """Apply ``policy`` to one run (not the store-wide size budget); return what went.
 
     What the runtime calls when a run finishes: its cost is that of one run,
-    however many runs the store holds.
+    however many runs the store holds. With ``keep_log`` only snapshots go:
+    the run's decision log, and the blobs its records point at, stay whole.
     """
     now = time.time() if now is None else now
     report = PruneReport()
@@ -124,7 +130,9 @@ async def prune_run(
         report.bytes_freed += await store.delete_run(run_id, tombstone=True)
         report.runs_deleted += 1
     else:
-        await _prune_run(store, manifest, policy, now, report, collect_blobs=not owned)
+        await _prune_run(
+            store, manifest, policy, now, report, collect_blobs=not owned, keep_log=keep_log
+        )
     return report
 
 
@@ -136,6 +144,7 @@ async def _prune_run(
     report: PruneReport,
     *,
     collect_blobs: bool,
+    keep_log: bool = False,
 ) -> None:
     run_id = manifest.run_id
     snapshots = await store.list_snapshots(run_id)
@@ -145,6 +154,8 @@ async def _prune_run(
         if info.snapshot_id not in kept_ids:
             report.bytes_freed += await store.delete_snapshot(run_id, info.snapshot_id)
             report.snapshots_deleted += 1
+    if keep_log:
+        return
     if keep:
         report.log_records_deleted += await store.truncate_log_before(run_id, keep[0].position)
     if collect_blobs:
