@@ -157,9 +157,9 @@ class RunContext:
             async with anyio.create_task_group() as tg:
                 for i, aw in live:
                     tg.start_soon(finish, i, aw)
-        for exc in failed:
-            if exc is not None:
-                raise exc
+        for error in failed:
+            if error is not None:
+                raise error
         return outcomes
 
     # --- decisions -----------------------------------------------------------
