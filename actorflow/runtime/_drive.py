@@ -44,7 +44,8 @@ async def load_view(store: Store, run_id: str, emit: Any) -> tuple[RunView, int]
     how many log records were read after the snapshot.
     """
     view: RunView | None = None
-    for info in reversed(await store.list_snapshots(run_id)):
+    infos = await store.list_snapshots(run_id)
+    for info in reversed(infos):
         try:
             snapshot = await store.read_snapshot(run_id, info.snapshot_id)
         except CorruptedDataError as exc:
@@ -60,7 +61,7 @@ async def load_view(store: Store, run_id: str, emit: Any) -> tuple[RunView, int]
         break
     if view is None:
         view = RunView(run_id)
-    view.snapshots_taken = len(await store.list_snapshots(run_id))
+    view.snapshots_taken = len(infos)
     records = await store.read_log(run_id, view.position)
     for record in records:
         view.apply(record)

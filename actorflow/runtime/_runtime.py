@@ -155,7 +155,7 @@ class Runtime(_CoreRuntime):
         stored, created = await self.store.create_run(manifest)
         if not created:
             return await self._existing(workflow, stored, manifest.input_hash)
-        return await self._launch(workflow, stored)
+        return await self._launch(workflow, stored, fresh=True)
 
     async def _existing(
         self, workflow: type[Any], stored: RunManifest, input_hash: str
@@ -186,19 +186,22 @@ class Runtime(_CoreRuntime):
             )
         return handle
 
-    async def _launch(self, workflow: type[Any], manifest: RunManifest) -> RunHandle:
+    async def _launch(
+        self, workflow: type[Any], manifest: RunManifest, *, fresh: bool = False
+    ) -> RunHandle:
         task_group = self._require_running("start a run")
         lease = await self.store.claim(manifest.run_id, self.owner)
-        try:
-            manifest = await self.store.update_run(
-                manifest.run_id,
-                lambda m: msgspec.structs.replace(
-                    m, status=RunStatus.RUNNING, owner=self.owner, updated=time.time()
-                ),
-            )
-        except BaseException:
-            await self.store.release(lease)
-            raise
+        if not fresh:  # a new run's manifest was created running, with this owner
+            try:
+                manifest = await self.store.update_run(
+                    manifest.run_id,
+                    lambda m: msgspec.structs.replace(
+                        m, status=RunStatus.RUNNING, owner=self.owner, updated=time.time()
+                    ),
+                )
+            except BaseException:
+                await self.store.release(lease)
+                raise
         handle = RunHandle(manifest.run_id, manifest.workflow)
         self._handles[manifest.run_id] = handle
         task_group.start_soon(self._drive_quietly, handle, manifest, workflow, lease)
