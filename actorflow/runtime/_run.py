@@ -70,19 +70,23 @@ class _SpawnStep(Step[Any]):
         self._runner = runner
         self._cls = cls
         self._name = name
+        # Checked on replay: the class, and a state only if the code gives one,
+        # so a state class gaining a defaulted field does not break old runs.
+        given = b"" if state is None else encode(state, f"state of {name}")
         st = state_type(cls)
         if state is None and st is not type(None):
             state = st()
         self._state_bytes = encode(state, f"state of {name}")
         self._initial = state
-        super().__init__(ctx, ns, name, class_name(cls).encode() + self._state_bytes)
+        super().__init__(ctx, ns, name, class_name(cls).encode() + given)
 
     async def _finish(self) -> Any:
         scope = self._runner.scope
         ref = scope.get(self._name)
         if self.record is not None:
-            if ref is None:
-                ref = await self._runner.restore_agent(self._name, self._cls, self.record.state)
+            if ref is None:  # not running any more (it escalated, say): bring it back
+                recorded = self._runner.recorder.view.state_of(self._name) or self.record.state
+                ref = await self._runner.restore_agent(self._name, self._cls, recorded)
             return ref
         rec = self._ctx._recorder
         state: StateRef | None = None

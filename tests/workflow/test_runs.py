@@ -440,3 +440,43 @@ async def test_retention_applies_to_a_run_when_it_finishes() -> None:
     assert only.trigger == "completed"
     async with Runtime(store=store) as runtime:
         assert await runtime.result("kept") == (4, 4)
+
+
+def define_evolving(version: int) -> type[Orchestrator]:
+    """A state class that gains a defaulted field between two deployments."""
+    if version == 1:
+
+        class Memo(msgspec.Struct):
+            items: list[str] = []
+
+    else:
+
+        class Memo(msgspec.Struct):  # type: ignore[no-redef]
+            items: list[str] = []
+            tag: str = "new"
+
+    class Keeper(Specialist):
+        __actorflow_name__ = "tests.Keeper"
+        state: Memo
+
+        @handler
+        async def keep(self, note: Note) -> str:
+            self.state.items.append(note.text)
+            return f"{len(self.state.items)}:{getattr(self.state, 'tag', 'old')}"
+
+    class Evolving(Orchestrator):
+        __actorflow_name__ = "tests.Evolving"
+
+        async def run(self, ctx: RunContext, _: None) -> list[str]:
+            keeper = await ctx.spawn(Keeper, name="keeper")
+            return [await ctx.ask(keeper, Note(str(i))) for i in range(3)]
+
+    return Evolving
+
+
+async def test_a_state_class_gaining_a_defaulted_field_still_recovers_old_runs() -> None:
+    store = MemoryStore()
+    await crash_then(store, define_evolving(1), None, "evolve", after=3)
+    define_evolving(2)
+    async with Runtime(store=store) as runtime:
+        assert await runtime.recover() == {"evolve": ["1:old", "2:old", "3:new"]}
