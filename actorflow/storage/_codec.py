@@ -26,6 +26,7 @@ import hmac
 import os
 import re
 import struct
+import threading
 import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -271,8 +272,9 @@ class Codec:
             self._set_keys(keys, key_id)
         elif key_id is not None:
             raise ConfigurationError("key_id", key_id, "a key id listed in keys=")
-        self._zc: Any = None
-        self._zd: Any = None
+        # zstandard's (de)compressors are not thread-safe, and stores seal and
+        # open in worker threads: one of each per thread.
+        self._zstd = threading.local()
 
     # --- configuration ----------------------------------------------------------
 
@@ -465,11 +467,12 @@ class Codec:
     def _compress(self, payload: bytes) -> bytes:
         if self.compression is Compression.GZIP:
             return gzip.compress(payload, compresslevel=self.gzip_level, mtime=0)
-        if self._zc is None:
+        compressor = getattr(self._zstd, "compressor", None)
+        if compressor is None:
             import zstandard
 
-            self._zc = zstandard.ZstdCompressor(level=self.zstd_level)
-        return bytes(self._zc.compress(payload))
+            compressor = self._zstd.compressor = zstandard.ZstdCompressor(level=self.zstd_level)
+        return bytes(compressor.compress(payload))
 
     def _decompress(self, header: SealedHeader, body: memoryview, location: str) -> bytes:
         limit = header.raw_length
@@ -494,13 +497,14 @@ class Codec:
             raise CorruptedDataError(
                 location, "compressed with zstd; install the extra: pip install 'actorflow[zstd]'"
             ) from None
-        if self._zd is None:
-            self._zd = zstandard.ZstdDecompressor()
+        decompressor = getattr(self._zstd, "decompressor", None)
+        if decompressor is None:
+            decompressor = self._zstd.decompressor = zstandard.ZstdDecompressor()
         try:
             # The frame states its size; checked first so nothing inflates past the limit.
             if zstandard.frame_content_size(body) != limit:
                 raise CorruptedDataError(location, "zstd frame size does not match the header")
-            return bytes(self._zd.decompress(body, max_output_size=limit))
+            return bytes(decompressor.decompress(body, max_output_size=limit))
         except zstandard.ZstdError as exc:
             raise CorruptedDataError(location, f"does not decompress: {exc}") from exc
 

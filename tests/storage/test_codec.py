@@ -225,3 +225,35 @@ def test_a_wrong_envelope_version_says_so() -> None:
     struct.pack_into(">B", sealed, 4, 9)
     with pytest.raises(CorruptedDataError, match="envelope version 9"):
         codec.verify(bytes(sealed), location="b")
+
+
+@pytest.mark.parametrize("compression", ["zstd", "gzip"])
+def test_one_codec_seals_and_opens_from_many_threads_at_once(compression: str) -> None:
+    """Stores seal and open in worker threads: no (de)compressor state is shared."""
+    import threading
+
+    from actorflow.storage._codec import Kind
+
+    codec = Codec(compression=compression)  # type: ignore[arg-type]
+    payloads = [os.urandom(64) * (500 + i) for i in range(8)]
+    sealed = [
+        codec.seal(p, kind=Kind.SNAPSHOT, run_id="r", slot=f"s{i}") for i, p in enumerate(payloads)
+    ]
+    wrong: list[int] = []
+    start = threading.Barrier(8)
+
+    def work(i: int) -> None:
+        start.wait()
+        for _ in range(150):
+            again = codec.seal(payloads[i], kind=Kind.SNAPSHOT, run_id="r", slot=f"s{i}")
+            opened = codec.open(again, kind=Kind.SNAPSHOT, run_id="r", slot=f"s{i}", location="x")
+            old = codec.open(sealed[i], kind=Kind.SNAPSHOT, run_id="r", slot=f"s{i}", location="x")
+            if opened != payloads[i] or old != payloads[i]:
+                wrong.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not wrong
