@@ -27,6 +27,9 @@ from actorflow.runtime import RunContext, handler, report
 
 # Files that a test can read to see which files really were analysed, and when.
 TRACE_ENV: Final = "ACTORFLOW_DEMO_TRACE"
+STALL_ENV: Final = "ACTORFLOW_DEMO_STALL_AFTER"
+"""Test hook: once this many files were reviewed, reviewers never answer again,
+so a test can signal the demo mid-run without racing its end."""
 
 __all__ = [
     "WORKFLOW",
@@ -119,11 +122,22 @@ class EvaluatorState(msgspec.Struct):
     lowest: float = 1.0
 
 
+_reviewed_here = 0
+
+
 def _trace(paths: list[str], strict: bool) -> None:
     target = os.environ.get(TRACE_ENV)
     if target:
         with open(target, "a", encoding="utf-8") as f:
             f.writelines(f"{'strict' if strict else 'review'} {p}\n" for p in paths)
+
+
+async def _maybe_stall(count: int) -> None:
+    global _reviewed_here
+    _reviewed_here += count
+    stall = os.environ.get(STALL_ENV)
+    if stall and _reviewed_here >= int(stall):
+        await anyio.sleep_forever()
 
 
 class Scout(Specialist):
@@ -146,6 +160,7 @@ class Reviewer(Specialist):
         work = functools.partial(analysis.analyse_files, msg.root, msg.paths, strict=self.strict)
         reports = await anyio.to_thread.run_sync(work)
         _trace(msg.paths, self.strict)
+        await _maybe_stall(len(msg.paths))
         risky = sum(len(r.risky) for r in reports)
         self.state.batches += 1
         self.state.files += len(reports)

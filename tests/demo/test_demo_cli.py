@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from actorflow._demo import _analysis as analysis
-from actorflow._demo._workflow import TRACE_ENV
+from actorflow._demo._workflow import STALL_ENV, TRACE_ENV
 from tests.demo.test_workflow import make_tree
 
 TIMEOUT = 180  # seconds: a bound on a hung command, far above its run time
@@ -193,7 +193,8 @@ def _start_demo(root: Path, store: str, trace: Path, run_id: str) -> subprocess.
             "--reviewers",
             "2",
         ],
-        env={**os.environ, TRACE_ENV: str(trace)},
+        # reviewers stall after 70 files: the demo is surely mid-run when signalled
+        env={**os.environ, TRACE_ENV: str(trace), STALL_ENV: "70"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
