@@ -126,7 +126,9 @@ class RunContext:
         argument order (not an exception group), after the others finished.
         """
         for step in steps:
-            if isinstance(step, Step | _SendStep):
+            if isinstance(step, Step) and step.record is not None:
+                step._claim()  # replayed: nothing to deliver, no need to yield
+            elif isinstance(step, Step | _SendStep):
                 await step._start()
         outcomes: list[Any] = [None] * len(steps)
         failed: list[BaseException | None] = [None] * len(steps)

@@ -222,10 +222,19 @@ def encode(value: object, what: str) -> bytes:
         raise EncodingError(what, str(exc)) from exc
 
 
+_decoders: dict[Any, msgspec.msgpack.Decoder[Any]] = {}
+
+
 def decode(data: bytes, type_: Any, what: str) -> Any:
     """A user value from MessagePack bytes, typed as ``type_``."""
     try:
-        return msgspec.msgpack.decode(data, type=type_)
+        try:
+            decoder = _decoders.get(type_)
+        except TypeError:  # an unhashable type annotation: no cache
+            return msgspec.msgpack.decode(data, type=type_)
+        if decoder is None:
+            decoder = _decoders[type_] = msgspec.msgpack.Decoder(type_)
+        return decoder.decode(data)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         from actorflow.errors import CorruptedDataError
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import socket
@@ -33,6 +34,7 @@ from actorflow.runtime._recorder import decode, encode
 from actorflow.runtime._registry import class_name, lookup, register
 from actorflow.runtime._run import run_signature
 from actorflow.storage import (
+    ErrorInfo,
     RunManifest,
     RunStatus,
     Store,
@@ -187,21 +189,29 @@ class Runtime(_CoreRuntime):
         return handle
 
     async def _launch(
-        self, workflow: type[Any], manifest: RunManifest, *, fresh: bool = False
+        self,
+        workflow: type[Any],
+        manifest: RunManifest,
+        *,
+        fresh: bool = False,
+        recovering: bool = False,
     ) -> RunHandle:
+        """Take the run, mark it running (counting a recovery attempt), drive it."""
         task_group = self._require_running("start a run")
         lease = await self.store.claim(manifest.run_id, self.owner)
         if not fresh:  # a new run's manifest was created running, with this owner
+            limit = self.config.max_recovery_attempts if recovering else None
             try:
                 manifest = await self.store.update_run(
-                    manifest.run_id,
-                    lambda m: msgspec.structs.replace(
-                        m, status=RunStatus.RUNNING, owner=self.owner, updated=time.time()
-                    ),
+                    manifest.run_id, functools.partial(self._take, limit=limit)
                 )
             except BaseException:
                 await self.store.release(lease)
                 raise
+            if manifest.status is RunStatus.FAILED:
+                await self.store.release(lease)
+                assert manifest.error is not None
+                raise RecoveryFailedError(manifest.run_id, manifest.error.message)
         handle = RunHandle(manifest.run_id, manifest.workflow)
         self._handles[manifest.run_id] = handle
         task_group.start_soon(self._drive_quietly, handle, manifest, workflow, lease)
@@ -279,17 +289,7 @@ class Runtime(_CoreRuntime):
         self, manifest: RunManifest, on_start: Callable[[RunHandle], object] | None
     ) -> Any:
         workflow = lookup(manifest.workflow)
-        limit = self.config.max_recovery_attempts
-        manifest = await self.store.update_run(
-            manifest.run_id, lambda m: msgspec.structs.replace(m, attempt=m.attempt + 1)
-        )
-        if manifest.attempt > limit:
-            reason = (
-                f"{manifest.attempt - 1} recovery attempts failed (max_recovery_attempts={limit})"
-            )
-            await self._fail_run(manifest.run_id, reason)
-            raise RecoveryFailedError(manifest.run_id, reason)
-        handle = await self._launch(workflow, manifest)
+        handle = await self._launch(workflow, manifest, recovering=True)
         if on_start is not None:
             on_start(handle)
         timeout = self.config.recovery_timeout
@@ -308,17 +308,22 @@ class Runtime(_CoreRuntime):
             )
         return None
 
-    async def _fail_run(self, run_id: str, reason: str) -> None:
-        from actorflow.storage import ErrorInfo
-
-        await self.store.update_run(
-            run_id,
-            lambda m: msgspec.structs.replace(
-                m,
-                status=RunStatus.FAILED,
-                error=ErrorInfo(type="RecoveryFailedError", message=reason),
-                updated=time.time(),
-            ),
+    def _take(self, m: RunManifest, *, limit: int | None) -> RunManifest:
+        """The manifest of a run this runtime takes over (one write: status, owner, attempt)."""
+        now = time.time()
+        if limit is None:
+            return msgspec.structs.replace(
+                m, status=RunStatus.RUNNING, owner=self.owner, updated=now
+            )
+        attempt = m.attempt + 1
+        if attempt > limit:
+            reason = f"{attempt - 1} recovery attempts failed (max_recovery_attempts={limit})"
+            error = ErrorInfo(type="RecoveryFailedError", message=reason)
+            return msgspec.structs.replace(
+                m, attempt=attempt, status=RunStatus.FAILED, error=error, owner=None, updated=now
+            )
+        return msgspec.structs.replace(
+            m, attempt=attempt, status=RunStatus.RUNNING, owner=self.owner, updated=now
         )
 
     # --- pause, resume, fork, cancel -----------------------------------------

@@ -73,11 +73,15 @@ class Step(Generic[T]):
         await self._start()
         return await self._finish()
 
-    async def _start(self) -> None:
+    def _claim(self) -> None:
+        """Mark the step awaited (once)."""
         if self._started:
             raise RuntimeError(f"step {self.id} was awaited twice")
         self._started = True
         self._ns.pending.pop(self.id, None)
+
+    async def _start(self) -> None:
+        self._claim()
         if self.record is None:
             await self._deliver()
 
@@ -160,7 +164,8 @@ class AskStep(Step[T]):
         payload = encode(message, f"message {type(message).__qualname__}")
         payload += type(message).__qualname__.encode()
         super().__init__(ctx, ns, ref.name, payload)
-        self._meta = self._make_meta(1)
+        if self.record is None:  # a replayed step never reaches its agent
+            self._meta = self._make_meta(1)
 
     def _make_meta(self, attempt: int) -> _StepMeta:
         ctx = self._ctx

@@ -84,6 +84,9 @@ class Kind(enum.IntEnum):
     LEASE = 5
 
 
+_KINDS = {member.value: member for member in Kind}
+
+
 class Compression(enum.IntEnum):
     """Compression of an envelope's body."""
 
@@ -92,12 +95,18 @@ class Compression(enum.IntEnum):
     ZSTD = 2
 
 
+_COMPRESSIONS = {member.value: member for member in Compression}
+
+
 class _Checksum(enum.IntEnum):
     SHA256 = 1
     BLAKE2B = 2
 
 
 _DIGEST_SIZE = {_Checksum.SHA256: 32, _Checksum.BLAKE2B: 32}
+
+
+_CHECKSUMS = {member.value: member for member in _Checksum}
 
 
 def zstd_available() -> bool:
@@ -412,11 +421,12 @@ class Codec:
             raise CorruptedDataError(
                 location, f"envelope version {version}; this actorflow reads {ENVELOPE_VERSION}"
             )
-        try:
-            checksum = _Checksum(alg)
-            header = SealedHeader(Kind(kind), Compression(comp), enc == 1, None, raw_len, body_len)
-        except ValueError:
-            raise CorruptedDataError(location, "unknown kind, compression or checksum") from None
+        # dict lookups, not Enum(...) calls: this runs for every log record read
+        checksum = _CHECKSUMS.get(alg)
+        kind_member = _KINDS.get(kind)
+        compression = _COMPRESSIONS.get(comp)
+        if checksum is None or kind_member is None or compression is None:
+            raise CorruptedDataError(location, "unknown kind, compression or checksum")
         start = _FIXED.size + kid_len
         body_at = start + _DIGEST_SIZE[checksum]
         if len(view) != body_at + body_len:
@@ -432,7 +442,7 @@ class Codec:
                 location, f"claims {raw_len} bytes, over max_decoded_bytes {self.max_decoded_bytes}"
             )
         key_id = bytes(view[_FIXED.size : start]).decode("ascii", "replace") if kid_len else None
-        header = SealedHeader(header.kind, header.compression, enc == 1, key_id, raw_len, body_len)
+        header = SealedHeader(kind_member, compression, enc == 1, key_id, raw_len, body_len)
         return header, body
 
     @staticmethod

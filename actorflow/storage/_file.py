@@ -447,7 +447,9 @@ class FileStore(StoreContext):
             sealed = self.codec.seal(
                 encode_lease(lease), kind=Kind.LEASE, run_id=run_id, slot="owner"
             )
-            write_atomic(self.fs, self._dir(run_id, "owner"), sealed)
+            # The flock is the claim and dies with its process; this file only
+            # names the owner for `RunLockedError`, so it needs no fsync.
+            write_atomic(self.fs, self._dir(run_id, "owner"), sealed, durable=False)
         except BaseException:
             self.fs.unlock(handle)
             raise

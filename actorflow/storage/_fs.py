@@ -119,10 +119,14 @@ class FileSystem:
         self.rmdir(path)
 
 
-def write_atomic(fs: FileSystem, path: str, data: bytes, *, exclusive: bool = False) -> bool:
+def write_atomic(
+    fs: FileSystem, path: str, data: bytes, *, exclusive: bool = False, durable: bool = True
+) -> bool:
     """Write ``data`` to ``path`` so a crash leaves the old file or the new one.
 
     Temp file, write, fsync, rename (or link with ``exclusive``), folder fsync.
+    Without ``durable`` both fsyncs are skipped: for files whose loss after a
+    crash is harmless (readers must then accept a missing or torn file).
 
     Returns:
         False only with ``exclusive`` when ``path`` already existed.
@@ -132,7 +136,8 @@ def write_atomic(fs: FileSystem, path: str, data: bytes, *, exclusive: bool = Fa
     handle = fs.open(temp, "create")
     try:
         fs.write(handle, data)
-        fs.fsync(handle)
+        if durable:
+            fs.fsync(handle)
     finally:
         fs.close(handle)
     try:
@@ -145,7 +150,8 @@ def write_atomic(fs: FileSystem, path: str, data: bytes, *, exclusive: bool = Fa
     except BaseException:
         fs.unlink(temp)
         raise
-    fs.fsync_dir(folder)
+    if durable:
+        fs.fsync_dir(folder)
     return created
 
 
