@@ -38,9 +38,10 @@ class CheckpointQueue:
     """One run's snapshots waiting to be written.
 
     A newer request replaces a waiting one, unless the waiting one marks a
-    phase end or the run's final state; a request at the position of the
-    previous one adds nothing and is dropped (a phase start right after a
-    phase end, say).
+    phase end (or the run's final state) at an earlier position: those stay
+    to fork from and inspect. A request at the position of the previous one
+    adds nothing and is dropped (a phase start right after a phase end), unless
+    it is a phase end or a final state, which then replaces the waiting one.
     """
 
     def __init__(self, *, store: Store, writer: LogWriter, emit: Callable[..., None]) -> None:
@@ -63,7 +64,9 @@ class CheckpointQueue:
         if snapshot.position == self._last_position and snapshot.trigger not in _KEPT:
             return
         self._last_position = snapshot.position
-        if self.pending and self.pending[-1].trigger not in _KEPT:
+        last = self.pending[-1] if self.pending else None
+        if last is not None and (last.trigger not in _KEPT or last.position == snapshot.position):
+            # a newer view of the same position holds all the older one did
             self.pending[-1] = snapshot
         else:
             self.pending.append(snapshot)

@@ -173,8 +173,10 @@ class FileStore(StoreContext):
     def _create(self, run_id: str, manifest: RunManifest) -> tuple[RunManifest, bool]:
         if self._exists(run_id):
             return self._read_manifest(run_id), False
+        self.fs.makedirs(self._dir(run_id))
         for sub in ("log", "blobs", "snapshots"):
-            self.fs.makedirs(self._dir(run_id, sub))
+            # made durable by the run folder's fsync that commits the manifest
+            self.fs.mkdir(self._dir(run_id, sub))
         data = self.codec.dump_manifest(manifest)
         if write_atomic(self.fs, self._dir(run_id, "manifest"), data, exclusive=True):
             return manifest, True
