@@ -51,7 +51,8 @@ class Turnstile:
         self._next = 0
         self._serving = 0
         self._done: set[int] = set()
-        self._changed = anyio.Event()
+        # made only when someone must wait: most records are in order already
+        self._changed: anyio.Event | None = None
 
     def take(self) -> int:
         """A ticket for a message about to be delivered (in delivery order)."""
@@ -62,6 +63,8 @@ class Turnstile:
     async def wait(self, ticket: int) -> None:
         """Wait until every ticket before ``ticket`` was released."""
         while self._serving < ticket:
+            if self._changed is None:
+                self._changed = anyio.Event()
             await self._changed.wait()
 
     def release(self, ticket: int) -> None:
@@ -72,8 +75,8 @@ class Turnstile:
             self._done.remove(self._serving)
             self._serving += 1
             advanced = True
-        if advanced:
-            changed, self._changed = self._changed, anyio.Event()
+        if advanced and self._changed is not None:
+            changed, self._changed = self._changed, None
             changed.set()
 
 
