@@ -187,8 +187,7 @@ def test_hundred_concurrent_runs_killed_together_recover_together(
     ids = named_many("many")
     results, keys = expected(CrashPipeline, tuple(SMALL), tuple(ids))
     store = tmp_path / "store"
-    # Retention off: each completed run prunes the whole store (O(runs^2), notes/bugs.md).
-    env = child_env(ACTORFLOW_MAX_RECOVERY_ATTEMPTS=MANY_RECOVERY, ACTORFLOW_RETENTION="off")
+    env = child_env(ACTORFLOW_MAX_RECOVERY_ATTEMPTS=MANY_RECOVERY)
     first = run_child(
         store,
         "many",
@@ -311,7 +310,7 @@ def test_a_corrupt_newest_snapshot_falls_back_to_the_one_before(
 
 
 def test_resume_right_after_the_pause_in_the_same_runtime() -> None:
-    # Regression (notes/bugs.md): the handle once finished before the claim was released.
+    # Regression: the handle once finished before the run's claim was released.
     async def pause_then_resume() -> Any:
         async with Runtime(store=MemoryStore()) as runtime:
             with pytest.raises(RunPaused):
