@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 
 from actorflow.errors import (
-    ActorflowError,
     NonDeterminismError,
     StepFailedError,
     UnawaitedStepError,
@@ -150,7 +149,8 @@ class RunContext:
                     outcomes[i] = await aw._finish()
                 else:
                     outcomes[i] = await aw
-            except (ActorflowError, Exception) as exc:
+            except (Exception, PauseRun) as exc:
+                # a pause inside a gathered phase pauses the run, not the task group
                 failed[i] = exc
 
         if len(live) == 1:

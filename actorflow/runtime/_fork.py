@@ -18,22 +18,28 @@ if TYPE_CHECKING:
 __all__ = ["answer_input", "copy_for_fork"]
 
 
-async def answer_input(store: Store, run_id: str, response: str) -> None:
+async def answer_input(store: Store, run_id: str, response: str, prompt: str | None) -> None:
     """Record ``response`` for the run's pending ``wait_for_input`` (the caller owns the run).
+
+    With several requests pending (phases gathered concurrently), the one the
+    run reported (``prompt``, as in the manifest) is answered.
 
     Raises:
         RunNotFinishedError: no input request without an answer is recorded.
     """
     view, _ = await load_view(store, run_id, lambda *a, **k: None)
     waiting = [
-        e.step_id
+        e
         for e in view.events.values()
         if e.kind == "input_requested" and e.step_id is not None and e.step_id not in view.steps
     ]
     if not waiting:
         raise RunNotFinishedError(run_id, "paused, but no unanswered input request is recorded")
+    reported = [e for e in waiting if prompt is not None and e.data == prompt.encode()]
+    step_id = (reported or waiting)[0].step_id
+    assert step_id is not None
     answer = StepRecord(
-        step_id=waiting[-1], kind="input", result=encode(response, "input"), time=time.time()
+        step_id=step_id, kind="input", result=encode(response, "input"), time=time.time()
     )
     await store.append(run_id, [answer])
 

@@ -341,7 +341,7 @@ class Runtime(_CoreRuntime):
         workflow = lookup(manifest.workflow)
         lease = await self.store.claim(run_id, self.owner)
         try:
-            await answer_input(self.store, run_id, response)
+            await answer_input(self.store, run_id, response, manifest.prompt)
         finally:
             await self.store.release(lease)
         manifest = await self.store.update_run(

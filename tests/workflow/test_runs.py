@@ -480,3 +480,23 @@ async def test_a_state_class_gaining_a_defaulted_field_still_recovers_old_runs()
     define_evolving(2)
     async with Runtime(store=store) as runtime:
         assert await runtime.recover() == {"evolve": ["1:old", "2:old", "3:new"]}
+
+
+class TwoReviews(Orchestrator):
+    @phase
+    async def review(self, ctx: RunContext, who: str) -> str:
+        return await ctx.wait_for_input(f"{who} approves?")
+
+    async def run(self, ctx: RunContext, _: None) -> list[str]:
+        answers: list[str] = await ctx.gather(self.review(ctx, "legal"), self.review(ctx, "ops"))
+        return answers
+
+
+async def test_a_pause_inside_gathered_phases_pauses_the_run() -> None:
+    store = MemoryStore()
+    async with Runtime(store=store) as runtime:
+        with pytest.raises(RunPaused, match="legal approves"):
+            await runtime.run(TwoReviews, None, run_id="two")
+        with pytest.raises(RunPaused, match="ops approves"):
+            await runtime.resume("two", "yes")
+        assert await runtime.resume("two", "ok") == ["yes", "ok"]
