@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import socket
 import time
@@ -16,12 +15,10 @@ import msgspec
 from actorflow.errors import (
     ActorflowError,
     RecoveryFailedError,
-    RunFailedError,
     RunInputMismatchError,
     RunLockedError,
     RunNotFinishedError,
     RunNotFoundError,
-    RunPaused,
     StorageError,
 )
 from actorflow.runtime._checkpointer import Checkpointer
@@ -30,11 +27,9 @@ from actorflow.runtime._core import Runtime as _CoreRuntime
 from actorflow.runtime._drive import drive
 from actorflow.runtime._fork import answer_input, copy_for_fork
 from actorflow.runtime._handle import RunHandle
-from actorflow.runtime._recorder import decode, encode
+from actorflow.runtime._outcomes import decode_result, finished_error, new_manifest, taken
 from actorflow.runtime._registry import class_name, lookup, register
-from actorflow.runtime._run import run_signature
 from actorflow.storage import (
-    ErrorInfo,
     RunManifest,
     RunStatus,
     Store,
@@ -142,17 +137,8 @@ class Runtime(_CoreRuntime):
         """
         register(workflow)
         run_id = validate_run_id(run_id) if run_id is not None else uuid.uuid4().hex
-        data = encode(input, "workflow input")
-        now = time.time()
-        manifest = RunManifest(
-            run_id=run_id,
-            workflow=class_name(workflow),
-            input=data,
-            input_hash=hashlib.sha256(data).hexdigest(),
-            code_version=self.config.code_version,
-            created=now,
-            updated=now,
-            owner=self.owner,
+        manifest = new_manifest(
+            workflow, input, run_id=run_id, owner=self.owner, code_version=self.config.code_version
         )
         stored, created = await self.store.create_run(manifest)
         if not created:
@@ -173,19 +159,9 @@ class Runtime(_CoreRuntime):
             return await self._launch(workflow, stored)
         handle = RunHandle(stored.run_id, stored.workflow)
         if stored.status is RunStatus.COMPLETED:
-            handle._finish(stored.status, result=self._decode_result(workflow, stored))
-        elif stored.status is RunStatus.PAUSED:
-            handle._finish(stored.status, error=RunPaused(stored.run_id, stored.prompt or ""))
+            handle._finish(stored.status, result=decode_result(stored, workflow))
         else:
-            error = stored.error
-            handle._finish(
-                stored.status,
-                error=RunFailedError(
-                    stored.run_id,
-                    error.type if error else str(stored.status),
-                    error.message if error else f"the run was {stored.status}",
-                ),
-            )
+            handle._finish(stored.status, error=finished_error(stored))
         return handle
 
     async def _launch(
@@ -203,7 +179,7 @@ class Runtime(_CoreRuntime):
             limit = self.config.max_recovery_attempts if recovering else None
             try:
                 manifest = await self.store.update_run(
-                    manifest.run_id, functools.partial(self._take, limit=limit)
+                    manifest.run_id, functools.partial(taken, owner=self.owner, limit=limit)
                 )
             except BaseException:
                 await self.store.release(lease)
@@ -239,12 +215,6 @@ class Runtime(_CoreRuntime):
         while True:
             await anyio.sleep(interval)
             lease = await self.store.renew(lease)
-
-    def _decode_result(self, workflow: type[Any] | None, manifest: RunManifest) -> Any:
-        result_type: Any = Any
-        if workflow is not None:
-            result_type = run_signature(workflow)[1]
-        return decode(manifest.result or b"\xc0", result_type, f"result of run {manifest.run_id}")
 
     # --- recovery ------------------------------------------------------------
 
@@ -307,24 +277,6 @@ class Runtime(_CoreRuntime):
                 manifest.run_id, f"did not finish within recovery_timeout={timeout}s"
             )
         return None
-
-    def _take(self, m: RunManifest, *, limit: int | None) -> RunManifest:
-        """The manifest of a run this runtime takes over (one write: status, owner, attempt)."""
-        now = time.time()
-        if limit is None:
-            return msgspec.structs.replace(
-                m, status=RunStatus.RUNNING, owner=self.owner, updated=now
-            )
-        attempt = m.attempt + 1
-        if attempt > limit:
-            reason = f"{attempt - 1} recovery attempts failed (max_recovery_attempts={limit})"
-            error = ErrorInfo(type="RecoveryFailedError", message=reason)
-            return msgspec.structs.replace(
-                m, attempt=attempt, status=RunStatus.FAILED, error=error, owner=None, updated=now
-            )
-        return msgspec.structs.replace(
-            m, attempt=attempt, status=RunStatus.RUNNING, owner=self.owner, updated=now
-        )
 
     # --- pause, resume, fork, cancel -----------------------------------------
 
@@ -396,19 +348,10 @@ class Runtime(_CoreRuntime):
         """
         manifest = await self.store.read_run(validate_run_id(run_id))
         if manifest.status is RunStatus.COMPLETED:
-            try:
-                workflow: type[Any] | None = lookup(manifest.workflow)
-            except LookupError:
-                workflow = None
-            return self._decode_result(workflow, manifest)
-        if manifest.status in (RunStatus.FAILED, RunStatus.CANCELLED):
-            err = manifest.error
-            raise RunFailedError(
-                run_id,
-                err.type if err else str(manifest.status),
-                err.message if err else "cancelled",
-            )
-        raise RunNotFinishedError(run_id, str(manifest.status))
+            return decode_result(manifest)
+        if manifest.status is RunStatus.PAUSED:
+            raise RunNotFinishedError(run_id, "paused")
+        raise finished_error(manifest)
 
     async def runs(
         self,
