@@ -272,3 +272,34 @@ async def test_send_is_recorded_once_handled_and_its_phase_waits_for_it() -> Non
     assert msgspec.msgpack.decode(last.data, type=Seen).order == [0, 1, 2, 3, 4]
     phase_end = next(i for i, r in enumerate(log) if not isinstance(r, StepRecord))
     assert phase_end > log.index(sends[-1]), "the phase ends after every send was handled"
+
+
+class Napper(Orchestrator):
+    async def run(self, ctx: RunContext, seconds: float) -> str:
+        sink = await ctx.spawn(Recorder, name="sink")
+        await ctx.sleep(seconds)
+        await ctx.ask(sink, Item(1))
+        return "rested"
+
+
+async def test_a_durable_timer_is_not_reset_by_a_restart(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+    import types
+
+    import anyio
+
+    from actorflow.runtime import _context
+
+    store = MemoryStore()
+    crashing = CrashingStore(store, crash_after=2)  # the spawn, then the timer's deadline
+    async with Runtime(store=crashing) as runtime:
+        handle = await runtime.start(Napper, 3600.0, run_id="nap")
+        await crashing.crashed.wait()
+        handle.cancel()
+    # An hour later (a fake clock): the recorded deadline has passed, so the
+    # recovered run goes on at once; a timer started afresh would wait an hour.
+    later = time.time() + 3601
+    monkeypatch.setattr(_context, "time", types.SimpleNamespace(time=lambda: later))
+    async with Runtime(store=store) as runtime:
+        with anyio.fail_after(10):
+            assert await runtime.recover() == {"nap": "rested"}
