@@ -248,7 +248,11 @@ class AskStep(Step[T]):
     async def _record_success(self, reply: Any, state: bytes, attempts: int) -> None:
         rec = self._ctx._recorder
         name = self._ref.name
-        ref = await rec.state_ref(name, rec.agent_types.get(name, ""), state)
+        ref = None
+        if self._ref.scope == self._ctx.run_id:
+            # only the run's own agents are restored from its records; an actor
+            # of the runtime outlives runs and keeps its own state
+            ref = await rec.state_ref(name, rec.agent_types.get(name, ""), state)
         result = None if self.kind == "send" else encode(reply, f"reply of {name}")
         rec.record(
             StepRecord(

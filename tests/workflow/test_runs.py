@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
@@ -19,7 +19,14 @@ from actorflow.errors import (
     RunNotFoundError,
     RunPaused,
 )
-from actorflow.storage import FileStore, MemoryStore, RunStatus, Snapshot, SnapshotInfo
+from actorflow.storage import (
+    FileStore,
+    MemoryStore,
+    RunStatus,
+    Snapshot,
+    SnapshotInfo,
+    StepRecord,
+)
 from actorflow.testing import CrashingStore, crash_and_recover
 from tests.workflow.workflows import AREAS, Lead, Pipeline
 
@@ -500,3 +507,22 @@ async def test_a_pause_inside_gathered_phases_pauses_the_run() -> None:
         with pytest.raises(RunPaused, match="ops approves"):
             await runtime.resume("two", "yes")
         assert await runtime.resume("two", "ok") == ["yes", "ok"]
+
+
+class Directory(Orchestrator):
+    shared: Any = None  # a ref to an actor of the runtime, set by the test
+
+    async def run(self, ctx: RunContext, _: None) -> int:
+        count: int = await ctx.ask(Directory.shared, Note("from a run"))
+        return count
+
+
+async def test_asking_an_actor_of_the_runtime_records_the_reply_but_not_its_state() -> None:
+    store = MemoryStore()
+    async with Runtime(store=store) as runtime:
+        Directory.shared = await runtime.spawn(Scribe, name="shared-scribe")
+        assert await runtime.run(Directory, None, run_id="outside") == 1
+    log = await store.read_log("outside")
+    [record] = [r for r in log if isinstance(r, StepRecord) and r.kind == "ask"]
+    assert record.result is not None
+    assert record.state is None
