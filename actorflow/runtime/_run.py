@@ -125,8 +125,6 @@ class RunExecution:
         self.scope = scope
         self.task_group = task_group
         self.run_id = recorder.run_id
-        self._sends: dict[int, list[anyio.Event]] = {}
-        self.failures: list[BaseException] = []
 
     # --- agents ------------------------------------------------------------
 
@@ -185,24 +183,27 @@ class RunExecution:
     # --- background sends --------------------------------------------------
 
     def track_send(self, ns: Namespace, live: Callable[[], Awaitable[Any]]) -> None:
+        """Record a delivered ``ctx.send`` in the background; its phase waits for it."""
         done = anyio.Event()
-        self._sends.setdefault(id(ns), []).append(done)
+        ns.sends.append(done)
 
         async def complete() -> None:
             try:
                 await live()
             except StepFailedError as exc:
-                self.failures.append(exc)
+                ns.failed_sends.append(exc)
             finally:
                 done.set()
 
         self.task_group.start_soon(complete)
 
     async def wait_sends(self, ns: Namespace) -> None:
-        for done in self._sends.pop(id(ns), []):
+        """Wait until every send of the namespace is recorded; raise the first failure."""
+        sends, ns.sends = ns.sends, []
+        for done in sends:
             await done.wait()
-        if self.failures:
-            raise self.failures.pop(0)
+        if ns.failed_sends:
+            raise ns.failed_sends.pop(0)
 
     # --- the orchestrator ----------------------------------------------------
 

@@ -28,7 +28,7 @@ __all__ = ["Namespace", "StepInfo", "args_hash", "call_site", "current_step"]
 class Namespace:
     """Counters of one phase attempt (or of the run's top level)."""
 
-    __slots__ = ("_counter", "_occurrences", "path", "pending")
+    __slots__ = ("_counter", "_occurrences", "failed_sends", "path", "pending", "sends")
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -36,6 +36,10 @@ class Namespace:
         self._occurrences: dict[str, int] = {}
         # steps issued here and not yet awaited, by id, for the end-of-phase check
         self.pending: dict[str, object] = {}
+        # `ctx.send`s whose handling is still being recorded, and their failures:
+        # the phase ends only when every one is recorded
+        self.sends: list[Any] = []
+        self.failed_sends: list[BaseException] = []
 
     def next_step(self) -> str:
         """Issue the next step id in this namespace."""
