@@ -34,7 +34,9 @@ __all__ = ["RunView"]
 
 
 def _inside(step_id: str, phase_id: str) -> bool:
-    return step_id.startswith(phase_id) and step_id[len(phase_id) : len(phase_id) + 1] in "/@"
+    """Whether ``step_id`` belongs to phase ``phase_id`` (any attempt, nested phases too)."""
+    n = len(phase_id)
+    return len(step_id) > n and step_id[n] in "/@" and step_id.startswith(phase_id)
 
 
 class RunView:
