@@ -21,7 +21,7 @@ class Seen(msgspec.Struct):
     order: list[int] = []
 
 
-class Recorder(Specialist):
+class OrderedSink(Specialist):
     state: Seen
 
     @handler
@@ -32,7 +32,7 @@ class Recorder(Specialist):
 
 class FanOut(Orchestrator):
     async def run(self, ctx: RunContext, n: int) -> list[int]:
-        sink = await ctx.spawn(Recorder, name="sink")
+        sink = await ctx.spawn(OrderedSink, name="sink")
         return await ctx.gather(*(ctx.ask(sink, Item(i)) for i in range(n)))
 
 
@@ -49,7 +49,7 @@ async def test_gather_delivers_messages_in_step_order_and_returns_in_argument_or
     assert msgspec.msgpack.decode(state.data, type=Seen).order == list(range(20))
 
 
-class Flaky(Specialist):
+class FlakyWorker(Specialist):
     failures: dict[str, int] = {}
     keys: list[str] = []
 
@@ -57,30 +57,30 @@ class Flaky(Specialist):
     async def take(self, item: Item) -> int:
         step = self.step
         assert step is not None
-        Flaky.keys.append(step.key)
-        left = Flaky.failures.get(step.key, item.n)
+        FlakyWorker.keys.append(step.key)
+        left = FlakyWorker.failures.get(step.key, item.n)
         if left > 0:
-            Flaky.failures[step.key] = left - 1
+            FlakyWorker.failures[step.key] = left - 1
             raise ValueError(f"flaky {item.n}")
         return item.n
 
 
 class Retrying(Orchestrator):
     async def run(self, ctx: RunContext, fails: list[int]) -> list[int]:
-        worker = await ctx.spawn(Flaky, name="worker")
+        worker = await ctx.spawn(FlakyWorker, name="worker")
         return await ctx.gather(*(ctx.ask(worker, Item(n)) for n in fails))
 
 
 async def test_a_failing_task_is_retried_with_the_same_idempotency_key() -> None:
-    Flaky.failures.clear()
-    Flaky.keys.clear()
+    FlakyWorker.failures.clear()
+    FlakyWorker.keys.clear()
     async with Runtime(store=MemoryStore(), config=FAST) as runtime:
         assert await runtime.run(Retrying, [2], run_id="retry") == [2]
-    assert Flaky.keys == ["retry/1"] * 3, "two failures, then success, one key"
+    assert FlakyWorker.keys == ["retry/1"] * 3, "two failures, then success, one key"
 
 
 async def test_gather_raises_the_first_failure_in_step_order_as_step_failed() -> None:
-    Flaky.failures.clear()
+    FlakyWorker.failures.clear()
     async with Runtime(store=MemoryStore(), config=FAST) as runtime:
         with pytest.raises(RunFailedError) as info:
             await runtime.run(Retrying, [0, 9, 0, 7], run_id="gather-fail")
@@ -127,7 +127,7 @@ async def test_a_recorded_failure_replays_as_the_same_step_failed_error() -> Non
 
 class Leaky(Orchestrator):
     async def run(self, ctx: RunContext, _: None) -> None:
-        sink = await ctx.spawn(Recorder, name="sink")
+        sink = await ctx.spawn(OrderedSink, name="sink")
         ctx.ask(sink, Item(1))  # issued, never awaited
 
 
@@ -144,7 +144,7 @@ class Attempts(Orchestrator):
 
     @phase
     async def work(self, ctx: RunContext, _: None) -> str:
-        sink = await ctx.spawn(Recorder, name="sink")
+        sink = await ctx.spawn(OrderedSink, name="sink")
         n = await ctx.ask(sink, Item(len(ctx.metrics)))
         Attempts.tries += 1
         if Attempts.tries < 3:
@@ -251,7 +251,7 @@ async def test_an_agent_over_its_restart_budget_fails_steps_not_the_runtime() ->
 class Broadcast(Orchestrator):
     @phase
     async def notify(self, ctx: RunContext, n: int) -> None:
-        sink = await ctx.spawn(Recorder, name="sink")
+        sink = await ctx.spawn(OrderedSink, name="sink")
         for i in range(n):
             await ctx.send(sink, Item(i))
 
@@ -276,7 +276,7 @@ async def test_send_is_recorded_once_handled_and_its_phase_waits_for_it() -> Non
 
 class Napper(Orchestrator):
     async def run(self, ctx: RunContext, seconds: float) -> str:
-        sink = await ctx.spawn(Recorder, name="sink")
+        sink = await ctx.spawn(OrderedSink, name="sink")
         await ctx.sleep(seconds)
         await ctx.ask(sink, Item(1))
         return "rested"
