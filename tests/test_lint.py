@@ -1,0 +1,30 @@
+"""The house style holds on every commit: ruff (lint and format) and mypy --strict."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON_PATHS = ["actorflow", "tests", "benchmarks", "examples", "docs/_gen_api.py"]
+BIN = Path(sys.executable).parent
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(["ruff", "check", *PYTHON_PATHS], id="ruff-check"),
+        pytest.param(["ruff", "format", "--check", *PYTHON_PATHS], id="ruff-format"),
+        pytest.param(["mypy"], id="mypy-strict"),  # files and strictness: pyproject.toml
+    ],
+)
+def test_the_code_is_clean(command: list[str]) -> None:
+    done = _run(str(BIN / command[0]), *command[1:])
+    assert done.returncode == 0, done.stdout + done.stderr
