@@ -14,10 +14,7 @@ paused for input; 7 the run is owned by another live process; 130 interrupted.
 
 from __future__ import annotations
 
-import os
-import time
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
+from typing import Annotated, Any, Final
 
 import anyio
 import msgspec
@@ -25,166 +22,43 @@ import typer
 from rich.table import Table
 
 from actorflow import _inspect
+from actorflow._cli_common import (
+    DEFAULT_STORE,
+    EXIT_CODES,
+    CheckpointArg,
+    DebugOpt,
+    JsonOpt,
+    RunArg,
+    StoreOpt,
+    _statuses,
+    app,
+    exit_code_for,
+    run_command,
+    with_store,
+)
 from actorflow._cli_render import (
     err,
     manifest_row,
     out,
     print_diff,
     print_json,
-    print_outcomes,
     print_record,
-    print_result,
     size,
     status_text,
     when,
 )
 from actorflow.errors import (
-    ActorflowError,
-    CheckpointNotFoundError,
     CorruptedDataError,
-    RunFailedError,
-    RunLockedError,
-    RunNotFoundError,
-    RunPaused,
-    StoreUnavailableError,
 )
 from actorflow.storage import (
     PruneReport,
     RetentionPolicy,
     RunManifest,
-    RunStatus,
     Store,
     open_store,
 )
 
-if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-
-__all__ = ["EXIT_CODES", "app", "main", "open_store"]
-
-T = TypeVar("T")
-
-DEFAULT_STORE: Final = "./.actorflow"
-
-EXIT_CODES: Final[dict[str, int]] = {
-    "ok": 0,
-    "error": 1,
-    "usage": 2,
-    "corrupt": 3,
-    "not_found": 4,
-    "run_failed": 5,
-    "paused": 6,
-    "locked": 7,
-    "interrupted": 130,
-}
-
-app = typer.Typer(
-    name="actorflow",
-    help="Multi-agent workflows as actors that survive crashes: run, inspect, recover.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-
-StoreOpt = Annotated[
-    str,
-    typer.Option(
-        "--store",
-        envvar="ACTORFLOW_STORE",
-        help="Store: a folder path or s3://bucket/prefix.",
-        show_envvar=True,
-    ),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print data as JSON.")]
-DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]
-RunArg = Annotated[str, typer.Argument(help="Run id (see `actorflow runs`).")]
-CheckpointArg = Annotated[
-    str,
-    typer.Argument(
-        help="Checkpoint: an id, a unique prefix of one, `latest`, or `latest~N` (N before it)."
-    ),
-]
-
-
-def exit_code_for(error: BaseException) -> int:
-    """The documented exit code for ``error``."""
-    match error:
-        case CorruptedDataError():
-            return EXIT_CODES["corrupt"]
-        case RunNotFoundError() | CheckpointNotFoundError():
-            return EXIT_CODES["not_found"]
-        case RunFailedError():
-            return EXIT_CODES["run_failed"]
-        case RunPaused():
-            return EXIT_CODES["paused"]
-        case RunLockedError():
-            return EXIT_CODES["locked"]
-        case KeyboardInterrupt():
-            return EXIT_CODES["interrupted"]
-        case _:
-            return EXIT_CODES["error"]
-
-
-def _existing_store(spec: str) -> Store:
-    # A reader must not create an empty store where the user mistyped a path.
-    if not spec.startswith("s3://") and not Path(spec).is_dir():
-        raise StoreUnavailableError(
-            "open store",
-            f"no actorflow store at {spec}; run `actorflow demo` first, "
-            "or pass --store / set ACTORFLOW_STORE",
-        )
-    return open_store(spec)
-
-
-def run_command(fn: Callable[[], Awaitable[T]], *, debug: bool, run_hint: str | None = None) -> T:
-    """Run ``fn`` on an event loop; an error becomes one line and its exit code."""
-    try:
-        try:
-            return anyio.run(fn)
-        except BaseExceptionGroup as group:
-            # A task group around the work wraps its error; one actorflow error is the story.
-            errors = _leaves(group)
-            if len(errors) == 1 and isinstance(errors[0], ActorflowError | KeyboardInterrupt):
-                raise errors[0] from group
-            raise
-    except ActorflowError as exc:
-        if debug:
-            raise
-        err().print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
-        raise typer.Exit(exit_code_for(exc)) from None
-    except KeyboardInterrupt:
-        which = f" {run_hint}" if run_hint else ""
-        err().print(f"interrupted: `actorflow recover{which}` continues where it stopped")
-        raise typer.Exit(EXIT_CODES["interrupted"]) from None
-
-
-def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
-    found: list[BaseException] = []
-    for exc in group.exceptions:
-        found.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
-    return found
-
-
-async def with_store(
-    spec: str, body: Callable[[Store], Awaitable[T]], *, create: bool = False
-) -> T:
-    """Open the store, run ``body`` with it, close it."""
-    store = open_store(spec) if create else _existing_store(spec)
-    try:
-        return await body(store)
-    finally:
-        await store.aclose()
-
-
-def _statuses(values: list[str] | None) -> list[RunStatus] | None:
-    if not values:
-        return None
-    try:
-        return [RunStatus(v.lower()) for v in values]
-    except ValueError:
-        choices = ", ".join(s.value for s in RunStatus)
-        raise typer.BadParameter(f"status must be one of {choices}") from None
+__all__ = ["EXIT_CODES", "app", "exit_code_for", "main", "open_store"]
 
 
 @app.command("runs")
@@ -417,162 +291,9 @@ def prune_command(
     )
 
 
-AppOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--app",
-        help="Your program as module:attr, attr a Runtime or a function returning one "
-        "(default: the demo's workflow only).",
-    ),
-]
-
-AppStoreOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--store",
-        help="Store: a folder path or s3://bucket/prefix; replaces the app's own store "
-        "[default: $ACTORFLOW_STORE, else the app's store, else ./.actorflow]",
-    ),
-]
-
-
-def _store_override(store: str | None) -> str | None:
-    # An explicit --store (or ACTORFLOW_STORE) replaces the app's own store.
-    return store if store is not None else os.environ.get("ACTORFLOW_STORE")
-
-
-@app.command("demo")
-def demo_command(
-    path: Annotated[
-        str | None,
-        typer.Option("--path", help="Folder to review (default: the Python standard library)."),
-    ] = None,
-    report: Annotated[
-        str | None,
-        typer.Option(help="Where to write the JSON report (default: in the store's folder)."),
-    ] = None,
-    run_id: Annotated[str | None, typer.Option("--run-id", help="Id of the new run.")] = None,
-    reviewers: Annotated[int, typer.Option(min=1, max=64, help="Reviewer agents.")] = 4,
-    store: StoreOpt = DEFAULT_STORE,
-    as_json: JsonOpt = False,
-    debug: DebugOpt = False,
-) -> None:
-    """Run the demo: a code-review team over a source tree, with live progress.
-
-    Kill it (Ctrl-C or SIGKILL) and `actorflow recover` finishes it without
-    reviewing again the files whose results were logged.
-    """
-    from actorflow._demo._run import new_run_id, run_demo, summary_table
-
-    new_id = run_id or new_run_id()
-
-    async def body() -> tuple[str, Any]:
-        return await run_demo(
-            store=store,
-            console=err() if as_json else out(),
-            path=path,
-            report=report,
-            run_id=new_id,
-            reviewers=reviewers,
-        )
-
-    started = time.perf_counter()
-    rid, summary = run_command(body, debug=debug, run_hint=new_id)
-    if as_json:
-        print_json({"run_id": rid, "store": store, "summary": summary})
-        return
-    out().print(summary_table(summary))
-    out().print(
-        f"run [bold]{rid}[/] completed in {time.perf_counter() - started:.1f}s\n"
-        f"  report:      {summary.report_path}\n"
-        f"  data:        {Path(store).absolute() if '://' not in store else store}\n"
-        f"  look inside: actorflow runs\n"
-        f"               actorflow checkpoints {rid}\n"
-        f"               actorflow log {rid}"
-    )
-
-
-@app.command("recover")
-def recover_command(
-    run_id: Annotated[str | None, typer.Argument(help="One run (default: every orphan).")] = None,
-    app_spec: AppOpt = None,
-    store: AppStoreOpt = None,
-    as_json: JsonOpt = False,
-    debug: DebugOpt = False,
-) -> None:
-    """Resume orphaned runs (running or interrupted, no live owner) and finish them."""
-    from actorflow._demo._run import load_app, recover_runs
-
-    spec = _store_override(store)
-
-    async def body() -> tuple[list[Any], list[Any]]:
-        runtime = load_app(app_spec, spec if app_spec else (spec or DEFAULT_STORE))
-        return await recover_runs(runtime, run_id, err() if as_json else out())
-
-    finished, left = run_command(body, debug=debug)
-    print_outcomes(finished, left, as_json=as_json)
-    if left and all(o.status == "paused" for o in left):
-        raise typer.Exit(EXIT_CODES["paused"])
-    raise typer.Exit(EXIT_CODES["run_failed"] if left else EXIT_CODES["ok"])
-
-
-@app.command("fork")
-def fork_command(
-    run_id: RunArg,
-    checkpoint: CheckpointArg,
-    app_spec: AppOpt = None,
-    store: Annotated[
-        str | None, typer.Option("--store", help="Store (overrides the app's).")
-    ] = None,
-    as_json: JsonOpt = False,
-    debug: DebugOpt = False,
-) -> None:
-    """Start a new run from a checkpoint of RUN and run it to the end."""
-    from actorflow._demo._run import fork_run, load_app
-
-    spec = _store_override(store)
-
-    async def body() -> Any:
-        runtime = load_app(app_spec, spec if app_spec else (spec or DEFAULT_STORE))
-        return await fork_run(runtime, run_id, checkpoint)
-
-    outcome = run_command(body, debug=debug)
-    if as_json:
-        print_json(outcome)
-        return
-    out().print(
-        f"[green]fork[/] {outcome.run_id} of {run_id} at {checkpoint}: {outcome.status}, "
-        f"replayed {outcome.replayed_steps} step(s)"
-    )
-    print_result(outcome.result)
-
-
-@app.command("resume")
-def resume_command(
-    run_id: RunArg,
-    response: Annotated[str, typer.Option("--response", help="The answer to the run's prompt.")],
-    app_spec: AppOpt = None,
-    store: Annotated[
-        str | None, typer.Option("--store", help="Store (overrides the app's).")
-    ] = None,
-    as_json: JsonOpt = False,
-    debug: DebugOpt = False,
-) -> None:
-    """Answer a paused run's prompt and run it on to the end."""
-    from actorflow._demo._run import load_app, resume_run
-
-    spec = _store_override(store)
-
-    async def body() -> Any:
-        runtime = load_app(app_spec, spec if app_spec else (spec or DEFAULT_STORE))
-        return await resume_run(runtime, run_id, response)
-
-    outcome = run_command(body, debug=debug)
-    if as_json:
-        print_json(outcome)
-        return
-    out().print(f"[green]resumed[/] {run_id}: {outcome.status}")
-    print_result(outcome.result)
+# Importing it registers the commands that run workflows (demo, recover, fork,
+# resume) on `app`; they live apart because they drive runtimes, not stores.
+from actorflow import _cli_run  # noqa: E402, F401
 
 
 def main() -> None:
