@@ -129,22 +129,38 @@ class RunExecution:
     # --- agents ------------------------------------------------------------
 
     async def restore_agents(self) -> int:
-        """Re-create every agent the view names, with its latest recorded state."""
-        count = 0
-        for name, snap in list(self.recorder.view.agents.items()):
-            if self.scope.get(name) is None:
-                await self.restore_agent(name, lookup(snap.type), snap.state)
-                count += 1
-        return count
+        """Re-create every agent the view names, with its latest recorded state.
 
-    async def restore_agent(self, name: str, cls: type[Any], ref: StateRef | None) -> Any:
+        Their state blobs are read concurrently (one store round trip each);
+        the agents are spawned in the view's order.
+        """
+        todo = [
+            (name, lookup(snap.type), snap.state)
+            for name, snap in self.recorder.view.agents.items()
+            if self.scope.get(name) is None
+        ]
+        blobs: dict[str, bytes] = {}
+
+        async def fetch(name: str, ref: StateRef) -> None:
+            blobs[name] = await self.recorder.store.get_blob(self.run_id, ref.blob)
+
+        async with anyio.create_task_group() as tg:
+            for name, _, ref in todo:
+                if ref is not None and ref.data is None:
+                    tg.start_soon(fetch, name, ref)
+        for name, cls, ref in todo:
+            await self.restore_agent(name, cls, ref, blobs.get(name))
+        return len(todo)
+
+    async def restore_agent(
+        self, name: str, cls: type[Any], ref: StateRef | None, blob: bytes | None = None
+    ) -> Any:
+        """Spawn agent ``name`` in the run's scope with the state ``ref`` points to."""
         state = None
         if ref is not None:
-            data = (
-                ref.data
-                if ref.data is not None
-                else await self.recorder.store.get_blob(self.run_id, ref.blob)
-            )
+            data = ref.data if ref.data is not None else blob
+            if data is None:
+                data = await self.recorder.store.get_blob(self.run_id, ref.blob)
             state = decode(data, state_type(cls), f"state of agent {name}")
             self.recorder.last_state[name] = data
         self.recorder.note_agent(name, cls, cls.role)

@@ -85,6 +85,7 @@ class Kind(enum.IntEnum):
 
 
 _KINDS = {member.value: member for member in Kind}
+_LOG_RECORD: Final = int(Kind.LOG_RECORD)
 
 
 class Compression(enum.IntEnum):
@@ -96,6 +97,7 @@ class Compression(enum.IntEnum):
 
 
 _COMPRESSIONS = {member.value: member for member in Compression}
+_PLAIN: Final = int(Compression.NONE)
 
 
 class _Checksum(enum.IntEnum):
@@ -107,6 +109,7 @@ _DIGEST_SIZE = {_Checksum.SHA256: 32, _Checksum.BLAKE2B: 32}
 
 
 _CHECKSUMS = {member.value: member for member in _Checksum}
+_SHA256: Final = int(_Checksum.SHA256)
 
 
 def zstd_available() -> bool:
@@ -595,6 +598,46 @@ class Codec:
             data, kind=Kind.LOG_RECORD, run_id=run_id, slot=f"log/{position}", location=location
         )
         return decode_record(raw, location)
+
+    def load_plain_record(self, data: bytes | memoryview) -> LogRecord | None:
+        """The record in ``data`` if it is a plain, sound one, else None.
+
+        The common case of reading a log back, kept lean: an envelope that is
+        not encrypted, not compressed and checksummed with sha256. It checks
+        exactly what :meth:`open` checks and decodes only after the checksum
+        verified; anything else (other options, or any damage) returns None,
+        and :meth:`load_record` then gives the full answer and the error.
+        """
+        view = memoryview(data)
+        size = _FIXED.size
+        if len(view) < size + 32:
+            return None
+        magic, version, kind, comp, enc, alg, kid_len, _, raw_len, body_len = _FIXED.unpack_from(
+            view
+        )
+        if (
+            magic != MAGIC
+            or version != ENVELOPE_VERSION
+            or kind != _LOG_RECORD
+            or comp != _PLAIN
+            or enc
+            or alg != _SHA256
+            or kid_len
+            or raw_len != body_len
+            or raw_len > self.max_decoded_bytes
+            or len(view) != size + 32 + body_len
+        ):
+            return None
+        body = view[size + 32 :]
+        digest = hashlib.sha256(view[:size])
+        digest.update(body)
+        if not hmac.compare_digest(digest.digest(), view[size : size + 32]):
+            return None
+        try:
+            record: LogRecord = _record_decoder.decode(body)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
+        return record
 
     def dump_blob(self, data: bytes, *, run_id: str) -> tuple[str, bytes]:
         """Address and seal a blob; return ``(address, sealed bytes)``."""

@@ -107,6 +107,9 @@ class FileLog:
         return records
 
     def _load(self, payload: memoryview, position: int, path: str, offset: int) -> LogRecord:
+        record = self.codec.load_plain_record(payload)
+        if record is not None:
+            return record
         location = f"{path} at byte {offset}"
         try:
             return self.codec.load_record(

@@ -257,3 +257,22 @@ def test_one_codec_seals_and_opens_from_many_threads_at_once(compression: str) -
     for t in threads:
         t.join(timeout=60)
     assert not wrong
+
+
+def test_the_lean_record_path_agrees_with_the_full_one_or_steps_aside() -> None:
+    """Reading a log back takes a lean path for plain records; it never accepts more."""
+    record = StepRecord(step_id="0", kind="ask", target="a", result=b"\x01" * 100)
+    plain = Codec(compression=None).dump_record(record, run_id="r", position=3)
+    assert Codec().load_plain_record(plain) == record
+    assert Codec().load_record(plain, run_id="r", position=3, location="l") == record
+    # other options: the full path decides
+    big = StepRecord(step_id="0", kind="ask", result=b"x" * 10_000)
+    assert Codec().load_plain_record(Codec().dump_record(big, run_id="r", position=0)) is None
+    secret = Codec(keys={"k1": KEY}).dump_record(record, run_id="r", position=0)
+    assert Codec(keys={"k1": KEY}).load_plain_record(secret) is None
+    # any damaged byte: never a record from the lean path
+    for i in range(len(plain)):
+        damaged = bytearray(plain)
+        damaged[i] ^= 0x01
+        assert Codec().load_plain_record(bytes(damaged)) is None, i
+    assert Codec().load_plain_record(plain[:-1]) is None
