@@ -345,7 +345,10 @@ class RunContext:
             token = _namespace.set(ns)
             rec.view.phase = name
             rec.emit("phase_started", phase=name, phase_id=phase_id, attempt=attempt)
-            rec.snapshot("phase_start")
+            if ns.peek_step() not in self._view.steps:
+                # A phase re-entered by a recovery already had its start
+                # snapshot; taking one now would only slow the replay down.
+                rec.snapshot("phase_start")
             try:
                 result = await fn(*args, **kwargs)
             except RetryPhase:
