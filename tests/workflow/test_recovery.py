@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from actorflow import Runtime
+from actorflow import Runtime, RuntimeConfig
 from actorflow.storage import MemoryStore, RunStatus, StepRecord
 from actorflow.testing import CrashingStore, crash_and_recover, run_in_memory
 from tests.workflow import workflows
@@ -20,11 +20,19 @@ async def test_uninterrupted_pipeline_runs_every_phase() -> None:
     assert any("/analyse.1/" in e for e in workflows.EXECUTIONS)
 
 
-@pytest.mark.parametrize("crash_after", [1, 2, 5, 9, 12, 15, 20, 26, 31])
-async def test_crash_anywhere_then_recover_gives_the_uninterrupted_result(crash_after: int) -> None:
-    outcome = await crash_and_recover(Pipeline, AREAS, crash_after=crash_after)
-    assert outcome.crashed
-    assert outcome.recovered == outcome.expected
+@pytest.mark.parametrize("durability", ["sync", "batched", "phase"])
+async def test_a_crash_at_every_point_of_the_log_recovers_the_uninterrupted_result(
+    durability: str,
+) -> None:
+    config = RuntimeConfig.from_env({"ACTORFLOW_DURABILITY": durability})
+    crash_after, points = 1, 0
+    while True:
+        outcome = await crash_and_recover(Pipeline, AREAS, crash_after=crash_after, config=config)
+        if not outcome.crashed:
+            break  # past the end of the log: every point was tried
+        assert outcome.recovered == outcome.expected, f"crash after {crash_after} records"
+        crash_after, points = crash_after + 1, points + 1
+    assert points >= 30
 
 
 @pytest.mark.parametrize("crash_after", [9, 14, 21, 27])
