@@ -244,14 +244,18 @@ class Runtime(_CoreRuntime):
         async def one(m: RunManifest) -> None:
             try:
                 results[m.run_id] = await self._recover_one(m, on_start)
+            except RunLockedError:
+                pass  # a live process owns it: not an orphan after all
             except ActorflowError as exc:
-                # one run that cannot be recovered (paused again, failed,
-                # owned, its class not imported) never stops the others
+                # one run that cannot be recovered (paused again, failed, its
+                # class not imported) never stops the others
                 self._root_log("run_not_recovered", run_id=m.run_id, error=str(exc))
 
         async with anyio.create_task_group() as tg:
             for m in manifests:
-                if m.status in _ORPHANS and not await self.store.is_owned(m.run_id):
+                if m.status in _ORPHANS:
+                    # taking the run (its lock or lease) is what tells an orphan
+                    # from a run a live process owns
                     tg.start_soon(one, m)
         return results
 
