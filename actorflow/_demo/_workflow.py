@@ -28,6 +28,7 @@ from actorflow.runtime import RunContext, handler, report
 # Files that a test can read to see which files really were analysed, and when.
 TRACE_ENV: Final = "ACTORFLOW_DEMO_TRACE"
 STALL_ENV: Final = "ACTORFLOW_DEMO_STALL_AFTER"
+STALLED_LINE: Final = b"actorflow-demo: reviewers stalled\n"
 """Test hook: once this many files were reviewed, reviewers never answer again,
 so a test can signal the demo mid-run without racing its end."""
 
@@ -137,6 +138,8 @@ async def _maybe_stall(count: int) -> None:
     _reviewed_here += count
     stall = os.environ.get(STALL_ENV)
     if stall and _reviewed_here >= int(stall):
+        # tell the test driving this process, which waits for this line
+        os.write(2, STALLED_LINE)
         await anyio.sleep_forever()
 
 

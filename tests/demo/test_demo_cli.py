@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from actorflow._demo import _analysis as analysis
-from actorflow._demo._workflow import STALL_ENV, TRACE_ENV
+from actorflow._demo._workflow import STALL_ENV, STALLED_LINE, TRACE_ENV
 from tests.demo.test_workflow import make_tree
 
 TIMEOUT = 180  # seconds: a bound on a hung command, far above its run time
@@ -199,11 +200,17 @@ def _start_demo(root: Path, store: str, trace: Path, run_id: str) -> subprocess.
         stderr=subprocess.PIPE,
         text=True,
     )
+    # the demo says when its reviewers stalled: wait for that line, bounded
+    assert demo.stderr is not None
     deadline = time.monotonic() + TIMEOUT
-    while len(_reviews(trace)) < 70 and demo.poll() is None:
-        assert time.monotonic() < deadline, "the demo reviewed nothing in time"
-        time.sleep(0.01)  # watching another process's file; no event to wait on
-    return demo
+    while True:
+        left = deadline - time.monotonic()
+        assert left > 0, "the demo did not reach 70 reviewed files in time"
+        ready, _, _ = select.select([demo.stderr], [], [], left)
+        line = demo.stderr.readline() if ready else ""
+        assert line or demo.poll() is None, "the demo ended before it stalled"
+        if line == STALLED_LINE.decode():
+            return demo
 
 
 @pytest.mark.slow
