@@ -15,8 +15,10 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
+import msgspec
 
 from actorflow.errors import (
+    EncodingError,
     NonDeterminismError,
     StepFailedError,
     UnawaitedStepError,
@@ -199,16 +201,22 @@ class RunContext:
                 f"decision {type}",
                 call_site(),
             )
-        record = DecisionRecord(
-            step_id=step_id,
-            agent=agent,
-            type=type,
-            description=description,
-            rationale=rationale,
-            confidence=confidence,
-            alternatives=tuple(alternatives),
-            time=time.time(),
-        )
+        fields = {
+            "step_id": step_id,
+            "agent": agent,
+            "type": type,
+            "description": description,
+            "rationale": rationale,
+            "confidence": confidence,
+            "alternatives": tuple(alternatives),
+            "time": time.time(),
+        }
+        try:
+            # Structs do not check types when built; a wrong one would be
+            # written now and refuse to load at recovery.
+            record = msgspec.convert(fields, DecisionRecord)
+        except msgspec.ValidationError as exc:
+            raise EncodingError(f"decision {type!r}", str(exc)) from None
         self._recorder.record(record)
         self._recorder.emit("decision_made", step_id=step_id, decision=type, confidence=confidence)
         await self._recorder.output_barrier()

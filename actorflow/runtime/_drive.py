@@ -18,6 +18,7 @@ import anyio
 
 from actorflow.errors import (
     CorruptedDataError,
+    EncodingError,
     RunFailedError,
     RunPaused,
     StorageError,
@@ -201,9 +202,15 @@ async def _execute(
             outcome.status = RunStatus.PAUSED
             outcome.error = RunPaused(run_id, pause.prompt)
         except StorageError as exc:
-            # The log itself failed: nothing more can be made durable. The run
-            # stays as the store has it, for `recover()` to pick up later.
-            outcome.error = exc
+            if isinstance(exc, EncodingError):
+                # the run's own values (not the store) are at fault: it fails
+                outcome.status = RunStatus.FAILED
+                outcome.error = RunFailedError(run_id, type(exc).__name__, str(exc))
+                outcome.error.__cause__ = exc
+            else:
+                # The log itself failed: nothing more can be made durable. The
+                # run stays as the store has it, for `recover()` to pick up later.
+                outcome.error = exc
         except RunFailedError as exc:
             outcome.status, outcome.error = RunStatus.FAILED, exc
         except Exception as exc:

@@ -303,3 +303,20 @@ async def test_a_durable_timer_is_not_reset_by_a_restart(monkeypatch: pytest.Mon
     async with Runtime(store=store) as runtime:
         with anyio.fail_after(10):
             assert await runtime.recover() == {"nap": "rested"}
+
+
+class BadDecision(Orchestrator):
+    async def run(self, ctx: RunContext, _: None) -> None:
+        await ctx.decide("pick", confidence="high", alternatives=["a", 2])  # type: ignore[arg-type, list-item]
+
+
+async def test_a_decision_with_wrong_types_fails_at_once_not_at_recovery() -> None:
+    from actorflow.errors import EncodingError
+
+    store = MemoryStore()
+    async with Runtime(store=store) as runtime:
+        with pytest.raises(RunFailedError, match="EncodingError") as info:
+            await runtime.run(BadDecision, None, run_id="bad-decision")
+    assert isinstance(info.value.__cause__, EncodingError)
+    assert "decision 'pick'" in str(info.value.__cause__)
+    assert await store.read_log("bad-decision") == []
