@@ -109,10 +109,12 @@ class CrashingStore:
         self._check()
         return await self.inner.update_run(run_id, change)
 
-    async def write_snapshot(self, snapshot: Any) -> Any:
-        """Write a snapshot unless crashed."""
+    async def write_snapshot(self, snapshot: Any, *, update: Any = None) -> Any:
+        """Write a snapshot (and apply ``update`` to the manifest) unless crashed."""
         self._check()
-        return await self.inner.write_snapshot(snapshot)
+        if update is None:
+            return await self.inner.write_snapshot(snapshot)
+        return await self.inner.write_snapshot(snapshot, update=update)
 
     async def put_blob(self, run_id: str, data: bytes) -> str:
         """Store a blob unless crashed."""

@@ -22,7 +22,9 @@ from actorflow.runtime._actor import Actor, handler
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from actorflow.storage import LogWriter, Snapshot, Store
+    from actorflow.storage import LogWriter, RunManifest, Snapshot, Store
+
+    Update = Callable[[RunManifest], RunManifest]
 
 __all__ = ["CheckpointQueue", "Checkpointer"]
 
@@ -54,13 +56,25 @@ class CheckpointQueue:
         self.bytes_written = 0
         self.write_seconds = 0.0
         self.last_error: BaseException | None = None
+        self.applied: set[str] = set()
+        """Ids of written snapshots whose manifest ``update`` was applied with them."""
+        self._updates: dict[str, Update] = {}
         self._last_position = -1
         self._draining = False
         self._idle = anyio.Event()
         self._idle.set()
 
-    def offer(self, snapshot: Snapshot, send: Callable[[Any], None]) -> None:
-        """Queue ``snapshot``, coalescing with a waiting one where that loses nothing."""
+    def offer(
+        self, snapshot: Snapshot, send: Callable[[Any], None], *, update: Update | None = None
+    ) -> None:
+        """Queue ``snapshot``, coalescing with a waiting one where that loses nothing.
+
+        ``update`` goes to the store with the snapshot: a change to the run's
+        manifest made in the same write that lists it (the run's final status).
+        Whether it was applied shows in ``applied`` once the queue is idle.
+        """
+        if update is not None:
+            self._updates[snapshot.snapshot_id] = update
         if snapshot.position == self._last_position and snapshot.trigger not in _KEPT:
             return
         self._last_position = snapshot.position
@@ -125,7 +139,12 @@ class Checkpointer(Actor):
         try:
             # Never a snapshot ahead of the durable log it summarises.
             await queue.writer.flush(snapshot.position)
-            info = await queue.store.write_snapshot(snapshot)
+            update = queue._updates.pop(snapshot.snapshot_id, None)
+            if update is None:
+                info = await queue.store.write_snapshot(snapshot)
+            else:
+                info = await queue.store.write_snapshot(snapshot, update=update)
+                queue.applied.add(snapshot.snapshot_id)
         except Exception as exc:
             queue.failed += 1
             queue.last_error = exc

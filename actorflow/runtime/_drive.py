@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import msgspec
 
 from actorflow.errors import (
     CorruptedDataError,
@@ -31,6 +32,8 @@ from actorflow.runtime._view import RunView
 from actorflow.storage import ErrorInfo, LogWriter, RunManifest, RunStatus
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from actorflow.runtime._handle import RunHandle
     from actorflow.storage import Lease, Store
 
@@ -87,8 +90,13 @@ async def drive(
     manifest: RunManifest,
     cls: type[Any],
     lease: Lease,
+    *,
+    fresh: bool = False,
 ) -> None:
     """Run one attempt, store its outcome, let go of the run, then tell the handle.
+
+    A ``fresh`` run was created by this call to ``start``: nothing is recorded
+    yet, so there is nothing to read back.
 
     The handle learns the outcome only after the run's agents stopped and its
     claim was released, so whoever waits on it may claim the run at once
@@ -100,7 +108,10 @@ async def drive(
     outcome = _Outcome()
     started = time.perf_counter()
     try:
-        view, replayed = await load_view(store, run_id, emit)
+        if fresh:
+            view, replayed = RunView(run_id), 0
+        else:
+            view, replayed = await load_view(store, run_id, emit)
         handle.replayed_steps = replayed
         if replayed or view.position:
             emit("recovery_started", position=view.position, records=replayed)
@@ -170,7 +181,7 @@ async def _attempt(
             value = decode(manifest.input, input_type, f"input of run {run_id}")
             handle.emit("run_started", workflow=manifest.workflow, agents_restored=restored)
             await _execute(handle, execution, cls, value, ctx, outcome)
-            await _store_outcome(store, recorder, queue, outcome)
+            await _store_outcome(store, recorder, queue, checkpointer.send_nowait, outcome)
             handle.metrics.update(
                 view.metrics,
                 checkpoints=queue.written,
@@ -223,8 +234,17 @@ async def _execute(
 
 
 async def _store_outcome(
-    store: Store, recorder: Recorder, queue: CheckpointQueue, outcome: _Outcome
+    store: Store,
+    recorder: Recorder,
+    queue: CheckpointQueue,
+    send: Callable[[Any], None],
+    outcome: _Outcome,
 ) -> None:
+    """Make the outcome durable: the final status goes with the final snapshot.
+
+    One manifest write lists the final snapshot and records the status (and
+    result); if that snapshot cannot be written, the status is written alone.
+    """
     status, error = outcome.status, outcome.error
     if status is RunStatus.RUNNING:
         return
@@ -233,30 +253,31 @@ async def _store_outcome(
     if status is RunStatus.COMPLETED:
         result = encode(outcome.result, f"result of run {run_id}")
     recorder.view.status = status
+    info = None
+    if status is RunStatus.FAILED and error is not None:
+        info = ErrorInfo.of(error.__cause__ or error)
+    prompt = error.prompt if isinstance(error, RunPaused) else None
+    change = _status_change(status, result, info, prompt=prompt, phase=recorder.view.phase)
     with anyio.CancelScope(shield=status is not RunStatus.COMPLETED):
         await recorder.flush()
-        recorder.snapshot(str(status))
+        final = recorder.view.snapshot(str(status))
+        queue.offer(final, send, update=change)
         await queue.wait_idle()
-        info = None
-        if status is RunStatus.FAILED and error is not None:
-            info = ErrorInfo.of(error.__cause__ or error)
-        prompt = error.prompt if isinstance(error, RunPaused) else None
-        await _mark(store, run_id, status, result, info, prompt=prompt, phase=recorder.view.phase)
+        if final.snapshot_id not in queue.applied:
+            await store.update_run(run_id, change)
 
 
-async def _mark(
-    store: Store,
-    run_id: str,
+def _status_change(
     status: RunStatus,
     result: bytes | None,
     error: ErrorInfo | None,
     *,
     prompt: str | None = None,
     phase: str | None = None,
-) -> None:
-    def change(m: RunManifest) -> RunManifest:
-        import msgspec
+) -> Callable[[RunManifest], RunManifest]:
+    """The manifest change that records how an attempt ended (pure: may run twice)."""
 
+    def change(m: RunManifest) -> RunManifest:
         return msgspec.structs.replace(
             m,
             status=status,
@@ -268,4 +289,14 @@ async def _mark(
             owner=None,
         )
 
-    await store.update_run(run_id, change)
+    return change
+
+
+async def _mark(
+    store: Store,
+    run_id: str,
+    status: RunStatus,
+    result: bytes | None,
+    error: ErrorInfo | None,
+) -> None:
+    await store.update_run(run_id, _status_change(status, result, error))

@@ -190,11 +190,16 @@ class Runtime(_CoreRuntime):
                 raise RecoveryFailedError(manifest.run_id, manifest.error.message)
         handle = RunHandle(manifest.run_id, manifest.workflow)
         self._handles[manifest.run_id] = handle
-        task_group.start_soon(self._drive_quietly, handle, manifest, workflow, lease)
+        task_group.start_soon(self._drive_quietly, handle, manifest, workflow, lease, fresh)
         return handle
 
     async def _drive_quietly(
-        self, handle: RunHandle, manifest: RunManifest, workflow: type[Any], lease: Any
+        self,
+        handle: RunHandle,
+        manifest: RunManifest,
+        workflow: type[Any],
+        lease: Any,
+        fresh: bool,
     ) -> None:
         # A run's failure belongs to its handle, never to the runtime's task group.
         renew = self.store.renew_interval
@@ -202,7 +207,7 @@ class Runtime(_CoreRuntime):
             if renew is not None:
                 tg.start_soon(self._heartbeat, lease, renew)
             try:
-                await drive(self, handle, manifest, workflow, lease)
+                await drive(self, handle, manifest, workflow, lease, fresh=fresh)
             except anyio.get_cancelled_exc_class():
                 raise
             except Exception as exc:

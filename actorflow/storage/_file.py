@@ -365,13 +365,20 @@ class FileStore(StoreContext):
 
     # --- snapshots ------------------------------------------------------------------
 
-    async def write_snapshot(self, snapshot: Snapshot) -> SnapshotInfo:
+    async def write_snapshot(
+        self,
+        snapshot: Snapshot,
+        *,
+        update: Callable[[RunManifest], RunManifest] | None = None,
+    ) -> SnapshotInfo:
         """See :meth:`Store.write_snapshot`: the file is durable before the manifest lists it."""
         validate_run_id(snapshot.run_id)
         validate_snapshot_id(snapshot.snapshot_id)
         sealed, raw = self.codec.dump_snapshot(snapshot)
         info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
-        await self._call("write checkpoint", self._write_snapshot, info, snapshot.run_id, sealed)
+        await self._call(
+            "write checkpoint", self._write_snapshot, info, snapshot.run_id, sealed, update
+        )
         _log.info(
             "checkpoint_saved",
             run_id=snapshot.run_id,
@@ -381,11 +388,22 @@ class FileStore(StoreContext):
         )
         return info
 
-    def _write_snapshot(self, info: SnapshotInfo, run_id: str, sealed: bytes) -> None:
+    def _write_snapshot(
+        self,
+        info: SnapshotInfo,
+        run_id: str,
+        sealed: bytes,
+        update: Callable[[RunManifest], RunManifest] | None,
+    ) -> None:
         if not self._exists(run_id):
             raise RunNotFoundError(run_id)
         write_atomic(self.fs, self._dir(run_id, "snapshots", snapshot_file_name(info)), sealed)
-        self._change_manifest(run_id, lambda m: add_snapshot(m, info))
+        listed = (
+            (lambda m: add_snapshot(m, info))
+            if update is None
+            else (lambda m: update(add_snapshot(m, info)))
+        )
+        self._change_manifest(run_id, listed)
 
     async def read_snapshot(self, run_id: str, snapshot_id: str) -> Snapshot:
         """See :meth:`Store.read_snapshot`."""

@@ -226,16 +226,25 @@ class MemoryStore(StoreContext):
 
     # --- snapshots -------------------------------------------------------------
 
-    async def write_snapshot(self, snapshot: Snapshot) -> SnapshotInfo:
+    async def write_snapshot(
+        self,
+        snapshot: Snapshot,
+        *,
+        update: Callable[[RunManifest], RunManifest] | None = None,
+    ) -> SnapshotInfo:
         """See :meth:`Store.write_snapshot`."""
         await anyio.lowlevel.checkpoint()
         run = self._run(snapshot.run_id)
         validate_snapshot_id(snapshot.snapshot_id)
         sealed, raw = self.codec.dump_snapshot(snapshot)
         info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
-        run.snapshots[snapshot.snapshot_id] = sealed
         manifest = add_snapshot(self._manifest(snapshot.run_id, run), info)
+        if update is not None:
+            manifest = update(manifest)
+            if manifest.run_id != snapshot.run_id:
+                raise StorageError("write checkpoint", "update() may not rename the run")
         run.manifest = self.codec.dump_manifest(manifest)
+        run.snapshots[snapshot.snapshot_id] = sealed
         return info
 
     async def read_snapshot(self, run_id: str, snapshot_id: str) -> Snapshot:

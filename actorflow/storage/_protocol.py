@@ -191,8 +191,18 @@ class Store(Protocol):
 
     # --- snapshots ---------------------------------------------------------
 
-    async def write_snapshot(self, snapshot: Snapshot) -> SnapshotInfo:
+    async def write_snapshot(
+        self,
+        snapshot: Snapshot,
+        *,
+        update: Callable[[RunManifest], RunManifest] | None = None,
+    ) -> SnapshotInfo:
         """Encode, check, compress, encrypt and store ``snapshot``; list it in the manifest.
+
+        ``update``, if given, changes the manifest in the same write that lists
+        the snapshot (a run's final status goes with its final snapshot: one
+        durable manifest write instead of two). Like ``update_run``'s
+        ``change`` it may run more than once and must be pure.
 
         Raises:
             CheckpointTooLargeError: over the codec's size limit.

@@ -125,8 +125,10 @@ async def prune_run(
     manifest = await store.read_run(run_id)
     if manifest.tombstone:
         return report
-    owned = await store.is_owned(run_id)
-    if policy.delete_completed and manifest.status.finished and not owned:
+    deletes_run = policy.delete_completed and manifest.status.finished
+    # ownership matters only for what a live owner may still need: the run itself, its blobs
+    owned = await store.is_owned(run_id) if deletes_run or not keep_log else False
+    if deletes_run and not owned:
         report.bytes_freed += await store.delete_run(run_id, tombstone=True)
         report.runs_deleted += 1
     else:

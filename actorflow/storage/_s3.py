@@ -335,7 +335,12 @@ class S3Store(StoreContext):
 
     # --- snapshots ----------------------------------------------------------------
 
-    async def write_snapshot(self, snapshot: Snapshot) -> SnapshotInfo:
+    async def write_snapshot(
+        self,
+        snapshot: Snapshot,
+        *,
+        update: Callable[[RunManifest], RunManifest] | None = None,
+    ) -> SnapshotInfo:
         """See :meth:`Store.write_snapshot`; sealing runs in a worker thread."""
         run_id = snapshot.run_id
         await self._require(run_id)
@@ -347,7 +352,10 @@ class S3Store(StoreContext):
         except PreconditionFailed:
             await self._same_snapshot(snapshot, key)
         info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
-        await self.update_run(run_id, lambda m: add_snapshot(m, info))
+        if update is None:
+            await self.update_run(run_id, lambda m: add_snapshot(m, info))
+        else:
+            await self.update_run(run_id, lambda m: update(add_snapshot(m, info)))
         return info
 
     async def _same_snapshot(self, snapshot: Snapshot, key: str) -> None:

@@ -5,6 +5,7 @@ Each test runs once per store factory in ``conftest.STORES`` and per event loop.
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import TYPE_CHECKING
 
@@ -281,6 +282,26 @@ class TestSnapshots:
         for sid, pos in [("c", 9), ("a", 1), ("b", 5)]:
             await store.write_snapshot(snapshot(sid, pos))
         assert [s.snapshot_id for s in await store.list_snapshots("run-1")] == ["a", "b", "c"]
+
+    async def test_update_goes_into_the_write_that_lists_the_snapshot(self, store: Store) -> None:
+        await store.create_run(manifest())
+        finished = functools.partial(
+            msgspec.structs.replace, status=RunStatus.COMPLETED, result=b"\xa2ok"
+        )
+        info = await store.write_snapshot(snapshot("final", 3), update=finished)
+        stored = await store.read_run("run-1")
+        assert (stored.status, stored.result, stored.snapshots) == (
+            RunStatus.COMPLETED,
+            b"\xa2ok",
+            (info,),
+        )
+
+    async def test_an_update_that_renames_the_run_is_refused(self, store: Store) -> None:
+        await store.create_run(manifest())
+        renamed = functools.partial(msgspec.structs.replace, run_id="run-2")
+        with pytest.raises(StorageError, match="rename"):
+            await store.write_snapshot(snapshot("final", 3), update=renamed)
+        assert (await store.read_run("run-1")).snapshots == ()
 
     async def test_oversize_snapshot_is_refused_with_a_clear_error(self, store: Store) -> None:
         await store.create_run(manifest())

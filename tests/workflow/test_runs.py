@@ -214,9 +214,9 @@ class WriteOrderStore(MemoryStore):
         super().__init__()
         self.seen: list[tuple[int, int]] = []
 
-    async def write_snapshot(self, snapshot: Snapshot) -> SnapshotInfo:
+    async def write_snapshot(self, snapshot: Snapshot, *, update: Any = None) -> SnapshotInfo:
         self.seen.append((snapshot.position, await self.log_length(snapshot.run_id)))
-        return await super().write_snapshot(snapshot)
+        return await super().write_snapshot(snapshot, update=update)
 
 
 @pytest.mark.parametrize("durability", ["sync", "batched", "phase"])
