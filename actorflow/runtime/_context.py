@@ -78,10 +78,6 @@ class RunContext:
         ns = _namespace.get()
         return ns if ns is not None else self._root
 
-    async def _deliver(self, ref: Any, message: Any, meta: Any) -> Callable[[], Awaitable[Any]]:
-        waiter: Callable[[], Awaitable[Any]] = await self._runner.deliver(ref, message, meta)
-        return waiter
-
     # --- agents --------------------------------------------------------------
 
     def ask(self, ref: Any, message: Any, *, timeout: float | None = None) -> Step[Any]:
@@ -126,24 +122,73 @@ class RunContext:
         Messages are delivered in step order. Raises the first failure in
         argument order (not an exception group), after the others finished.
         """
-        for step in steps:
-            if isinstance(step, Step) and step.record is not None:
-                step._claim()  # replayed: nothing to deliver, no need to yield
-            elif isinstance(step, Step | _SendStep):
-                await step._start()
-        outcomes: list[Any] = [None] * len(steps)
-        failed: list[BaseException | None] = [None] * len(steps)
+        n = len(steps)
+        outcomes: list[Any] = [None] * n
+        failed: list[BaseException | None] = [None] * n
         live: list[tuple[int, Awaitable[Any]]] = []
         for i, aw in enumerate(steps):
-            if isinstance(aw, Step) and aw.replays_inline:
-                # a recorded outcome needs no task: a recovery replays
-                # thousands of these
+            if isinstance(aw, Step):
+                if aw.record is not None and aw._inline:
+                    # a recorded outcome needs no delivery and no task: a
+                    # recovery replays thousands of these
+                    aw._claim()
+                    try:
+                        outcomes[i] = aw._replay(aw.record)
+                    except StepFailedError as exc:
+                        failed[i] = exc
+                    continue
+                await aw._start()
+            elif isinstance(aw, _SendStep):
+                await aw._start()
+            live.append((i, aw))
+        if live:
+            await self._finish_live(live, outcomes, failed)
+        for error in failed:
+            if error is not None:
+                raise error
+        return outcomes
+
+    async def _finish_live(
+        self,
+        live: list[tuple[int, Awaitable[Any]]],
+        outcomes: list[Any],
+        failed: list[BaseException | None],
+    ) -> None:
+        """Finish the delivered steps (and phase calls) of a gather.
+
+        Asks are recorded in argument order in this task, as their replies
+        come in: no task per step, one flush for all in ``sync`` mode. The
+        rest (from the first ask with a failure, a timeout or a deliver error,
+        and anything that is not an ask) finish concurrently as tasks, where
+        retries wait for no one.
+        """
+        done = 0
+        try:
+            for i, aw in live:
+                if type(aw) is not AskStep or aw._timeout:
+                    break
+                if not aw._answered():
+                    pending = aw._pending
+                    if pending is None:  # not delivered: the retry path decides
+                        break
+                    await pending.event.wait()
+                    if pending.error is not None:
+                        break
                 try:
-                    outcomes[i] = aw._replay(aw.record)  # type: ignore[arg-type]
-                except StepFailedError as exc:
+                    outcomes[i] = await aw._live_answered()
+                except Exception as exc:
                     failed[i] = exc
-            else:
-                live.append((i, aw))
+                done += 1
+        except BaseException:
+            for _, aw in live[done:]:
+                if isinstance(aw, AskStep):
+                    aw._abandon()
+            raise
+        if done:
+            await self._recorder.after_step()
+            live = live[done:]
+            if not live:
+                return
 
         async def finish(i: int, aw: Awaitable[Any]) -> None:
             try:
@@ -161,10 +206,6 @@ class RunContext:
             async with anyio.create_task_group() as tg:
                 for i, aw in live:
                     tg.start_soon(finish, i, aw)
-        for error in failed:
-            if error is not None:
-                raise error
-        return outcomes
 
     # --- decisions -----------------------------------------------------------
 

@@ -36,6 +36,14 @@ INLINE_STATE_BYTES = 4096
 _log = get_logger("actorflow.run")
 
 
+class _Blob:
+    __slots__ = ()
+
+
+_BLOB = _Blob()
+"""``Recorder.inline_state_ref``'s answer for a state that must be stored as a blob."""
+
+
 class Turnstile:
     """Orders one agent's step records by the order its messages were delivered.
 
@@ -59,6 +67,10 @@ class Turnstile:
         ticket = self._next
         self._next = ticket + 1
         return ticket
+
+    def ready(self, ticket: int) -> bool:
+        """Whether every ticket before ``ticket`` was released (``wait`` would not block)."""
+        return self._serving >= ticket
 
     async def wait(self, ticket: int) -> None:
         """Wait until every ticket before ``ticket`` was released."""
@@ -141,12 +153,27 @@ class Recorder:
         if self.durability is not Durability.PHASE:
             await self.writer.flush()
 
+    def barrier_needed(self) -> bool:
+        """Whether ``output_barrier`` has anything to flush (checked without awaiting)."""
+        writer = self.writer
+        return self.durability is not Durability.PHASE and writer.position > writer.durable
+
     async def after_step(self) -> None:
         """In ``sync`` mode a step's record is durable before its result is seen."""
         if self.durability is Durability.SYNC:
             await self.writer.flush()
 
     # --- agent states ------------------------------------------------------
+
+    def inline_state_ref(self, agent: str, agent_type: str, data: bytes) -> StateRef | _Blob | None:
+        """``state_ref`` when it needs no I/O; ``_BLOB`` when ``data`` must go to a blob."""
+        if self.last_state.get(agent) == data:
+            return None
+        if len(data) > INLINE_STATE_BYTES:
+            return _BLOB
+        self.last_state[agent] = data
+        self.agent_types[agent] = agent_type
+        return StateRef(agent=agent, type=agent_type, data=data)
 
     async def state_ref(self, agent: str, agent_type: str, data: bytes) -> StateRef | None:
         """A reference to ``data`` as ``agent``'s new state, or ``None`` if unchanged."""
@@ -215,21 +242,31 @@ def _peak_memory() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def encode(value: object, what: str) -> bytes:
-    """MessagePack bytes of a user value, or a clear ``EncodingError``."""
+_encoder = msgspec.msgpack.Encoder()
+
+
+def encode(value: object, what: str, detail: str | None = None) -> bytes:
+    """MessagePack bytes of a user value, or a clear ``EncodingError``.
+
+    ``what`` (and ``detail``, appended to it) name the value in the error.
+    """
     try:
-        return msgspec.msgpack.encode(value)
+        return _encoder.encode(value)
     except (TypeError, msgspec.EncodeError) as exc:
         from actorflow.errors import EncodingError
 
-        raise EncodingError(what, str(exc)) from exc
+        raise EncodingError(what if detail is None else f"{what} {detail}", str(exc)) from exc
 
 
 _decoders: dict[Any, msgspec.msgpack.Decoder[Any]] = {}
 
 
-def decode(data: bytes, type_: Any, what: str) -> Any:
-    """A user value from MessagePack bytes, typed as ``type_``."""
+def decode(data: bytes, type_: Any, what: str, detail: str | None = None) -> Any:
+    """A user value from MessagePack bytes, typed as ``type_``.
+
+    ``what`` (and ``detail``, appended to it) name the value in an error: the
+    message is only built when one is raised.
+    """
     try:
         try:
             decoder = _decoders.get(type_)
@@ -241,4 +278,5 @@ def decode(data: bytes, type_: Any, what: str) -> Any:
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         from actorflow.errors import CorruptedDataError
 
-        raise CorruptedDataError(what, f"does not decode as {type_!r}: {exc}") from exc
+        label = what if detail is None else f"{what} {detail}"
+        raise CorruptedDataError(label, f"does not decode as {type_!r}: {exc}") from exc

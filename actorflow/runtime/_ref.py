@@ -10,8 +10,6 @@ from actorflow.errors import AskTimeoutError
 from actorflow.runtime._cell import Reply
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-
     from actorflow.runtime._actor import Actor, Request
     from actorflow.runtime._cell import ActorCell
     from actorflow.runtime._mailbox import MailboxStatistics
@@ -182,25 +180,18 @@ class ActorRef(Generic[A], metaclass=_NoPublicConstructor):
             raise reply.error
         return reply.value, reply.state
 
-    async def _deliver_meta(
-        self, msg: object, *, meta: object | None
-    ) -> Callable[[], Awaitable[tuple[Any, bytes]]]:
-        """Queue ``msg`` with ``meta`` now; return a waiter for the reply and the state bytes.
+    async def _deliver_reply(self, msg: object, meta: object | None) -> Reply:
+        """Queue ``msg`` with ``meta`` now; return the reply slot, which gets the state bytes too.
 
         The workflow engine splits delivery from waiting so ``ctx.gather`` can
         put every message in its mailbox in step order before awaiting any reply.
         """
-        fn = self._check(msg)
+        fn = self._cell.dispatch.lookup(type(msg))
+        if fn is None:
+            raise self._cell._unhandled(msg)
         reply = Reply(self._mailbox.new_event(), want_state=True)
         await self._mailbox.put((fn, msg, reply, meta))
-
-        async def wait() -> tuple[Any, bytes]:
-            await reply.event.wait()
-            if reply.error is not None:
-                raise reply.error
-            return reply.value, reply.state
-
-        return wait
+        return reply
 
     async def _send_meta(self, msg: object, *, meta: object | None) -> None:
         """Like :meth:`send`, sending ``meta`` with the message."""

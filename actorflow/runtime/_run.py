@@ -22,6 +22,7 @@ from actorflow.errors import (
 from actorflow.runtime._actor import Actor, dispatch_table, state_type
 from actorflow.runtime._recorder import Recorder, decode, encode
 from actorflow.runtime._registry import class_name, lookup
+from actorflow.runtime._steps import args_hash
 from actorflow.runtime._steps_impl import Step
 from actorflow.storage import StateRef, StepRecord
 
@@ -78,7 +79,8 @@ class _SpawnStep(Step[Any]):
             state = st()
         self._state_bytes = encode(state, f"state of {name}")
         self._initial = state
-        super().__init__(ctx, ns, name, class_name(cls).encode() + given)
+        digest = args_hash(self.kind, name, class_name(cls).encode() + given)
+        super().__init__(ctx, ns, name, digest)
 
     async def _finish(self) -> Any:
         scope = self._runner.scope
@@ -185,16 +187,6 @@ class RunExecution:
             found = Any
         _reply_types[key] = found
         return found
-
-    async def deliver(
-        self, ref: Any, message: Any, meta: Any
-    ) -> Callable[[], Awaitable[tuple[Any, bytes]]]:
-        """Put the message in the agent's mailbox now; return a waiter for reply and state.
-
-        Delivery and waiting are split so ``ctx.gather`` can deliver every
-        message in step order before waiting for any reply.
-        """
-        return await ref._deliver_meta(message, meta=meta)  # type: ignore[no-any-return]
 
     # --- background sends --------------------------------------------------
 

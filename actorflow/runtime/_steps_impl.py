@@ -8,18 +8,21 @@ output-commit flush) and ``_finish`` waits for the outcome and records it.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
+import msgspec
 
 from actorflow.errors import (
     ActorError,
     ActorFailedError,
+    EncodingError,
     NonDeterminismError,
     StepFailedError,
 )
-from actorflow.runtime._recorder import Turnstile, decode, encode
+from actorflow.runtime._recorder import _BLOB, Turnstile, decode, encode
 from actorflow.runtime._steps import StepInfo, _StepMeta, args_hash, call_site
 from actorflow.storage import ErrorInfo, MilestoneRecord, StepRecord
 
@@ -33,18 +36,52 @@ __all__ = ["AskStep", "Step", "ValueStep"]
 
 T = TypeVar("T")
 
+_encode_message = msgspec.msgpack.Encoder().encode
+_blake2b = hashlib.blake2b
+# (message class, kind, target) -> the bytes hashed after the message's own;
+# bounded: agent names can be as many as runs
+_suffixes: dict[tuple[type, str, str], bytes] = {}
+
+
+def message_hash(kind: str, target: str, message: object) -> str:
+    """``args_hash`` of a message step: its MessagePack, class name, kind and target.
+
+    The same digest as ``args_hash(kind, target, payload + qualname)``, with
+    the constant tail cached: every step, live or replayed, pays for this.
+    """
+    cls = type(message)
+    try:
+        payload = _encode_message(message)
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise EncodingError(f"message {cls.__qualname__}", str(exc)) from exc
+    key = (cls, kind, target)
+    suffix = _suffixes.get(key)
+    if suffix is None:
+        if len(_suffixes) >= 4096:
+            _suffixes.clear()
+        suffix = _suffixes[key] = cls.__qualname__.encode() + kind.encode() + target.encode()
+    return _blake2b(payload + suffix, digest_size=12).hexdigest()
+
 
 class Step(Generic[T]):
     """An issued step of a run. Await it (once) for its result."""
 
     kind = "step"
+    # whether awaiting a recorded step only returns (or raises) its record:
+    # no agent, no I/O (set per subclass from whether it overrides _finish)
+    _inline = True
 
-    def __init__(self, ctx: RunContext, ns: Namespace, target: str | None, payload: bytes) -> None:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._inline = cls._finish is Step._finish
+
+    def __init__(self, ctx: RunContext, ns: Namespace, target: str | None, digest: str) -> None:
+        """Issue the step's id now; ``digest`` is its ``args_hash``."""
         self._ctx = ctx
         self._ns = ns
         self.id = ns.next_step()
         self.target = target
-        self.hash = args_hash(self.kind, target, payload)
+        self.hash = digest
         self.record: StepRecord | None = ctx._view.steps.get(self.id)
         if self.record is not None:
             self._check(self.record)
@@ -64,7 +101,7 @@ class Step(Generic[T]):
     @property
     def replays_inline(self) -> bool:
         """Whether awaiting only returns (or raises) its record: no agent, no I/O."""
-        return self.record is not None and type(self)._finish is Step._finish
+        return self.record is not None and self._inline
 
     def __await__(self) -> Generator[Any, None, T]:
         return self._run().__await__()
@@ -99,7 +136,7 @@ class Step(Generic[T]):
         return self._decode(record.result)
 
     def _decode(self, result: bytes | None) -> T:
-        return None if result is None else decode(result, Any, f"result of step {self.id}")  # type: ignore[return-value]
+        return None if result is None else decode(result, Any, "result of step", self.id)  # type: ignore[return-value]
 
     async def _live(self) -> T:
         raise NotImplementedError
@@ -115,10 +152,10 @@ class ValueStep(Step[T]):
         self.kind = kind
         self._compute = compute
         self._type = type_
-        super().__init__(ctx, ns, None, b"")
+        super().__init__(ctx, ns, None, _value_hash(kind))
 
     def _decode(self, result: bytes | None) -> T:
-        return decode(result or b"\xc0", self._type, f"result of step {self.id}")  # type: ignore[no-any-return]
+        return decode(result or b"\xc0", self._type, "result of step", self.id)  # type: ignore[no-any-return]
 
     async def _live(self) -> T:
         value = self._compute()
@@ -158,12 +195,12 @@ class AskStep(Step[T]):
         self._message = message
         self._reply_type = reply_type
         self._timeout = timeout
-        self._pending: Any = None
+        self._pending: Any = None  # the Reply of the delivery in flight
         self._ticket = -1
+        self._turnstile: Any = None
         self._deliver_error: ActorError | None = None
-        payload = encode(message, f"message {type(message).__qualname__}")
-        payload += type(message).__qualname__.encode()
-        super().__init__(ctx, ns, ref.name, payload)
+        target = ref.name
+        super().__init__(ctx, ns, target, message_hash(self.kind, target, message))
         if self.record is None:  # a replayed step never reaches its agent
             self._meta = self._make_meta(1)
 
@@ -183,10 +220,12 @@ class AskStep(Step[T]):
         await rec.flush()
 
     def _decode(self, result: bytes | None) -> T:
-        return decode(result or b"\xc0", self._reply_type, f"reply of step {self.id}")  # type: ignore[no-any-return]
+        return decode(result or b"\xc0", self._reply_type, "reply of step", self.id)  # type: ignore[no-any-return]
 
     async def _deliver(self) -> None:
-        await self._ctx._recorder.output_barrier()
+        rec = self._ctx._recorder
+        if rec.barrier_needed():
+            await rec.output_barrier()
         try:
             await self._redeliver()
         except ActorError as exc:
@@ -194,11 +233,11 @@ class AskStep(Step[T]):
             self._deliver_error = exc
 
     async def _redeliver(self) -> None:
-        turnstile = self._ctx._recorder.turnstile(self._ref.name)
+        turnstile = self._turnstile = self._ctx._recorder.turnstile(self._ref.name)
         self._ticket = turnstile.take()
         self._pending = None
         try:
-            self._pending = await self._ctx._deliver(self._ref, self._message, self._meta)
+            self._pending = await self._ref._deliver_reply(self._message, self._meta)
         except BaseException:
             self._release(turnstile)
             raise
@@ -208,15 +247,43 @@ class AskStep(Step[T]):
             turnstile.release(self._ticket)
             self._ticket = -1
 
+    def _abandon(self) -> None:
+        """Give up a delivered step that will never be finished (its gather was cancelled)."""
+        if self._ticket >= 0:
+            self._release(self._turnstile)
+
+    def _answered(self) -> bool:
+        """Whether the step is delivered and its reply is in, without an error."""
+        pending = self._pending
+        return pending is not None and pending.event.is_set() and pending.error is None
+
     async def _live(self) -> T:
         turnstile = self._ctx._recorder.turnstile(self._ref.name)
         try:
             reply, state, attempt = await self._outcome(turnstile)
-            await turnstile.wait(self._ticket)
+            if not turnstile.ready(self._ticket):
+                await turnstile.wait(self._ticket)
             await self._record_success(reply, state, attempt)
         finally:
             self._release(turnstile)
+        await self._ctx._recorder.after_step()
         return reply  # type: ignore[no-any-return]
+
+    async def _live_answered(self) -> T:
+        """``_live`` for a step whose reply is in (``_answered``), without the sync flush.
+
+        ``ctx.gather`` records such steps in order, in its own task, and makes
+        them durable together (one flush) in ``sync`` mode.
+        """
+        turnstile = self._turnstile
+        try:
+            pending = self._pending
+            if not turnstile.ready(self._ticket):
+                await turnstile.wait(self._ticket)
+            await self._record_success(pending.value, pending.state, 1)
+        finally:
+            self._release(turnstile)
+        return pending.value  # type: ignore[no-any-return]
 
     async def _outcome(self, turnstile: Turnstile) -> tuple[Any, bytes, int]:
         """The reply and state, retrying a failed task; records the final failure."""
@@ -230,9 +297,15 @@ class AskStep(Step[T]):
                     raise error
                 if self._pending is None:  # a retry (the first delivery happened in _start)
                     await self._redeliver()
-                with anyio.fail_after(self._timeout) if self._timeout else _nullcontext():
-                    reply, state = await self._pending()
-                return reply, state, attempt
+                pending = self._pending
+                if self._timeout:
+                    with anyio.fail_after(self._timeout):
+                        await pending.event.wait()
+                elif not pending.event.is_set():
+                    await pending.event.wait()
+                if pending.error is not None:
+                    raise pending.error
+                return pending.value, pending.state, attempt
             except (ActorError, TimeoutError) as exc:
                 if isinstance(exc, ActorFailedError):
                     handler_error = exc  # the root cause, worth more than a later "stopped"
@@ -246,14 +319,18 @@ class AskStep(Step[T]):
                 self._meta = self._make_meta(attempt)
 
     async def _record_success(self, reply: Any, state: bytes, attempts: int) -> None:
+        """Record the step's reply and the agent's new state (not flushed: see ``_live``)."""
         rec = self._ctx._recorder
         name = self._ref.name
         ref = None
         if self._ref.scope == self._ctx.run_id:
             # only the run's own agents are restored from its records; an actor
             # of the runtime outlives runs and keeps its own state
-            ref = await rec.state_ref(name, rec.agent_types.get(name, ""), state)
-        result = None if self.kind == "send" else encode(reply, f"reply of {name}")
+            agent_type = rec.agent_types.get(name, "")
+            ref = rec.inline_state_ref(name, agent_type, state)
+            if ref is _BLOB:
+                ref = await rec.state_ref(name, agent_type, state)
+        result = None if self.kind == "send" else encode(reply, "reply of", name)
         rec.record(
             StepRecord(
                 step_id=self.id,
@@ -262,12 +339,11 @@ class AskStep(Step[T]):
                 args_hash=self.hash,
                 result=result,
                 metrics=self._meta.metrics,
-                state=ref,
+                state=ref,  # type: ignore[arg-type]
                 attempts=attempts,
                 time=time.time(),
             )
         )
-        await rec.after_step()
 
     async def _record_failure(self, exc: BaseException) -> StepFailedError:
         cause = exc.__cause__ if exc.__cause__ is not None else exc
@@ -290,9 +366,11 @@ class AskStep(Step[T]):
         return self._failure(error)
 
 
-class _nullcontext:
-    def __enter__(self) -> None:
-        return None
+_value_hashes: dict[str, str] = {}
 
-    def __exit__(self, *exc: object) -> None:
-        return None
+
+def _value_hash(kind: str) -> str:
+    digest = _value_hashes.get(kind)
+    if digest is None:
+        digest = _value_hashes[kind] = args_hash(kind, None, b"")
+    return digest
