@@ -86,15 +86,9 @@ class RunContext:
         The agent's task is retried ``step_retries`` times with backoff (the
         same idempotency key); then the step fails with ``StepFailedError``.
         """
-        reply_type = self._runner.reply_type(ref, message)
-        return AskStep(
-            self,
-            self._ns(),
-            ref,
-            message,
-            reply_type=reply_type,
-            timeout=timeout if timeout is not None else self._config.ask_timeout,
-        )
+        if timeout is None:
+            timeout = self._config.ask_timeout
+        return AskStep(self, self._ns(), ref, message, timeout)
 
     def send(self, ref: Any, message: Any) -> Step[None]:
         """Send to an agent without waiting for its reply.
@@ -102,9 +96,7 @@ class RunContext:
         Awaiting returns once the message is delivered. The agent's handling
         is recorded when it completes; the enclosing phase waits for it.
         """
-        step: AskStep[Any] = AskStep(
-            self, self._ns(), ref, message, reply_type=Any, timeout=None, wait=False
-        )
+        step: AskStep[Any] = AskStep(self, self._ns(), ref, message, None, wait=False)
         return _SendStep(step)  # type: ignore[return-value]
 
     def spawn(self, cls: type[T], *, name: str, state: Any = None) -> Step[Any]:

@@ -70,6 +70,7 @@ class Step(Generic[T]):
     # whether awaiting a recorded step only returns (or raises) its record:
     # no agent, no I/O (set per subclass from whether it overrides _finish)
     _inline = True
+    _started = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -86,7 +87,6 @@ class Step(Generic[T]):
         if self.record is not None:
             self._check(self.record)
         ns.pending[self.id] = self
-        self._started = False
 
     def _check(self, record: StepRecord) -> None:
         if (record.kind, record.target, record.args_hash) != (self.kind, self.target, self.hash):
@@ -177,6 +177,11 @@ class AskStep(Step[T]):
     """``ctx.ask`` (and ``ctx.send``): a message to an agent, its reply and its new state."""
 
     kind = "ask"
+    # what a step only has once delivered (class-level defaults: replays never set them)
+    _pending: Any = None  # the Reply of the delivery in flight
+    _ticket = -1
+    _turnstile: Any = None
+    _deliver_error: ActorError | None = None
 
     def __init__(
         self,
@@ -184,8 +189,6 @@ class AskStep(Step[T]):
         ns: Namespace,
         ref: Any,
         message: Any,
-        *,
-        reply_type: Any,
         timeout: float | None,
         wait: bool = True,
     ) -> None:
@@ -193,16 +196,19 @@ class AskStep(Step[T]):
             self.kind = "send"
         self._ref = ref
         self._message = message
-        self._reply_type = reply_type
         self._timeout = timeout
-        self._pending: Any = None  # the Reply of the delivery in flight
-        self._ticket = -1
-        self._turnstile: Any = None
-        self._deliver_error: ActorError | None = None
-        target = ref.name
-        super().__init__(ctx, ns, target, message_hash(self.kind, target, message))
-        if self.record is None:  # a replayed step never reaches its agent
+        # Step.__init__, inlined: a recovery issues thousands of these
+        self._ctx = ctx
+        self._ns = ns
+        self.id = step_id = ns.next_step()
+        self.target = target = ref.name
+        self.hash = message_hash(self.kind, target, message)
+        self.record = record = ctx._view.steps.get(step_id)
+        if record is not None:
+            self._check(record)
+        else:  # a replayed step never reaches its agent
             self._meta = self._make_meta(1)
+        ns.pending[step_id] = self
 
     def _make_meta(self, attempt: int) -> _StepMeta:
         ctx = self._ctx
@@ -220,7 +226,9 @@ class AskStep(Step[T]):
         await rec.flush()
 
     def _decode(self, result: bytes | None) -> T:
-        return decode(result or b"\xc0", self._reply_type, "reply of step", self.id)  # type: ignore[no-any-return]
+        # the handler's return annotation, looked up only when a reply is replayed
+        reply_type = self._ctx._runner.reply_type(self._ref, self._message)
+        return decode(result or b"\xc0", reply_type, "reply of step", self.id)  # type: ignore[no-any-return]
 
     async def _deliver(self) -> None:
         rec = self._ctx._recorder
