@@ -29,10 +29,25 @@ __all__ = ["LogWriter"]
 class _Append:
     """One store append in flight, and its outcome."""
 
+    __slots__ = ("_done", "end", "error", "finished")
+
     def __init__(self, end: int) -> None:
         self.end = end
-        self.done = anyio.Event()
+        self.finished = False
+        # made only when a second flusher waits: most appends have one
+        self._done: anyio.Event | None = None
         self.error: BaseException | None = None
+
+    async def wait(self) -> None:
+        if not self.finished:
+            if self._done is None:
+                self._done = anyio.Event()
+            await self._done.wait()
+
+    def finish(self) -> None:
+        self.finished = True
+        if self._done is not None:
+            self._done.set()
 
 
 class LogWriter:
@@ -54,7 +69,8 @@ class LogWriter:
         self._next = start
         self._durable = start
         self._in_flight: _Append | None = None
-        self._changed = anyio.Event()
+        # made only while a follower waits in wait_durable
+        self._changed: anyio.Event | None = None
         self.appends = 0
         """How many store appends this writer made (for metrics and tests)."""
 
@@ -100,7 +116,7 @@ class LogWriter:
                 attempt = self._in_flight = _Append(self._next)
                 await self._carry(attempt)
             else:
-                await attempt.done.wait()
+                await attempt.wait()
             if attempt.error is not None:
                 raise StorageError(
                     "append log", f"run {self.run_id!r}: {attempt.error}; records kept for retry"
@@ -120,14 +136,15 @@ class LogWriter:
                     f"{self._durable + len(batch)}: another process wrote to it",
                 )
             self._durable = length
-            changed, self._changed = self._changed, anyio.Event()
-            changed.set()
+            changed, self._changed = self._changed, None
+            if changed is not None:
+                changed.set()
         except Exception as exc:
             self._buffer[:0] = batch
             attempt.error = exc
         finally:
             self._in_flight = None
-            attempt.done.set()
+            attempt.finish()
 
     async def wait_durable(self, position: int) -> None:
         """Wait, without flushing, until every record below ``position`` is durable.
@@ -136,4 +153,6 @@ class LogWriter:
         written only after the log is durable through ``p``.
         """
         while self._durable < position:
+            if self._changed is None:
+                self._changed = anyio.Event()
             await self._changed.wait()
