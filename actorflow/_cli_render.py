@@ -25,7 +25,7 @@ from actorflow.storage import (
 )
 
 if TYPE_CHECKING:
-    from actorflow.storage import LogRecord, RunManifest
+    from actorflow.storage import LogRecord, RunManifest, SnapshotInfo
 
 __all__ = [
     "err",
@@ -85,9 +85,9 @@ def size(n: int) -> str:
     raise AssertionError("unreachable")
 
 
-def manifest_row(m: RunManifest) -> dict[str, Any]:
-    """What ``runs`` shows of one run."""
-    live = _inspect.live_snapshots(list(m.snapshots))
+def manifest_row(m: RunManifest, snapshots: list[SnapshotInfo]) -> dict[str, Any]:
+    """What ``runs`` shows of one run, given its ``list_snapshots``."""
+    live = _inspect.live_snapshots(snapshots)
     return {
         "run_id": m.run_id,
         "workflow": m.workflow,

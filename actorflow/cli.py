@@ -54,6 +54,7 @@ from actorflow.storage import (
     PruneReport,
     RetentionPolicy,
     RunManifest,
+    SnapshotInfo,
     Store,
     open_store,
 )
@@ -74,10 +75,20 @@ def runs_command(
     """List runs: id, workflow, status, phase, started, updated, checkpoints, size."""
     wanted = _statuses(status)
 
-    async def body(s: Store) -> list[RunManifest]:
-        return await s.list_runs(status=wanted, workflow=workflow)
+    async def body(s: Store) -> list[tuple[RunManifest, list[SnapshotInfo]]]:
+        manifests = await s.list_runs(status=wanted, workflow=workflow)
+        listed: dict[str, list[SnapshotInfo]] = {}
 
-    rows = [manifest_row(m) for m in run_command(lambda: with_store(store, body), debug=debug)]
+        async def snapshots_of(run_id: str) -> None:
+            listed[run_id] = await s.list_snapshots(run_id)
+
+        async with anyio.create_task_group() as tg:
+            for m in manifests:
+                tg.start_soon(snapshots_of, m.run_id)
+        return [(m, listed[m.run_id]) for m in manifests]
+
+    found = run_command(lambda: with_store(store, body), debug=debug)
+    rows = [manifest_row(m, snapshots) for m, snapshots in found]
     if as_json:
         print_json(rows)
         return

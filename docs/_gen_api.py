@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import importlib
 import inspect
+import re
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,8 @@ def _doc(obj: Any) -> str:
 
 def _signature(obj: Any) -> str:
     try:
-        return str(inspect.signature(obj))
+        # default values that are functions print with their address: drop it
+        return re.sub(r" at 0x[0-9a-f]+>", ">", str(inspect.signature(obj)))
     except Exception:  # an annotation that does not resolve: show no signature
         return "(...)"
 

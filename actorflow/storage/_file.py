@@ -8,7 +8,8 @@ Layout::
         owner                         the current lease (owner, epoch)
         log/00000000000000000000.seg  append-only segments, named by first position
         blobs/<address>               content-addressed states, written once
-        snapshots/000000042_20260125T101500Z_draft-1_<id>.ckpt
+        snapshots/000000042_20260125T101500Z_draft%231_<id>~<trigger>~<time>~<sizes>.ckpt
+                                      each name lists its snapshot (see _snapfiles)
 
 Every durable operation is one call in a worker thread (``anyio.to_thread``);
 files written once go through temp file, fsync, rename and folder fsync. The
@@ -51,6 +52,7 @@ from actorflow.storage._manifests import tombstone as make_tombstone
 from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, StoreContext
 from actorflow.storage._records import SnapshotStatus, validate_run_id
 from actorflow.storage._retention import prune as prune_by_policy
+from actorflow.storage._snapfiles import SnapshotFolder, entry_name
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -371,7 +373,11 @@ class FileStore(StoreContext):
         *,
         update: Callable[[RunManifest], RunManifest] | None = None,
     ) -> SnapshotInfo:
-        """See :meth:`Store.write_snapshot`: the file is durable before the manifest lists it."""
+        """See :meth:`Store.write_snapshot`: one durable file whose name lists it.
+
+        The manifest is rewritten only for ``update`` (after the file is durable)
+        or for an entry too long for a file name (the older way: listed there).
+        """
         validate_run_id(snapshot.run_id)
         validate_snapshot_id(snapshot.snapshot_id)
         sealed, raw = self.codec.dump_snapshot(snapshot)
@@ -397,6 +403,17 @@ class FileStore(StoreContext):
     ) -> None:
         if not self._exists(run_id):
             raise RunNotFoundError(run_id)
+        name = entry_name(info)
+        if name is not None:
+            folder = self._snapshots(run_id)
+            folder.write(name, sealed)
+            if update is not None:
+                try:
+                    self._change_manifest(run_id, update)
+                except BaseException:
+                    folder.remove(info.snapshot_id)  # not acknowledged: not listed either
+                    raise
+            return
         write_atomic(self.fs, self._dir(run_id, "snapshots", snapshot_file_name(info)), sealed)
         listed = (
             (lambda m: add_snapshot(m, info))
@@ -405,6 +422,9 @@ class FileStore(StoreContext):
         )
         self._change_manifest(run_id, listed)
 
+    def _snapshots(self, run_id: str) -> SnapshotFolder:
+        return SnapshotFolder(self.fs, self._dir(run_id, "snapshots"))
+
     async def read_snapshot(self, run_id: str, snapshot_id: str) -> Snapshot:
         """See :meth:`Store.read_snapshot`."""
         validate_run_id(run_id)
@@ -412,6 +432,15 @@ class FileStore(StoreContext):
         return await self._call("read checkpoint", self._read_snapshot, run_id, snapshot_id)
 
     def _snapshot_path(self, run_id: str, snapshot_id: str) -> str:
+        if not self._exists(run_id):
+            raise RunNotFoundError(run_id)
+        found = self._snapshots(run_id).entries().get(snapshot_id)
+        if found is not None:
+            return self._dir(run_id, "snapshots", found[0])
+        return self._listed_path(run_id, snapshot_id)
+
+    def _listed_path(self, run_id: str, snapshot_id: str) -> str:
+        """Where a snapshot the manifest lists (written the older way) lives."""
         for info in live_snapshots(self._read_manifest(run_id)):
             if info.snapshot_id == snapshot_id:
                 return self._dir(run_id, "snapshots", snapshot_file_name(info))
@@ -426,24 +455,36 @@ class FileStore(StoreContext):
         return self.codec.load_snapshot(data, run_id=run_id, snapshot_id=snapshot_id, location=path)
 
     async def list_snapshots(self, run_id: str) -> list[SnapshotInfo]:
-        """See :meth:`Store.list_snapshots`."""
-        return live_snapshots(await self.read_run(run_id))
+        """See :meth:`Store.list_snapshots`: the folder's names, and older manifest entries."""
+        validate_run_id(run_id)
+        return await self._call("list checkpoints", self._list_snapshots, run_id)
+
+    def _list_snapshots(self, run_id: str) -> list[SnapshotInfo]:
+        listed = {s.snapshot_id: s for s in live_snapshots(self._read_manifest(run_id))}
+        listed.update((sid, info) for sid, (_, info) in self._snapshots(run_id).entries().items())
+        return sorted(listed.values(), key=lambda s: (s.position, s.created, s.snapshot_id))
 
     async def delete_snapshot(self, run_id: str, snapshot_id: str) -> int:
-        """See :meth:`Store.delete_snapshot`: the manifest stops listing it first."""
+        """See :meth:`Store.delete_snapshot`: an unlink and a folder fsync.
+
+        A snapshot the manifest lists (written the older way) leaves it first.
+        """
         validate_run_id(run_id)
         validate_snapshot_id(snapshot_id)
         return await self._call("delete checkpoint", self._delete_snapshot, run_id, snapshot_id)
 
     def _delete_snapshot(self, run_id: str, snapshot_id: str) -> int:
+        if not self._exists(run_id):
+            raise RunNotFoundError(run_id)
+        freed = self._snapshots(run_id).remove(snapshot_id) or 0
         try:
-            path = self._snapshot_path(run_id, snapshot_id)
+            path = self._listed_path(run_id, snapshot_id)
         except CheckpointNotFoundError:
-            return 0
+            return freed
         self._change_manifest(
             run_id, lambda m: mark_snapshot(m, snapshot_id, SnapshotStatus.DELETED)
         )
-        return self._remove(path)
+        return freed + self._remove(path)
 
     # --- ownership ------------------------------------------------------------------
 

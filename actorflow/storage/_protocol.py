@@ -197,7 +197,7 @@ class Store(Protocol):
         *,
         update: Callable[[RunManifest], RunManifest] | None = None,
     ) -> SnapshotInfo:
-        """Encode, check, compress, encrypt and store ``snapshot``; list it in the manifest.
+        """Encode, check, compress, encrypt and store ``snapshot``; ``list_snapshots`` lists it.
 
         ``update``, if given, changes the manifest in the same write that lists
         the snapshot (a run's final status goes with its final snapshot: one

@@ -75,9 +75,99 @@ async def test_snapshot_file_names_read_as_position_time_phase_id(tmp_path: Path
     snap = Snapshot(
         run_id="r1", snapshot_id="ck-7", position=42, created=0.0, trigger="t", phase="draft#1"
     )
-    await store.write_snapshot(snap)
+    info = await store.write_snapshot(snap)
     (path,) = (tmp_path / "runs/r1/snapshots").iterdir()
-    assert path.name == "000000042_19700101T000000Z_draft-1_ck-7.ckpt"
+    sizes = f"{info.stored_size}~{info.raw_size}"
+    assert path.name == f"000000042_19700101T000000Z_draft%231_ck-7~t~0.0~{sizes}.ckpt"
+
+
+def snap(sid: str, position: int, **fields: object) -> Snapshot:
+    values: dict[str, object] = {"created": 1.5, "trigger": "phase_end", "phase": "plan"}
+    values.update(fields)
+    return Snapshot(run_id="r1", snapshot_id=sid, position=position, **values)  # type: ignore[arg-type]
+
+
+async def test_a_snapshot_costs_one_file_and_no_manifest_rewrite(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    await store.create_run(manifest())
+    before = (tmp_path / "runs/r1/manifest").stat().st_mtime_ns, (await store.read_run("r1"))
+    infos = [await store.write_snapshot(snap(f"s{i}", i)) for i in range(3)]
+    assert ((tmp_path / "runs/r1/manifest").stat().st_mtime_ns, await store.read_run("r1")) == (
+        before
+    )
+    assert await store.list_snapshots("r1") == infos
+    # a new store (a new process) lists them from the folder alone
+    assert await FileStore(tmp_path).list_snapshots("r1") == infos
+    assert await store.delete_snapshot("r1", "s1") == infos[1].stored_size
+    assert await FileStore(tmp_path).list_snapshots("r1") == [infos[0], infos[2]]
+
+
+@pytest.mark.parametrize(
+    ("phase", "trigger"),
+    [
+        (None, "steps"),
+        ("a_b~c", "manual:deploy ~ v2_final"),
+        ("résumé/#1 %41", "manual:100% sure"),
+        ("x" * 250, "phase_end"),  # too long for a name: listed by the manifest instead
+        ("", "manual"),  # an empty phase reads like no phase in a name: manifest too
+    ],
+)
+async def test_any_phase_and_trigger_list_back_exactly(
+    tmp_path: Path, phase: str | None, trigger: str
+) -> None:
+    store = FileStore(tmp_path)
+    await store.create_run(manifest())
+    s = snap("ck_1.a", 7, phase=phase, trigger=trigger, created=1769335300.123456)
+    info = await store.write_snapshot(s)
+    assert await FileStore(tmp_path).list_snapshots("r1") == [info]
+    assert await store.read_snapshot("r1", "ck_1.a") == s
+    listed_in_manifest = bool((await store.read_run("r1")).snapshots)
+    assert listed_in_manifest == (phase is not None and (phase == "" or len(phase) > 200))
+    assert await store.delete_snapshot("r1", "ck_1.a") > 0
+    assert await store.list_snapshots("r1") == []
+    assert [p.name for p in (tmp_path / "runs/r1/snapshots").iterdir()] == []
+
+
+async def test_writing_an_id_again_replaces_the_snapshot(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    await store.create_run(manifest())
+    await store.write_snapshot(snap("s", 1))
+    newer = await store.write_snapshot(snap("s", 2, created=2.5))
+    assert await store.list_snapshots("r1") == [newer]
+    assert (await store.read_snapshot("r1", "s")).position == 2
+    assert len(list((tmp_path / "runs/r1/snapshots").iterdir())) == 1
+
+
+async def test_snapshots_listed_by_an_older_manifest_still_list_read_and_delete(
+    tmp_path: Path,
+) -> None:
+    # A store written before snapshot names listed themselves: the manifest lists them.
+    store = FileStore(tmp_path)
+    await store.create_run(manifest())
+    old = await store.write_snapshot(snap("old", 1, phase="x" * 250))  # the manifest's way
+    new = await store.write_snapshot(snap("new", 2))
+    assert await store.list_snapshots("r1") == [old, new]
+    assert (await store.read_snapshot("r1", "old")).position == 1
+    assert await store.delete_snapshot("r1", "old") > 0
+    assert await store.list_snapshots("r1") == [new]
+    assert (await store.read_run("r1")).snapshots[0].status == "deleted"
+
+
+async def test_stray_files_in_the_snapshots_folder_are_not_snapshots(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    await store.create_run(manifest())
+    info = await store.write_snapshot(snap("s", 1))
+    folder = tmp_path / "runs/r1/snapshots"
+    for stray in (
+        "notes.txt",
+        ".tmp-0123",
+        "1_2_3_4~a~b~c~d.ckpt",
+        "x~y.ckpt",
+        "a_b_c_../x~t~1~2~3.ckpt",
+    ):
+        if "/" not in stray:
+            (folder / stray).write_bytes(b"junk")
+    assert await store.list_snapshots("r1") == [info]
 
 
 async def test_an_unwritable_folder_is_a_storage_error_naming_the_operation(

@@ -57,6 +57,7 @@ class Acked:
     records: dict[int, EventRecord] = field(default_factory=dict)
     snapshots: dict[str, Snapshot] = field(default_factory=dict)
     blobs: dict[str, bytes] = field(default_factory=dict)
+    deleted: set[str] = field(default_factory=set)
     attempt: int = 0
 
 
@@ -79,6 +80,10 @@ async def workload(fs: SimFS, acked: Acked) -> None:
             snap = snapshot(n, acked.length, ref)
             await store.write_snapshot(snap)
             acked.snapshots[snap.snapshot_id] = snap
+            if n == 2:  # retention's way: an acknowledged delete stays deleted
+                del acked.snapshots["s0"]  # once asked for, it may be gone
+                await store.delete_snapshot(RUN, "s0")
+                acked.deleted.add("s0")
             await store.update_run(RUN, lambda m: msgspec.structs.replace(m, attempt=m.attempt + 1))
             acked.attempt += 1
     except* StorageError:
@@ -108,6 +113,7 @@ async def check_after_power_loss(fs: SimFS, acked: Acked) -> None:
             assert log[position] == rec
         listed = {s.snapshot_id for s in await store.list_snapshots(RUN)}
         assert set(acked.snapshots) <= listed
+        assert not acked.deleted & listed
         for sid in listed:  # anything listed loads: nothing half-written
             loaded = await store.read_snapshot(RUN, sid)
             if sid in acked.snapshots:

@@ -282,7 +282,7 @@ def test_a_corrupt_newest_snapshot_falls_back_to_the_one_before(
     listed = anyio.run(snapshots)
     assert len(listed) >= 3
     newest, before = listed[-1], listed[-2]
-    (path,) = (store / "runs" / "corrupt" / "snapshots").glob(f"*_{newest}.ckpt")
+    (path,) = (store / "runs" / "corrupt" / "snapshots").glob(f"*_{newest}~*.ckpt")
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0xFF
     path.write_bytes(bytes(data))
