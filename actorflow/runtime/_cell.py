@@ -26,6 +26,8 @@ from actorflow.runtime._mailbox import CLOSED, Mailbox
 from actorflow.runtime._supervisor import RestartTracker
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from actorflow.runtime._actor import Actor, Dispatch
     from actorflow.runtime._scope import ActorScope
     from actorflow.runtime._supervisor import SupervisorPolicy
@@ -44,7 +46,7 @@ FAIRNESS_BATCH: Final = 64
 class Reply:
     """The one-shot slot an ``ask`` waits on."""
 
-    __slots__ = ("error", "event", "state", "value", "want_state")
+    __slots__ = ("error", "event", "notify", "state", "value", "want_state")
 
     def __init__(self, event: anyio.Event, want_state: bool = False) -> None:
         self.event = event
@@ -52,11 +54,20 @@ class Reply:
         self.error: BaseException | None = None
         self.state: bytes = b""
         self.want_state = want_state
+        self.notify: Callable[[Reply], object] | None = None
+        """Called with the slot once it is filled (``ctx.gather`` watches many at once)."""
+
+    def succeed(self) -> None:
+        self.event.set()
+        if self.notify is not None:
+            self.notify(self)
 
     def fail(self, error: BaseException) -> None:
         if not self.event.is_set():
             self.error = error
             self.event.set()
+            if self.notify is not None:
+                self.notify(self)
 
 
 _decoders: dict[Any, msgspec.msgpack.Decoder[Any]] = {}
@@ -226,7 +237,7 @@ class ActorCell:
                 reply.value = result
                 if reply.want_state:
                     reply.state = self.good if has_state else NONE_BYTES
-                reply.event.set()
+                reply.succeed()
 
     def _unhandled(self, msg: object) -> UnhandledMessageError:
         return UnhandledMessageError(self.name, type(msg), self.dispatch.handled)

@@ -31,6 +31,7 @@ from actorflow.storage import DecisionRecord, EventRecord
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
 
+    from actorflow.runtime._cell import Reply
     from actorflow.runtime._config import RuntimeConfig
     from actorflow.runtime._recorder import Recorder
     from actorflow.runtime._view import RunView
@@ -150,21 +151,23 @@ class RunContext:
 
         Asks are recorded in argument order in this task, as their replies
         come in: no task per step, one flush for all in ``sync`` mode. The
-        rest (from the first ask with a failure, a timeout or a deliver error,
-        and anything that is not an ask) finish concurrently as tasks, where
-        retries wait for no one.
+        rest finish concurrently as tasks, where retries wait for no one: from
+        the first ask with a timeout, a deliver error or anything that is not
+        an ask, and as soon as any ask's reply is a failure, wherever it is.
         """
         done = 0
+        watch = _Watch(live)
         try:
             for i, aw in live:
-                if type(aw) is not AskStep or aw._timeout:
+                if watch.failed or type(aw) is not AskStep or aw._timeout:
                     break
                 if not aw._answered():
                     pending = aw._pending
                     if pending is None:  # not delivered: the retry path decides
                         break
-                    await pending.event.wait()
-                    if pending.error is not None:
+                    if not pending.event.is_set():
+                        await watch.wait_for(pending)
+                    if pending.error is not None or not pending.event.is_set():
                         break
                 try:
                     outcomes[i] = await aw._live_answered()
@@ -446,3 +449,34 @@ class _SendStep:
                 raise step._failure(step.record.error)
             return
         step._ctx._runner.track_send(step._ns, step._live)
+
+
+class _Watch:
+    """Waits for one reply of a gather, waking early if any of its replies fails."""
+
+    __slots__ = ("_awaited", "_wake", "failed")
+
+    def __init__(self, live: list[tuple[int, Awaitable[Any]]]) -> None:
+        self.failed = False
+        self._awaited: Reply | None = None
+        self._wake: anyio.Event | None = None
+        for _, aw in live:
+            pending = aw._pending if type(aw) is AskStep else None
+            if pending is not None:
+                if pending.error is not None:
+                    self.failed = True
+                pending.notify = self._notify
+
+    async def wait_for(self, reply: Reply) -> None:
+        """Until ``reply`` is in or some reply failed."""
+        self._awaited = reply
+        self._wake = anyio.Event()
+        await self._wake.wait()
+
+    def _notify(self, reply: Reply) -> None:
+        if reply.error is not None:
+            self.failed = True
+        elif reply is not self._awaited:
+            return
+        if self._wake is not None:
+            self._wake.set()

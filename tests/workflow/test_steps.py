@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 import msgspec
 import pytest
 
@@ -88,6 +89,47 @@ async def test_gather_raises_the_first_failure_in_step_order_as_step_failed() ->
     assert isinstance(cause, StepFailedError)
     assert cause.step_id == "2", "the ask for n=9 is the first failing step"
     assert cause.error_type == "ValueError"
+
+
+class Gates:
+    """Per-test events (created inside the test, on its event loop)."""
+
+    retried: anyio.Event
+    attempts = 0
+
+
+class WaitsForTheRetry(Specialist):
+    @handler
+    async def hold(self, item: Item) -> int:
+        await Gates.retried.wait()
+        return item.n
+
+
+class FailsOnce(Specialist):
+    @handler
+    async def take(self, item: Item) -> int:
+        Gates.attempts += 1
+        if Gates.attempts == 1:
+            raise RuntimeError("transient")
+        Gates.retried.set()
+        return item.n
+
+
+class SlowFirst(Orchestrator):
+    async def run(self, ctx: RunContext, n: int) -> list[int]:
+        slow = await ctx.spawn(WaitsForTheRetry, name="slow")
+        flaky = await ctx.spawn(FailsOnce, name="flaky")
+        return await ctx.gather(ctx.ask(slow, Item(n)), ctx.ask(flaky, Item(n + 1)))
+
+
+async def test_a_failed_ask_in_a_gather_is_retried_without_waiting_for_earlier_ones() -> None:
+    # the first ask answers only once the second one's retry succeeded: a
+    # retry that waited for the earlier replies would never come
+    Gates.retried, Gates.attempts = anyio.Event(), 0
+    async with Runtime(store=MemoryStore(), config=FAST) as runtime:
+        with anyio.fail_after(10):
+            assert await runtime.run(SlowFirst, 1, run_id="slow-first") == [1, 2]
+    assert Gates.attempts == 2
 
 
 class Broken(Specialist):
