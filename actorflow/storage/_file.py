@@ -98,6 +98,8 @@ class FileStore(StoreContext):
         self._logs: dict[str, FileLog] = {}
         self._log_lock = anyio.Lock()
         self._leases: dict[str, tuple[Lease, int]] = {}
+        # new runs claimed by create_run for the owner their manifest names
+        self._created_claims: dict[str, tuple[Lease, int]] = {}
 
     def __repr__(self) -> str:
         return f"FileStore({self.path!r}, codec={self.codec.describe()})"
@@ -161,28 +163,45 @@ class FileStore(StoreContext):
         for log in self._logs.values():
             log.close()
         self._logs.clear()
-        for _lease, handle in self._leases.values():
+        for _lease, handle in [*self._leases.values(), *self._created_claims.values()]:
             self.fs.unlock(handle)
         self._leases.clear()
+        self._created_claims.clear()
 
     # --- manifests ------------------------------------------------------------------
 
     async def create_run(self, manifest: RunManifest) -> tuple[RunManifest, bool]:
-        """See :meth:`Store.create_run`."""
-        run_id = validate_run_id(manifest.run_id)
-        return await self._call("create run", self._create, run_id, manifest)
+        """See :meth:`Store.create_run`.
 
-    def _create(self, run_id: str, manifest: RunManifest) -> tuple[RunManifest, bool]:
+        A new run whose manifest names an ``owner`` is claimed for it in the
+        same call: no other process can take it for an orphan before its
+        owner's ``claim``, which then costs nothing.
+        """
+        run_id = validate_run_id(manifest.run_id)
+        stored, created, held = await self._call("create run", self._create, run_id, manifest)
+        if held is not None:
+            self._created_claims[run_id] = held
+        return stored, created
+
+    def _create(
+        self, run_id: str, manifest: RunManifest
+    ) -> tuple[RunManifest, bool, tuple[Lease, int] | None]:
         if self._exists(run_id):
-            return self._read_manifest(run_id), False
+            return self._read_manifest(run_id), False, None
         self.fs.makedirs(self._dir(run_id))
         for sub in ("log", "blobs", "snapshots"):
             # made durable by the run folder's fsync that commits the manifest
             self.fs.mkdir(self._dir(run_id, sub))
         data = self.codec.dump_manifest(manifest)
-        if write_atomic(self.fs, self._dir(run_id, "manifest"), data, exclusive=True):
-            return manifest, True
-        return self._read_manifest(run_id), False
+        if not write_atomic(self.fs, self._dir(run_id, "manifest"), data, exclusive=True):
+            return self._read_manifest(run_id), False, None
+        held = None
+        if manifest.owner is not None:
+            try:
+                held = self._claim(run_id, manifest.owner)
+            except RunLockedError:
+                pass  # someone probing it this very moment: the owner's claim will tell
+        return manifest, True, held
 
     async def read_run(self, run_id: str) -> RunManifest:
         """See :meth:`Store.read_run`."""
@@ -491,6 +510,12 @@ class FileStore(StoreContext):
     async def claim(self, run_id: str, owner: str) -> Lease:
         """See :meth:`Store.claim`: an exclusive ``flock`` held until release or exit."""
         validate_run_id(run_id)
+        held = self._created_claims.pop(run_id, None)
+        if held is not None:
+            if held[0].owner == owner and run_id not in self._leases:
+                self._leases[run_id] = held
+                return held[0]
+            self.fs.unlock(held[1])  # claimed at creation for someone else: let go
         lease, handle = await self._call("claim run", self._claim, run_id, owner)
         self._leases[run_id] = (lease, handle)
         return lease
@@ -542,7 +567,7 @@ class FileStore(StoreContext):
     async def is_owned(self, run_id: str) -> bool:
         """See :meth:`Store.is_owned`: tries the lock without keeping it."""
         validate_run_id(run_id)
-        if run_id in self._leases:
+        if run_id in self._leases or run_id in self._created_claims:
             return True
         return await self._call("check owner", self._probe_lock, run_id)
 

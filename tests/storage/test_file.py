@@ -177,3 +177,34 @@ async def test_an_unwritable_folder_is_a_storage_error_naming_the_operation(
     store = FileStore(tmp_path / "file" / "store")
     with pytest.raises(StorageError, match="create run failed"):
         await store.create_run(manifest())
+
+
+async def test_a_new_run_is_claimed_for_the_owner_its_manifest_names(tmp_path: Path) -> None:
+    # between create_run and its owner's claim, no other process may take it for an orphan
+    store, other = FileStore(tmp_path), FileStore(tmp_path)
+    owned = RunManifest(run_id="r1", workflow="w", input=b"", input_hash="", owner="me")
+    await store.create_run(owned)
+    assert await other.is_owned("r1")
+    with pytest.raises(RunLockedError):
+        await other.claim("r1", "thief")
+    lease = await store.claim("r1", "me")
+    assert (lease.owner, lease.epoch) == ("me", 1)
+    await store.release(lease)
+    assert not await other.is_owned("r1")
+    # without an owner in the manifest nothing is claimed
+    await store.create_run(RunManifest(run_id="r2", workflow="w", input=b"", input_hash=""))
+    assert not await other.is_owned("r2")
+    await store.aclose()
+    await other.aclose()
+
+
+async def test_a_run_claimed_at_creation_is_let_go_when_the_store_closes(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    await store.create_run(
+        RunManifest(run_id="r1", workflow="w", input=b"", input_hash="", owner="me")
+    )
+    await store.aclose()
+    other = FileStore(tmp_path)
+    lease = await other.claim("r1", "recoverer")
+    assert lease.owner == "recoverer"
+    await other.aclose()
