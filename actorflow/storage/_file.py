@@ -100,6 +100,8 @@ class FileStore(StoreContext):
         self._leases: dict[str, tuple[Lease, int]] = {}
         # new runs claimed by create_run for the owner their manifest names
         self._created_claims: dict[str, tuple[Lease, int]] = {}
+        # runs this store created and claimed, not appended to yet: their logs are empty
+        self._empty_logs: set[str] = set()
 
     def __repr__(self) -> str:
         return f"FileStore({self.path!r}, codec={self.codec.describe()})"
@@ -167,6 +169,7 @@ class FileStore(StoreContext):
             self.fs.unlock(handle)
         self._leases.clear()
         self._created_claims.clear()
+        self._empty_logs.clear()
 
     # --- manifests ------------------------------------------------------------------
 
@@ -181,6 +184,7 @@ class FileStore(StoreContext):
         stored, created, held = await self._call("create run", self._create, run_id, manifest)
         if held is not None:
             self._created_claims[run_id] = held
+            self._empty_logs.add(run_id)  # and nobody else can write it while we hold it
         return stored, created
 
     def _create(
@@ -240,6 +244,7 @@ class FileStore(StoreContext):
         log = self._logs.pop(run_id, None)
         if log is not None:
             log.close()
+        self._empty_logs.discard(run_id)
         return await self._call("delete run", self._delete_run, run_id, tombstone)
 
     def _delete_run(self, run_id: str, tombstone: bool) -> int:
@@ -275,6 +280,13 @@ class FileStore(StoreContext):
     async def _open_log(self, run_id: str) -> FileLog:
         log = self._logs.get(run_id)
         if log is not None and not log.broken:
+            return log
+        if log is None and run_id in self._empty_logs:
+            # created here a moment ago: nothing to scan, the first write makes a segment
+            self._empty_logs.discard(run_id)
+            log = self._logs[run_id] = FileLog(
+                self.fs, self.codec, run_id, self._dir(run_id, "log"), self.segment_bytes
+            )
             return log
         async with self._log_lock:
             log = self._logs.get(run_id)
@@ -516,6 +528,7 @@ class FileStore(StoreContext):
                 self._leases[run_id] = held
                 return held[0]
             self.fs.unlock(held[1])  # claimed at creation for someone else: let go
+            self._empty_logs.discard(run_id)
         lease, handle = await self._call("claim run", self._claim, run_id, owner)
         self._leases[run_id] = (lease, handle)
         return lease
@@ -562,6 +575,7 @@ class FileStore(StoreContext):
         held = self._leases.get(lease.run_id)
         if held is not None and held[0] == lease:
             del self._leases[lease.run_id]
+            self._empty_logs.discard(lease.run_id)
             self.fs.unlock(held[1])
 
     async def is_owned(self, run_id: str) -> bool:

@@ -208,3 +208,21 @@ async def test_a_run_claimed_at_creation_is_let_go_when_the_store_closes(tmp_pat
     lease = await other.claim("r1", "recoverer")
     assert lease.owner == "recoverer"
     await other.aclose()
+
+
+async def test_a_run_created_here_but_written_elsewhere_appends_after_the_others(
+    tmp_path: Path,
+) -> None:
+    # the store knows a run it created has an empty log only while it holds the claim
+    store, other = FileStore(tmp_path), FileStore(tmp_path)
+    owned = RunManifest(run_id="r1", workflow="w", input=b"", input_hash="", owner="me")
+    await store.create_run(owned)
+    await store.release(await store.claim("r1", "me"))
+    lease = await other.claim("r1", "other")
+    assert await other.append("r1", [rec(0), rec(1), rec(2)]) == 3
+    await other.release(lease)
+    await other.aclose()
+    lease = await store.claim("r1", "me")
+    assert await store.append("r1", [rec(3)]) == 4
+    assert await FileStore(tmp_path).read_log("r1") == [rec(i) for i in range(4)]
+    await store.aclose()
