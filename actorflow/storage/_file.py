@@ -406,16 +406,22 @@ class FileStore(StoreContext):
     ) -> SnapshotInfo:
         """See :meth:`Store.write_snapshot`: one durable file whose name lists it.
 
-        The manifest is rewritten only for ``update`` (after the file is durable)
-        or for an entry too long for a file name (the older way: listed there).
+        The manifest is rewritten only for ``update`` or for an entry too long
+        for a file name (the older way: listed there). A file that lists itself
+        does not depend on the manifest, so with ``update`` both are written at
+        once, in two worker threads (their fsyncs can share a journal commit).
         """
-        validate_run_id(snapshot.run_id)
+        run_id = validate_run_id(snapshot.run_id)
         validate_snapshot_id(snapshot.snapshot_id)
         sealed, raw = self.codec.dump_snapshot(snapshot)
         info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
-        await self._call(
-            "write checkpoint", self._write_snapshot, info, snapshot.run_id, sealed, update
-        )
+        name = entry_name(info)
+        if name is None:
+            await self._call("write checkpoint", self._write_listed, info, run_id, sealed, update)
+        elif update is None:
+            await self._call("write checkpoint", self._write_named, run_id, name, sealed)
+        else:
+            await self._write_with_update(info, run_id, name, sealed, update)
         _log.info(
             "checkpoint_saved",
             run_id=snapshot.run_id,
@@ -425,26 +431,49 @@ class FileStore(StoreContext):
         )
         return info
 
-    def _write_snapshot(
+    async def _write_with_update(
+        self,
+        info: SnapshotInfo,
+        run_id: str,
+        name: str,
+        sealed: bytes,
+        update: Callable[[RunManifest], RunManifest],
+    ) -> None:
+        failures: dict[str, Exception] = {}
+
+        async def attempt(what: str, fn: Callable[..., object], *args: Any) -> None:
+            try:
+                await self._call(what, fn, *args)
+            except Exception as exc:
+                failures[what] = exc
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(attempt, "write checkpoint", self._write_named, run_id, name, sealed)
+            tg.start_soon(attempt, "update run", self._change_manifest, run_id, update)
+        if "update run" in failures and "write checkpoint" not in failures:
+            # not acknowledged, so not listed either
+            with anyio.CancelScope(shield=True):
+                await self._call(
+                    "write checkpoint", self._snapshots(run_id).remove, info.snapshot_id
+                )
+        if failures:
+            raise next(iter(failures.values()))
+
+    def _write_named(self, run_id: str, name: str, sealed: bytes) -> None:
+        if not self._exists(run_id):
+            raise RunNotFoundError(run_id)
+        self._snapshots(run_id).write(name, sealed)
+
+    def _write_listed(
         self,
         info: SnapshotInfo,
         run_id: str,
         sealed: bytes,
         update: Callable[[RunManifest], RunManifest] | None,
     ) -> None:
+        """The older way, for an entry too long for a file name: the manifest lists it."""
         if not self._exists(run_id):
             raise RunNotFoundError(run_id)
-        name = entry_name(info)
-        if name is not None:
-            folder = self._snapshots(run_id)
-            folder.write(name, sealed)
-            if update is not None:
-                try:
-                    self._change_manifest(run_id, update)
-                except BaseException:
-                    folder.remove(info.snapshot_id)  # not acknowledged: not listed either
-                    raise
-            return
         write_atomic(self.fs, self._dir(run_id, "snapshots", snapshot_file_name(info)), sealed)
         listed = (
             (lambda m: add_snapshot(m, info))

@@ -78,18 +78,26 @@ async def workload(fs: SimFS, acked: Acked) -> None:
             ref = await store.put_blob(RUN, state)
             acked.blobs[ref] = state
             snap = snapshot(n, acked.length, ref)
-            await store.write_snapshot(snap)
+            if n == 3:  # a run's end: its final snapshot and status in one call
+                await store.write_snapshot(snap, update=_bump_attempt)
+            else:
+                await store.write_snapshot(snap)
             acked.snapshots[snap.snapshot_id] = snap
             if n == 2:  # retention's way: an acknowledged delete stays deleted
                 del acked.snapshots["s0"]  # once asked for, it may be gone
                 await store.delete_snapshot(RUN, "s0")
                 acked.deleted.add("s0")
-            await store.update_run(RUN, lambda m: msgspec.structs.replace(m, attempt=m.attempt + 1))
+            if n != 3:
+                await store.update_run(RUN, _bump_attempt)
             acked.attempt += 1
     except* StorageError:
         pass  # the power went out
     finally:
         await store.aclose()
+
+
+def _bump_attempt(m: RunManifest) -> RunManifest:
+    return msgspec.structs.replace(m, attempt=m.attempt + 1)
 
 
 async def append_one(store: FileStore, acked: Acked) -> None:
