@@ -35,8 +35,21 @@ if TYPE_CHECKING:
 __all__ = ["RunExecution", "run_signature"]
 
 
+_signatures: dict[type[Any], tuple[Any, Any]] = {}
+
+
 def run_signature(cls: type[Any]) -> tuple[Any, Any]:
-    """``(input type, result type)`` of an orchestrator class's ``run(ctx, input)``."""
+    """``(input type, result type)`` of an orchestrator class's ``run(ctx, input)``.
+
+    Resolved once per class: resolving string annotations costs an eval each.
+    """
+    found = _signatures.get(cls)
+    if found is None:
+        found = _signatures[cls] = _resolve_signature(cls)
+    return found
+
+
+def _resolve_signature(cls: type[Any]) -> tuple[Any, Any]:
     fn = getattr(cls, "run", None)
     if fn is None or not callable(fn):
         raise ActorDefinitionError(
