@@ -43,11 +43,20 @@ def _signature(obj: Any) -> str:
         return "(...)"
 
 
+def _mixin(base: type) -> bool:
+    """A base from a private module that no public module exports: a piece of its class."""
+    private = any(part.startswith("_") for part in base.__module__.split("."))
+    return base is not object and private and _home(base.__name__, base) is None
+
+
 def _members(cls: type) -> list[str]:
     lines = []
-    for name, member in vars(cls).items():
-        if name.startswith("_") or not (member.__doc__ or "").strip():
+    seen: set[str] = set()
+    own = [(n, m) for c in (cls, *filter(_mixin, cls.__bases__)) for n, m in vars(c).items()]
+    for name, member in own:
+        if name.startswith("_") or name in seen or not (member.__doc__ or "").strip():
             continue
+        seen.add(name)
         if isinstance(member, property):
             lines.append(f"- `{name}` (property): {_doc(member).splitlines()[0]}")
         elif inspect.isfunction(member) or isinstance(member, classmethod | staticmethod):
@@ -60,7 +69,7 @@ def _members(cls: type) -> list[str]:
 def _entry(module: str, name: str, obj: Any) -> list[str]:
     out = []
     if inspect.isclass(obj):
-        bases = ", ".join(b.__name__ for b in obj.__bases__ if b is not object)
+        bases = ", ".join(b.__name__ for b in obj.__bases__ if b is not object and not _mixin(b))
         kind = "enum" if issubclass(obj, enum.Enum) else "class"
         out.append(f"### `{name}` ({kind}{': ' + bases if bases else ''})\n")
         out.append(f"`{module}.{name}{_signature(obj) if kind == 'class' else ''}`\n")

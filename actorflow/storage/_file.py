@@ -28,7 +28,6 @@ import anyio.to_thread
 from actorflow._log import get_logger
 from actorflow.errors import (
     ActorflowError,
-    CheckpointNotFoundError,
     CorruptedDataError,
     LeaseLostError,
     RunLockedError,
@@ -36,23 +35,17 @@ from actorflow.errors import (
     StorageError,
 )
 from actorflow.storage._codec import Codec, Kind, decode_lease, encode_lease
+from actorflow.storage._file_snapshots import FileSnapshots
 from actorflow.storage._filelog import FileLog
 from actorflow.storage._fs import FileSystem, OSFileSystem, write_atomic
 from actorflow.storage._manifests import (
-    add_snapshot,
-    live_snapshots,
-    mark_snapshot,
     matches,
-    snapshot_file_name,
-    snapshot_info,
     validate_blob_ref,
-    validate_snapshot_id,
 )
 from actorflow.storage._manifests import tombstone as make_tombstone
 from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, StoreContext
-from actorflow.storage._records import SnapshotStatus, validate_run_id
+from actorflow.storage._records import validate_run_id
 from actorflow.storage._retention import prune as prune_by_policy
-from actorflow.storage._snapfiles import SnapshotFolder, entry_name
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -61,8 +54,6 @@ if TYPE_CHECKING:
         LogRecord,
         RunManifest,
         RunStatus,
-        Snapshot,
-        SnapshotInfo,
     )
 
 __all__ = ["FileStore"]
@@ -71,7 +62,7 @@ _log = get_logger(__name__)
 T = TypeVar("T")
 
 
-class FileStore(StoreContext):
+class FileStore(FileSnapshots, StoreContext):
     """Runs stored under a local folder (created on first use).
 
     Args:
@@ -395,156 +386,6 @@ class FileStore(StoreContext):
             return 0
         self.fs.unlink(path)
         return size
-
-    # --- snapshots ------------------------------------------------------------------
-
-    async def write_snapshot(
-        self,
-        snapshot: Snapshot,
-        *,
-        update: Callable[[RunManifest], RunManifest] | None = None,
-    ) -> SnapshotInfo:
-        """See :meth:`Store.write_snapshot`: one durable file whose name lists it.
-
-        The manifest is rewritten only for ``update`` or for an entry too long
-        for a file name (the older way: listed there). A file that lists itself
-        does not depend on the manifest, so with ``update`` both are written at
-        once, in two worker threads (their fsyncs can share a journal commit).
-        """
-        run_id = validate_run_id(snapshot.run_id)
-        validate_snapshot_id(snapshot.snapshot_id)
-        sealed, raw = self.codec.dump_snapshot(snapshot)
-        info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
-        name = entry_name(info)
-        if name is None:
-            await self._call("write checkpoint", self._write_listed, info, run_id, sealed, update)
-        elif update is None:
-            await self._call("write checkpoint", self._write_named, run_id, name, sealed)
-        else:
-            await self._write_with_update(info, run_id, name, sealed, update)
-        _log.info(
-            "checkpoint_saved",
-            run_id=snapshot.run_id,
-            checkpoint=snapshot.snapshot_id,
-            position=snapshot.position,
-            size=len(sealed),
-        )
-        return info
-
-    async def _write_with_update(
-        self,
-        info: SnapshotInfo,
-        run_id: str,
-        name: str,
-        sealed: bytes,
-        update: Callable[[RunManifest], RunManifest],
-    ) -> None:
-        failures: dict[str, Exception] = {}
-
-        async def attempt(what: str, fn: Callable[..., object], *args: Any) -> None:
-            try:
-                await self._call(what, fn, *args)
-            except Exception as exc:
-                failures[what] = exc
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(attempt, "write checkpoint", self._write_named, run_id, name, sealed)
-            tg.start_soon(attempt, "update run", self._change_manifest, run_id, update)
-        if "update run" in failures and "write checkpoint" not in failures:
-            # not acknowledged, so not listed either
-            with anyio.CancelScope(shield=True):
-                await self._call(
-                    "write checkpoint", self._snapshots(run_id).remove, info.snapshot_id
-                )
-        if failures:
-            raise next(iter(failures.values()))
-
-    def _write_named(self, run_id: str, name: str, sealed: bytes) -> None:
-        if not self._exists(run_id):
-            raise RunNotFoundError(run_id)
-        self._snapshots(run_id).write(name, sealed)
-
-    def _write_listed(
-        self,
-        info: SnapshotInfo,
-        run_id: str,
-        sealed: bytes,
-        update: Callable[[RunManifest], RunManifest] | None,
-    ) -> None:
-        """The older way, for an entry too long for a file name: the manifest lists it."""
-        if not self._exists(run_id):
-            raise RunNotFoundError(run_id)
-        write_atomic(self.fs, self._dir(run_id, "snapshots", snapshot_file_name(info)), sealed)
-        listed = (
-            (lambda m: add_snapshot(m, info))
-            if update is None
-            else (lambda m: update(add_snapshot(m, info)))
-        )
-        self._change_manifest(run_id, listed)
-
-    def _snapshots(self, run_id: str) -> SnapshotFolder:
-        return SnapshotFolder(self.fs, self._dir(run_id, "snapshots"))
-
-    async def read_snapshot(self, run_id: str, snapshot_id: str) -> Snapshot:
-        """See :meth:`Store.read_snapshot`."""
-        validate_run_id(run_id)
-        validate_snapshot_id(snapshot_id)
-        return await self._call("read checkpoint", self._read_snapshot, run_id, snapshot_id)
-
-    def _snapshot_path(self, run_id: str, snapshot_id: str) -> str:
-        if not self._exists(run_id):
-            raise RunNotFoundError(run_id)
-        found = self._snapshots(run_id).entries().get(snapshot_id)
-        if found is not None:
-            return self._dir(run_id, "snapshots", found[0])
-        return self._listed_path(run_id, snapshot_id)
-
-    def _listed_path(self, run_id: str, snapshot_id: str) -> str:
-        """Where a snapshot the manifest lists (written the older way) lives."""
-        for info in live_snapshots(self._read_manifest(run_id)):
-            if info.snapshot_id == snapshot_id:
-                return self._dir(run_id, "snapshots", snapshot_file_name(info))
-        raise CheckpointNotFoundError(run_id, snapshot_id)
-
-    def _read_snapshot(self, run_id: str, snapshot_id: str) -> Snapshot:
-        path = self._snapshot_path(run_id, snapshot_id)
-        try:
-            data = self.fs.read(path)
-        except FileNotFoundError:
-            raise CheckpointNotFoundError(run_id, snapshot_id) from None
-        return self.codec.load_snapshot(data, run_id=run_id, snapshot_id=snapshot_id, location=path)
-
-    async def list_snapshots(self, run_id: str) -> list[SnapshotInfo]:
-        """See :meth:`Store.list_snapshots`: the folder's names, and older manifest entries."""
-        validate_run_id(run_id)
-        return await self._call("list checkpoints", self._list_snapshots, run_id)
-
-    def _list_snapshots(self, run_id: str) -> list[SnapshotInfo]:
-        listed = {s.snapshot_id: s for s in live_snapshots(self._read_manifest(run_id))}
-        listed.update((sid, info) for sid, (_, info) in self._snapshots(run_id).entries().items())
-        return sorted(listed.values(), key=lambda s: (s.position, s.created, s.snapshot_id))
-
-    async def delete_snapshot(self, run_id: str, snapshot_id: str) -> int:
-        """See :meth:`Store.delete_snapshot`: an unlink and a folder fsync.
-
-        A snapshot the manifest lists (written the older way) leaves it first.
-        """
-        validate_run_id(run_id)
-        validate_snapshot_id(snapshot_id)
-        return await self._call("delete checkpoint", self._delete_snapshot, run_id, snapshot_id)
-
-    def _delete_snapshot(self, run_id: str, snapshot_id: str) -> int:
-        if not self._exists(run_id):
-            raise RunNotFoundError(run_id)
-        freed = self._snapshots(run_id).remove(snapshot_id) or 0
-        try:
-            path = self._listed_path(run_id, snapshot_id)
-        except CheckpointNotFoundError:
-            return freed
-        self._change_manifest(
-            run_id, lambda m: mark_snapshot(m, snapshot_id, SnapshotStatus.DELETED)
-        )
-        return freed + self._remove(path)
 
     # --- ownership ------------------------------------------------------------------
 
