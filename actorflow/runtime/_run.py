@@ -159,10 +159,11 @@ class RunExecution:
         async def fetch(name: str, ref: StateRef) -> None:
             blobs[name] = await self.recorder.store.get_blob(self.run_id, ref.blob)
 
-        async with anyio.create_task_group() as tg:
-            for name, _, ref in todo:
-                if ref is not None and ref.data is None:
-                    tg.start_soon(fetch, name, ref)
+        in_blobs = [(name, ref) for name, _, ref in todo if ref is not None and ref.data is None]
+        if in_blobs:  # a task group costs a scheduler pass even with nothing in it
+            async with anyio.create_task_group() as tg:
+                for blob_of, blob_ref in in_blobs:
+                    tg.start_soon(fetch, blob_of, blob_ref)
         for name, cls, ref in todo:
             await self.restore_agent(name, cls, ref, blobs.get(name))
         return len(todo)

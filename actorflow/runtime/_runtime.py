@@ -203,18 +203,32 @@ class Runtime(_CoreRuntime):
     ) -> None:
         # A run's failure belongs to its handle, never to the runtime's task group.
         renew = self.store.renew_interval
+        if renew is None:
+            # no lease to renew: no heartbeat, so no task group to host one
+            await self._drive_caught(handle, manifest, workflow, lease, fresh)
+            return
         async with anyio.create_task_group() as tg:
-            if renew is not None:
-                tg.start_soon(self._heartbeat, lease, renew)
+            tg.start_soon(self._heartbeat, lease, renew)
             try:
-                await drive(self, handle, manifest, workflow, lease, fresh=fresh)
-            except anyio.get_cancelled_exc_class():
-                raise
-            except Exception as exc:
-                if not handle.done:
-                    handle._finish(RunStatus.FAILED, error=exc)
+                await self._drive_caught(handle, manifest, workflow, lease, fresh)
             finally:
                 tg.cancel_scope.cancel()
+
+    async def _drive_caught(
+        self,
+        handle: RunHandle,
+        manifest: RunManifest,
+        workflow: type[Any],
+        lease: Any,
+        fresh: bool,
+    ) -> None:
+        try:
+            await drive(self, handle, manifest, workflow, lease, fresh=fresh)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            if not handle.done:
+                handle._finish(RunStatus.FAILED, error=exc)
 
     async def _heartbeat(self, lease: Any, interval: float) -> None:
         while True:
