@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import resource
 import time
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from actorflow.runtime._handle import RunHandle
+    from actorflow.runtime._scope import ActorScope
     from actorflow.storage import Lease, Store
 
 __all__ = ["drive", "load_view"]
@@ -107,6 +109,8 @@ async def drive(
     emit = handle.emit
     outcome = _Outcome()
     started = time.perf_counter()
+    scope: ActorScope | None = None
+    stopped = False
     try:
         if fresh:
             view, replayed = RunView(run_id), 0
@@ -116,21 +120,35 @@ async def drive(
         if replayed or view.position:
             emit("recovery_started", position=view.position, records=replayed)
         writer = LogWriter(store, run_id, start=view.position)
-        await _attempt(runtime, handle, manifest, cls, view, writer, outcome)
+        scope = runtime._open_scope(
+            run_id,
+            on_escalate=lambda e: emit(
+                "agent_escalated", agent=e.actor, error=str(e), level="warning"
+            ),
+        )
+        await _attempt(runtime, handle, manifest, cls, view, writer, outcome, scope)
     except BaseException as exc:
         if isinstance(exc, anyio.get_cancelled_exc_class()):
             with anyio.CancelScope(shield=True):
+                if scope is not None:  # agents stop before the run is marked
+                    stopped = True
+                    await scope.aclose(timeout=runtime.shutdown_timeout)
                 await _mark(store, run_id, RunStatus.INTERRUPTED, None, None)
             emit("run_interrupted")
             outcome.status = RunStatus.INTERRUPTED
         outcome.error = exc
         raise
     finally:
+        # one shielded scope: stop the agents (if still running), then release
         with anyio.CancelScope(shield=True):
             try:
-                await store.release(lease)
-            except StorageError as exc:
-                emit("lease_release_failed", error=str(exc), level="warning")
+                if scope is not None and not stopped:
+                    await scope.aclose(timeout=runtime.shutdown_timeout)
+            finally:
+                try:
+                    await store.release(lease)
+                except StorageError as exc:
+                    emit("lease_release_failed", error=str(exc), level="warning")
         handle.metrics.update(
             elapsed=round(time.perf_counter() - started, 6),
             peak_memory=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
@@ -149,50 +167,43 @@ async def _attempt(
     view: RunView,
     writer: LogWriter,
     outcome: _Outcome,
+    scope: ActorScope,
 ) -> None:
+    """Restore the agents, run the orchestrator and store the outcome.
+
+    The run's agents (in ``scope``) are stopped by the caller, after this.
+    """
     store: Store = runtime.store
     run_id = manifest.run_id
     input_type, _ = run_signature(cls)
     checkpointer = runtime._checkpointer_ref()
     queue = CheckpointQueue(store=store, writer=writer, emit=handle.emit)
-    scope = runtime._open_scope(
-        run_id,
-        on_escalate=lambda e: handle.emit(
-            "agent_escalated", agent=e.actor, error=str(e), level="warning"
-        ),
-    )
-    try:
-        async with anyio.create_task_group() as tg:
-            recorder = Recorder(
-                run_id=run_id,
-                store=store,
-                writer=writer,
-                view=view,
-                config=runtime.config,
-                task_group=tg,
-                request_snapshot=lambda s: queue.offer(s, checkpointer.send_nowait),
-                emit=handle.emit,
-            )
-            execution = RunExecution(runtime=runtime, recorder=recorder, scope=scope, task_group=tg)
-            restored = await execution.restore_agents()
-            ctx = RunContext(
-                run_id=run_id, recorder=recorder, config=runtime.config, runner=execution
-            )
-            value = decode(manifest.input, input_type, f"input of run {run_id}")
-            handle.emit("run_started", workflow=manifest.workflow, agents_restored=restored)
-            await _execute(handle, execution, cls, value, ctx, outcome)
-            await _store_outcome(store, recorder, queue, checkpointer.send_nowait, outcome)
-            handle.metrics.update(
-                view.metrics,
-                checkpoints=queue.written,
-                checkpoint_failures=queue.failed,
-                checkpoint_bytes=queue.bytes_written,
-                checkpoint_write_ms=round(queue.write_seconds * 1000, 3),
-                recoveries=manifest.attempt,
-            )
-    finally:
-        with anyio.CancelScope(shield=True):
-            await scope.aclose(timeout=runtime.shutdown_timeout)
+    async with anyio.create_task_group() as tg:
+        recorder = Recorder(
+            run_id=run_id,
+            store=store,
+            writer=writer,
+            view=view,
+            config=runtime.config,
+            task_group=tg,
+            request_snapshot=lambda s: queue.offer(s, checkpointer.send_nowait),
+            emit=handle.emit,
+        )
+        execution = RunExecution(runtime=runtime, recorder=recorder, scope=scope, task_group=tg)
+        restored = await execution.restore_agents()
+        ctx = RunContext(run_id=run_id, recorder=recorder, config=runtime.config, runner=execution)
+        value = decode(manifest.input, input_type, f"input of run {run_id}")
+        handle.emit("run_started", workflow=manifest.workflow, agents_restored=restored)
+        await _execute(handle, execution, cls, value, ctx, outcome)
+        await _store_outcome(store, recorder, queue, checkpointer.send_nowait, outcome)
+        handle.metrics.update(
+            view.metrics,
+            checkpoints=queue.written,
+            checkpoint_failures=queue.failed,
+            checkpoint_bytes=queue.bytes_written,
+            checkpoint_write_ms=round(queue.write_seconds * 1000, 3),
+            recoveries=manifest.attempt,
+        )
 
 
 async def _execute(
@@ -258,7 +269,9 @@ async def _store_outcome(
         info = ErrorInfo.of(error.__cause__ or error)
     prompt = error.prompt if isinstance(error, RunPaused) else None
     change = _status_change(status, result, info, prompt=prompt, phase=recorder.view.phase)
-    with anyio.CancelScope(shield=status is not RunStatus.COMPLETED):
+    # a completed run's outcome may be interrupted (it is then marked
+    # interrupted); any other is made durable whatever happens
+    with nullcontext() if status is RunStatus.COMPLETED else anyio.CancelScope(shield=True):
         await recorder.flush()
         final = recorder.view.snapshot(str(status))
         queue.offer(final, send, update=change)
