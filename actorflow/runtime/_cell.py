@@ -21,14 +21,14 @@ from actorflow.errors import (
     EscalationError,
     UnhandledMessageError,
 )
-from actorflow.runtime._actor import NoneType, message_meta
+from actorflow.runtime._actor import Actor, NoneType, message_meta
 from actorflow.runtime._mailbox import CLOSED, Mailbox
 from actorflow.runtime._supervisor import RestartTracker
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from actorflow.runtime._actor import Actor, Dispatch
+    from actorflow.runtime._actor import Dispatch
     from actorflow.runtime._scope import ActorScope
     from actorflow.runtime._supervisor import SupervisorPolicy
 
@@ -304,6 +304,14 @@ class ActorCell:
         self.scope.forget(self)
         if self._done_event is not None:
             self._done_event.set()
+
+    @property
+    def ends_when_closed(self) -> bool:
+        """Whether closing the mailbox ends the actor without running any of its code.
+
+        True while it waits on an empty mailbox and has no ``on_stop`` of its own.
+        """
+        return self.mailbox.receiver_waiting and type(self.actor).on_stop is Actor.on_stop
 
     def cancel(self) -> None:
         """Cancel the actor's task at once (it may be in the middle of a handler)."""

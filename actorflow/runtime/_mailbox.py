@@ -85,6 +85,11 @@ class Mailbox(Generic[T]):
         """Whether the mailbox refuses new messages."""
         return self._closed
 
+    @property
+    def receiver_waiting(self) -> bool:
+        """Whether the receiver is parked in :meth:`get` on an empty mailbox."""
+        return self._getter is not None
+
     def statistics(self) -> MailboxStatistics:
         """Return the current size, capacity, blocked senders and closed flag."""
         putters = self._putters

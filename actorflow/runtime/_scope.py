@@ -154,6 +154,8 @@ class ActorScope:
 
 async def stop_cells(cells: list[ActorCell], timeout: float | None) -> None:  # noqa: ASYNC109
     """Close the cells' mailboxes, let them drain for ``timeout``, then cancel them."""
+    if timeout is not None and all(cell.ends_when_closed for cell in cells):
+        timeout = None  # idle actors with nothing to run on the way out: no deadline
     for cell in cells:
         cell.mailbox.close()
     try:
