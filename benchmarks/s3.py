@@ -111,10 +111,21 @@ async def _measure(store: Store) -> dict[str, float]:
 
         w = await _timed(write, rounds)
         r = await _timed(partial(_read_next, store, run_id, iter(ids)), rounds)
+        c = await _timed(partial(_read_next, store, run_id, iter(ids), cold=True), rounds)
         out[f"snapshot write p50 ms, {label}"] = _p(w, 0.5)
         out[f"snapshot write p95 ms, {label}"] = _p(w, 0.95)
         out[f"snapshot read p50 ms, {label}"] = _p(r, 0.5)
         out[f"snapshot read p95 ms, {label}"] = _p(r, 0.95)
+        out[f"snapshot cold read p50 ms, {label}"] = _p(c, 0.5)
+    small = f"{run_id}-small"
+    await store.create_run(msgspec.structs.replace(manifest, run_id=small))
+    for i in range(5):
+        await store.write_snapshot(_snapshot(small, i, b"x" * 1024))
+    for rid in (small, run_id):
+        count = len(await store.list_snapshots(rid))
+        listed = await _timed(partial(store.list_snapshots, rid), ROUNDS)
+        out[f"snapshot list p50 ms, {count} snapshots"] = _p(listed, 0.5)
+        out[f"snapshot list p95 ms, {count} snapshots"] = _p(listed, 0.95)
     record = StepRecord(step_id="main/1", kind="ask", target="w", result=b"x" * 150)
     a = await _timed(lambda: store.append(run_id, [record]), APPENDS)
     out["append p50 ms, 1 writer"] = _p(a, 0.5)
@@ -127,8 +138,15 @@ async def _measure(store: Store) -> dict[str, float]:
     return out
 
 
-async def _read_next(store: Store, run_id: str, ids: Iterator[str]) -> None:
-    await store.read_snapshot(run_id, next(ids))
+async def _read_next(store: Store, run_id: str, ids: Iterator[str], *, cold: bool = False) -> None:
+    snapshot_id = next(ids)
+    if cold:
+        # As a store that has not listed the run (another process): the S3 store
+        # then finds the snapshot's key with a LIST. Other stores have no such cache.
+        forget = getattr(getattr(store, "_snaps", None), "forget", None)
+        if forget is not None:
+            forget(run_id)
+    await store.read_snapshot(run_id, snapshot_id)
 
 
 async def _appender(store: Store, run_id: str, record: StepRecord, n: int) -> None:

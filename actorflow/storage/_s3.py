@@ -7,11 +7,16 @@ Layout under ``{prefix}runs/{run_id}/``::
     log/{start:020d}         one immutable segment per append               (_s3_log.py)
     log-start                first log position kept after pruning
     blobs/{address}          sealed blob, written once
-    snapshots/{snapshot_id}  sealed Snapshot, written once
+    snapshots/{entry}        sealed Snapshot, written once; the key is its listing entry
+                             (position, time, phase, id, trigger, sizes: _s3_snapshots.py)
+    snapshots/{snapshot_id}  the same, written by 0.1 or with an entry too long for a
+                             key; listed by the manifest's ``snapshots``
 
 Every object is sealed by the same :class:`Codec` as the file store's (header,
 checksum, compression, encryption), so data moves between stores. Segments,
 blobs and snapshots are created with ``If-None-Match: *`` and never edited.
+Writing a snapshot is one PUT (the manifest is replaced only for
+``write_snapshot(update=)``); listing them is one LIST.
 The wire (aioboto3 on asyncio, a helper thread under trio, retries, errors)
 is in ``_s3_io.py``; keys and conditional writes in ``_s3_objects.py``.
 """
@@ -25,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from actorflow._log import get_logger
 from actorflow.errors import CheckpointNotFoundError, RunNotFoundError, StorageError
 from actorflow.storage._codec import Codec
 from actorflow.storage._manifests import (
@@ -44,6 +50,7 @@ from actorflow.storage._s3_io import NotFound, PreconditionFailed, S3Options, S3
 from actorflow.storage._s3_lease import LeaseTable
 from actorflow.storage._s3_log import SegmentLog
 from actorflow.storage._s3_objects import S3Objects
+from actorflow.storage._s3_snapshots import SnapshotKeys, Stored, best
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -58,6 +65,8 @@ if TYPE_CHECKING:
     )
 
 __all__ = ["S3Store"]
+
+_log = get_logger(__name__)
 
 _CAS_ATTEMPTS = 1000
 
@@ -130,9 +139,11 @@ class S3Store(StoreContext):
         self._o = S3Objects(S3Wire(options), self.prefix, max_concurrency=max_connections)
         self._log = SegmentLog(self._o, self.codec)
         self._leases = LeaseTable(self._o, self.codec, lease_ttl)
+        self._snaps = SnapshotKeys(self._o)
         self._known: set[str] = set()
         self._manifests: dict[str, tuple[RunManifest, str]] = {}
         self._manifest_locks: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
+        self._snapshot_locks: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
 
     def __repr__(self) -> str:
         return f"S3Store({self.bucket!r}, prefix={self.prefix!r})"
@@ -156,11 +167,13 @@ class S3Store(StoreContext):
         key = self._o.key(manifest.run_id, "manifest")
         sealed = self.codec.dump_manifest(manifest)
         try:
-            await self._o.put("create run", key, sealed, token=uuid.uuid4().hex)
+            etag = await self._o.put("create run", key, sealed, token=uuid.uuid4().hex)
         except PreconditionFailed:
             existing, _ = await self._read_manifest(manifest.run_id)
             return existing, False
         self._known.add(manifest.run_id)
+        self._manifests[manifest.run_id] = (manifest, etag)  # the first update needs no GET
+        self._snaps.start_empty(manifest.run_id)
         return manifest, True
 
     async def _read_manifest(self, run_id: str) -> tuple[RunManifest, str]:
@@ -239,6 +252,7 @@ class S3Store(StoreContext):
             await self.update_run(run_id, make_tombstone)
         await self._o.delete("delete run", [o.key for o in doomed])
         self._log.forget(run_id)
+        self._snaps.forget(run_id)
         if not tombstone:
             self._known.discard(run_id)
             self._manifests.pop(run_id, None)
@@ -341,74 +355,185 @@ class S3Store(StoreContext):
         *,
         update: Callable[[RunManifest], RunManifest] | None = None,
     ) -> SnapshotInfo:
-        """See :meth:`Store.write_snapshot`; sealing runs in a worker thread."""
+        """See :meth:`Store.write_snapshot`: one PUT, whose key lists the snapshot.
+
+        The manifest is replaced only for ``update`` (after the object is
+        stored) or for an entry too long for a key (the older way: listed
+        there). Sealing runs in a worker thread.
+
+        Raises:
+            StorageError: the run already holds a different snapshot with this id.
+            LeaseLostError: this store held the run's lease and another owner took it.
+        """
         run_id = snapshot.run_id
+        validate_snapshot_id(snapshot.snapshot_id)
         await self._require(run_id)
-        key = self._o.key(run_id, "snapshots", validate_snapshot_id(snapshot.snapshot_id))
         await self._leases.check(run_id)
         sealed, raw = await anyio.to_thread.run_sync(self.codec.dump_snapshot, snapshot)
-        try:
-            await self._o.put("write checkpoint", key, sealed, token=uuid.uuid4().hex)
-        except PreconditionFailed:
-            await self._same_snapshot(snapshot, key)
         info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
-        if update is None:
-            await self.update_run(run_id, lambda m: add_snapshot(m, info))
-        else:
-            await self.update_run(run_id, lambda m: update(add_snapshot(m, info)))
+        stored, written = await self._put_snapshot(snapshot, info, sealed)
+        if stored.info is None:  # at snapshots/{id}: the manifest lists it, as it always did
+            listed = (
+                (lambda m: add_snapshot(m, info))
+                if update is None
+                else (lambda m: update(add_snapshot(m, info)))
+            )
+            await self.update_run(run_id, listed)
+        elif update is not None:
+            try:
+                await self.update_run(run_id, update)
+            except BaseException:
+                if written:
+                    await self._unwrite(run_id, stored)  # not acknowledged: not listed either
+                raise
         return info
 
-    async def _same_snapshot(self, snapshot: Snapshot, key: str) -> None:
-        """A snapshot id is written once: a second write must carry the same snapshot."""
+    async def _put_snapshot(
+        self, snapshot: Snapshot, info: SnapshotInfo, sealed: bytes
+    ) -> tuple[Stored, bool]:
+        """Store the snapshot's object unless its id is stored already.
+
+        Returns where it is and whether this call wrote it. An id is written
+        once: an object already there must hold the same snapshot.
+        """
+        run_id, snapshot_id = snapshot.run_id, snapshot.snapshot_id
+        key, self_listing = self._snaps.key_for(run_id, info)
+        mine = Stored(snapshot_id, key, len(sealed), info if self_listing else None)
+        # One writer per run in this store: two writes of one id must see each other.
+        async with self._snapshot_locks[run_id]:
+            found = (await self._snaps.listing(run_id, "write checkpoint")).get(snapshot_id)
+            if found:
+                there = best(found)
+                same = await self._holds(snapshot, there)
+                if same is not None:
+                    return self._same(snapshot, there, same), False
+                self._snaps.forget(run_id)  # deleted meanwhile by someone else
+            try:
+                await self._o.put("write checkpoint", key, sealed, token=uuid.uuid4().hex)
+            except PreconditionFailed:
+                # This very entry is there: written by another store, or by an earlier
+                # call of ours whose answer was lost (a retry, or a cancelled write).
+                same = await self._holds(snapshot, mine)
+                self._snaps.forget(run_id)
+                return self._same(snapshot, mine, bool(same)), False
+            except BaseException:
+                self._snaps.forget(run_id)  # it may or may not have landed
+                raise
+            self._snaps.add(run_id, mine)
+            return mine, True
+
+    async def _holds(self, snapshot: Snapshot, stored: Stored) -> bool | None:
+        """Whether ``stored`` holds ``snapshot``; None if the object is gone."""
+        data = await self._o.get_or_none("write checkpoint", stored.key)
+        if data is None:
+            return None
         try:
-            existing = await self.read_snapshot(snapshot.run_id, snapshot.snapshot_id)
+            existing = await self._load_snapshot(data, snapshot.run_id, stored)
         except StorageError:
-            existing = None
-        if existing != snapshot:
+            return False
+        return existing == snapshot
+
+    def _same(self, snapshot: Snapshot, stored: Stored, same: bool) -> Stored:
+        if not same:
             raise StorageError(
                 "write checkpoint",
-                f"{self._o.location(key)} already holds a different checkpoint with id "
+                f"{self._o.location(stored.key)} already holds a different checkpoint with id "
                 f"{snapshot.snapshot_id!r}; checkpoint ids must be unique within a run",
             )
+        return stored
 
-    async def read_snapshot(self, run_id: str, snapshot_id: str) -> Snapshot:
-        """See :meth:`Store.read_snapshot`; verifying and decoding run in a worker thread."""
-        await self._require(run_id)
-        key = self._o.key(run_id, "snapshots", validate_snapshot_id(snapshot_id))
-        try:
-            data, _ = await self._o.get("read checkpoint", key)
-        except NotFound:
-            raise CheckpointNotFoundError(run_id, snapshot_id) from None
-        location = self._o.location(key)
+    async def _unwrite(self, run_id: str, stored: Stored) -> None:
+        """Delete a snapshot object this call wrote, even if the call is being cancelled."""
+        self._snaps.forget(run_id)
+        with anyio.CancelScope(shield=True):
+            try:
+                await self._o.delete("write checkpoint", [stored.key])
+            except StorageError as exc:
+                _log.warning(
+                    "checkpoint_cleanup_failed",
+                    run_id=run_id,
+                    checkpoint=stored.snapshot_id,
+                    key=stored.key,
+                    error=str(exc),
+                )
+
+    async def _load_snapshot(self, data: bytes, run_id: str, stored: Stored) -> Snapshot:
+        location = self._o.location(stored.key)
         return await anyio.to_thread.run_sync(
             lambda: self.codec.load_snapshot(
-                data, run_id=run_id, snapshot_id=snapshot_id, location=location
+                data, run_id=run_id, snapshot_id=stored.snapshot_id, location=location
             )
         )
 
+    async def read_snapshot(self, run_id: str, snapshot_id: str) -> Snapshot:
+        """See :meth:`Store.read_snapshot`: a GET, after a LIST unless the key is known.
+
+        Verifying and decoding run in a worker thread.
+        """
+        validate_snapshot_id(snapshot_id)
+        await self._require(run_id)
+        stored = self._snaps.cached(run_id, snapshot_id)
+        if stored is not None and (data := await self._get(stored)) is not None:
+            return await self._load_snapshot(data, run_id, stored)
+        # Not known to this store, or gone since: look again.
+        found = (await self._snaps.scan(run_id, "read checkpoint")).get(snapshot_id)
+        stored = best(found) if found else None
+        if stored is None or (data := await self._get(stored)) is None:
+            raise CheckpointNotFoundError(run_id, snapshot_id)
+        return await self._load_snapshot(data, run_id, stored)
+
+    async def _get(self, stored: Stored) -> bytes | None:
+        return await self._o.get_or_none("read checkpoint", stored.key)
+
     async def list_snapshots(self, run_id: str) -> list[SnapshotInfo]:
-        """See :meth:`Store.list_snapshots`."""
-        return live_snapshots(await self.read_run(run_id))
+        """See :meth:`Store.list_snapshots`: one LIST of keys that carry their entries.
+
+        Objects at ``snapshots/{id}`` (written the older way) take their entries
+        from the manifest, which is read only when there are such objects.
+        """
+        listing = await self._snaps.scan(run_id, "list checkpoints")
+        if not listing:
+            await self._require(run_id)  # no run, or no snapshots yet
+        entries: dict[str, SnapshotInfo] = {}
+        for snapshot_id, found in listing.items():
+            if (info := best(found).info) is not None:
+                entries[snapshot_id] = info
+        if len(entries) < len(listing):
+            for info in live_snapshots(await self.read_run(run_id)):
+                if info.snapshot_id in listing and info.snapshot_id not in entries:
+                    entries[info.snapshot_id] = info
+        return sorted(entries.values(), key=lambda s: (s.position, s.created, s.snapshot_id))
 
     async def delete_snapshot(self, run_id: str, snapshot_id: str) -> int:
-        """See :meth:`Store.delete_snapshot`."""
+        """See :meth:`Store.delete_snapshot`: every object of the id goes (a LIST, a DELETE).
+
+        A snapshot at ``snapshots/{id}`` (written the older way) is then marked
+        deleted in the manifest, as before.
+        """
+        validate_snapshot_id(snapshot_id)
         await self._require(run_id)
-        key = self._o.key(run_id, "snapshots", validate_snapshot_id(snapshot_id))
-        info = await self._o.head("delete checkpoint", key)
-        if info is None:
+        await self._leases.check(run_id)
+        found = (await self._snaps.scan(run_id, "delete checkpoint")).get(snapshot_id)
+        if not found:
             return 0
-        await self._o.delete("delete checkpoint", [key])
-        await self.update_run(
-            run_id, lambda m: mark_snapshot(m, snapshot_id, SnapshotStatus.DELETED)
-        )
-        return info.size
+        await self._o.delete("delete checkpoint", [s.key for s in found])
+        self._snaps.drop(run_id, snapshot_id)
+        if any(s.info is None for s in found):
+            await self.update_run(
+                run_id, lambda m: mark_snapshot(m, snapshot_id, SnapshotStatus.DELETED)
+            )
+        return sum(s.size for s in found)
 
     # --- ownership ----------------------------------------------------------------
 
     async def claim(self, run_id: str, owner: str) -> Lease:
         """See :meth:`Store.claim`; of racing claimers exactly one wins."""
         await self._require(run_id)
-        return await self._leases.claim(run_id, owner)
+        lease = await self._leases.claim(run_id, owner)
+        if lease.epoch > 1:
+            # An earlier owner may have written snapshots this store has not listed.
+            self._snaps.forget(run_id)
+        return lease
 
     async def renew(self, lease: Lease) -> Lease:
         """See :meth:`Store.renew`."""

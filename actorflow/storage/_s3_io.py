@@ -174,6 +174,11 @@ class S3Wire:
             region_name=o.region_name,
             profile_name=o.profile_name,
         )
+        # No response timestamp is used, and parsing them with dateutil is most of
+        # the cost of reading a listing (about 50 µs a key; snapshots are listed by key).
+        core = getattr(session, "_session", None)
+        if core is not None:
+            core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=str)
         config = AioConfig(
             max_pool_connections=o.max_connections,
             connect_timeout=o.connect_timeout,
