@@ -61,8 +61,8 @@ class CheckpointQueue:
         self._updates: dict[str, Update] = {}
         self._last_position = -1
         self._draining = False
-        self._idle = anyio.Event()
-        self._idle.set()
+        # made only when someone waits for a drain in progress
+        self._idle: anyio.Event | None = None
 
     def offer(
         self, snapshot: Snapshot, send: Callable[[Any], None], *, update: Update | None = None
@@ -86,19 +86,89 @@ class CheckpointQueue:
             self.pending.append(snapshot)
         if not self._draining:
             self._draining = True
-            self._idle = anyio.Event()
             send(_Drain(self))
+
+    async def write_last(
+        self, snapshot: Snapshot, send: Callable[[Any], None], update: Update
+    ) -> None:
+        """Write a run's final snapshot (with its manifest ``update``) and wait for it.
+
+        With nothing of the run queued or being written, the waiting caller
+        writes it itself (the same write, events and counts, without two
+        trips through the checkpoint actor); otherwise it queues behind the rest.
+        """
+        if self._draining:
+            self.offer(snapshot, send, update=update)
+            await self.wait_idle()
+            return
+        self._last_position = snapshot.position
+        self._updates[snapshot.snapshot_id] = update
+        self._draining = True  # what is asked for meanwhile waits in `pending`
+        try:
+            await self.write(snapshot)
+        finally:
+            self._draining = False
+        if self.pending:
+            self._draining = True
+            send(_Drain(self))
+            await self.wait_idle()
 
     async def wait_idle(self) -> None:
         """Wait until every queued snapshot was written (or failed)."""
-        await self._idle.wait()
+        if self._draining:
+            if self._idle is None:
+                self._idle = anyio.Event()
+            await self._idle.wait()
 
     def _take(self) -> Snapshot | None:
         if self.pending:
             return self.pending.pop(0)
         self._draining = False
-        self._idle.set()
+        idle, self._idle = self._idle, None
+        if idle is not None:
+            idle.set()
         return None
+
+    async def write(self, snapshot: Snapshot) -> int | None:
+        """Write ``snapshot`` once the log is durable through it; its stored size, or None.
+
+        A failure is counted and reported (``checkpoint_failed``), never raised.
+        """
+        started = time.perf_counter()
+        try:
+            # Never a snapshot ahead of the durable log it summarises.
+            await self.writer.flush(snapshot.position)
+            update = self._updates.pop(snapshot.snapshot_id, None)
+            if update is None:
+                info = await self.store.write_snapshot(snapshot)
+            else:
+                info = await self.store.write_snapshot(snapshot, update=update)
+                self.applied.add(snapshot.snapshot_id)
+        except Exception as exc:
+            self.failed += 1
+            self.last_error = exc
+            self.emit(
+                "checkpoint_failed",
+                snapshot_id=snapshot.snapshot_id,
+                position=snapshot.position,
+                error=f"{type(exc).__name__}: {exc}",
+                level="warning",
+            )
+            return None
+        self.written += 1
+        self.bytes_written += info.stored_size
+        self.write_seconds += time.perf_counter() - started
+        self.emit(
+            "checkpoint_saved",
+            snapshot_id=info.snapshot_id,
+            position=info.position,
+            trigger=snapshot.trigger,
+            phase=snapshot.phase,
+            size=info.stored_size,
+            raw_size=info.raw_size,
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+        return info.stored_size
 
 
 class _Drain:
@@ -135,40 +205,9 @@ class Checkpointer(Actor):
             raise
 
     async def _write(self, queue: CheckpointQueue, snapshot: Snapshot) -> None:
-        started = time.perf_counter()
-        try:
-            # Never a snapshot ahead of the durable log it summarises.
-            await queue.writer.flush(snapshot.position)
-            update = queue._updates.pop(snapshot.snapshot_id, None)
-            if update is None:
-                info = await queue.store.write_snapshot(snapshot)
-            else:
-                info = await queue.store.write_snapshot(snapshot, update=update)
-                queue.applied.add(snapshot.snapshot_id)
-        except Exception as exc:
-            queue.failed += 1
-            queue.last_error = exc
+        size = await queue.write(snapshot)
+        if size is None:
             self.state.failed += 1
-            queue.emit(
-                "checkpoint_failed",
-                snapshot_id=snapshot.snapshot_id,
-                position=snapshot.position,
-                error=f"{type(exc).__name__}: {exc}",
-                level="warning",
-            )
-            return
-        queue.written += 1
-        queue.bytes_written += info.stored_size
-        queue.write_seconds += time.perf_counter() - started
-        self.state.written += 1
-        self.state.bytes_written += info.stored_size
-        queue.emit(
-            "checkpoint_saved",
-            snapshot_id=info.snapshot_id,
-            position=info.position,
-            trigger=snapshot.trigger,
-            phase=snapshot.phase,
-            size=info.stored_size,
-            raw_size=info.raw_size,
-            duration_ms=round((time.perf_counter() - started) * 1000, 3),
-        )
+        else:
+            self.state.written += 1
+            self.state.bytes_written += size

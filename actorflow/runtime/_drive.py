@@ -274,8 +274,7 @@ async def _store_outcome(
     with nullcontext() if status is RunStatus.COMPLETED else anyio.CancelScope(shield=True):
         await recorder.flush()
         final = recorder.view.snapshot(str(status))
-        queue.offer(final, send, update=change)
-        await queue.wait_idle()
+        await queue.write_last(final, send, change)
         if final.snapshot_id not in queue.applied:
             await store.update_run(run_id, change)
 
