@@ -30,8 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from actorflow._log import get_logger
-from actorflow.errors import CheckpointNotFoundError, RunNotFoundError, StorageError
+from actorflow.errors import RunNotFoundError, StorageError
 from actorflow.storage._codec import Codec
 from actorflow.storage._manifests import (
     add_snapshot,
@@ -50,7 +49,7 @@ from actorflow.storage._s3_io import NotFound, PreconditionFailed, S3Options, S3
 from actorflow.storage._s3_lease import LeaseTable
 from actorflow.storage._s3_log import SegmentLog
 from actorflow.storage._s3_objects import S3Objects
-from actorflow.storage._s3_snapshots import SnapshotKeys, Stored, best
+from actorflow.storage._s3_snapshots import SnapshotObjects, best
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -65,8 +64,6 @@ if TYPE_CHECKING:
     )
 
 __all__ = ["S3Store"]
-
-_log = get_logger(__name__)
 
 _CAS_ATTEMPTS = 1000
 
@@ -139,11 +136,10 @@ class S3Store(StoreContext):
         self._o = S3Objects(S3Wire(options), self.prefix, max_concurrency=max_connections)
         self._log = SegmentLog(self._o, self.codec)
         self._leases = LeaseTable(self._o, self.codec, lease_ttl)
-        self._snaps = SnapshotKeys(self._o)
+        self._snaps = SnapshotObjects(self._o, self.codec)
         self._known: set[str] = set()
         self._manifests: dict[str, tuple[RunManifest, str]] = {}
         self._manifest_locks: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
-        self._snapshot_locks: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
 
     def __repr__(self) -> str:
         return f"S3Store({self.bucket!r}, prefix={self.prefix!r})"
@@ -371,7 +367,7 @@ class S3Store(StoreContext):
         await self._leases.check(run_id)
         sealed, raw = await anyio.to_thread.run_sync(self.codec.dump_snapshot, snapshot)
         info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
-        stored, written = await self._put_snapshot(snapshot, info, sealed)
+        stored, written = await self._snaps.put(snapshot, info, sealed)
         if stored.info is None:  # at snapshots/{id}: the manifest lists it, as it always did
             listed = (
                 (lambda m: add_snapshot(m, info))
@@ -384,86 +380,9 @@ class S3Store(StoreContext):
                 await self.update_run(run_id, update)
             except BaseException:
                 if written:
-                    await self._unwrite(run_id, stored)  # not acknowledged: not listed either
+                    await self._snaps.unwrite(run_id, stored)  # not acknowledged: not listed either
                 raise
         return info
-
-    async def _put_snapshot(
-        self, snapshot: Snapshot, info: SnapshotInfo, sealed: bytes
-    ) -> tuple[Stored, bool]:
-        """Store the snapshot's object unless its id is stored already.
-
-        Returns where it is and whether this call wrote it. An id is written
-        once: an object already there must hold the same snapshot.
-        """
-        run_id, snapshot_id = snapshot.run_id, snapshot.snapshot_id
-        key, self_listing = self._snaps.key_for(run_id, info)
-        mine = Stored(snapshot_id, key, len(sealed), info if self_listing else None)
-        # One writer per run in this store: two writes of one id must see each other.
-        async with self._snapshot_locks[run_id]:
-            found = (await self._snaps.listing(run_id, "write checkpoint")).get(snapshot_id)
-            if found:
-                there = best(found)
-                same = await self._holds(snapshot, there)
-                if same is not None:
-                    return self._same(snapshot, there, same), False
-                self._snaps.forget(run_id)  # deleted meanwhile by someone else
-            try:
-                await self._o.put("write checkpoint", key, sealed, token=uuid.uuid4().hex)
-            except PreconditionFailed:
-                # This very entry is there: written by another store, or by an earlier
-                # call of ours whose answer was lost (a retry, or a cancelled write).
-                same = await self._holds(snapshot, mine)
-                self._snaps.forget(run_id)
-                return self._same(snapshot, mine, bool(same)), False
-            except BaseException:
-                self._snaps.forget(run_id)  # it may or may not have landed
-                raise
-            self._snaps.add(run_id, mine)
-            return mine, True
-
-    async def _holds(self, snapshot: Snapshot, stored: Stored) -> bool | None:
-        """Whether ``stored`` holds ``snapshot``; None if the object is gone."""
-        data = await self._o.get_or_none("write checkpoint", stored.key)
-        if data is None:
-            return None
-        try:
-            existing = await self._load_snapshot(data, snapshot.run_id, stored)
-        except StorageError:
-            return False
-        return existing == snapshot
-
-    def _same(self, snapshot: Snapshot, stored: Stored, same: bool) -> Stored:
-        if not same:
-            raise StorageError(
-                "write checkpoint",
-                f"{self._o.location(stored.key)} already holds a different checkpoint with id "
-                f"{snapshot.snapshot_id!r}; checkpoint ids must be unique within a run",
-            )
-        return stored
-
-    async def _unwrite(self, run_id: str, stored: Stored) -> None:
-        """Delete a snapshot object this call wrote, even if the call is being cancelled."""
-        self._snaps.forget(run_id)
-        with anyio.CancelScope(shield=True):
-            try:
-                await self._o.delete("write checkpoint", [stored.key])
-            except StorageError as exc:
-                _log.warning(
-                    "checkpoint_cleanup_failed",
-                    run_id=run_id,
-                    checkpoint=stored.snapshot_id,
-                    key=stored.key,
-                    error=str(exc),
-                )
-
-    async def _load_snapshot(self, data: bytes, run_id: str, stored: Stored) -> Snapshot:
-        location = self._o.location(stored.key)
-        return await anyio.to_thread.run_sync(
-            lambda: self.codec.load_snapshot(
-                data, run_id=run_id, snapshot_id=stored.snapshot_id, location=location
-            )
-        )
 
     async def read_snapshot(self, run_id: str, snapshot_id: str) -> Snapshot:
         """See :meth:`Store.read_snapshot`: a GET, after a LIST unless the key is known.
@@ -472,18 +391,7 @@ class S3Store(StoreContext):
         """
         validate_snapshot_id(snapshot_id)
         await self._require(run_id)
-        stored = self._snaps.cached(run_id, snapshot_id)
-        if stored is not None and (data := await self._get(stored)) is not None:
-            return await self._load_snapshot(data, run_id, stored)
-        # Not known to this store, or gone since: look again.
-        found = (await self._snaps.scan(run_id, "read checkpoint")).get(snapshot_id)
-        stored = best(found) if found else None
-        if stored is None or (data := await self._get(stored)) is None:
-            raise CheckpointNotFoundError(run_id, snapshot_id)
-        return await self._load_snapshot(data, run_id, stored)
-
-    async def _get(self, stored: Stored) -> bytes | None:
-        return await self._o.get_or_none("read checkpoint", stored.key)
+        return await self._snaps.read(run_id, snapshot_id)
 
     async def list_snapshots(self, run_id: str) -> list[SnapshotInfo]:
         """See :meth:`Store.list_snapshots`: one LIST of keys that carry their entries.

@@ -7,7 +7,7 @@ lists them and writing one is one PUT: the manifest is not rewritten. Older
 snapshots, and any whose entry is too long for a name, are ``snapshots/{id}``
 and listed by the manifest, as before.
 
-A listing is cached per run (:class:`SnapshotKeys`). A cached key is only a
+A listing is cached per run (:class:`SnapshotObjects`). A cached key is only a
 hint for reading (a 404 lists again), but its *absence* is trusted when a
 snapshot is written, to keep one id to one snapshot without a LIST per write:
 so the cache lives only as long as nobody else can have written the run's
@@ -18,18 +18,27 @@ may not have landed and when this store claims a run someone owned before.
 
 from __future__ import annotations
 
+import uuid
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from actorflow.errors import InvalidNameError
+import anyio
+
+from actorflow._log import get_logger
+from actorflow.errors import CheckpointNotFoundError, InvalidNameError, StorageError
 from actorflow.storage._manifests import validate_snapshot_id
+from actorflow.storage._s3_io import PreconditionFailed
 from actorflow.storage._snapfiles import entry_name, parse_entry
 
 if TYPE_CHECKING:
-    from actorflow.storage._records import SnapshotInfo
+    from actorflow.storage._codec import Codec
+    from actorflow.storage._records import Snapshot, SnapshotInfo
     from actorflow.storage._s3_objects import S3Objects
 
-__all__ = ["SnapshotKeys", "Stored", "best"]
+__all__ = ["SnapshotObjects", "Stored", "best"]
+
+_log = get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,12 +60,14 @@ def best(found: list[Stored]) -> Stored:
     return max(found, key=lambda s: (s.info is not None, s.info.created if s.info else 0.0, s.key))
 
 
-class SnapshotKeys:
-    """Snapshot keys of the runs of one store, and what it knows of them."""
+class SnapshotObjects:
+    """The snapshot objects of one store's runs, and what it knows of their keys."""
 
-    def __init__(self, objects: S3Objects) -> None:
+    def __init__(self, objects: S3Objects, codec: Codec) -> None:
         self._o = objects
+        self._codec = codec
         self._known: dict[str, dict[str, list[Stored]]] = {}
+        self._locks: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
 
     def prefix(self, run_id: str) -> str:
         """The run's ``snapshots/`` prefix."""
@@ -120,3 +131,104 @@ class SnapshotKeys:
     def forget(self, run_id: str) -> None:
         """Stop trusting the cache for the run: the next write or read lists again."""
         self._known.pop(run_id, None)
+
+    # --- objects --------------------------------------------------------------
+
+    async def put(
+        self, snapshot: Snapshot, info: SnapshotInfo, sealed: bytes
+    ) -> tuple[Stored, bool]:
+        """Store the snapshot's object unless its id is stored already.
+
+        Returns where it is and whether this call wrote it.
+
+        Raises:
+            StorageError: the id holds a different snapshot (an id is written once).
+        """
+        run_id, snapshot_id = snapshot.run_id, snapshot.snapshot_id
+        key, self_listing = self.key_for(run_id, info)
+        mine = Stored(snapshot_id, key, len(sealed), info if self_listing else None)
+        # One writer per run in this store: two writes of one id must see each other.
+        async with self._locks[run_id]:
+            found = (await self.listing(run_id, "write checkpoint")).get(snapshot_id)
+            if found:
+                there = best(found)
+                same = await self._holds(snapshot, there)
+                if same is not None:
+                    return self._unless_different(snapshot, there, same), False
+                self.forget(run_id)  # deleted meanwhile by someone else
+            try:
+                await self._o.put("write checkpoint", key, sealed, token=uuid.uuid4().hex)
+            except PreconditionFailed:
+                # This very entry is there: written by another store, or by an earlier
+                # call of ours whose answer was lost (a retry, or a cancelled write).
+                same = await self._holds(snapshot, mine)
+                self.forget(run_id)
+                return self._unless_different(snapshot, mine, bool(same)), False
+            except BaseException:
+                self.forget(run_id)  # it may or may not have landed
+                raise
+            self.add(run_id, mine)
+            return mine, True
+
+    async def _holds(self, snapshot: Snapshot, stored: Stored) -> bool | None:
+        """Whether ``stored`` holds ``snapshot``; None if the object is gone."""
+        data = await self._o.get_or_none("write checkpoint", stored.key)
+        if data is None:
+            return None
+        try:
+            existing = await self._load(data, snapshot.run_id, stored)
+        except StorageError:
+            return False
+        return existing == snapshot
+
+    def _unless_different(self, snapshot: Snapshot, stored: Stored, same: bool) -> Stored:
+        if not same:
+            raise StorageError(
+                "write checkpoint",
+                f"{self._o.location(stored.key)} already holds a different checkpoint with id "
+                f"{snapshot.snapshot_id!r}; checkpoint ids must be unique within a run",
+            )
+        return stored
+
+    async def unwrite(self, run_id: str, stored: Stored) -> None:
+        """Delete a snapshot object a write made, even if that write is being cancelled."""
+        self.forget(run_id)
+        with anyio.CancelScope(shield=True):
+            try:
+                await self._o.delete("write checkpoint", [stored.key])
+            except StorageError as exc:
+                _log.warning(
+                    "checkpoint_cleanup_failed",
+                    run_id=run_id,
+                    checkpoint=stored.snapshot_id,
+                    key=stored.key,
+                    error=str(exc),
+                )
+
+    async def read(self, run_id: str, snapshot_id: str) -> Snapshot:
+        """A GET of the snapshot's object, after a LIST unless its key is known.
+
+        Raises:
+            CheckpointNotFoundError: no object has that id.
+        """
+        stored = self.cached(run_id, snapshot_id)
+        if stored is not None and (data := await self._get(stored)) is not None:
+            return await self._load(data, run_id, stored)
+        # Not known to this store, or gone since: look again.
+        found = (await self.scan(run_id, "read checkpoint")).get(snapshot_id)
+        stored = best(found) if found else None
+        if stored is None or (data := await self._get(stored)) is None:
+            raise CheckpointNotFoundError(run_id, snapshot_id)
+        return await self._load(data, run_id, stored)
+
+    async def _get(self, stored: Stored) -> bytes | None:
+        return await self._o.get_or_none("read checkpoint", stored.key)
+
+    async def _load(self, data: bytes, run_id: str, stored: Stored) -> Snapshot:
+        """Verify and decode in a worker thread."""
+        location = self._o.location(stored.key)
+        return await anyio.to_thread.run_sync(
+            lambda: self._codec.load_snapshot(
+                data, run_id=run_id, snapshot_id=stored.snapshot_id, location=location
+            )
+        )
