@@ -25,11 +25,13 @@ if TYPE_CHECKING:
 KEY = bytes(range(32))
 
 
-def open_s3_store(server: S3Server, codec: Codec | None = None, **options: Any) -> S3Store:
-    """A store on ``server`` under a prefix of its own."""
+def open_s3_store(
+    server: S3Server, codec: Codec | None = None, *, prefix: str | None = None, **options: Any
+) -> S3Store:
+    """A store on ``server`` under ``prefix`` (default: a prefix of its own)."""
     return S3Store(
         server.bucket,
-        prefix=f"t-{uuid.uuid4().hex[:12]}",
+        prefix=prefix if prefix is not None else f"t-{uuid.uuid4().hex[:12]}",
         endpoint_url=server.url,
         region_name="us-east-1",
         aws_access_key_id=server.access_key,
@@ -37,6 +39,11 @@ def open_s3_store(server: S3Server, codec: Codec | None = None, **options: Any) 
         codec=codec,
         **options,
     )
+
+
+def sibling(store: S3Store, server: S3Server, **options: Any) -> S3Store:
+    """Another store (another process, in effect) on ``store``'s prefix."""
+    return open_s3_store(server, store.codec, prefix=store.prefix, **options)
 
 
 def _factory(fixture: str, codec: Any = Codec) -> Any:

@@ -24,7 +24,7 @@ from actorflow.storage._codec import Codec
 from actorflow.storage._records import RunManifest, Snapshot, StepRecord
 from actorflow.storage._s3 import S3Store
 from actorflow.storage._s3_io import NotFound, PreconditionFailed
-from tests.storage.factories_s3 import open_s3_store
+from tests.storage.factories_s3 import open_s3_store, sibling
 from tests.storage.s3_servers import ACCESS_KEY
 
 if TYPE_CHECKING:
@@ -50,20 +50,6 @@ def server(request: pytest.FixtureRequest) -> S3Server:
 def seaweed(seaweed_server: S3Server) -> S3Server:
     """SeaweedFS alone: it checks signatures and survives restarts."""
     return seaweed_server
-
-
-def sibling(store: S3Store, server: S3Server, **options: Any) -> S3Store:
-    """Another store (another process, in effect) on the same prefix."""
-    return S3Store(
-        server.bucket,
-        prefix=store.prefix,
-        endpoint_url=server.url,
-        region_name="us-east-1",
-        aws_access_key_id=server.access_key,
-        aws_secret_access_key=server.secret_key,
-        codec=store.codec,
-        **options,
-    )
 
 
 class TestPackaging:

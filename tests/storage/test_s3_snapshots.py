@@ -20,14 +20,14 @@ import pytest
 from actorflow.errors import CheckpointNotFoundError, LeaseLostError, StorageError
 from actorflow.storage._manifests import add_snapshot, snapshot_info
 from actorflow.storage._records import RunManifest, RunStatus, Snapshot, SnapshotStatus
-from actorflow.storage._s3 import S3Store
 from actorflow.storage._snapfiles import entry_name
-from tests.storage.factories_s3 import open_s3_store
+from tests.storage.factories_s3 import open_s3_store, sibling
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
     from actorflow.storage._records import SnapshotInfo
+    from actorflow.storage._s3 import S3Store
     from tests.storage.s3_servers import S3Server
 
 
@@ -46,20 +46,6 @@ def snap(sid: str, position: int, **fields: Any) -> Snapshot:
     values: dict[str, Any] = {"created": 1.5, "trigger": "phase_end", "phase": "plan"}
     values.update(fields)
     return Snapshot(run_id="r1", snapshot_id=sid, position=position, **values)
-
-
-def sibling(store: S3Store, server: S3Server, **options: Any) -> S3Store:
-    """Another store (another process, in effect) on the same prefix."""
-    return S3Store(
-        server.bucket,
-        prefix=store.prefix,
-        endpoint_url=server.url,
-        region_name="us-east-1",
-        aws_access_key_id=server.access_key,
-        aws_secret_access_key=server.secret_key,
-        codec=store.codec,
-        **options,
-    )
 
 
 def keys(store: S3Store, server: S3Server) -> list[str]:
