@@ -302,6 +302,8 @@ class ActorCell:
                 reply.fail(ActorStoppedError(self.name, detail))
         self.done = True
         self.scope.forget(self)
+        # the ref holds the cell: without this cycle a stopped actor is freed at once
+        self.ref = None
         if self._done_event is not None:
             self._done_event.set()
 

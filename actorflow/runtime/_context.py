@@ -471,7 +471,11 @@ class _Watch:
         """Until ``reply`` is in or some reply failed."""
         self._awaited = reply
         self._wake = anyio.Event()
-        await self._wake.wait()
+        try:
+            await self._wake.wait()
+        finally:
+            # the reply holds this watch (``notify``): leave no cycle behind
+            self._awaited = None
 
     def _notify(self, reply: Reply) -> None:
         if reply.error is not None:

@@ -24,6 +24,7 @@ from actorflow.errors import (
 )
 from actorflow.runtime._recorder import _BLOB, Turnstile, decode, encode
 from actorflow.runtime._steps import StepInfo, _StepMeta, args_hash, call_site
+from actorflow.runtime._steps import _meta as current_step_meta
 from actorflow.storage import ErrorInfo, MilestoneRecord, StepRecord
 
 if TYPE_CHECKING:
@@ -182,6 +183,7 @@ class AskStep(Step[T]):
     _ticket = -1
     _turnstile: Any = None
     _deliver_error: ActorError | None = None
+    _meta: _StepMeta | None = None  # dropped once the step is finished (see _done)
 
     def __init__(
         self,
@@ -220,10 +222,23 @@ class AskStep(Step[T]):
 
     async def _save_milestone(self, data: bytes) -> None:
         rec = self._ctx._recorder
-        record = MilestoneRecord(key=self._meta.info.key, agent=self._ref.name, data=data)
-        rec.record(record)
-        self._meta.progress = data
+        key = f"{self._ctx.run_id}/{self.id}"
+        rec.record(MilestoneRecord(key=key, agent=self._ref.name, data=data))
+        # a handler still running after its step finished holds its meta in its context
+        meta = self._meta if self._meta is not None else current_step_meta()
+        if meta is not None and meta.info.key == key:
+            meta.progress = data
         await rec.flush()
+
+    def _metrics(self) -> dict[str, float]:
+        """What the handler reported for the step (``report``)."""
+        meta = self._meta
+        return meta.metrics if meta is not None else {}
+
+    def _done(self) -> None:
+        # the meta holds this step (``milestone``): without the cycle, a finished
+        # run's steps (and all they reach) are freed at once, not by the GC
+        self._meta = None
 
     def _decode(self, result: bytes | None) -> T:
         # the handler's return annotation, looked up only when a reply is replayed
@@ -274,6 +289,7 @@ class AskStep(Step[T]):
             await self._record_success(reply, state, attempt)
         finally:
             self._release(turnstile)
+            self._done()
         await self._ctx._recorder.after_step()
         return reply  # type: ignore[no-any-return]
 
@@ -291,6 +307,7 @@ class AskStep(Step[T]):
             await self._record_success(pending.value, pending.state, 1)
         finally:
             self._release(turnstile)
+            self._done()
         return pending.value  # type: ignore[no-any-return]
 
     async def _outcome(self, turnstile: Turnstile) -> tuple[Any, bytes, int]:
@@ -346,7 +363,7 @@ class AskStep(Step[T]):
                 target=name,
                 args_hash=self.hash,
                 result=result,
-                metrics=self._meta.metrics,
+                metrics=self._metrics(),
                 state=ref,  # type: ignore[arg-type]
                 attempts=attempts,
                 time=time.time(),
@@ -364,7 +381,7 @@ class AskStep(Step[T]):
                 target=self._ref.name,
                 args_hash=self.hash,
                 error=error,
-                metrics=self._meta.metrics,
+                metrics=self._metrics(),
                 attempts=self._ctx._config.step_retries + 1,
                 time=time.time(),
             )
