@@ -239,6 +239,9 @@ async def _execute(
             outcome.status = RunStatus.FAILED
             outcome.error = RunFailedError(run_id, type(exc).__name__, str(exc))
             outcome.error.__cause__ = exc
+    # cancelling now changes nothing; the handle (kept by the runtime) lets go of
+    # the scope and the tasks and scopes it still points to
+    handle._cancel_scope = None
     if cancel_scope.cancel_called and outcome.status is RunStatus.RUNNING:
         outcome.status = RunStatus.CANCELLED
         outcome.error = RunFailedError(run_id, "cancelled", "the run was cancelled")
