@@ -62,14 +62,23 @@ def emit(line: str) -> None:
 
 
 def install_recorder(store_dir: str) -> None:
-    """Make every specialist execution durable in the side file, then print it."""
+    """Make every specialist execution durable in the side file, then print it.
+
+    With ``CRASH_HOLD_AFTER=N`` in the environment the N-th execution never
+    finishes: the parent kills the process then, before the run can end.
+    """
     fd = os.open(side_file(store_dir), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     pid = os.getpid()
+    hold_after = int(os.environ.get("CRASH_HOLD_AFTER", "0"))
+    count = 0
 
-    def executed(key: str) -> None:
+    def executed(key: str) -> bool:
+        nonlocal count
         os.write(fd, f"{pid} {key}\n".encode())
         os.fsync(fd)
         emit(f"X {key}")
+        count += 1
+        return count == hold_after
 
     crash_workflow.ON_EXECUTION = executed
 

@@ -94,20 +94,26 @@ def run_child(
     kill_after: int | None = None,
     min_snapshots: int = 0,
     after_started: bool = False,
+    hold: bool = False,
     env: dict[str, str] | None = None,
 ) -> ChildOutcome:
     """Run a child; SIGKILL it after ``kill_after`` executions (and ``min_snapshots``).
 
     ``kill_after=0`` kills it as soon as its runtime is open (with
     ``after_started``, once its runs are all in the store). Without
-    ``kill_after`` the child runs to its end (or its own death).
+    ``kill_after`` the child runs to its end (or its own death). With
+    ``hold`` the child's ``kill_after``-th execution never finishes, so its
+    run cannot end before the kill lands (everything else in it goes on).
     """
+    env = dict(env or child_env())
+    if hold and kill_after:
+        env["CRASH_HOLD_AFTER"] = str(kill_after)
     errors = store.parent / f"{store.name}.stderr"
     with errors.open("ab") as stderr:
         child = subprocess.Popen(
             [sys.executable, "-m", "tests.workflow.crash_child", str(store), run_id, backend, mode],
             cwd=ROOT,
-            env=env or child_env(),
+            env=env,
             stdout=subprocess.PIPE,
             stderr=stderr,
         )

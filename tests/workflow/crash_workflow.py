@@ -24,18 +24,20 @@ from actorflow import Evaluator, Orchestrator, RunContext, Specialist, handler, 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-ON_EXECUTION: Callable[[str], None] | None = None
-"""Called with the step key of every specialist execution (set by the crash child)."""
+ON_EXECUTION: Callable[[str], object] | None = None
+"""Called with the step key of every specialist execution (set by the crash child);
+a true result means: hold this execution forever (the parent is about to kill the process)."""
 
 DIE = "die"
 """An area whose analysis kills its own process with SIGKILL, on every attempt."""
 
 
-def _executed(agent: Specialist, what: str) -> None:
+async def _executed(agent: Specialist, what: str) -> None:
     step = agent.step
     key = step.key if step is not None else f"{agent.name}:{what}"
-    if ON_EXECUTION is not None:
-        ON_EXECUTION(key)
+    if ON_EXECUTION is not None and ON_EXECUTION(key):
+        # the run must not finish before the kill lands; everything else goes on
+        await anyio.sleep_forever()
 
 
 def _work(area: str) -> int:
@@ -85,7 +87,7 @@ class CrashAnalyst(Specialist):
 
     @handler
     async def analyse(self, task: CrashTask) -> CrashAnalysis:
-        _executed(self, task.area)
+        await _executed(self, task.area)
         if task.area == DIE:
             os.kill(os.getpid(), signal.SIGKILL)
         await anyio.sleep(0.001 * (1 + len(task.area) % 4))
@@ -99,7 +101,7 @@ class CrashAnalyst(Specialist):
 class CrashJudge(Evaluator):
     @handler
     async def judge(self, scores: CrashScores) -> CrashScore:
-        _executed(self, f"round{scores.round}")
+        await _executed(self, f"round{scores.round}")
         await anyio.sleep(0.002)
         weak = [a.area for a in scores.items if a.score < 0.5]
         return CrashScore(1.0 - len(weak) / max(len(scores.items), 1), weak)
@@ -108,7 +110,7 @@ class CrashJudge(Evaluator):
 class CrashWriter(Specialist):
     @handler
     async def write(self, items: CrashScores) -> CrashDraft:
-        _executed(self, "draft")
+        await _executed(self, "draft")
         await anyio.sleep(0.002)
         text = ", ".join(f"{a.area}={a.score:.1f}" for a in items.items)
         return CrashDraft(text, len(items.items))

@@ -160,7 +160,7 @@ def test_killed_again_and_again_a_run_ends_with_the_uninterrupted_result(
         elif kills < KILLS_PER_RUN:
             # Before the last step still to run: a kill at 0 lands while recovery loads.
             kill_after = rng.randint(0, max(total - len(durable) - 1, 0))
-        outcome = run_child(store, run_id, backend, mode, kill_after=kill_after, env=env)
+        outcome = run_child(store, run_id, backend, mode, kill_after=kill_after, hold=True, env=env)
         durable_at_start[outcome.pid] = durable
         if not outcome.killed:
             final = outcome
