@@ -67,12 +67,25 @@ async def load_view(store: Store, run_id: str, emit: Any) -> tuple[RunView, int]
         break
     if view is None:
         view = RunView(run_id)
-    view.snapshots_taken = len(infos)
+    view.snapshots_taken = _snapshots_numbered(infos)
     records = await store.read_log(run_id, view.position)
     for record in records:
         view.apply(record)
     view.steps_since_snapshot = 0
     return view, len(records)
+
+
+def _snapshots_numbered(infos: list[Any]) -> int:
+    """How far a run's snapshot ids (``0007-p120``) have counted: new ids go on from there.
+
+    Not merely how many are left: pruned ones must not have their ids reused.
+    """
+    counted = len(infos)
+    for info in infos:
+        number = info.snapshot_id.partition("-")[0]
+        if number.isdigit():
+            counted = max(counted, int(number))
+    return counted
 
 
 class _Outcome:
@@ -84,6 +97,10 @@ class _Outcome:
         self.status = RunStatus.RUNNING
         self.result: Any = None
         self.error: BaseException | None = None
+
+    def cancelled(self, run_id: str) -> None:
+        self.status = RunStatus.CANCELLED
+        self.error = RunFailedError(run_id, "cancelled", "the run was cancelled")
 
 
 async def drive(
@@ -215,6 +232,9 @@ async def _execute(
     outcome: _Outcome,
 ) -> None:
     run_id = ctx.run_id
+    if handle._cancelled:  # cancelled before its code could start: none of it runs
+        outcome.cancelled(run_id)
+        return
     with anyio.CancelScope() as cancel_scope:
         handle._cancel_scope = cancel_scope
         try:
@@ -243,8 +263,7 @@ async def _execute(
     # the scope and the tasks and scopes it still points to
     handle._cancel_scope = None
     if cancel_scope.cancel_called and outcome.status is RunStatus.RUNNING:
-        outcome.status = RunStatus.CANCELLED
-        outcome.error = RunFailedError(run_id, "cancelled", "the run was cancelled")
+        outcome.cancelled(run_id)
 
 
 async def _store_outcome(

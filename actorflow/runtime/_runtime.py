@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import socket
@@ -47,6 +48,8 @@ __all__ = ["Runtime"]
 
 T = TypeVar("T")
 _ORPHANS = (RunStatus.RUNNING, RunStatus.INTERRUPTED)
+KEPT_FINISHED_HANDLES = 1000
+"""How many finished runs' handles a runtime keeps (live runs' handles are all kept)."""
 
 
 class Runtime(_CoreRuntime):
@@ -74,6 +77,7 @@ class Runtime(_CoreRuntime):
         self.config = config if config is not None else RuntimeConfig.from_env()
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._handles: dict[str, RunHandle] = {}
+        self._finished: collections.deque[RunHandle] = collections.deque()
         self._checkpointer: ActorRef[Checkpointer] | None = None
         self._pruning = 0
         self._pruned = anyio.Event()
@@ -229,6 +233,16 @@ class Runtime(_CoreRuntime):
         except Exception as exc:
             if not handle.done:
                 handle._finish(RunStatus.FAILED, error=exc)
+        finally:
+            self._retire(handle)
+
+    def _retire(self, handle: RunHandle) -> None:
+        """Keep a finished run's handle among the newest few; a service runs for long."""
+        self._finished.append(handle)
+        while len(self._finished) > KEPT_FINISHED_HANDLES:
+            old = self._finished.popleft()
+            if self._handles.get(old.run_id) is old:
+                del self._handles[old.run_id]
 
     async def _heartbeat(self, lease: Any, interval: float) -> None:
         while True:
@@ -387,10 +401,13 @@ class Runtime(_CoreRuntime):
         return await self.store.list_runs(status=status, workflow=name)
 
     def handle(self, run_id: str) -> RunHandle:
-        """The handle of a run started by this runtime.
+        """The handle of a run this runtime started (live, or among its last 1000 finished).
+
+        For older runs, and runs of other processes, use :meth:`result` and
+        :meth:`runs`.
 
         Raises:
-            RunNotFoundError: this runtime has not started that run.
+            RunNotFoundError: this runtime has no handle for that run.
         """
         try:
             return self._handles[run_id]

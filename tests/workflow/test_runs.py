@@ -9,6 +9,7 @@ import anyio.lowlevel
 import msgspec
 import pytest
 
+import actorflow.runtime._runtime
 from actorflow import Orchestrator, RunContext, Runtime, RuntimeConfig, Specialist, handler, phase
 from actorflow.errors import (
     NonDeterminismError,
@@ -328,6 +329,51 @@ async def test_cancel_marks_a_run_cancelled_and_recover_leaves_it() -> None:
         await runtime.cancel("doomed")
         assert await runtime.recover() == {}
     assert (await store.read_run("doomed")).status is RunStatus.CANCELLED
+
+
+async def test_a_run_cancelled_before_its_code_starts_is_cancelled() -> None:
+    store = MemoryStore()
+    Journal.phases_run = 0
+    async with Runtime(store=store) as runtime:
+        handle = await runtime.start(Journal, 3, run_id="early")
+        handle.cancel()  # its task has not run yet
+        with pytest.raises(RunFailedError, match="cancelled"):
+            await handle.result()
+    assert Journal.phases_run == 0
+    assert (await store.read_run("early")).status is RunStatus.CANCELLED
+
+
+async def test_new_checkpoint_ids_never_reuse_those_of_pruned_ones() -> None:
+    store = MemoryStore()
+    await crash_then(store, Journal, 4, "pruned", after=8)
+    before = {i.snapshot_id for i in await store.list_snapshots("pruned")}
+    assert len(before) >= 3
+    for snapshot_id in sorted(before)[:-1]:  # `actorflow prune` on the interrupted run, say
+        await store.delete_snapshot("pruned", snapshot_id)
+    async with Runtime(store=store) as runtime:
+        await runtime.recover("pruned")
+    new = {i.snapshot_id for i in await store.list_snapshots("pruned")} - before
+    assert new
+    number = lambda snapshot_id: int(snapshot_id.partition("-")[0])  # noqa: E731
+    assert min(map(number, new)) > max(map(number, before)), "ids count on past pruned ones"
+
+
+class Kept(Orchestrator):
+    async def run(self, ctx: RunContext, n: int) -> int:
+        return n
+
+
+async def test_a_runtime_keeps_the_handles_of_its_newest_finished_runs_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(actorflow.runtime._runtime, "KEPT_FINISHED_HANDLES", 3)
+    async with Runtime(store=MemoryStore()) as runtime:
+        for i in range(5):
+            await runtime.run(Kept, i, run_id=f"kept-{i}")
+        with pytest.raises(RunNotFoundError):
+            runtime.handle("kept-1")
+        assert await runtime.handle("kept-4").result() == 4
+        assert await runtime.result("kept-0") == 0  # the store still has every run
 
 
 # --- owners, corruption, many runs, giving up ---------------------------------------------
