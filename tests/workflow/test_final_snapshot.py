@@ -10,7 +10,7 @@ import msgspec
 from actorflow import Runtime
 from actorflow.runtime._checkpointer import Checkpointer, CheckpointQueue
 from actorflow.runtime._view import RunView
-from actorflow.storage import LogWriter, MemoryStore, RunManifest, RunStatus
+from actorflow.storage import EventRecord, LogWriter, MemoryStore, RunManifest, RunStatus
 
 
 def completed(m: RunManifest) -> RunManifest:
@@ -50,13 +50,16 @@ async def test_a_final_snapshot_waits_behind_one_the_checkpoint_actor_has_queued
     queue, view = await new_queue(store, saved)
     async with Runtime() as runtime:
         actor = await runtime.spawn(Checkpointer, name="checkpointer")
-        earlier = view.snapshot("manual")
+        # a phase end (kept: never replaced by a newer request), then one more record
+        earlier = view.snapshot("phase_end")
+        view.apply(EventRecord(kind="tick"))
         final = view.snapshot("completed")
         queue.offer(earlier, actor.send_nowait)
         async with anyio.create_task_group() as tg:
-            # the actor has the earlier one to write: the final one queues behind it
+            # the actor has the earlier one to write (taken or not yet, whichever
+            # way the scheduler went): the final one queues behind it
             tg.start_soon(queue.write_last, final, actor.send_nowait, completed)
-        assert saved == ["manual", "completed"]  # in the order they were asked for
+        assert saved == ["phase_end", "completed"]  # in the order they were asked for
         assert final.snapshot_id in queue.applied
         assert actor._cell.actor.state.written == 2
     assert (await store.read_run("r")).status is RunStatus.COMPLETED
