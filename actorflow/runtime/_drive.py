@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from actorflow.runtime._handle import RunHandle
     from actorflow.runtime._scope import ActorScope
-    from actorflow.storage import Lease, Store
+    from actorflow.storage import Lease, RetentionPolicy, Store
 
 __all__ = ["drive", "load_view"]
 
@@ -172,8 +172,25 @@ async def drive(
         )
         emit("run_finished", status=str(outcome.status), metrics=dict(handle.metrics))
         handle._finish(outcome.status, result=outcome.result, error=outcome.error)
-    if outcome.status is RunStatus.COMPLETED and runtime.config.retention is not None:
-        runtime._prune_soon(run_id)
+    policy = runtime.config.retention
+    if outcome.status is RunStatus.COMPLETED and policy is not None:
+        written = int(handle.metrics.get("checkpoints", 0))
+        if not (fresh and _nothing_to_prune(policy, written)):
+            runtime._prune_soon(run_id)
+
+
+def _nothing_to_prune(policy: RetentionPolicy, written: int) -> bool:
+    """Whether a run that ran in one go, writing ``written`` snapshots, is within ``policy``.
+
+    Such a run has no snapshots but its own: keeping the last N (per run or
+    per phase) keeps them all. Age and deleting completed runs need a look.
+    """
+    return (
+        policy.keep_last is not None
+        and written <= policy.keep_last
+        and policy.max_age is None
+        and not policy.delete_completed
+    )
 
 
 async def _attempt(

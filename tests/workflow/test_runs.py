@@ -495,6 +495,20 @@ async def test_retention_applies_to_a_run_when_it_finishes() -> None:
         assert await runtime.result("kept") == (4, 4)
 
 
+async def test_retention_counts_the_checkpoints_of_earlier_attempts_too() -> None:
+    from actorflow.storage import RetentionPolicy
+
+    store = MemoryStore()
+    await crash_then(store, Journal, 6, "twice", after=14)
+    first = len(await store.list_snapshots("twice"))
+    config = RuntimeConfig(retention=RetentionPolicy(keep_last=first))
+    async with Runtime(store=store, config=config) as runtime:  # waits for pruning on exit
+        await runtime.recover("twice")
+        written = runtime.handle("twice").metrics["checkpoints"]
+        assert 0 < written <= first  # this attempt alone is within the policy
+    assert len(await store.list_snapshots("twice")) == first
+
+
 def define_evolving(version: int) -> type[Orchestrator]:
     """A state class that gains a defaulted field between two deployments."""
     if version == 1:
