@@ -10,11 +10,15 @@ import contextlib
 import uuid
 from typing import TYPE_CHECKING, Any
 
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+
 from actorflow.storage._codec import Codec
 from actorflow.storage._s3 import S3Store
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Iterator
     from pathlib import Path
 
     import pytest
@@ -44,6 +48,31 @@ def open_s3_store(
 def sibling(store: S3Store, server: S3Server, **options: Any) -> S3Store:
     """Another store (another process, in effect) on ``store``'s prefix."""
     return open_s3_store(server, store.codec, prefix=store.prefix, **options)
+
+
+@contextlib.contextmanager
+def lost_at(store: S3Store, moment: str) -> Iterator[anyio.CancelScope]:
+    """A scope whose PutObject is cancelled at ``moment`` (a botocore event, e.g.
+    ``before-send`` or ``after-call``): the caller never learns whether it landed.
+    """
+    scope = anyio.CancelScope()
+    caller = anyio.lowlevel.current_token()
+    on_caller_loop = store._o.wire._portal is None
+
+    async def hook(**_: Any) -> None:
+        if on_caller_loop:
+            scope.cancel()
+        else:
+            anyio.from_thread.run_sync(scope.cancel, token=caller)
+        await anyio.sleep_forever()  # until the caller's cancellation reaches us
+
+    events = store._o.wire._client.meta.events
+    events.register(f"{moment}.s3.PutObject", hook)
+    try:
+        with scope:
+            yield scope
+    finally:
+        events.unregister(f"{moment}.s3.PutObject", hook)
 
 
 def _factory(fixture: str, codec: Any = Codec) -> Any:

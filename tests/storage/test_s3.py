@@ -24,7 +24,7 @@ from actorflow.storage._codec import Codec
 from actorflow.storage._records import RunManifest, Snapshot, StepRecord
 from actorflow.storage._s3 import S3Store
 from actorflow.storage._s3_io import NotFound, PreconditionFailed
-from tests.storage.factories_s3 import open_s3_store, sibling
+from tests.storage.factories_s3 import lost_at, open_s3_store, sibling
 from tests.storage.s3_servers import ACCESS_KEY
 
 if TYPE_CHECKING:
@@ -283,22 +283,9 @@ class TestCancellation:
         store = open_s3_store(server)
         await store.create_run(manifest())
         assert await store.append("run-1", [step(0)]) == 1
-        scope = anyio.CancelScope()
-        caller = anyio.lowlevel.current_token()
-        on_caller_loop = store._o.wire._portal is None
-
-        async def hook(**_: Any) -> None:
-            if on_caller_loop:
-                scope.cancel()
-            else:
-                anyio.from_thread.run_sync(scope.cancel, token=caller)
-            await anyio.sleep_forever()  # until the caller's cancellation reaches us
-
-        store._o.wire._client.meta.events.register(f"{moment}.s3.PutObject", hook)
-        with scope:
+        with lost_at(store, moment) as scope:
             await store.append("run-1", [step(1)])
         assert scope.cancelled_caught
-        store._o.wire._client.meta.events.unregister(f"{moment}.s3.PutObject", hook)
         landed = [step(0)] if moment == "before-send" else [step(0), step(1)]
         assert await store.read_log("run-1") == landed
         assert await store.append("run-1", [step(2)]) == len(landed) + 1

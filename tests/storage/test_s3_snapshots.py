@@ -21,7 +21,7 @@ from actorflow.errors import CheckpointNotFoundError, LeaseLostError, StorageErr
 from actorflow.storage._manifests import add_snapshot, snapshot_info
 from actorflow.storage._records import RunManifest, RunStatus, Snapshot, SnapshotStatus
 from actorflow.storage._snapfiles import entry_name
-from tests.storage.factories_s3 import open_s3_store, sibling
+from tests.storage.factories_s3 import lost_at, open_s3_store, sibling
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -302,22 +302,8 @@ class TestOneSnapshotPerId:
     ) -> None:
         await store.create_run(manifest())
         await store.write_snapshot(snap("s0", 0))  # opens the connection
-        scope = anyio.CancelScope()
-        caller = anyio.lowlevel.current_token()
-        on_caller_loop = store._o.wire._portal is None
-
-        async def hook(**_: Any) -> None:
-            if on_caller_loop:
-                scope.cancel()
-            else:
-                anyio.from_thread.run_sync(scope.cancel, token=caller)
-            await anyio.sleep_forever()  # until the caller's cancellation reaches us
-
-        events = store._o.wire._client.meta.events
-        events.register(f"{moment}.s3.PutObject", hook)
-        with scope:
+        with lost_at(store, moment) as scope:
             await store.write_snapshot(snap("s1", 1))
-        events.unregister(f"{moment}.s3.PutObject", hook)
         assert scope.cancelled_caught
         assert len(keys(store, server)) == (1 if moment == "before-send" else 2)
         if moment == "after-call":  # it landed: the id is taken
