@@ -23,6 +23,7 @@ from actorflow.storage import (
     RunManifest,
     Snapshot,
     _codec,
+    _msgpack,
     run_verifier,
     verify_store,
 )
@@ -49,8 +50,8 @@ class Spy:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.calls: list[str] = []
         for name in ("_snapshot_decoder", "_record_decoder"):
-            real = getattr(_codec, name)
-            monkeypatch.setattr(_codec, name, self._wrap(name, real))
+            real = getattr(_msgpack, name)
+            monkeypatch.setattr(_msgpack, name, self._wrap(name, real))
         real_decompress = Codec._decompress
 
         def decompress(codec: Codec, header: Any, *args: Any) -> bytes:
