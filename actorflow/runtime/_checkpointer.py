@@ -4,8 +4,11 @@ A run hands over a snapshot already built from its records (so capture costs
 the run only building a frozen struct); requests that queue up while a write
 is in flight coalesce into the newest one. The actor writes a snapshot at log
 position ``p`` only after the log is durable through ``p``; encoding,
-compression, checksums and the store's I/O all happen here. A failed write
-is reported (``checkpoint_failed``) and never stops the run.
+compression, checksums and the store's I/O all happen here. The one
+exception is a run's final snapshot, which the run waits for anyway: with
+nothing of the run queued, the run's own task writes it (``write_last``), the
+same way. A failed write is reported (``checkpoint_failed``) and never stops
+the run.
 """
 
 from __future__ import annotations
