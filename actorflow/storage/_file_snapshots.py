@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 
 from actorflow._log import get_logger
-from actorflow.errors import CheckpointNotFoundError, RunNotFoundError
+from actorflow.errors import (
+    CheckpointNotFoundError,
+    CorruptedDataError,
+    RunNotFoundError,
+    StorageError,
+)
 from actorflow.storage._fs import write_atomic
 from actorflow.storage._manifests import (
     add_snapshot,
@@ -66,17 +71,17 @@ class FileSnapshots:
         does not depend on the manifest, so with ``update`` both are written at
         once, in two worker threads (their fsyncs can share a journal commit).
         """
-        run_id = validate_run_id(snapshot.run_id)
+        validate_run_id(snapshot.run_id)
         validate_snapshot_id(snapshot.snapshot_id)
         sealed, raw = self.codec.dump_snapshot(snapshot)
         info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
         name = entry_name(info)
         if name is None:
-            await self._call("write checkpoint", self._write_listed, info, run_id, sealed, update)
+            await self._call("write checkpoint", self._write_listed, info, snapshot, sealed, update)
         elif update is None:
-            await self._call("write checkpoint", self._write_named, run_id, name, sealed)
+            await self._call("write checkpoint", self._write_named, snapshot, name, sealed)
         else:
-            await self._write_with_update(info, run_id, name, sealed, update)
+            await self._write_with_update(info, snapshot, name, sealed, update)
         _log.info(
             "checkpoint_saved",
             run_id=snapshot.run_id,
@@ -89,11 +94,12 @@ class FileSnapshots:
     async def _write_with_update(
         self,
         info: SnapshotInfo,
-        run_id: str,
+        snapshot: Snapshot,
         name: str,
         sealed: bytes,
         update: Callable[[RunManifest], RunManifest],
     ) -> None:
+        run_id = snapshot.run_id
         failures: dict[str, Exception] = {}
 
         async def attempt(what: str, fn: Callable[..., object], *args: Any) -> None:
@@ -103,7 +109,7 @@ class FileSnapshots:
                 failures[what] = exc
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(attempt, "write checkpoint", self._write_named, run_id, name, sealed)
+            tg.start_soon(attempt, "write checkpoint", self._write_named, snapshot, name, sealed)
             tg.start_soon(attempt, "update run", self._change_manifest, run_id, update)
         if "update run" in failures and "write checkpoint" not in failures:
             # not acknowledged, so not listed either
@@ -114,21 +120,49 @@ class FileSnapshots:
         if failures:
             raise next(iter(failures.values()))
 
-    def _write_named(self, run_id: str, name: str, sealed: bytes) -> None:
-        if not self._exists(run_id):
-            raise RunNotFoundError(run_id)
-        self._snapshots(run_id).write(name, sealed)
+    def _write_named(self, snapshot: Snapshot, name: str, sealed: bytes) -> None:
+        if not self._taken(snapshot):
+            self._snapshots(snapshot.run_id).write(name, sealed)
+
+    def _taken(self, snapshot: Snapshot) -> bool:
+        """Whether the snapshot's id is written already (by this very snapshot).
+
+        Raises:
+            StorageError: the id holds a different snapshot (ids are written once).
+        """
+        run_id, snapshot_id = snapshot.run_id, snapshot.snapshot_id
+        try:
+            path = self._snapshot_path(run_id, snapshot_id)
+            data = self.fs.read(path)
+        except (CheckpointNotFoundError, FileNotFoundError):
+            return False
+        try:
+            same = snapshot == self.codec.load_snapshot(
+                data, run_id=run_id, snapshot_id=snapshot_id, location=path
+            )
+        except CorruptedDataError:
+            same = False
+        if not same:
+            raise StorageError(
+                "write checkpoint",
+                f"{path} already holds a different checkpoint with id {snapshot_id!r}; "
+                "checkpoint ids must be unique within a run",
+            )
+        return True
 
     def _write_listed(
         self,
         info: SnapshotInfo,
-        run_id: str,
+        snapshot: Snapshot,
         sealed: bytes,
         update: Callable[[RunManifest], RunManifest] | None,
     ) -> None:
         """The older way, for an entry too long for a file name: the manifest lists it."""
-        if not self._exists(run_id):
-            raise RunNotFoundError(run_id)
+        run_id = snapshot.run_id
+        if self._taken(snapshot):
+            if update is not None:
+                self._change_manifest(run_id, update)
+            return
         write_atomic(self.fs, self._dir(run_id, "snapshots", snapshot_file_name(info)), sealed)
         listed = (
             (lambda m: add_snapshot(m, info))

@@ -15,6 +15,7 @@ import anyio.lowlevel
 
 from actorflow.errors import (
     CheckpointNotFoundError,
+    CorruptedDataError,
     LeaseLostError,
     RunLockedError,
     RunNotFoundError,
@@ -236,6 +237,9 @@ class MemoryStore(StoreContext):
         await anyio.lowlevel.checkpoint()
         run = self._run(snapshot.run_id)
         validate_snapshot_id(snapshot.snapshot_id)
+        taken = run.snapshots.get(snapshot.snapshot_id)
+        if taken is not None:
+            self._same_snapshot(snapshot, taken)
         sealed, raw = self.codec.dump_snapshot(snapshot)
         info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
         manifest = add_snapshot(self._manifest(snapshot.run_id, run), info)
@@ -246,6 +250,22 @@ class MemoryStore(StoreContext):
         run.manifest = self.codec.dump_manifest(manifest)
         run.snapshots[snapshot.snapshot_id] = sealed
         return info
+
+    def _same_snapshot(self, snapshot: Snapshot, sealed: bytes) -> None:
+        """A snapshot id is written once: writing it again must carry the same snapshot."""
+        location = f"memory:{snapshot.run_id}/snapshots/{snapshot.snapshot_id}"
+        try:
+            same = snapshot == self.codec.load_snapshot(
+                sealed, run_id=snapshot.run_id, snapshot_id=snapshot.snapshot_id, location=location
+            )
+        except CorruptedDataError:
+            same = False
+        if not same:
+            raise StorageError(
+                "write checkpoint",
+                f"{location} already holds a different checkpoint with id "
+                f"{snapshot.snapshot_id!r}; checkpoint ids must be unique within a run",
+            )
 
     async def read_snapshot(self, run_id: str, snapshot_id: str) -> Snapshot:
         """See :meth:`Store.read_snapshot`."""

@@ -105,19 +105,8 @@ class SnapshotFolder:
         return found
 
     def write(self, name: str, sealed: bytes) -> None:
-        """Write one snapshot durably; an older file with the same id goes after."""
-        new = parse_entry(name)
-        assert new is not None, name
-        older = [
-            n
-            for n in self.fs.listdir(self.path)
-            if n != name and (e := parse_entry(n)) is not None and e.snapshot_id == new.snapshot_id
-        ]
+        """Write one snapshot durably (its file, then the folder's entry)."""
         write_atomic(self.fs, os.path.join(self.path, name), sealed)
-        if older:
-            for n in older:
-                self.fs.unlink(os.path.join(self.path, n))
-            self.fs.fsync_dir(self.path)
 
     def remove(self, snapshot_id: str) -> int | None:
         """Delete a snapshot durably; its size, or None if no file has that id."""

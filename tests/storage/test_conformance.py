@@ -290,6 +290,15 @@ class TestSnapshots:
         assert (stored.status, stored.result) == (RunStatus.COMPLETED, b"\xa2ok")
         assert await store.list_snapshots("run-1") == [info]
 
+    async def test_a_checkpoint_id_is_written_once(self, store: Store) -> None:
+        await store.create_run(manifest())
+        first = await store.write_snapshot(snapshot("s1", 1))
+        assert await store.write_snapshot(snapshot("s1", 1)) == first  # the same: a no-op
+        with pytest.raises(StorageError, match="different checkpoint with id 's1'"):
+            await store.write_snapshot(snapshot("s1", 2))
+        assert await store.list_snapshots("run-1") == [first]
+        assert (await store.read_snapshot("run-1", "s1")).position == 1
+
     async def test_an_update_that_renames_the_run_is_refused(self, store: Store) -> None:
         await store.create_run(manifest())
         renamed = functools.partial(msgspec.structs.replace, run_id="run-2")

@@ -128,13 +128,15 @@ async def test_any_phase_and_trigger_list_back_exactly(
     assert [p.name for p in (tmp_path / "runs/r1/snapshots").iterdir()] == []
 
 
-async def test_writing_an_id_again_replaces_the_snapshot(tmp_path: Path) -> None:
+async def test_an_id_taken_by_an_older_listed_snapshot_is_not_written_again(
+    tmp_path: Path,
+) -> None:
     store = FileStore(tmp_path)
     await store.create_run(manifest())
-    await store.write_snapshot(snap("s", 1))
-    newer = await store.write_snapshot(snap("s", 2, created=2.5))
-    assert await store.list_snapshots("r1") == [newer]
-    assert (await store.read_snapshot("r1", "s")).position == 2
+    old = await store.write_snapshot(snap("s", 1, phase="x" * 250))  # listed by the manifest
+    with pytest.raises(StorageError, match="different checkpoint"):
+        await store.write_snapshot(snap("s", 2))  # would list itself
+    assert await store.list_snapshots("r1") == [old]
     assert len(list((tmp_path / "runs/r1/snapshots").iterdir())) == 1
 
 
