@@ -40,12 +40,10 @@ from actorflow.errors import (
     EncryptionKeyError,
 )
 from actorflow.storage._msgpack import (
-    decode_lease,
     decode_manifest,
     decode_plain_record,
     decode_record,
     decode_snapshot,
-    encode_lease,
     encode_manifest,
     encode_record,
     encode_snapshot,
@@ -62,14 +60,6 @@ __all__ = [
     "Compression",
     "Kind",
     "SealedHeader",
-    "decode_lease",
-    "decode_manifest",
-    "decode_record",
-    "decode_snapshot",
-    "encode_lease",
-    "encode_manifest",
-    "encode_record",
-    "encode_snapshot",
     "zstd_available",
 ]
 

@@ -34,7 +34,7 @@ from actorflow.errors import (
     RunNotFoundError,
     StorageError,
 )
-from actorflow.storage._codec import Codec, Kind, decode_lease, encode_lease
+from actorflow.storage._codec import Codec, Kind
 from actorflow.storage._file_snapshots import FileSnapshots
 from actorflow.storage._filelog import FileLog
 from actorflow.storage._fs import FileSystem, OSFileSystem, write_atomic
@@ -43,6 +43,7 @@ from actorflow.storage._manifests import (
     validate_blob_ref,
 )
 from actorflow.storage._manifests import tombstone as make_tombstone
+from actorflow.storage._msgpack import decode_lease, encode_lease
 from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, StoreContext
 from actorflow.storage._records import validate_run_id
 from actorflow.storage._retention import prune as prune_by_policy

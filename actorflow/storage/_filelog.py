@@ -19,8 +19,9 @@ import anyio.to_thread
 
 from actorflow._log import get_logger
 from actorflow.errors import CorruptedDataError, LogCorruptedError, StorageError
-from actorflow.storage._codec import Codec, Kind, encode_record
+from actorflow.storage._codec import Codec, Kind
 from actorflow.storage._journal import frame, scan
+from actorflow.storage._msgpack import encode_record
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

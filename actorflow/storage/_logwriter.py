@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from actorflow.errors import StorageError
-from actorflow.storage._codec import encode_record
+from actorflow.storage._msgpack import encode_record
 
 if TYPE_CHECKING:
     from actorflow.storage._protocol import Store
