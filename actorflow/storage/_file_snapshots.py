@@ -27,7 +27,7 @@ from actorflow.storage._manifests import (
     validate_snapshot_id,
 )
 from actorflow.storage._records import SnapshotStatus, validate_run_id
-from actorflow.storage._snapfiles import SnapshotFolder, entry_name
+from actorflow.storage._snapfiles import SnapshotFolder, entry_name, parse_entry
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -183,9 +183,9 @@ class FileSnapshots:
     def _snapshot_path(self, run_id: str, snapshot_id: str) -> str:
         if not self._exists(run_id):
             raise RunNotFoundError(run_id)
-        found = self._snapshots(run_id).entries().get(snapshot_id)
-        if found is not None:
-            return self._dir(run_id, "snapshots", found[0])
+        named = self._snapshots(run_id).named(snapshot_id)
+        if named:  # of two (a crash between writes of one id), the newer
+            return self._dir(run_id, "snapshots", max(named, key=_created))
         return self._listed_path(run_id, snapshot_id)
 
     def _listed_path(self, run_id: str, snapshot_id: str) -> str:
@@ -234,3 +234,8 @@ class FileSnapshots:
             run_id, lambda m: mark_snapshot(m, snapshot_id, SnapshotStatus.DELETED)
         )
         return freed + self._remove(path)
+
+
+def _created(name: str) -> tuple[float, str]:
+    info = parse_entry(name)
+    return (info.created if info is not None else 0.0, name)

@@ -104,17 +104,25 @@ class SnapshotFolder:
                 found[info.snapshot_id] = (name, info)
         return found
 
+    def named(self, snapshot_id: str) -> list[str]:
+        """The files of one snapshot id (usually one), without parsing every name."""
+        # an id sits between the phase's "_" and the first "~" (neither can be in it)
+        marker = f"_{snapshot_id}~"
+        return [
+            name
+            for name in self.fs.listdir(self.path)
+            if marker in name
+            and (info := parse_entry(name)) is not None
+            and info.snapshot_id == snapshot_id
+        ]
+
     def write(self, name: str, sealed: bytes) -> None:
         """Write one snapshot durably (its file, then the folder's entry)."""
         write_atomic(self.fs, os.path.join(self.path, name), sealed)
 
     def remove(self, snapshot_id: str) -> int | None:
         """Delete a snapshot durably; its size, or None if no file has that id."""
-        doomed = [
-            n
-            for n in self.fs.listdir(self.path)
-            if (e := parse_entry(n)) is not None and e.snapshot_id == snapshot_id
-        ]
+        doomed = self.named(snapshot_id)
         if not doomed:
             return None
         freed = 0
