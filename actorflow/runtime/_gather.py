@@ -72,39 +72,14 @@ async def _finish_live(
 ) -> None:
     """Finish the delivered steps (and phase calls) of a gather.
 
-    Asks are recorded in argument order in this task, as their replies
-    come in: no task per step, one flush for all in ``sync`` mode. The
-    rest finish concurrently as tasks, where retries wait for no one: from
-    the first ask with a timeout, a deliver error or anything that is not
-    an ask, and as soon as any ask's reply is a failure, wherever it is.
+    A gather of plain asks (delivered, no timeout) is finished in this task,
+    without a task per step: each ask is recorded as its reply comes in, and
+    in ``sync`` mode made durable then (records of one agent stay in its
+    handling order). Anything else, and every ask left once any reply is a
+    failure, finishes concurrently as tasks, where retries wait for no one.
     """
-    done = 0
-    watch = _Watch(live)
-    try:
-        for i, aw in live:
-            if watch.failed or type(aw) is not AskStep or aw._timeout:
-                break
-            if not aw._answered():
-                pending = aw._pending
-                if pending is None:  # not delivered: the retry path decides
-                    break
-                if not pending.event.is_set():
-                    await watch.wait_for(pending)
-                if pending.error is not None or not pending.event.is_set():
-                    break
-            try:
-                outcomes[i] = await aw._live_answered()
-            except Exception as exc:
-                failed[i] = exc
-            done += 1
-    except BaseException:
-        for _, aw in live[done:]:
-            if isinstance(aw, AskStep):
-                aw._abandon()
-        raise
-    if done:
-        await recorder.after_step()
-        live = live[done:]
+    if all(type(aw) is AskStep and not aw._timeout and aw._pending for _, aw in live):
+        live = await _record_as_answered(recorder, live, outcomes, failed)
         if not live:
             return
 
@@ -152,14 +127,54 @@ class SendStep:
         step._ctx._runner.track_send(step._ns, step._live)
 
 
+async def _record_as_answered(
+    recorder: Recorder,
+    asks: list[tuple[int, Any]],
+    outcomes: list[Any],
+    failed: list[BaseException | None],
+) -> list[tuple[int, Any]]:
+    """Record asks as their replies come in; return those left when one failed."""
+    watch = _Watch(asks)
+    by_reply = {id(aw._pending): (i, aw) for i, aw in asks}
+    # replies in before the watch was set, then as they arrive (no rescans)
+    answered = [(i, aw) for i, aw in asks if aw._answered()]
+    left = {i for i, _ in asks}
+    try:
+        while left and not watch.failed:
+            answered += [by_reply[id(r)] for r in watch.take_arrived() if r.error is None]
+            ready = [(i, aw) for i, aw in answered if aw._turnstile.ready(aw._ticket)]
+            if not ready:
+                if not answered:
+                    await watch.wait_any()
+                    continue
+                # its agent has an earlier record to come, from another task: wait for it
+                ready = answered[:1]
+            for i, aw in ready:
+                try:
+                    outcomes[i] = await aw._live_answered()
+                except Exception as exc:
+                    failed[i] = exc
+                left.discard(i)
+            answered = [(i, aw) for i, aw in answered if i in left]
+            await recorder.after_step()  # durable as they come in, in sync mode
+    except BaseException:
+        for i, aw in asks:
+            if i in left:
+                aw._abandon()
+        raise
+    finally:
+        watch.take_arrived()  # the replies point at the watch: leave no cycle behind
+    return [(i, aw) for i, aw in asks if i in left]
+
+
 class _Watch:
-    """Waits for one reply of a gather, waking early if any of its replies fails."""
+    """Wakes a gather's recording task whenever one of its replies comes in."""
 
-    __slots__ = ("_awaited", "_wake", "failed")
+    __slots__ = ("_arrived", "_wake", "failed")
 
-    def __init__(self, live: list[tuple[int, Awaitable[Any]]]) -> None:
+    def __init__(self, live: list[tuple[int, Any]]) -> None:
         self.failed = False
-        self._awaited: Reply | None = None
+        self._arrived: list[Reply] = []
         self._wake: anyio.Event | None = None
         for _, aw in live:
             pending = aw._pending if type(aw) is AskStep else None
@@ -168,20 +183,22 @@ class _Watch:
                     self.failed = True
                 pending.notify = self._notify
 
-    async def wait_for(self, reply: Reply) -> None:
-        """Until ``reply`` is in or some reply failed."""
-        self._awaited = reply
+    async def wait_any(self) -> None:
+        """Until another reply is in (or failed)."""
         self._wake = anyio.Event()
         try:
             await self._wake.wait()
         finally:
-            # the reply holds this watch (``notify``): leave no cycle behind
-            self._awaited = None
+            self._wake = None
+
+    def take_arrived(self) -> list[Reply]:
+        """The replies that came in since the last call."""
+        arrived, self._arrived = self._arrived, []
+        return arrived
 
     def _notify(self, reply: Reply) -> None:
         if reply.error is not None:
             self.failed = True
-        elif reply is not self._awaited:
-            return
+        self._arrived.append(reply)
         if self._wake is not None:
             self._wake.set()

@@ -148,6 +148,16 @@ def test_killed_again_and_again_a_run_ends_with_the_uninterrupted_result(
     env = child_env(ACTORFLOW_DURABILITY=durability, ACTORFLOW_MAX_RECOVERY_ATTEMPTS=MANY_RECOVERY)
     durable_at_start: dict[int, set[str]] = {}
     kills, final = 0, None
+    # The run must not end before the kill lands. In `sync` mode the child holds
+    # the execution the kill waits for (every step answered before it is durable
+    # already); in `batched` mode the rest of its gather would never be flushed
+    # then, so the kill leaves two steps or more to run instead.
+    hold = durability == "sync"
+    margin = 1 if hold else 2
+    # and the first kill comes once some steps are durable: in `sync` mode any
+    # answered one; in `batched` mode the first gather's, flushed before the
+    # evaluator's message leaves (the step after the analyses)
+    first = total // 2 if hold else len(AREAS) + 1
     for _ in range(MAX_ROUNDS):
         durable = durable_asks(store, [run_id])
         assert corruption(store) == []
@@ -156,11 +166,11 @@ def test_killed_again_and_again_a_run_ends_with_the_uninterrupted_result(
         if kills == 0:
             # The first kill lands past the middle, so later processes surely
             # start with recorded steps (what the exactly-once check is about).
-            kill_after = rng.randint(total // 2, total - 1)
+            kill_after = rng.randint(first, total - margin)
         elif kills < KILLS_PER_RUN:
             # Before the last step still to run: a kill at 0 lands while recovery loads.
-            kill_after = rng.randint(0, max(total - len(durable) - 1, 0))
-        outcome = run_child(store, run_id, backend, mode, kill_after=kill_after, hold=True, env=env)
+            kill_after = rng.randint(0, max(total - len(durable) - margin, 0))
+        outcome = run_child(store, run_id, backend, mode, kill_after=kill_after, hold=hold, env=env)
         durable_at_start[outcome.pid] = durable
         if not outcome.killed:
             final = outcome

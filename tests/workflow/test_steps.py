@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import msgspec
 import pytest
@@ -130,6 +132,53 @@ async def test_a_failed_ask_in_a_gather_is_retried_without_waiting_for_earlier_o
         with anyio.fail_after(10):
             assert await runtime.run(SlowFirst, 1, run_id="slow-first") == [1, 2]
     assert Gates.attempts == 2
+
+
+class AppendWatch(MemoryStore):
+    """Sets ``quick_durable`` once the record of an ask to ``quick`` is appended."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.quick_durable = anyio.Event()
+
+    async def append(self, run_id: str, records: Any) -> int:
+        end = await super().append(run_id, records)
+        if any(
+            isinstance(r, StepRecord) and r.kind == "ask" and r.target == "quick" for r in records
+        ):
+            self.quick_durable.set()
+        return end
+
+
+class WaitsForQuickRecord(Specialist):
+    store: AppendWatch
+
+    @handler
+    async def hold(self, item: Item) -> int:
+        await WaitsForQuickRecord.store.quick_durable.wait()
+        return item.n
+
+
+class Quick(Specialist):
+    @handler
+    async def take(self, item: Item) -> int:
+        return item.n
+
+
+class SlowThenQuick(Orchestrator):
+    async def run(self, ctx: RunContext, n: int) -> list[int]:
+        slow = await ctx.spawn(WaitsForQuickRecord, name="slow")
+        quick = await ctx.spawn(Quick, name="quick")
+        return await ctx.gather(ctx.ask(slow, Item(n)), ctx.ask(quick, Item(n + 1)))
+
+
+async def test_in_sync_mode_a_gathered_ask_is_durable_once_answered_not_once_all_are() -> None:
+    # the first ask answers only once the second one's record is in the log
+    store = WaitsForQuickRecord.store = AppendWatch()
+    config = RuntimeConfig.from_env({"ACTORFLOW_DURABILITY": "sync"})
+    async with Runtime(store=store, config=config) as runtime:
+        with anyio.fail_after(10):
+            assert await runtime.run(SlowThenQuick, 1, run_id="slow-quick") == [1, 2]
 
 
 class Broken(Specialist):
