@@ -17,7 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
-import time
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -76,6 +76,7 @@ class S3Server:
     port: int
     data_dir: Path
     env: dict[str, str]
+    ready_line: bytes  # what the server prints once it serves
     access_key: str = ACCESS_KEY
     secret_key: str = SECRET_KEY
     bucket: str = BUCKET
@@ -92,29 +93,41 @@ class S3Server:
         return _client(self.url, self.access_key, self.secret_key)
 
     def start(self) -> None:
-        """Start the process and wait until the bucket answers (bounded)."""
-        log = (self.data_dir / f"{self.name}.log").open("ab")
+        """Start the process, wait for its ready line (bounded), make sure of the bucket."""
         self.process = subprocess.Popen(
-            self.args, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=self.data_dir
+            self.args,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=self.data_dir,
         )
-        log.close()
+        ready = threading.Event()
+        threading.Thread(target=self._copy_output, args=(self.process, ready), daemon=True).start()
+        if not ready.wait(_START_DEADLINE) or self.process.poll() is not None:
+            self.stop()
+            raise RuntimeError(f"{self.name} did not start; see {self.data_dir}")
         client = self.client()
-        deadline = time.monotonic() + _START_DEADLINE
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{self.name} exited at start; see {self.data_dir}")
-            try:
-                client.head_bucket(Bucket=self.bucket)
-                return
-            except Exception as exc:
-                code = getattr(exc, "response", {}).get("Error", {}).get("Code")
-                if code in ("404", "NoSuchBucket"):
-                    with contextlib.suppress(Exception):
-                        client.create_bucket(Bucket=self.bucket)
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"{self.name} not ready in {_START_DEADLINE}s") from exc
-            time.sleep(0.05)  # polling a starting process; bounded by the deadline
+        try:
+            client.head_bucket(Bucket=self.bucket)
+        except Exception as exc:
+            if getattr(exc, "response", {}).get("Error", {}).get("Code") not in (
+                "404",
+                "NoSuchBucket",
+            ):
+                raise
+            with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
+                client.create_bucket(Bucket=self.bucket)
+
+    def _copy_output(self, process: subprocess.Popen[bytes], ready: threading.Event) -> None:
+        """Keep the server's output in its log; set ``ready`` at its ready line (or its end)."""
+        assert process.stdout is not None
+        with process.stdout, (self.data_dir / f"{self.name}.log").open("ab") as log:
+            for line in process.stdout:
+                log.write(line)
+                log.flush()
+                if self.ready_line in line:
+                    ready.set()
+        ready.set()  # it exited: start() sees that
 
     def stop(self, *, kill: bool = False) -> None:
         """Stop the process (SIGKILL with ``kill``: a crash) and remove its stray sockets."""
@@ -184,7 +197,15 @@ def seaweed(data_dir: Path) -> S3Server:
         for name, port in ports.items()
         if name.endswith(".grpc")
     ]
-    return S3Server("seaweedfs", args, ports["s3.port"], data_dir, env, stray_sockets=stray)
+    return S3Server(
+        "seaweedfs",
+        args,
+        ports["s3.port"],
+        data_dir,
+        env,
+        b"All enabled components are running and ready",
+        stray_sockets=stray,
+    )
 
 
 def moto(data_dir: Path) -> S3Server:
@@ -194,7 +215,10 @@ def moto(data_dir: Path) -> S3Server:
         pytest.skip("moto's server is not installed (pip install 'moto[server]')")
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    return S3Server("moto", [binary, "-H", "127.0.0.1", "-p", str(port)], port, data_dir, env)
+    args = [binary, "-H", "127.0.0.1", "-p", str(port)]
+    return S3Server(
+        "moto", args, port, data_dir, env, f"Running on http://127.0.0.1:{port}".encode()
+    )
 
 
 @contextlib.contextmanager
