@@ -38,7 +38,8 @@ _EXCLUDED_DIRS: Final = frozenset(
 )
 _EXCLUDED_SUFFIXES: Final = (".dist-info", ".egg-info")
 
-# Calls that run code or commands built from data, keyed by qualified name.
+# Calls the review flags in the code it reads (names only: nothing here imports or
+# calls them; actorflow itself never unpickles), keyed by qualified name.
 _RISKY: Final = {
     "eval": "evaluates a string as code",
     "exec": "executes a string as code",

@@ -19,7 +19,6 @@ import anyio
 import msgspec
 
 from actorflow.errors import (
-    CorruptedDataError,
     EncodingError,
     RunFailedError,
     RunPaused,
@@ -29,7 +28,7 @@ from actorflow.runtime._checkpointer import CheckpointQueue
 from actorflow.runtime._context import PauseRun, RunContext
 from actorflow.runtime._recorder import Recorder, decode, encode
 from actorflow.runtime._run import RunExecution, run_signature
-from actorflow.runtime._view import RunView
+from actorflow.runtime._view import RunView, load_view
 from actorflow.storage import ErrorInfo, LogWriter, RunManifest, RunStatus
 
 if TYPE_CHECKING:
@@ -39,53 +38,7 @@ if TYPE_CHECKING:
     from actorflow.runtime._scope import ActorScope
     from actorflow.storage import Lease, RetentionPolicy, Store
 
-__all__ = ["drive", "load_view"]
-
-
-async def load_view(store: Store, run_id: str, emit: Any) -> tuple[RunView, int]:
-    """The run as recorded: newest valid snapshot plus the log after it.
-
-    A snapshot that fails its checksum is reported and skipped for the one
-    before it; with none usable the whole log is read. Returns the view and
-    how many log records were read after the snapshot.
-    """
-    view: RunView | None = None
-    infos = await store.list_snapshots(run_id)
-    for info in reversed(infos):
-        try:
-            snapshot = await store.read_snapshot(run_id, info.snapshot_id)
-        except CorruptedDataError as exc:
-            emit(
-                "checkpoint_corrupted",
-                snapshot_id=info.snapshot_id,
-                error=str(exc),
-                level="warning",
-            )
-            continue
-        view = RunView.from_snapshot(snapshot)
-        emit("checkpoint_restored", snapshot_id=info.snapshot_id, position=snapshot.position)
-        break
-    if view is None:
-        view = RunView(run_id)
-    view.snapshots_taken = _snapshots_numbered(infos)
-    records = await store.read_log(run_id, view.position)
-    for record in records:
-        view.apply(record)
-    view.steps_since_snapshot = 0
-    return view, len(records)
-
-
-def _snapshots_numbered(infos: list[Any]) -> int:
-    """How far a run's snapshot ids (``0007-p120``) have counted: new ids go on from there.
-
-    Not merely how many are left: pruned ones must not have their ids reused.
-    """
-    counted = len(infos)
-    for info in infos:
-        number = info.snapshot_id.partition("-")[0]
-        if number.isdigit():
-            counted = max(counted, int(number))
-    return counted
+__all__ = ["drive", "drive_in_background", "load_view"]
 
 
 class _Outcome:
@@ -101,6 +54,57 @@ class _Outcome:
     def cancelled(self, run_id: str) -> None:
         self.status = RunStatus.CANCELLED
         self.error = RunFailedError(run_id, "cancelled", "the run was cancelled")
+
+
+async def drive_in_background(
+    runtime: Any,
+    handle: RunHandle,
+    manifest: RunManifest,
+    workflow: type[Any],
+    lease: Lease,
+    fresh: bool,
+) -> None:
+    """A run's own task: drive it, renewing its lease where the store needs that.
+
+    A run's failure belongs to its handle, never to the runtime's task group.
+    """
+    store: Store = runtime.store
+    renew = store.renew_interval
+    if renew is None:
+        # no lease to renew: no heartbeat, so no task group to host one
+        await _drive_caught(runtime, handle, manifest, workflow, lease, fresh)
+        return
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_heartbeat, store, lease, renew)
+        try:
+            await _drive_caught(runtime, handle, manifest, workflow, lease, fresh)
+        finally:
+            tg.cancel_scope.cancel()
+
+
+async def _drive_caught(
+    runtime: Any,
+    handle: RunHandle,
+    manifest: RunManifest,
+    workflow: type[Any],
+    lease: Lease,
+    fresh: bool,
+) -> None:
+    try:
+        await drive(runtime, handle, manifest, workflow, lease, fresh=fresh)
+    except anyio.get_cancelled_exc_class():
+        raise
+    except Exception as exc:
+        if not handle.done:
+            handle._finish(RunStatus.FAILED, error=exc)
+    finally:
+        runtime._retire(handle)
+
+
+async def _heartbeat(store: Store, lease: Lease, interval: float) -> None:
+    while True:
+        await anyio.sleep(interval)
+        lease = await store.renew(lease)
 
 
 async def drive(

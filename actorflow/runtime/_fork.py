@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from actorflow.errors import ConfigurationError, RunNotFinishedError
-from actorflow.runtime._drive import load_view
 from actorflow.runtime._recorder import encode
+from actorflow.runtime._view import load_view
 from actorflow.storage import AgentSnapshot, RunManifest, RunStatus, StepRecord
 
 if TYPE_CHECKING:

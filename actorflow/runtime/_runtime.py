@@ -25,7 +25,7 @@ from actorflow.errors import (
 from actorflow.runtime._checkpointer import Checkpointer
 from actorflow.runtime._config import RuntimeConfig
 from actorflow.runtime._core import Runtime as _CoreRuntime
-from actorflow.runtime._drive import drive
+from actorflow.runtime._drive import drive_in_background
 from actorflow.runtime._fork import answer_input, copy_for_fork
 from actorflow.runtime._handle import RunHandle
 from actorflow.runtime._outcomes import decode_result, finished_error, new_manifest, taken
@@ -194,47 +194,8 @@ class Runtime(_CoreRuntime):
                 raise RecoveryFailedError(manifest.run_id, manifest.error.message)
         handle = RunHandle(manifest.run_id, manifest.workflow)
         self._handles[manifest.run_id] = handle
-        task_group.start_soon(self._drive_quietly, handle, manifest, workflow, lease, fresh)
+        task_group.start_soon(drive_in_background, self, handle, manifest, workflow, lease, fresh)
         return handle
-
-    async def _drive_quietly(
-        self,
-        handle: RunHandle,
-        manifest: RunManifest,
-        workflow: type[Any],
-        lease: Any,
-        fresh: bool,
-    ) -> None:
-        # A run's failure belongs to its handle, never to the runtime's task group.
-        renew = self.store.renew_interval
-        if renew is None:
-            # no lease to renew: no heartbeat, so no task group to host one
-            await self._drive_caught(handle, manifest, workflow, lease, fresh)
-            return
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._heartbeat, lease, renew)
-            try:
-                await self._drive_caught(handle, manifest, workflow, lease, fresh)
-            finally:
-                tg.cancel_scope.cancel()
-
-    async def _drive_caught(
-        self,
-        handle: RunHandle,
-        manifest: RunManifest,
-        workflow: type[Any],
-        lease: Any,
-        fresh: bool,
-    ) -> None:
-        try:
-            await drive(self, handle, manifest, workflow, lease, fresh=fresh)
-        except anyio.get_cancelled_exc_class():
-            raise
-        except Exception as exc:
-            if not handle.done:
-                handle._finish(RunStatus.FAILED, error=exc)
-        finally:
-            self._retire(handle)
 
     def _retire(self, handle: RunHandle) -> None:
         """Keep a finished run's handle among the newest few; a service runs for long."""
@@ -243,11 +204,6 @@ class Runtime(_CoreRuntime):
             old = self._finished.popleft()
             if self._handles.get(old.run_id) is old:
                 del self._handles[old.run_id]
-
-    async def _heartbeat(self, lease: Any, interval: float) -> None:
-        while True:
-            await anyio.sleep(interval)
-            lease = await self.store.renew(lease)
 
     # --- recovery ------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """A run as its records describe it: the replay index and the checkpoint view in one.
 
-Recovery builds a ``RunView`` from the newest valid snapshot plus the log
+Recovery builds a ``RunView`` (``load_view``) from the newest valid snapshot plus the log
 after it; a live run applies each record as it is appended. The same view
 answers the re-running orchestrator ("is there a record for step 3/7?") and
 gives the checkpoint actor its snapshots, so both always agree. A snapshot is
@@ -11,10 +11,11 @@ concurrent agents by construction and a later state cannot leak into it.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from actorflow.errors import CorruptedDataError
 from actorflow.storage import (
     AgentSnapshot,
     DecisionRecord,
@@ -28,9 +29,9 @@ from actorflow.storage import (
 )
 
 if TYPE_CHECKING:
-    from actorflow.storage import LogRecord
+    from actorflow.storage import LogRecord, Store
 
-__all__ = ["RunView"]
+__all__ = ["RunView", "load_view"]
 
 
 def _inside(step_id: str, phase_id: str) -> bool:
@@ -171,3 +172,49 @@ class RunView:
             events=tuple(self.events.values()),
             metrics=dict(self.metrics),
         )
+
+
+async def load_view(store: Store, run_id: str, emit: Any) -> tuple[RunView, int]:
+    """The run as recorded: newest valid snapshot plus the log after it.
+
+    A snapshot that fails its checksum is reported and skipped for the one
+    before it; with none usable the whole log is read. Returns the view and
+    how many log records were read after the snapshot.
+    """
+    view: RunView | None = None
+    infos = await store.list_snapshots(run_id)
+    for info in reversed(infos):
+        try:
+            snapshot = await store.read_snapshot(run_id, info.snapshot_id)
+        except CorruptedDataError as exc:
+            emit(
+                "checkpoint_corrupted",
+                snapshot_id=info.snapshot_id,
+                error=str(exc),
+                level="warning",
+            )
+            continue
+        view = RunView.from_snapshot(snapshot)
+        emit("checkpoint_restored", snapshot_id=info.snapshot_id, position=snapshot.position)
+        break
+    if view is None:
+        view = RunView(run_id)
+    view.snapshots_taken = _snapshots_numbered(infos)
+    records = await store.read_log(run_id, view.position)
+    for record in records:
+        view.apply(record)
+    view.steps_since_snapshot = 0
+    return view, len(records)
+
+
+def _snapshots_numbered(infos: list[Any]) -> int:
+    """How far a run's snapshot ids (``0007-p120``) have counted: new ids go on from there.
+
+    Not merely how many are left: pruned ones must not have their ids reused.
+    """
+    counted = len(infos)
+    for info in infos:
+        number = info.snapshot_id.partition("-")[0]
+        if number.isdigit():
+            counted = max(counted, int(number))
+    return counted
