@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -29,6 +29,11 @@ from actorflow._cli_render import (
     print_outcomes,
     print_result,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+T = TypeVar("T")
 
 __all__: list[str] = []
 
@@ -93,15 +98,11 @@ def recover_command(
     debug: DebugOpt = False,
 ) -> None:
     """Resume orphaned runs (running or interrupted, no live owner) and finish them."""
-    from actorflow._demo._run import load_app, recover_runs
+    from actorflow._demo._run import recover_runs
 
-    spec = _store_override(store)
-
-    async def body() -> tuple[list[Any], list[Any]]:
-        runtime = load_app(app_spec, spec if app_spec else (spec or DEFAULT_STORE))
-        return await recover_runs(runtime, run_id, err() if as_json else out())
-
-    finished, left = run_command(body, debug=debug)
+    finished, left = _with_app(
+        app_spec, store, debug, lambda rt: recover_runs(rt, run_id, err() if as_json else out())
+    )
     print_outcomes(finished, left, as_json=as_json)
     if left and all(o.status == "paused" for o in left):
         raise typer.Exit(EXIT_CODES["paused"])
@@ -113,22 +114,14 @@ def fork_command(
     run_id: RunArg,
     checkpoint: CheckpointArg,
     app_spec: AppOpt = None,
-    store: Annotated[
-        str | None, typer.Option("--store", help="Store (overrides the app's).")
-    ] = None,
+    store: AppStoreOpt = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Start a new run from a checkpoint of RUN and run it to the end."""
-    from actorflow._demo._run import fork_run, load_app
+    from actorflow._demo._run import fork_run
 
-    spec = _store_override(store)
-
-    async def body() -> Any:
-        runtime = load_app(app_spec, spec if app_spec else (spec or DEFAULT_STORE))
-        return await fork_run(runtime, run_id, checkpoint)
-
-    outcome = run_command(body, debug=debug)
+    outcome = _with_app(app_spec, store, debug, lambda rt: fork_run(rt, run_id, checkpoint))
     if as_json:
         print_json(outcome)
         return
@@ -144,24 +137,31 @@ def resume_command(
     run_id: RunArg,
     response: Annotated[str, typer.Option("--response", help="The answer to the run's prompt.")],
     app_spec: AppOpt = None,
-    store: Annotated[
-        str | None, typer.Option("--store", help="Store (overrides the app's).")
-    ] = None,
+    store: AppStoreOpt = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Answer a paused run's prompt and run it on to the end."""
-    from actorflow._demo._run import load_app, resume_run
+    from actorflow._demo._run import resume_run
 
-    spec = _store_override(store)
-
-    async def body() -> Any:
-        runtime = load_app(app_spec, spec if app_spec else (spec or DEFAULT_STORE))
-        return await resume_run(runtime, run_id, response)
-
-    outcome = run_command(body, debug=debug)
+    outcome = _with_app(app_spec, store, debug, lambda rt: resume_run(rt, run_id, response))
     if as_json:
         print_json(outcome)
         return
     out().print(f"[green]resumed[/] {run_id}: {outcome.status}")
     print_result(outcome.result)
+
+
+def _with_app(
+    app_spec: str | None, store: str | None, debug: bool, call: Callable[[Any], Awaitable[T]]
+) -> T:
+    """Run ``call(runtime)`` on the app's runtime (``--store`` replacing its store)."""
+    from actorflow._demo._run import load_app
+
+    spec = _store_override(store)
+
+    async def body() -> T:
+        return await call(load_app(app_spec, spec if app_spec else (spec or DEFAULT_STORE)))
+
+    result: T = run_command(body, debug=debug)
+    return result
