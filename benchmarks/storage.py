@@ -32,6 +32,7 @@ from actorflow.storage import (
     decode_state,
     encode_state,
 )
+from actorflow.storage._threads import run_in_thread
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -302,6 +303,35 @@ async def main(quick: bool) -> None:
                 )
 
 
+async def thread_trips(tmp: str, n: int, backend: str) -> None:
+    """Worker-thread round trips: ``anyio.to_thread`` against the FileStore's pool, interleaved."""
+    fd = os.open(os.path.join(tmp, "trip-probe"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    data = b"z" * 4096
+
+    def append() -> None:
+        os.write(fd, data)
+        os.fsync(fd)
+
+    for label, fn in (("no-op", int), ("4 KB write+fsync", append)):
+        base: list[float] = []
+        pool: list[float] = []
+        for _ in range(n):
+            t = time.perf_counter()
+            await anyio.to_thread.run_sync(fn)
+            base.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            await run_in_thread(fn)
+            pool.append(time.perf_counter() - t)
+        b, p = sorted(base)[n // 2] * 1e6, sorted(pool)[n // 2] * 1e6
+        print(f"{backend:<9}{label:<18}{b:>12.0f}{p:>12.0f}{p / b:>8.2f}x")
+    os.close(fd)
+
+
+async def trips_main(quick: bool, backend: str) -> None:
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
+        await thread_trips(tmp, 100 if quick else 400, backend)
+
+
 def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -315,3 +345,7 @@ def cpu_model() -> str:
 
 if __name__ == "__main__":
     anyio.run(main, "--quick" in sys.argv)
+    print("\nWorker thread round trip p50, µs: anyio.to_thread vs the FileStore's pool")
+    print(f"{'backend':<9}{'call':<18}{'to_thread':>12}{'pool':>12}{'ratio':>9}")
+    for backend in ("asyncio", "trio"):
+        anyio.run(trips_main, "--quick" in sys.argv, backend, backend=backend)

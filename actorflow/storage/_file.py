@@ -11,7 +11,7 @@ Layout::
         snapshots/000000042_20260125T101500Z_draft%231_<id>~<trigger>~<time>~<sizes>.ckpt
                                       each name lists its snapshot (see _snapfiles)
 
-Every durable operation is one call in a worker thread (``anyio.to_thread``);
+Every durable operation is one call in a worker thread (:mod:`._threads`);
 files written once go through temp file, fsync, rename and folder fsync. The
 log is appended by group commit (:mod:`actorflow.storage._filelog`).
 """
@@ -23,7 +23,6 @@ import secrets
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
-import anyio.to_thread
 
 from actorflow._log import get_logger
 from actorflow.errors import (
@@ -47,6 +46,7 @@ from actorflow.storage._msgpack import decode_lease, encode_lease
 from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, StoreContext
 from actorflow.storage._records import validate_run_id
 from actorflow.storage._retention import prune as prune_by_policy
+from actorflow.storage._threads import run_in_thread
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -103,7 +103,7 @@ class FileStore(FileSnapshots, StoreContext):
     async def _call(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
         """Run one durable operation in a worker thread, translating OS errors."""
         try:
-            return await anyio.to_thread.run_sync(self._guarded, fn, args)
+            return await run_in_thread(self._guarded, fn, args)
         except ActorflowError:
             raise
         except OSError as exc:

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
-import anyio.to_thread
 
 from actorflow._log import get_logger
 from actorflow.errors import CorruptedDataError, LogCorruptedError, StorageError
 from actorflow.storage._codec import Codec, Kind
 from actorflow.storage._journal import frame, scan
 from actorflow.storage._msgpack import encode_record
+from actorflow.storage._threads import run_in_thread
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -195,7 +195,7 @@ class FileLog:
         batch, self._queue = self._queue, []
         outcome: list[BaseException | None] = []
         try:
-            await anyio.to_thread.run_sync(self._write_batch, batch, outcome)
+            await run_in_thread(self._write_batch, batch, outcome)
         finally:
             # Runs on cancellation too; by then the thread has finished (or never ran).
             if not outcome:
