@@ -13,7 +13,9 @@ Layout::
 
 Every durable operation is one call in a worker thread (:mod:`._threads`);
 files written once go through temp file, fsync, rename and folder fsync. The
-log is appended by group commit (:mod:`actorflow.storage._filelog`).
+log is appended by group commit (:mod:`actorflow.storage._filelog`). The log
+and blob methods are in :mod:`._file_data`, the snapshot methods in
+:mod:`._file_snapshots`.
 """
 
 from __future__ import annotations
@@ -34,13 +36,10 @@ from actorflow.errors import (
     StorageError,
 )
 from actorflow.storage._codec import Codec, Kind
+from actorflow.storage._file_data import FileData
 from actorflow.storage._file_snapshots import FileSnapshots
-from actorflow.storage._filelog import FileLog
 from actorflow.storage._fs import FileSystem, OSFileSystem, write_atomic
-from actorflow.storage._manifests import (
-    matches,
-    validate_blob_ref,
-)
+from actorflow.storage._manifests import matches
 from actorflow.storage._manifests import tombstone as make_tombstone
 from actorflow.storage._msgpack import decode_lease, encode_lease
 from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, StoreContext
@@ -51,11 +50,8 @@ from actorflow.storage._threads import run_in_thread
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from actorflow.storage._records import (
-        LogRecord,
-        RunManifest,
-        RunStatus,
-    )
+    from actorflow.storage._filelog import FileLog
+    from actorflow.storage._records import RunManifest, RunStatus
 
 __all__ = ["FileStore"]
 
@@ -63,7 +59,7 @@ _log = get_logger(__name__)
 T = TypeVar("T")
 
 
-class FileStore(FileSnapshots, StoreContext):
+class FileStore(FileData, FileSnapshots, StoreContext):
     """Runs stored under a local folder (created on first use).
 
     Args:
@@ -266,127 +262,6 @@ class FileStore(FileSnapshots, StoreContext):
             child = os.path.join(path, name)
             total += self._tree_size(child) if self.fs.is_dir(child) else self.fs.size(child)
         return total
-
-    # --- log ------------------------------------------------------------------------
-
-    async def _open_log(self, run_id: str) -> FileLog:
-        log = self._logs.get(run_id)
-        if log is not None and not log.broken:
-            return log
-        if log is None and run_id in self._empty_logs:
-            # created here a moment ago: nothing to scan, the first write makes a segment
-            self._empty_logs.discard(run_id)
-            log = self._logs[run_id] = FileLog(
-                self.fs, self.codec, run_id, self._dir(run_id, "log"), self.segment_bytes
-            )
-            return log
-        async with self._log_lock:
-            log = self._logs.get(run_id)
-            if log is None or log.broken:
-                if log is not None:
-                    log.close()
-                log = FileLog(
-                    self.fs, self.codec, run_id, self._dir(run_id, "log"), self.segment_bytes
-                )
-                await self._call("open log", self._open_writer, run_id, log)
-                self._logs[run_id] = log
-        return log
-
-    def _open_writer(self, run_id: str, log: FileLog) -> None:
-        if not self._exists(run_id):
-            raise RunNotFoundError(run_id)
-        log.open_for_append()
-
-    async def append(self, run_id: str, records: Sequence[LogRecord]) -> int:
-        """See :meth:`Store.append`: concurrent appends share one write and fsync."""
-        validate_run_id(run_id)
-        log = await self._open_log(run_id)
-        return await log.append(records)
-
-    async def read_log(self, run_id: str, start: int = 0) -> list[LogRecord]:
-        """See :meth:`Store.read_log`. Never cuts a torn tail: only the writer does."""
-        validate_run_id(run_id)
-        log = FileLog(self.fs, self.codec, run_id, self._dir(run_id, "log"), self.segment_bytes)
-        return await self._call("read log", self._read_log, run_id, log, start)
-
-    def _read_log(self, run_id: str, log: FileLog, start: int) -> list[LogRecord]:
-        if not self._exists(run_id):
-            raise RunNotFoundError(run_id)
-        return log.read(start)
-
-    async def log_length(self, run_id: str) -> int:
-        """See :meth:`Store.log_length`."""
-        validate_run_id(run_id)
-        log = self._logs.get(run_id)
-        if log is not None and not log.broken:
-            return log.durable
-        fresh = FileLog(self.fs, self.codec, run_id, self._dir(run_id, "log"), self.segment_bytes)
-        return await self._call("read log", self._log_length, run_id, fresh)
-
-    def _log_length(self, run_id: str, log: FileLog) -> int:
-        if not self._exists(run_id):
-            raise RunNotFoundError(run_id)
-        return log.length()
-
-    async def truncate_log_before(self, run_id: str, position: int) -> int:
-        """See :meth:`Store.truncate_log_before`: whole older segments go."""
-        validate_run_id(run_id)
-        log = FileLog(self.fs, self.codec, run_id, self._dir(run_id, "log"), self.segment_bytes)
-        return await self._call("prune log", log.drop_segments_before, position)
-
-    # --- blobs ----------------------------------------------------------------------
-
-    async def put_blob(self, run_id: str, data: bytes) -> str:
-        """See :meth:`Store.put_blob`."""
-        validate_run_id(run_id)
-        address, sealed = self.codec.dump_blob(data, run_id=run_id)
-        await self._call("put blob", self._put_blob, run_id, address, sealed)
-        return address
-
-    def _put_blob(self, run_id: str, address: str, sealed: bytes) -> None:
-        if not self._exists(run_id):
-            raise RunNotFoundError(run_id)
-        path = self._dir(run_id, "blobs", address)
-        if not self.fs.exists(path):
-            write_atomic(self.fs, path, sealed)
-
-    async def get_blob(self, run_id: str, ref: str) -> bytes:
-        """See :meth:`Store.get_blob`."""
-        validate_run_id(run_id)
-        path = self._dir(run_id, "blobs", validate_blob_ref(ref))
-        return await self._call("get blob", self._get_blob, run_id, ref, path)
-
-    def _get_blob(self, run_id: str, ref: str, path: str) -> bytes:
-        try:
-            data = self.fs.read(path)
-        except FileNotFoundError:
-            if not self._exists(run_id):
-                raise RunNotFoundError(run_id) from None
-            raise StorageError("get blob", f"run {run_id!r} has no blob {ref!r}") from None
-        return self.codec.load_blob(data, run_id=run_id, address=ref, location=path)
-
-    async def has_blob(self, run_id: str, ref: str) -> bool:
-        """See :meth:`Store.has_blob`."""
-        path = self._dir(run_id, "blobs", validate_blob_ref(ref))
-        return await self._call("has blob", self.fs.exists, path)
-
-    async def list_blobs(self, run_id: str) -> list[str]:
-        """See :meth:`Store.list_blobs`."""
-        names = await self._call("list blobs", self.fs.listdir, self._dir(run_id, "blobs"))
-        return [n for n in names if not n.startswith(".")]
-
-    async def delete_blob(self, run_id: str, ref: str) -> int:
-        """See :meth:`Store.delete_blob`."""
-        path = self._dir(run_id, "blobs", validate_blob_ref(ref))
-        return await self._call("delete blob", self._remove, path)
-
-    def _remove(self, path: str) -> int:
-        try:
-            size = self.fs.size(path)
-        except FileNotFoundError:
-            return 0
-        self.fs.unlink(path)
-        return size
 
     # --- ownership ------------------------------------------------------------------
 
