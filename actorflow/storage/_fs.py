@@ -16,23 +16,38 @@ from typing import Literal
 
 __all__ = ["FileSystem", "OSFileSystem", "write_atomic"]
 
-Mode = Literal["append", "create"]
+Mode = Literal["append", "create", "write"]
 
 
 class FileSystem:
     """Blocking file primitives; the default implementation is :class:`OSFileSystem`."""
 
     def open(self, path: str, mode: Mode) -> int:
-        """Open for writing: ``append`` (created if absent) or ``create`` (must not exist)."""
+        """Open for writing, creating the file if absent (``create``: it must not exist).
+
+        ``append`` writes go to the file's end; ``write`` ones where ``write_at`` says.
+        """
         raise NotImplementedError
 
     def write(self, handle: int, data: bytes) -> None:
         """Write all of ``data`` at the handle's end."""
         raise NotImplementedError
 
+    def write_at(self, handle: int, data: bytes, offset: int) -> None:
+        """Write all of ``data`` at byte ``offset`` (a ``write``-mode handle)."""
+        raise NotImplementedError
+
     def fsync(self, handle: int) -> None:
         """Make the handle's file content durable."""
         raise NotImplementedError
+
+    def sync_data(self, handle: int) -> None:
+        """Make content written within the file's current size durable.
+
+        Cheaper than :meth:`fsync` where the size did not change (``fdatasync``):
+        no metadata needs committing. Defaults to :meth:`fsync`.
+        """
+        self.fsync(handle)
 
     def truncate(self, handle: int, size: int) -> None:
         """Cut the file to ``size`` bytes."""
@@ -160,7 +175,10 @@ class OSFileSystem(FileSystem):
 
     def open(self, path: str, mode: Mode) -> int:
         flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC
-        flags |= os.O_APPEND if mode == "append" else os.O_EXCL
+        if mode == "append":
+            flags |= os.O_APPEND
+        elif mode == "create":
+            flags |= os.O_EXCL
         return os.open(path, flags, 0o644)
 
     def write(self, handle: int, data: bytes) -> None:
@@ -168,8 +186,17 @@ class OSFileSystem(FileSystem):
         while view:
             view = view[os.write(handle, view) :]
 
+    def write_at(self, handle: int, data: bytes, offset: int) -> None:
+        view = memoryview(data)
+        while view:
+            done = os.pwrite(handle, view, offset)
+            view, offset = view[done:], offset + done
+
     def fsync(self, handle: int) -> None:
         os.fsync(handle)
+
+    def sync_data(self, handle: int) -> None:
+        os.fdatasync(handle)
 
     def truncate(self, handle: int, size: int) -> None:
         os.ftruncate(handle, size)

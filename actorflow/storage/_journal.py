@@ -6,9 +6,12 @@ A frame is a 12-byte header, then the payload (a sealed record)::
 
 The header's own checksum means a damaged length is recognised as damage, never
 trusted to skip over good records. Scanning classifies the end of a segment:
-an incomplete frame, or a bad frame with nothing valid after it, is a torn
-tail (a write the crash interrupted) that may be cut; a bad frame followed by
-a valid one is corruption in the middle, which is an error.
+zero bytes to the end are space the writer set aside (segments are grown
+ahead of their records, so an append changes no file size); an incomplete
+frame, or a bad frame with nothing valid after it, is a torn tail (a write
+the crash interrupted) that may be cut; a bad frame followed by a valid one is
+corruption in the middle, which is an error. No frame is all zeros: its
+header checksum never is.
 """
 
 from __future__ import annotations
@@ -42,12 +45,14 @@ class Scan:
         offsets: the byte offset of each good frame.
         end: the byte offset just after the last good frame.
         torn: bytes after ``end`` that are a torn tail (0 if the segment is clean).
+        spare: zero bytes after ``end``, set aside for later records (not damage).
     """
 
     payloads: list[memoryview] = field(default_factory=list)
     offsets: list[int] = field(default_factory=list)
     end: int = 0
     torn: int = 0
+    spare: int = 0
 
 
 def _frame_at(data: memoryview, at: int) -> int | str:
@@ -67,7 +72,9 @@ def _frame_at(data: memoryview, at: int) -> int | str:
 
 def _valid_frame_follows(data: memoryview, at: int) -> bool:
     """Whether a good frame starts anywhere after ``at`` (only a corrupt middle has one)."""
-    for start in range(at + 1, len(data) - HEADER_SIZE + 1):
+    # a frame starts before the zeros set aside at the end: never search those
+    content = len(bytes(data[at:]).rstrip(b"\0")) + at
+    for start in range(at + 1, min(len(data) - HEADER_SIZE, content - 1) + 1):
         if isinstance(_frame_at(data, start), int):
             return True
     return False
@@ -91,6 +98,9 @@ def scan(data: bytes, *, location: str, last: bool) -> Scan:
     while at < len(view):
         end = _frame_at(view, at)
         if isinstance(end, str):
+            if data.count(0, at) == len(data) - at:
+                result.spare = len(data) - at
+                break
             if not last or _damaged_middle(view, at, end):
                 raise LogCorruptedError(f"{location} at byte {at}", end)
             result.torn = len(view) - at

@@ -4,9 +4,10 @@ File contents become durable with ``fsync`` of the file; folder entries
 (creations, renames, removals) with ``fsync_dir`` of the folder, as on ext4 and
 XFS. At the seeded crash point every call fails from then on (the machine is
 off); :meth:`SimFS.after_power_loss` then returns the disk as it would come back:
-synced entries and synced contents only. With ``tear`` a file keeps a random
-prefix of its unsynced appended bytes, and each unsynced folder change
-independently survives or not, which models writes reaching the disk out of order.
+synced entries and synced contents only. With ``tear`` a file keeps its
+unsynced changes up to a random byte (appended, or written over zeros set
+aside), and each unsynced folder change independently survives or not, which
+models writes reaching the disk out of order.
 """
 
 from __future__ import annotations
@@ -32,6 +33,29 @@ class _Inode:
 
 
 _DIR = "<dir>"
+
+
+def _torn(synced: bytes, current: bytes, rng: random.Random) -> bytes:
+    """What of a file's unsynced writes reached the disk: its changes up to a random byte.
+
+    Appends and writes over zeros set aside alike: the bytes from the first
+    one that differs from the synced content reach the disk in order, up to
+    a random point; the rest is as last synced.
+    """
+    if synced == current:
+        return synced
+    low, high = 0, min(len(synced), len(current))
+    while low < high:  # the first byte that differs, by halving (slices compare in C)
+        mid = (low + high) // 2
+        if synced[: mid + 1] == current[: mid + 1]:
+            low = mid + 1
+        else:
+            high = mid
+    same = low
+    if same == len(current):
+        return synced
+    cut = rng.randint(same, len(current))
+    return current[:cut] + synced[cut:]
 
 
 class SimFS(FileSystem):
@@ -68,9 +92,8 @@ class SimFS(FileSystem):
             copy = copies.get(id(inode))
             if copy is None:
                 kept = inode.synced
-                extra = bytes(inode.data[len(kept) :])
-                if tear and extra and bytes(inode.data[: len(kept)]) == kept:
-                    kept += extra[: rng.randint(0, len(extra))]
+                if tear:
+                    kept = _torn(kept, bytes(inode.data), rng)
                 copy = copies[id(inode)] = _Inode(bytearray(kept), kept)
             return copy
 
@@ -140,11 +163,22 @@ class SimFS(FileSystem):
             self._step()
             self._handles[handle].data += data
 
+    def write_at(self, handle: int, data: bytes, offset: int) -> None:
+        with self._lock:
+            self._step()
+            content = self._handles[handle].data
+            if len(content) < offset:
+                content += bytes(offset - len(content))
+            content[offset : offset + len(data)] = data
+
     def fsync(self, handle: int) -> None:
         with self._lock:
             self._step()
             inode = self._handles[handle]
             inode.synced = bytes(inode.data)
+
+    def sync_data(self, handle: int) -> None:
+        self.fsync(handle)  # fdatasync keeps the data and the size: all this disk models
 
     def truncate(self, handle: int, size: int) -> None:
         with self._lock:

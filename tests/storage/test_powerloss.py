@@ -151,7 +151,11 @@ async def test_every_crash_point_keeps_what_was_acknowledged() -> None:
         fs = SimFS(crash_at=crash_at)
         acked = Acked()
         await workload(fs, acked)
-        assert fs.crashed
+        if not fs.crashed:
+            # trio varies the order of the concurrent appends, so how they
+            # share fsyncs, so how many calls a workload makes: this one made fewer
+            assert fs.ops < crash_at
+            continue
         await check_after_power_loss(fs.after_power_loss(), acked)
 
 
