@@ -323,6 +323,12 @@ class FileStore(FileData, FileSnapshots, StoreContext):
             del self._leases[lease.run_id]
             self._empty_logs.discard(lease.run_id)
             self.fs.unlock(held[1])
+            log = self._logs.get(lease.run_id)
+            if log is not None and log.idle:
+                # let go of the run's log file too: a store that lives long
+                # would otherwise hold one open file per run it ever wrote
+                del self._logs[lease.run_id]
+                log.close()
 
     async def is_owned(self, run_id: str) -> bool:
         """See :meth:`Store.is_owned`: tries the lock without keeping it."""

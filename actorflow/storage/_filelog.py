@@ -275,6 +275,11 @@ class FileLog:
         except OSError:
             pass  # the next open cuts the torn tail instead
 
+    @property
+    def idle(self) -> bool:
+        """Whether no append is queued or in flight (the file may be closed)."""
+        return not self._flushing and not self._queue
+
     def close(self) -> None:
         """Cut the zeros set aside off the segment file and close it. Idempotent."""
         if self._handle is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import pytest
@@ -227,4 +228,25 @@ async def test_a_run_created_here_but_written_elsewhere_appends_after_the_others
     lease = await store.claim("r1", "me")
     assert await store.append("r1", [rec(3)]) == 4
     assert await FileStore(tmp_path).read_log("r1") == [rec(i) for i in range(4)]
+    await store.aclose()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts open files in /proc")
+async def test_a_released_run_leaves_no_file_open(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    await store.create_run(RunManifest(run_id="warm", workflow="w", input=b"", input_hash=""))
+    before = len(os.listdir("/proc/self/fd"))
+    for i in range(40):
+        run_id = f"many-{i}"
+        await store.create_run(RunManifest(run_id=run_id, workflow="w", input=b"", input_hash=""))
+        lease = await store.claim(run_id, "me")
+        await store.append(run_id, [EventRecord(kind="step", step_id="s0")])
+        await store.release(lease)
+    # a long-lived store held one open log file per run it ever wrote
+    assert len(os.listdir("/proc/self/fd")) == before
+    # and a released run's log still reads, and appends again when claimed again
+    lease = await store.claim("many-3", "me")
+    assert await store.append("many-3", [EventRecord(kind="step", step_id="s1")]) == 2
+    await store.release(lease)
+    assert [r.step_id for r in await store.read_log("many-3")] == ["s0", "s1"]  # type: ignore[union-attr]
     await store.aclose()
