@@ -1,6 +1,6 @@
 """Object <-> bytes: the MessagePack of every stored record type.
 
-Kept apart from bytes <-> bytes (the sealed envelope, :mod:`._codec`): encoding
+Kept apart from bytes <-> bytes (the sealed envelope, :mod:`._envelope`): encoding
 errors become ``EncodingError`` naming what failed to encode, decoding errors
 ``CorruptedDataError`` (``CheckpointCorruptedError`` for snapshots) naming where
 the bytes came from.

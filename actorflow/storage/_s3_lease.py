@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from actorflow.errors import LeaseLostError, RunLockedError
-from actorflow.storage._codec import Kind
+from actorflow.storage._envelope import Kind
 from actorflow.storage._msgpack import decode_lease, encode_lease
 from actorflow.storage._protocol import Lease
 from actorflow.storage._s3_io import PreconditionFailed

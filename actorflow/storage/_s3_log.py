@@ -21,7 +21,7 @@ import anyio
 
 from actorflow._log import get_logger
 from actorflow.errors import CorruptedDataError, LogCorruptedError, StorageError
-from actorflow.storage._codec import Kind
+from actorflow.storage._envelope import Kind
 from actorflow.storage._msgpack import encode_record
 from actorflow.storage._s3_io import PreconditionFailed
 

@@ -18,6 +18,7 @@ from actorflow.errors import (
     EncryptionKeyError,
 )
 from actorflow.storage._codec import _FIXED, Codec, Compression, Kind
+from actorflow.storage._envelope import digest
 from actorflow.storage._records import EventRecord, RunManifest, Snapshot, StepRecord
 
 KEY = bytes(range(32))
@@ -112,18 +113,18 @@ def test_decompression_is_bounded_by_the_header() -> None:
     codec = Codec(compression="gzip")
     bomb = gzip.compress(b"\0" * 5_000_000)
     fixed = _FIXED.pack(b"AFLW", 1, Kind.BLOB, Compression.GZIP, 0, 1, 0, 0, 100, len(bomb))
-    digest = Codec._digest(codec._checksum, fixed, b"", bomb)
+    checksum = digest(codec._checksum, fixed, b"", bomb)
     with pytest.raises(CorruptedDataError, match="gzip stream"):
-        codec.open(fixed + digest + bomb, kind=Kind.BLOB, run_id="r", slot="s", location="b")
+        codec.open(fixed + checksum + bomb, kind=Kind.BLOB, run_id="r", slot="s", location="b")
 
 
 def test_a_huge_claimed_size_is_refused_before_decompressing() -> None:
     codec = Codec(max_snapshot_bytes=1000, max_decoded_bytes=1000)
     body = b"x" * 10
     fixed = _FIXED.pack(b"AFLW", 1, Kind.BLOB, Compression.GZIP, 0, 1, 0, 0, 10**12, len(body))
-    digest = Codec._digest(codec._checksum, fixed, b"", body)
+    checksum = digest(codec._checksum, fixed, b"", body)
     with pytest.raises(CorruptedDataError, match="max_decoded_bytes"):
-        codec.open(fixed + digest + body, kind=Kind.BLOB, run_id="r", slot="s", location="b")
+        codec.open(fixed + checksum + body, kind=Kind.BLOB, run_id="r", slot="s", location="b")
 
 
 def test_oversize_snapshot_is_a_clear_error() -> None:

@@ -23,6 +23,7 @@ from actorflow.storage import (
     RunManifest,
     Snapshot,
     _codec,
+    _envelope,
     _msgpack,
     run_verifier,
     verify_store,
@@ -52,14 +53,15 @@ class Spy:
         for name in ("_snapshot_decoder", "_record_decoder"):
             real = getattr(_msgpack, name)
             monkeypatch.setattr(_msgpack, name, self._wrap(name, real))
-        real_decompress = Codec._decompress
+        # Codec.open calls the module-level name, so the spy replaces it there.
+        real_decompress = _envelope.decompress
 
-        def decompress(codec: Codec, header: Any, *args: Any) -> bytes:
+        def decompress(header: Any, *args: Any) -> bytes:
             if header.kind is not _codec.Kind.MANIFEST:
                 self.calls.append("decompress")
-            return real_decompress(codec, header, *args)
+            return real_decompress(header, *args)
 
-        monkeypatch.setattr(Codec, "_decompress", decompress)
+        monkeypatch.setattr(_codec, "decompress", decompress)
 
     def _wrap(self, name: str, real: Any) -> Any:
         spy = self
