@@ -18,7 +18,8 @@ blobs and snapshots are created with ``If-None-Match: *`` and never edited.
 Writing a snapshot is one PUT (the manifest is replaced only for
 ``write_snapshot(update=)``); listing them is one LIST.
 The wire (aioboto3 on asyncio, a helper thread under trio, retries, errors)
-is in ``_s3_io.py``; keys and conditional writes in ``_s3_objects.py``.
+is in ``_s3_io.py``; keys and conditional writes in ``_s3_objects.py``; the
+log and blob methods in ``_s3_data.py``.
 """
 
 from __future__ import annotations
@@ -38,13 +39,13 @@ from actorflow.storage._manifests import (
     mark_snapshot,
     matches,
     snapshot_info,
-    validate_blob_ref,
     validate_snapshot_id,
 )
 from actorflow.storage._manifests import tombstone as make_tombstone
 from actorflow.storage._protocol import StoreContext
 from actorflow.storage._records import SnapshotStatus
 from actorflow.storage._retention import prune
+from actorflow.storage._s3_data import S3Data
 from actorflow.storage._s3_io import NotFound, PreconditionFailed, S3Options, S3Wire
 from actorflow.storage._s3_lease import LeaseTable
 from actorflow.storage._s3_log import SegmentLog
@@ -56,7 +57,6 @@ if TYPE_CHECKING:
 
     from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy
     from actorflow.storage._records import (
-        LogRecord,
         RunManifest,
         RunStatus,
         Snapshot,
@@ -68,7 +68,7 @@ __all__ = ["S3Store"]
 _CAS_ATTEMPTS = 1000
 
 
-class S3Store(StoreContext):
+class S3Store(S3Data, StoreContext):
     """A store in an S3 bucket, or any S3-compatible server with conditional writes.
 
     The bucket must exist. Works on asyncio and trio (under trio, aioboto3
@@ -254,94 +254,6 @@ class S3Store(StoreContext):
             self._manifests.pop(run_id, None)
             self._leases.forget(run_id)
         return sum(o.size for o in doomed if o.key != lease_key)
-
-    # --- decision log -------------------------------------------------------------
-
-    async def append(self, run_id: str, records: Sequence[LogRecord]) -> int:
-        """Append ``records`` as one segment object; return the log's new length.
-
-        A cancelled append may or may not have landed (the request may have
-        reached the server): the next append looks at the log again instead
-        of trusting a cached length, so a late landing is found, never
-        overwritten.
-
-        Raises:
-            LeaseLostError: this store held the run's lease and another owner took it.
-        """
-        await self._require(run_id)
-        if not records:
-            return await self._log.length(run_id)
-        await self._leases.check(run_id)
-        return await self._log.append(
-            run_id,
-            records,
-            epoch=self._leases.epoch(run_id),
-            on_taken=lambda: self._leases.check_taken(run_id),
-        )
-
-    async def read_log(self, run_id: str, start: int = 0) -> list[LogRecord]:
-        """See :meth:`Store.read_log`; S3 writes are atomic, so no tail is ever torn."""
-        await self._require(run_id)
-        return await self._log.read(run_id, start)
-
-    async def log_length(self, run_id: str) -> int:
-        """See :meth:`Store.log_length`."""
-        await self._require(run_id)
-        return await self._log.length(run_id)
-
-    async def truncate_log_before(self, run_id: str, position: int) -> int:
-        """See :meth:`Store.truncate_log_before`."""
-        await self._require(run_id)
-        return await self._log.truncate_before(run_id, position)
-
-    # --- blobs --------------------------------------------------------------------
-
-    async def put_blob(self, run_id: str, data: bytes) -> str:
-        """See :meth:`Store.put_blob`."""
-        await self._require(run_id)
-        address, sealed = self.codec.dump_blob(data, run_id=run_id)
-        try:
-            key = self._o.key(run_id, "blobs", address)
-            await self._o.put("put blob", key, sealed, token=uuid.uuid4().hex)
-        except PreconditionFailed:
-            pass  # content-addressed: these bytes are already there
-        return address
-
-    async def get_blob(self, run_id: str, ref: str) -> bytes:
-        """See :meth:`Store.get_blob`."""
-        await self._require(run_id)
-        key = self._o.key(run_id, "blobs", validate_blob_ref(ref))
-        try:
-            data, _ = await self._o.get("get blob", key)
-        except NotFound:
-            raise StorageError("get blob", f"run {run_id!r} has no blob {ref!r}") from None
-        return self.codec.load_blob(
-            data, run_id=run_id, address=ref, location=self._o.location(key)
-        )
-
-    async def has_blob(self, run_id: str, ref: str) -> bool:
-        """See :meth:`Store.has_blob`."""
-        await self._require(run_id)
-        key = self._o.key(run_id, "blobs", validate_blob_ref(ref))
-        return await self._o.head("has blob", key) is not None
-
-    async def list_blobs(self, run_id: str) -> list[str]:
-        """See :meth:`Store.list_blobs`."""
-        await self._require(run_id)
-        prefix = self._o.key(run_id, "blobs", "")
-        return sorted(
-            o.key[len(prefix) :] for o in await self._o.list_objects("list blobs", prefix)
-        )
-
-    async def delete_blob(self, run_id: str, ref: str) -> int:
-        """See :meth:`Store.delete_blob`."""
-        await self._require(run_id)
-        key = self._o.key(run_id, "blobs", validate_blob_ref(ref))
-        info = await self._o.head("delete blob", key)
-        if info is None:
-            return 0
-        await self._o.delete("delete blob", [key])
-        return info.size
 
     # --- snapshots ----------------------------------------------------------------
 
