@@ -6,7 +6,7 @@ one fsync in a worker thread while the others wait; when it is done the next
 waiter with work left becomes the flusher. Only the writer cuts a torn tail,
 before its first append; readers skip it.
 
-A segment is grown ahead of its records with zeros (64 KiB, then doubling, up
+A segment is grown ahead of its records with zeros (16 KiB, then doubling, up
 to 1 MiB at a time), so most appends write inside the file's size and make
 themselves durable with ``fdatasync``: no file-size change, so no metadata
 for the file system's journal to commit. That costs 75-85 µs instead of
@@ -42,7 +42,7 @@ __all__ = ["FileLog"]
 
 _log = get_logger(__name__)
 _SUFFIX = ".seg"
-_GROW_MIN = 64 * 1024
+_GROW_MIN = 16 * 1024
 _GROW_MAX = 1024 * 1024
 
 
