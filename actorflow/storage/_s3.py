@@ -46,7 +46,13 @@ from actorflow.storage._protocol import StoreContext
 from actorflow.storage._records import SnapshotStatus
 from actorflow.storage._retention import prune
 from actorflow.storage._s3_data import S3Data
-from actorflow.storage._s3_io import NotFound, PreconditionFailed, S3Options, S3Wire
+from actorflow.storage._s3_io import (
+    NotFound,
+    PreconditionFailed,
+    S3Options,
+    S3Wire,
+    drop_idle_lock,
+)
 from actorflow.storage._s3_lease import LeaseTable
 from actorflow.storage._s3_log import SegmentLog
 from actorflow.storage._s3_objects import S3Objects
@@ -362,6 +368,19 @@ class S3Store(S3Data, StoreContext):
     async def release(self, lease: Lease) -> None:
         """See :meth:`Store.release`."""
         await self._leases.release(lease)
+        self._let_go(lease.run_id)
+
+    def _let_go(self, run_id: str) -> None:
+        """Drop what this store keeps about a run it no longer owns.
+
+        Another process may change the run from now on, so these would only
+        be guesses; and a long-lived store would otherwise hold them for
+        every run it ever ran.
+        """
+        self._manifests.pop(run_id, None)
+        drop_idle_lock(self._manifest_locks, run_id)
+        self._log.forget(run_id)
+        self._snaps.forget(run_id)
 
     async def is_owned(self, run_id: str) -> bool:
         """See :meth:`Store.is_owned`."""

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from anyio.from_thread import BlockingPortal
 
-__all__ = ["NotFound", "ObjectInfo", "PreconditionFailed", "S3Options", "S3Wire"]
+__all__ = ["NotFound", "ObjectInfo", "PreconditionFailed", "S3Options", "S3Wire", "drop_idle_lock"]
 
 _log = get_logger(__name__)
 T = TypeVar("T")
@@ -334,3 +334,10 @@ class _Retry:
 def _chain(error: Exception, cause: BaseException) -> Exception:
     error.__cause__ = cause
     return error
+
+
+def drop_idle_lock(locks: dict[str, anyio.Lock], key: str) -> None:
+    """Forget ``key``'s per-run lock unless some task holds it or waits for it."""
+    lock = locks.get(key)
+    if lock is not None and not lock.locked() and not lock.statistics().tasks_waiting:
+        del locks[key]

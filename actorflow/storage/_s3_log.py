@@ -23,7 +23,7 @@ from actorflow._log import get_logger
 from actorflow.errors import CorruptedDataError, LogCorruptedError, StorageError
 from actorflow.storage._envelope import Kind
 from actorflow.storage._msgpack import encode_record
-from actorflow.storage._s3_io import PreconditionFailed
+from actorflow.storage._s3_io import PreconditionFailed, drop_idle_lock
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -61,8 +61,11 @@ class SegmentLog:
         self._pending: defaultdict[str, list[_Batch]] = defaultdict(list)
 
     def forget(self, run_id: str) -> None:
-        """Drop what is cached about the run's log (after deleting it)."""
+        """Drop what is cached about the run's log (deleted, or let go of)."""
         self._next.pop(run_id, None)
+        drop_idle_lock(self._locks, run_id)
+        if not self._pending.get(run_id, True):
+            del self._pending[run_id]
 
     def _segment(self, run_id: str, start: int) -> str:
         return self._o.key(run_id, "log", f"{start:020d}")

@@ -28,7 +28,7 @@ import anyio
 from actorflow._log import get_logger
 from actorflow.errors import CheckpointNotFoundError, InvalidNameError, StorageError
 from actorflow.storage._manifests import validate_snapshot_id
-from actorflow.storage._s3_io import PreconditionFailed
+from actorflow.storage._s3_io import PreconditionFailed, drop_idle_lock
 from actorflow.storage._snapfiles import entry_name, parse_entry
 
 if TYPE_CHECKING:
@@ -131,6 +131,7 @@ class SnapshotObjects:
     def forget(self, run_id: str) -> None:
         """Stop trusting the cache for the run: the next write or read lists again."""
         self._known.pop(run_id, None)
+        drop_idle_lock(self._locks, run_id)
 
     # --- objects --------------------------------------------------------------
 

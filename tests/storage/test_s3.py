@@ -349,3 +349,45 @@ class TestFormat:
             b"shared state " * 10
         )
         await store.aclose()
+
+
+class TestLongLived:
+    async def test_a_released_run_leaves_nothing_cached(self, seaweed: S3Server) -> None:
+        store = open_s3_store(seaweed)
+        for i in range(5):
+            run_id = f"lived-{i}"
+            await store.create_run(manifest(run_id))
+            lease = await store.claim(run_id, "me")
+            await store.append(run_id, [step(0)])
+            await store.write_snapshot(
+                Snapshot(run_id=run_id, snapshot_id="s1", position=1, created=1.0, trigger="t")
+            )
+            await store.update_run(run_id, lambda m: msgspec.structs.replace(m, attempt=1))
+            await store.release(lease)
+        # a long-lived store kept a manifest, a listing and locks for every run it ran
+        assert store._manifests == {}
+        assert store._manifest_locks == {}
+        assert store._log._next == {}
+        assert store._log._locks == {}
+        assert store._snaps._known == {}
+        assert store._snaps._locks == {}
+
+        # and what it no longer caches it reads afresh: another process's changes count
+        other = sibling(store, seaweed)
+        lease = await other.claim("lived-2", "other")
+        await other.append("lived-2", [step(1)])
+        await other.update_run("lived-2", lambda m: msgspec.structs.replace(m, attempt=7))
+        await other.release(lease)
+        await other.aclose()
+        lease = await store.claim("lived-2", "me")
+        assert await store.append("lived-2", [step(2)]) == 3
+        changed = await store.update_run(
+            "lived-2", lambda m: msgspec.structs.replace(m, attempt=m.attempt + 1)
+        )
+        assert changed.attempt == 8
+        with pytest.raises(StorageError, match="s1"):  # an id is still written once
+            await store.write_snapshot(
+                Snapshot(run_id="lived-2", snapshot_id="s1", position=3, created=2.0, trigger="t")
+            )
+        await store.release(lease)
+        await store.aclose()
