@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
 import anyio.to_thread
+import sniffio
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -165,8 +166,11 @@ async def run_in_thread(fn: Callable[..., T], *args: Any) -> T:
     call.fn, call.args = fn, args
     pool.submit(call)
     try:
-        with anyio.CancelScope(shield=True):
-            await anyio.wait_readable(call.wait_on)
+        if sniffio.current_async_library() == "trio":
+            await _wait_through_cancellation(call)
+        else:
+            with anyio.CancelScope(shield=True):
+                await anyio.wait_readable(call.wait_on)
         call.wait_on.recv(1)
     except BaseException:
         pool.discard(call)  # its thread may still write to it: never reuse it
@@ -176,3 +180,18 @@ async def run_in_thread(fn: Callable[..., T], *args: Any) -> T:
     if error is not None:
         raise error
     return result  # type: ignore[return-value]
+
+
+async def _wait_through_cancellation(call: _Call[Any]) -> None:
+    """Wait for ``call`` to finish, whether or not the caller is cancelled meanwhile.
+
+    What a shielded wait does, for trio, where entering a shield costs about
+    20 µs on every call: this pays for one only when the caller was cancelled.
+    The cancellation is not lost: trio raises it again at the caller's next
+    checkpoint, as it would after a shield.
+    """
+    try:
+        await anyio.wait_readable(call.wait_on)
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            await anyio.wait_readable(call.wait_on)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from actorflow.storage import _threads
@@ -30,7 +31,7 @@ async def test_raises_the_call_error_and_stays_usable() -> None:
 async def test_a_cancelled_caller_waits_for_the_call_to_finish() -> None:
     started, release = threading.Event(), threading.Event()
     finished: list[bool] = []
-    seen: list[list[bool]] = []
+    seen: list[list[bool | str]] = []
 
     def slow() -> str:
         started.set()
@@ -43,15 +44,18 @@ async def test_a_cancelled_caller_waits_for_the_call_to_finish() -> None:
         async def caller() -> None:
             try:
                 await run_in_thread(slow)
-            finally:
                 seen.append(list(finished))  # what the caller saw when it got back
+                await anyio.lowlevel.checkpoint()
+                seen.append(["past a checkpoint"])  # never: the cancellation still holds
+            finally:
+                seen.append(["left"])
 
         tg.start_soon(caller)
         await anyio.to_thread.run_sync(started.wait, 30)
         tg.cancel_scope.cancel()  # the caller is waiting inside run_in_thread
         release.set()
-    # the caller came back only after the call had ended
-    assert seen == [[True]]
+    # the caller came back only after the call had ended, and was then cancelled
+    assert seen == [[True], ["left"]]
 
 
 async def test_more_calls_than_socket_pairs_all_complete() -> None:
