@@ -16,6 +16,7 @@ import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -327,6 +328,72 @@ async def thread_trips(tmp: str, n: int, backend: str) -> None:
     os.close(fd)
 
 
+def append_styles(tmp: str, n: int) -> None:
+    """800-byte appends: a growing file + fsync (the old log) against writes inside
+    zeros set aside + fdatasync (the log now), alone and beside a checkpoint-like writer."""
+    data = b"x" * 800
+
+    def growing(path: str) -> list[float]:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        out = []
+        for _ in range(n):
+            t = time.perf_counter()
+            os.write(fd, data)
+            os.fsync(fd)
+            out.append(time.perf_counter() - t)
+        os.close(fd)
+        return out
+
+    def set_aside(path: str) -> list[float]:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        os.pwrite(fd, bytes(n * len(data)), 0)
+        os.fsync(fd)
+        out = []
+        for i in range(n):
+            t = time.perf_counter()
+            os.pwrite(fd, data, i * len(data))
+            os.fdatasync(fd)
+            out.append(time.perf_counter() - t)
+        os.close(fd)
+        return out
+
+    stop = threading.Event()
+
+    def checkpoints(folder: str) -> None:
+        os.makedirs(folder, exist_ok=True)
+        i = 0
+        while not stop.is_set():
+            temp = os.path.join(folder, ".tmp")
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.write(fd, b"s" * 3000)
+            os.fsync(fd)
+            os.close(fd)
+            os.rename(temp, os.path.join(folder, f"{i}.ckpt"))
+            dfd = os.open(folder, os.O_RDONLY)
+            os.fsync(dfd)
+            os.close(dfd)
+            i += 1
+            stop.wait(0.002)
+
+    print("\nLog append of 800 bytes, µs p50/p90: growing + fsync vs inside zeros + fdatasync")
+    print(f"{'beside':<22}{'growing':>16}{'set aside':>16}{'ratio':>8}")
+    for label in ("nothing", "checkpoint writes"):
+        writer = None
+        if label != "nothing":
+            writer = threading.Thread(target=checkpoints, args=(os.path.join(tmp, "ck"),))
+            writer.start()
+        old = growing(os.path.join(tmp, f"grow-{label[0]}"))
+        new = set_aside(os.path.join(tmp, f"aside-{label[0]}"))
+        if writer is not None:
+            stop.set()
+            writer.join()
+        (o50, o90), (n50, n90) = (statistics.quantiles(v, n=10)[4:9:4] for v in (old, new))
+        print(
+            f"{label:<22}{o50 * 1e6:>8.0f}/{o90 * 1e6:<7.0f}{n50 * 1e6:>8.0f}/{n90 * 1e6:<7.0f}"
+            f"{n50 / o50:>7.2f}x"
+        )
+
+
 async def trips_main(quick: bool, backend: str) -> None:
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         await thread_trips(tmp, 100 if quick else 400, backend)
@@ -345,6 +412,8 @@ def cpu_model() -> str:
 
 if __name__ == "__main__":
     anyio.run(main, "--quick" in sys.argv)
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as folder:
+        append_styles(folder, 100 if "--quick" in sys.argv else 400)
     print("\nWorker thread round trip p50, µs: anyio.to_thread vs the FileStore's pool")
     print(f"{'backend':<9}{'call':<18}{'to_thread':>12}{'pool':>12}{'ratio':>9}")
     for backend in ("asyncio", "trio"):

@@ -9,9 +9,9 @@ before its first append; readers skip it.
 A segment is grown ahead of its records with zeros (16 KiB, then doubling, up
 to 1 MiB at a time), so most appends write inside the file's size and make
 themselves durable with ``fdatasync``: no file-size change, so no metadata
-for the file system's journal to commit. That costs 75-85 µs instead of
-105-120 µs per append here, and the appends no longer queue behind the
-journal commits of checkpoint writes (benchmarks/RESULTS.md, "Log appends").
+for the file system's journal to commit. That costs about a third less per
+append here, and the appends no longer queue behind the journal commits of
+checkpoint writes (benchmarks/storage.py, "Log append of 800 bytes").
 The growing append itself takes a full ``fsync``. Closing the segment cuts
 the zeros off again; after a crash readers see them as space, not damage.
 """

@@ -6,8 +6,9 @@ step. ``anyio.to_thread.run_sync`` pays for a scheduler pass before it starts,
 a capacity limiter, a cancel scope, a copied context and a future. This pool
 hands the call to an idle thread through a queue and waits for one byte on a
 socket pair that the thread writes when done (``anyio.wait_readable``, so on
-both event loops). A no-op round trip costs about a third less on trio and
-a little less on asyncio (benchmarks/storage.py, "Worker thread round trip").
+both event loops). A no-op round trip costs 20-45 % less on trio and 5-45 %
+less on asyncio, from run to run on this machine (benchmarks/storage.py,
+"Worker thread round trip").
 
 Each call in flight holds one socket pair, so the pool caps the calls in
 flight (and its threads) at ``MAX_IN_FLIGHT``; past that, calls go through
