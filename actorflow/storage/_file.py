@@ -277,7 +277,18 @@ class FileStore(FileData, FileSnapshots, StoreContext):
             self._empty_logs.discard(run_id)
         lease, handle = await self._call("claim run", self._claim, run_id, owner)
         self._leases[run_id] = (lease, handle)
+        self._forget_log(run_id)  # others may have appended since: read it afresh
         return lease
+
+    def _forget_log(self, run_id: str) -> None:
+        """Let go of the run's open log file (closed now, unless an append is in flight).
+
+        Appends write at the offset this store last knew, so a log kept open
+        across another owner's appends would write over them.
+        """
+        log = self._logs.pop(run_id, None)
+        if log is not None and log.idle:
+            log.close()
 
     def _claim(self, run_id: str, owner: str) -> tuple[Lease, int]:
         if not self._exists(run_id):
@@ -322,13 +333,10 @@ class FileStore(FileData, FileSnapshots, StoreContext):
         if held is not None and held[0] == lease:
             del self._leases[lease.run_id]
             self._empty_logs.discard(lease.run_id)
+            # while still the owner; and a store that lives long would otherwise
+            # hold one open file per run it ever wrote
+            self._forget_log(lease.run_id)
             self.fs.unlock(held[1])
-            log = self._logs.get(lease.run_id)
-            if log is not None and log.idle:
-                # let go of the run's log file too: a store that lives long
-                # would otherwise hold one open file per run it ever wrote
-                del self._logs[lease.run_id]
-                log.close()
 
     async def is_owned(self, run_id: str) -> bool:
         """See :meth:`Store.is_owned`: tries the lock without keeping it."""

@@ -28,7 +28,7 @@ import anyio
 from actorflow._log import get_logger
 from actorflow.errors import CorruptedDataError, LogCorruptedError, StorageError
 from actorflow.storage._codec import Codec, Kind
-from actorflow.storage._journal import frame, scan
+from actorflow.storage._journal import HEADER_SIZE, frame, scan
 from actorflow.storage._msgpack import encode_record
 from actorflow.storage._threads import run_in_thread
 
@@ -286,10 +286,19 @@ class FileLog:
             return
         handle, self._handle = self._handle, None
         try:
-            if self._allocated > self._segment_size:
+            if self._allocated > self._segment_size and self._zeros_after_us(handle):
                 # no fsync: zeros that come back after a crash are read as space
                 self.fs.truncate(handle, self._segment_size)
         except OSError:
             pass
         finally:
             self.fs.close(handle)
+
+    def _zeros_after_us(self, handle: int) -> bool:
+        """Whether nobody wrote past this log's last record since (so the zeros are ours).
+
+        Another writer (an owner after us) appends from where our records end:
+        a frame header is never all zeros, so its first bytes would be there.
+        """
+        head = self.fs.read_at(handle, HEADER_SIZE, self._segment_size)
+        return bool(head) and not head.strip(b"\0")

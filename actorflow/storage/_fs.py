@@ -25,7 +25,8 @@ class FileSystem:
     def open(self, path: str, mode: Mode) -> int:
         """Open for writing, creating the file if absent (``create``: it must not exist).
 
-        ``append`` writes go to the file's end; ``write`` ones where ``write_at`` says.
+        ``append`` writes go to the file's end; ``write`` ones where ``write_at``
+        says, and a ``write`` handle can ``read_at`` too.
         """
         raise NotImplementedError
 
@@ -35,6 +36,10 @@ class FileSystem:
 
     def write_at(self, handle: int, data: bytes, offset: int) -> None:
         """Write all of ``data`` at byte ``offset`` (a ``write``-mode handle)."""
+        raise NotImplementedError
+
+    def read_at(self, handle: int, size: int, offset: int) -> bytes:
+        """Up to ``size`` bytes from byte ``offset`` (a ``write``-mode handle reads too)."""
         raise NotImplementedError
 
     def fsync(self, handle: int) -> None:
@@ -174,11 +179,13 @@ class OSFileSystem(FileSystem):
     """The real thing: ``os`` calls and ``fcntl.flock``."""
 
     def open(self, path: str, mode: Mode) -> int:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC
+        flags = os.O_CREAT | os.O_CLOEXEC
         if mode == "append":
-            flags |= os.O_APPEND
+            flags |= os.O_WRONLY | os.O_APPEND
         elif mode == "create":
-            flags |= os.O_EXCL
+            flags |= os.O_WRONLY | os.O_EXCL
+        else:
+            flags |= os.O_RDWR
         return os.open(path, flags, 0o644)
 
     def write(self, handle: int, data: bytes) -> None:
@@ -191,6 +198,9 @@ class OSFileSystem(FileSystem):
         while view:
             done = os.pwrite(handle, view, offset)
             view, offset = view[done:], offset + done
+
+    def read_at(self, handle: int, size: int, offset: int) -> bytes:
+        return os.pread(handle, size, offset)
 
     def fsync(self, handle: int) -> None:
         os.fsync(handle)

@@ -171,6 +171,12 @@ class SimFS(FileSystem):
                 content += bytes(offset - len(content))
             content[offset : offset + len(data)] = data
 
+    def read_at(self, handle: int, size: int, offset: int) -> bytes:
+        with self._lock:
+            if self.crashed:
+                raise PowerLoss("simulated power loss")
+            return bytes(self._handles[handle].data[offset : offset + size])
+
     def fsync(self, handle: int) -> None:
         with self._lock:
             self._step()

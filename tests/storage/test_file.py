@@ -250,3 +250,19 @@ async def test_a_released_run_leaves_no_file_open(tmp_path: Path) -> None:
     await store.release(lease)
     assert [r.step_id for r in await store.read_log("many-3")] == ["s0", "s1"]  # type: ignore[union-attr]
     await store.aclose()
+
+
+async def test_a_claim_reads_the_log_afresh_after_another_owner_appended(tmp_path: Path) -> None:
+    first, second = FileStore(tmp_path), FileStore(tmp_path)
+    await first.create_run(RunManifest(run_id="r1", workflow="w", input=b"", input_hash=""))
+    await first.append("r1", [rec(0)])  # `first` now has the log open at its end
+    lease = await second.claim("r1", "second")
+    assert await second.append("r1", [rec(1), rec(2)]) == 3
+    await second.release(lease)
+    lease = await first.claim("r1", "first")
+    # appended after the other owner's records, never over them
+    assert await first.append("r1", [rec(3)]) == 4
+    await first.release(lease)
+    assert await FileStore(tmp_path).read_log("r1") == [rec(i) for i in range(4)]
+    await first.aclose()
+    await second.aclose()
