@@ -286,8 +286,9 @@ class FileStore(FileData, FileSnapshots, StoreContext):
         Appends write at the offset this store last knew, so a log kept open
         across another owner's appends would write over them.
         """
-        log = self._logs.pop(run_id, None)
-        if log is not None and log.idle:
+        log = self._logs.get(run_id)
+        if log is not None and log.idle:  # one in use stays, to be closed later
+            del self._logs[run_id]
             log.close()
 
     def _claim(self, run_id: str, owner: str) -> tuple[Lease, int]:
