@@ -10,20 +10,52 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeVar
 
-# anyio's public lowlevel helpers and Event() look the backend up on every call
-# (a sniffio query); the mailbox is on the hot path, so it looks it up once.
-from anyio._core._eventloop import get_async_backend
+import anyio
+import anyio.lowlevel
 
 from actorflow.errors import MailboxClosedError, MailboxFullError
 
 if TYPE_CHECKING:
-    import anyio
+    from collections.abc import Callable
+
 
 __all__ = ["CLOSED", "Mailbox", "MailboxStatistics"]
 
 T = TypeVar("T")
+
+
+class _Backend(Protocol):
+    """What the mailbox needs of the running event loop."""
+
+    def create_event(self) -> anyio.Event: ...
+    async def checkpoint(self) -> None: ...
+    async def checkpoint_if_cancelled(self) -> None: ...
+
+
+class _PublicCalls:
+    """The same, through anyio's public API."""
+
+    create_event = staticmethod(anyio.Event)
+    checkpoint = staticmethod(anyio.lowlevel.checkpoint)
+    checkpoint_if_cancelled = staticmethod(anyio.lowlevel.checkpoint_if_cancelled)
+
+
+# anyio's public lowlevel helpers and Event() look the backend up on every call
+# (a sniffio query); the mailbox is on the hot path, so it looks it up once,
+# through a private helper. Should a later anyio move it, the public calls do.
+_find_backend: Callable[[], _Backend] | None
+try:
+    from anyio._core._eventloop import get_async_backend
+except ImportError:  # pragma: no cover - a later anyio; the tests hide it instead
+    _find_backend = None
+else:
+    _find_backend = get_async_backend
+
+
+def _backend() -> _Backend:
+    return _PublicCalls() if _find_backend is None else _find_backend()
 
 
 class _Closed:
@@ -70,7 +102,7 @@ class Mailbox(Generic[T]):
 
     def __init__(self, owner: str, max_size: int) -> None:
         self._owner = owner
-        self._backend = get_async_backend()
+        self._backend = _backend()
         self._max = max_size
         self._buf: deque[T] = deque()
         self._closed = False

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import anyio
 import msgspec
 import pytest
@@ -13,6 +15,10 @@ from actorflow.errors import (
     MailboxClosedError,
     MailboxFullError,
 )
+from actorflow.runtime import _mailbox
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
 
 
 class Item(msgspec.Struct, frozen=True):
@@ -184,3 +190,22 @@ async def test_refs_are_hashable_and_compare_by_actor() -> None:
         assert len({ref, runtime.lookup("rec")}) == 1
         assert ref.actor_type is Recorder
         assert ref.scope is None
+
+
+@pytest.mark.parametrize(
+    "behaviour",
+    [
+        test_messages_from_each_sender_arrive_in_order,
+        test_a_full_mailbox_makes_send_wait_and_send_nowait_raise,
+        test_a_sender_blocked_on_a_full_mailbox_can_be_cancelled,
+        test_sending_to_a_stopped_actor_raises_mailbox_closed,
+    ],
+    ids=["order", "backpressure", "cancel", "closed"],
+)
+async def test_mailboxes_work_on_anyios_public_calls_alone(
+    monkeypatch: pytest.MonkeyPatch, behaviour: Callable[[], Awaitable[None]]
+) -> None:
+    # as if a later anyio had moved the private backend lookup the mailbox uses
+    monkeypatch.setattr(_mailbox, "_find_backend", None)
+    assert isinstance(_mailbox._backend(), _mailbox._PublicCalls)
+    await behaviour()
