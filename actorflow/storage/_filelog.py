@@ -18,6 +18,7 @@ the zeros off again; after a crash readers see them as space, not damage.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 from dataclasses import dataclass
@@ -248,11 +249,8 @@ class FileLog:
                 self.fs.write_at(self._handle, data, size)
                 self.fs.sync_data(self._handle)
             else:
-                grown = end + min(max(end, _GROW_MIN), _GROW_MAX)
-                grown = min(grown, max(end, self.segment_bytes))
-                self.fs.write_at(self._handle, data + bytes(grown - end), size)
+                self._allocated = self._grow(data, size)
                 self.fs.fsync(self._handle)
-                self._allocated = grown
             if new_segment:
                 self.fs.fsync_dir(self.folder)
             self._segment_size = size + len(data)
@@ -260,6 +258,26 @@ class FileLog:
         except BaseException as exc:  # handed to the waiters, never lost in the thread
             self._undo(size)
             outcome.append(exc)
+
+    def _grow(self, data: bytes, size: int) -> int:
+        """Write ``data`` at ``size`` followed by zeros set aside; return the new file size.
+
+        On a disk too full for the zeros the records go alone: space set
+        aside must never be why an append fails.
+        """
+        assert self._handle is not None
+        end = size + len(data)
+        grown = end + min(max(end, _GROW_MIN), _GROW_MAX)
+        grown = min(grown, max(end, self.segment_bytes))
+        try:
+            self.fs.write_at(self._handle, data + bytes(grown - end), size)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            self.fs.truncate(self._handle, size)  # whatever part of it landed
+            self.fs.write_at(self._handle, data, size)
+            return end
+        return grown
 
     def _start_segment(self, start: int) -> None:
         self.close()

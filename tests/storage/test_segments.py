@@ -3,12 +3,13 @@ zeros read as space (never as damage), cut on close, torn writes over them cut."
 
 from __future__ import annotations
 
+import errno
 from typing import TYPE_CHECKING
 
 import pytest
 from structlog.testing import capture_logs
 
-from actorflow.errors import LogCorruptedError
+from actorflow.errors import LogCorruptedError, StorageError
 from actorflow.storage import EventRecord, FileStore, OSFileSystem, RunManifest
 from actorflow.storage._journal import HEADER_SIZE, frame, scan
 
@@ -147,3 +148,37 @@ def test_scan_still_tells_damage_before_zeros() -> None:
     # and in an older segment it is an error
     with pytest.raises(LogCorruptedError):
         scan(good + bytes(damaged) + bytes(300), location="x.seg", last=False)
+
+
+class FullDisk(OSFileSystem):
+    """The real file system with a disk that fills up at ``room`` bytes per file."""
+
+    def __init__(self, room: int) -> None:
+        self.room = room
+
+    def write_at(self, handle: int, data: bytes, offset: int) -> None:
+        fits = max(0, self.room - offset)
+        super().write_at(handle, data[:fits], offset)  # what fits lands, as on a real disk
+        if fits < len(data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+
+async def test_a_disk_too_full_for_the_zeros_still_takes_the_records(tmp_path: Path) -> None:
+    one = len(frame(b"x" * 200))  # about one sealed record
+    fs = FullDisk(room=3 * one)
+    store = await new_store(tmp_path, fs=fs)
+    for i in range(2):
+        await store.append(RUN, [rec(i)])
+    assert await store.read_log(RUN) == [rec(0), rec(1)]
+    data = segment(tmp_path).read_bytes()
+    assert len(data) == content_end(data)  # no zeros: there was no room for them
+
+    fs.room = content_end(data) + 10  # not even room for the next record
+    with pytest.raises(StorageError, match="No space left"):
+        await store.append(RUN, [rec(2)])
+    assert await FileStore(tmp_path).read_log(RUN) == [rec(0), rec(1)]  # nothing half-written
+
+    fs.room = 10 * one  # space freed: appends go on where the log ends
+    assert await store.append(RUN, [rec(3)]) == 3
+    assert await FileStore(tmp_path).read_log(RUN) == [rec(0), rec(1), rec(3)]
+    await store.aclose()
