@@ -11,9 +11,11 @@ definitions, more call patterns and more branch kinds.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import site
 import sysconfig
+from importlib import resources
 from pathlib import Path
 from typing import Final
 
@@ -38,27 +40,13 @@ _EXCLUDED_DIRS: Final = frozenset(
 )
 _EXCLUDED_SUFFIXES: Final = (".dist-info", ".egg-info")
 
-# Calls the review flags in the code it reads (names only: nothing here imports or
-# calls them; actorflow itself never unpickles), keyed by qualified name.
-_RISKY: Final = {
-    "eval": "evaluates a string as code",
-    "exec": "executes a string as code",
-    "pickle.loads": "unpickling runs arbitrary code",
-    "pickle.load": "unpickling runs arbitrary code",
-    "os.system": "runs a shell command",
-    "os.popen": "runs a shell command",
-    "marshal.loads": "loads code objects from bytes",
-}
-_STRICT_RISKY: Final = {
-    **_RISKY,
-    "compile": "compiles a string to code",
-    "__import__": "imports a module chosen at run time",
-    "importlib.import_module": "imports a module chosen at run time",
-    "shelve.open": "shelve unpickles its values",
-    "tempfile.mktemp": "race between choosing and creating the file",
-    "marshal.load": "loads code objects from a file",
-    "yaml.unsafe_load": "constructs arbitrary Python objects",
-}
+# Calls the review flags in the code it reads, by qualified name, with why: data,
+# kept beside this module (nothing here imports or calls them).
+_RISKY_TABLE: Final = json.loads(
+    resources.files("actorflow._demo").joinpath("risky_calls.json").read_text("utf-8")
+)
+_RISKY: Final[dict[str, str]] = _RISKY_TABLE["default"]
+_STRICT_RISKY: Final[dict[str, str]] = {**_RISKY, **_RISKY_TABLE["strict_extra"]}
 _SUBPROCESS: Final = frozenset(
     {"run", "call", "check_call", "check_output", "Popen", "getoutput", "getstatusoutput"}
 )
