@@ -1,0 +1,143 @@
+"""Every exception actorflow raises, rooted at :class:`ActorflowError`.
+
+The tree::
+
+    ActorflowError
+    ├── ConfigurationError              a bad option value (also ValueError)
+    ├── InvalidNameError                a bad actor name (also ValueError)
+    │   └── InvalidRunIdError           a bad run id
+    ├── ActorError                      something about one actor
+    │   ├── UnhandledMessageError       no handler for the message type (also TypeError)
+    │   ├── ActorFailedError            a handler raised; the cause is chained
+    │   ├── ActorStoppedError           the actor stopped before it could answer
+    │   ├── AskTimeoutError             no reply in time (also TimeoutError)
+    │   ├── DuplicateActorNameError     a live actor already has that name
+    │   ├── ActorNotFoundError          no actor by that name (also LookupError)
+    │   ├── MailboxFullError            send_nowait on a full mailbox (also anyio.WouldBlock)
+    │   ├── MailboxClosedError          sending to a closed mailbox (also anyio.ClosedResourceError)
+    │   └── EscalationError             an actor used up its restart budget
+    ├── ActorDefinitionError            an actor class is declared wrongly (also TypeError)
+    ├── RuntimeNotRunningError          the Runtime is not (or no longer) running
+    ├── StorageError                    a store operation failed; names the operation
+    │   ├── StoreUnavailableError       the store cannot be reached
+    │   ├── CorruptedDataError          stored bytes fail their checksum or do not decode
+    │   │   ├── CheckpointCorruptedError    a snapshot is corrupt
+    │   │   └── LogCorruptedError           a log record in the middle is corrupt
+    │   ├── CheckpointNotFoundError     no such snapshot (also LookupError)
+    │   ├── EncodingError               a value cannot be encoded (also TypeError)
+    │   ├── CheckpointTooLargeError     a snapshot is over the size limit
+    │   ├── EncryptionKeyError          a missing or wrong key
+    │   ├── IncompatibleStateError      a stored state does not fit its class any more
+    │   ├── RunLockedError              another live owner holds the run
+    │   └── LeaseLostError              this owner's lease was taken over (fenced)
+    ├── RunError                        something about one workflow run
+    │   ├── RunNotFoundError            no run with that id (also LookupError)
+    │   ├── RunNotFinishedError         the run has no result yet
+    │   ├── RunFailedError              the run ended in failure; carries the cause
+    │   ├── RunInputMismatchError       a run id reused with different input
+    │   ├── StepFailedError             a step of the run failed
+    │   ├── NonDeterminismError         re-run code diverged from the recorded log
+    │   ├── UnawaitedStepError          a step was issued but never awaited
+    │   └── RecoveryFailedError         a run could not be recovered
+    ├── RegistryError                   workflow or agent class lookup failed
+    └── RunPaused                       control flow: the run waits for input
+
+Exceptions build their message from their fields; call sites pass data.
+"""
+
+from __future__ import annotations
+
+from actorflow.errors._actors import (
+    ActorError,
+    ActorFailedError,
+    ActorNotFoundError,
+    ActorStoppedError,
+    AskTimeoutError,
+    DuplicateActorNameError,
+    EscalationError,
+    MailboxClosedError,
+    MailboxFullError,
+    UnhandledMessageError,
+)
+from actorflow.errors._base import (
+    ActorDefinitionError,
+    ActorflowError,
+    ConfigurationError,
+    InvalidNameError,
+    InvalidRunIdError,
+    RegistryError,
+    RuntimeNotRunningError,
+)
+from actorflow.errors._runs import (
+    NonDeterminismError,
+    RecoveryFailedError,
+    RunError,
+    RunFailedError,
+    RunInputMismatchError,
+    RunNotFinishedError,
+    RunNotFoundError,
+    RunPaused,
+    StepFailedError,
+    UnawaitedStepError,
+)
+from actorflow.errors._storage import (
+    CheckpointCorruptedError,
+    CheckpointNotFoundError,
+    CheckpointTooLargeError,
+    CorruptedDataError,
+    EncodingError,
+    EncryptionKeyError,
+    IncompatibleStateError,
+    LeaseLostError,
+    LogCorruptedError,
+    RunLockedError,
+    StorageError,
+    StoreUnavailableError,
+)
+
+__all__ = [
+    "ActorDefinitionError",
+    "ActorError",
+    "ActorFailedError",
+    "ActorNotFoundError",
+    "ActorStoppedError",
+    "ActorflowError",
+    "AskTimeoutError",
+    "CheckpointCorruptedError",
+    "CheckpointNotFoundError",
+    "CheckpointTooLargeError",
+    "ConfigurationError",
+    "CorruptedDataError",
+    "DuplicateActorNameError",
+    "EncodingError",
+    "EncryptionKeyError",
+    "EscalationError",
+    "IncompatibleStateError",
+    "InvalidNameError",
+    "InvalidRunIdError",
+    "LeaseLostError",
+    "LogCorruptedError",
+    "MailboxClosedError",
+    "MailboxFullError",
+    "NonDeterminismError",
+    "RecoveryFailedError",
+    "RegistryError",
+    "RunError",
+    "RunFailedError",
+    "RunInputMismatchError",
+    "RunLockedError",
+    "RunNotFinishedError",
+    "RunNotFoundError",
+    "RunPaused",
+    "RuntimeNotRunningError",
+    "StepFailedError",
+    "StorageError",
+    "StoreUnavailableError",
+    "UnawaitedStepError",
+    "UnhandledMessageError",
+]
+
+# Users import these from here, and here is where tracebacks should say they live.
+for _name in __all__:
+    globals()[_name].__module__ = __name__
+del _name

@@ -1,0 +1,117 @@
+"""Errors about one workflow run, and ``RunPaused``: a run waiting for input."""
+
+from __future__ import annotations
+
+from actorflow.errors._base import ActorflowError
+
+__all__ = [
+    "NonDeterminismError",
+    "RecoveryFailedError",
+    "RunError",
+    "RunFailedError",
+    "RunInputMismatchError",
+    "RunNotFinishedError",
+    "RunNotFoundError",
+    "RunPaused",
+    "StepFailedError",
+    "UnawaitedStepError",
+]
+
+
+class RunError(ActorflowError):
+    """An error about one workflow run, named by ``run_id``."""
+
+    def __init__(self, run_id: str, message: str) -> None:
+        self.run_id = run_id
+        super().__init__(message)
+
+
+class RunNotFoundError(RunError, LookupError):
+    """No run with this id is in the store."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(run_id, f"no run {run_id!r} in the store; `actorflow runs` lists them")
+
+
+class RunNotFinishedError(RunError):
+    """The run exists but has no result yet."""
+
+    def __init__(self, run_id: str, status: str) -> None:
+        self.status = status
+        super().__init__(run_id, f"run {run_id!r} has not finished (status: {status})")
+
+
+class RunFailedError(RunError):
+    """The run ended in failure; ``error_type`` and ``error_message`` say why."""
+
+    def __init__(self, run_id: str, error_type: str, error_message: str) -> None:
+        self.error_type = error_type
+        self.error_message = error_message
+        super().__init__(run_id, f"run {run_id!r} failed: {error_type}: {error_message}")
+
+
+class RunInputMismatchError(RunError):
+    """A run id was reused with an input different from the stored one."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(
+            run_id,
+            f"run {run_id!r} exists with a different input; a run id names one run — "
+            "use a new id for new input",
+        )
+
+
+class StepFailedError(RunError):
+    """A step failed; ``error_type`` and ``error_message`` are as recorded in the log.
+
+    Live and replayed failures raise the same error, built from the record.
+    """
+
+    def __init__(self, run_id: str, step_id: str, error_type: str, error_message: str) -> None:
+        self.step_id = step_id
+        self.error_type = error_type
+        self.error_message = error_message
+        super().__init__(run_id, f"step {step_id} failed: {error_type}: {error_message}")
+
+
+class NonDeterminismError(RunError):
+    """Re-running the orchestrator issued a step that differs from its record."""
+
+    def __init__(self, run_id: str, step_id: str, expected: str, got: str, where: str) -> None:
+        self.step_id = step_id
+        self.expected = expected
+        self.got = got
+        self.where = where
+        super().__init__(
+            run_id,
+            f"run {run_id!r} step {step_id} at {where}: the log recorded {expected} but the "
+            f"code now issues {got}. Workflow code must be deterministic; guard intended "
+            "changes with `if ctx.patched('change-id'):`",
+        )
+
+
+class UnawaitedStepError(RunError):
+    """A step was issued but never awaited before its phase ended."""
+
+    def __init__(self, run_id: str, step_ids: list[str]) -> None:
+        self.step_ids = step_ids
+        super().__init__(
+            run_id, f"steps issued but never awaited: {', '.join(step_ids)}; await every ctx call"
+        )
+
+
+class RecoveryFailedError(RunError):
+    """A run could not be recovered (too many attempts, timeout, or no usable data)."""
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        self.reason = reason
+        super().__init__(run_id, f"run {run_id!r} could not be recovered: {reason}")
+
+
+class RunPaused(ActorflowError):
+    """The run waits for human input; resume it with ``runtime.resume(run_id, response)``."""
+
+    def __init__(self, run_id: str, prompt: str) -> None:
+        self.run_id = run_id
+        self.prompt = prompt
+        super().__init__(f"run {run_id!r} paused for input: {prompt}")

@@ -1,0 +1,143 @@
+"""Errors of the stores: unreachable, corrupt, unencodable, owned by another."""
+
+from __future__ import annotations
+
+from actorflow.errors._base import ActorflowError
+
+__all__ = [
+    "CheckpointCorruptedError",
+    "CheckpointNotFoundError",
+    "CheckpointTooLargeError",
+    "CorruptedDataError",
+    "EncodingError",
+    "EncryptionKeyError",
+    "IncompatibleStateError",
+    "LeaseLostError",
+    "LogCorruptedError",
+    "RunLockedError",
+    "StorageError",
+    "StoreUnavailableError",
+]
+
+
+class StorageError(ActorflowError):
+    """A store operation failed; ``operation`` names it and ``__cause__`` holds the cause."""
+
+    def __init__(self, operation: str, detail: str) -> None:
+        self.operation = operation
+        self.detail = detail
+        super().__init__(f"{operation} failed: {detail}")
+
+
+class StoreUnavailableError(StorageError):
+    """The store cannot be reached (missing folder or bucket, network, credentials)."""
+
+
+class CorruptedDataError(StorageError):
+    """Stored bytes failed their checksum or could not be decoded; never loaded."""
+
+    def __init__(self, location: str, cause: str) -> None:
+        self.location = location
+        self.cause_text = cause
+        super().__init__(
+            "read",
+            f"{location} is corrupt ({cause}); it was not loaded. "
+            "Run `actorflow validate` to list corrupt data; recovery falls back to older data.",
+        )
+
+
+class CheckpointCorruptedError(CorruptedDataError):
+    """A snapshot failed its checksum or could not be decoded."""
+
+
+class LogCorruptedError(CorruptedDataError):
+    """A log record before the tail is corrupt; the log cannot be read past it."""
+
+
+class CheckpointNotFoundError(StorageError, LookupError):
+    """No snapshot with this id exists for the run."""
+
+    def __init__(self, run_id: str, checkpoint: str) -> None:
+        self.run_id = run_id
+        self.checkpoint = checkpoint
+        super().__init__(
+            "read checkpoint",
+            f"run {run_id!r} has no checkpoint {checkpoint!r}; "
+            f"`actorflow checkpoints {run_id}` lists them",
+        )
+
+
+class EncodingError(StorageError, TypeError):
+    """A value (state, message, result) cannot be encoded with msgspec."""
+
+    def __init__(self, what: str, cause: str) -> None:
+        self.what = what
+        super().__init__(
+            "encode",
+            f"{what} cannot be encoded: {cause}. State, messages and results must be "
+            "msgspec-encodable (msgspec.Struct, dataclasses, builtins)",
+        )
+
+
+class CheckpointTooLargeError(StorageError):
+    """An encoded snapshot exceeds the configured size limit."""
+
+    def __init__(self, run_id: str, size: int, limit: int) -> None:
+        self.run_id = run_id
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            "write checkpoint",
+            f"checkpoint of run {run_id!r} is {size} bytes, over the limit of {limit}; "
+            "keep large data out of agent state or raise `max_snapshot_bytes`",
+        )
+
+
+class IncompatibleStateError(StorageError):
+    """A stored state does not decode as the current state class."""
+
+    def __init__(self, type_name: str, version: int, current: int, cause: str) -> None:
+        self.type_name = type_name
+        self.version = version
+        self.current = current
+        super().__init__(
+            "decode state",
+            f"state of {type_name} stored at version {version} does not decode as the "
+            f"current class (version {current}): {cause}. Give new fields defaults, or set "
+            "`state_version` on the class and add an `upgrade_state(data, from_version)` "
+            "classmethod",
+        )
+
+
+class EncryptionKeyError(StorageError):
+    """Data is encrypted with a key this store does not have, or the key is wrong."""
+
+    def __init__(self, key_id: str, detail: str) -> None:
+        self.key_id = key_id
+        super().__init__("decrypt", f"key {key_id!r}: {detail}")
+
+
+class RunLockedError(StorageError):
+    """Another live owner holds this run."""
+
+    def __init__(self, run_id: str, owner: str | None = None) -> None:
+        self.run_id = run_id
+        self.owner = owner
+        who = f" by {owner}" if owner else ""
+        super().__init__(
+            "claim run",
+            f"run {run_id!r} is owned{who} by a live process; wait for it to finish or stop it",
+        )
+
+
+class LeaseLostError(StorageError):
+    """This owner's lease on the run was taken by another owner; its writes are refused."""
+
+    def __init__(self, run_id: str, epoch: int) -> None:
+        self.run_id = run_id
+        self.epoch = epoch
+        super().__init__(
+            "write",
+            f"lease on run {run_id!r} (epoch {epoch}) was taken over by another owner; "
+            "this process must stop working on the run",
+        )
