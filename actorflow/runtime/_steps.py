@@ -18,11 +18,21 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from actorflow.errors import EncodingError
+
 if TYPE_CHECKING:
     from collections.abc import Callable
     from types import FrameType
 
-__all__ = ["Namespace", "StepInfo", "args_hash", "call_site", "current_step"]
+__all__ = [
+    "Namespace",
+    "StepInfo",
+    "args_hash",
+    "call_site",
+    "current_step",
+    "message_hash",
+    "value_hash",
+]
 
 
 class Namespace:
@@ -112,6 +122,44 @@ def args_hash(kind: str, target: str | None, payload: bytes) -> str:
     if target is not None:
         h.update(target.encode())
     return h.hexdigest()
+
+
+_encode_message = msgspec.msgpack.Encoder().encode
+_blake2b = hashlib.blake2b
+# (message class, kind, target) -> the bytes hashed after the message's own;
+# bounded: agent names can be as many as runs
+_suffixes: dict[tuple[type, str, str], bytes] = {}
+
+
+def message_hash(kind: str, target: str, message: object) -> str:
+    """``args_hash`` of a message step: its MessagePack, class name, kind and target.
+
+    The same digest as ``args_hash(kind, target, payload + qualname)``, with
+    the constant tail cached: every step, live or replayed, pays for this.
+    """
+    cls = type(message)
+    try:
+        payload = _encode_message(message)
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise EncodingError(f"message {cls.__qualname__}", str(exc)) from exc
+    key = (cls, kind, target)
+    suffix = _suffixes.get(key)
+    if suffix is None:
+        if len(_suffixes) >= 4096:
+            _suffixes.clear()
+        suffix = _suffixes[key] = cls.__qualname__.encode() + kind.encode() + target.encode()
+    return _blake2b(payload + suffix, digest_size=12).hexdigest()
+
+
+_value_hashes: dict[str, str] = {}
+
+
+def value_hash(kind: str) -> str:
+    """``args_hash`` of a value step (``now``, ``random``...), which has no arguments."""
+    digest = _value_hashes.get(kind)
+    if digest is None:
+        digest = _value_hashes[kind] = args_hash(kind, None, b"")
+    return digest
 
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep

@@ -8,22 +8,19 @@ output-commit flush) and ``_finish`` waits for the outcome and records it.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
-import msgspec
 
 from actorflow.errors import (
     ActorError,
     ActorFailedError,
-    EncodingError,
     NonDeterminismError,
     StepFailedError,
 )
 from actorflow.runtime._recorder import _BLOB, Turnstile, decode, encode
-from actorflow.runtime._steps import StepInfo, _StepMeta, args_hash, call_site
+from actorflow.runtime._steps import StepInfo, _StepMeta, call_site, message_hash, value_hash
 from actorflow.runtime._steps import _meta as current_step_meta
 from actorflow.storage import ErrorInfo, MilestoneRecord, StepRecord
 
@@ -36,32 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["AskStep", "Step", "ValueStep"]
 
 T = TypeVar("T")
-
-_encode_message = msgspec.msgpack.Encoder().encode
-_blake2b = hashlib.blake2b
-# (message class, kind, target) -> the bytes hashed after the message's own;
-# bounded: agent names can be as many as runs
-_suffixes: dict[tuple[type, str, str], bytes] = {}
-
-
-def message_hash(kind: str, target: str, message: object) -> str:
-    """``args_hash`` of a message step: its MessagePack, class name, kind and target.
-
-    The same digest as ``args_hash(kind, target, payload + qualname)``, with
-    the constant tail cached: every step, live or replayed, pays for this.
-    """
-    cls = type(message)
-    try:
-        payload = _encode_message(message)
-    except (TypeError, msgspec.EncodeError) as exc:
-        raise EncodingError(f"message {cls.__qualname__}", str(exc)) from exc
-    key = (cls, kind, target)
-    suffix = _suffixes.get(key)
-    if suffix is None:
-        if len(_suffixes) >= 4096:
-            _suffixes.clear()
-        suffix = _suffixes[key] = cls.__qualname__.encode() + kind.encode() + target.encode()
-    return _blake2b(payload + suffix, digest_size=12).hexdigest()
 
 
 class Step(Generic[T]):
@@ -153,7 +124,7 @@ class ValueStep(Step[T]):
         self.kind = kind
         self._compute = compute
         self._type = type_
-        super().__init__(ctx, ns, None, _value_hash(kind))
+        super().__init__(ctx, ns, None, value_hash(kind))
 
     def _decode(self, result: bytes | None) -> T:
         return decode(result or b"\xc0", self._type, "result of step", self.id)  # type: ignore[no-any-return]
@@ -389,13 +360,3 @@ class AskStep(Step[T]):
         rec.emit("step_failed", step_id=self.id, agent=self._ref.name, error=error.type)
         await rec.after_step()
         return self._failure(error)
-
-
-_value_hashes: dict[str, str] = {}
-
-
-def _value_hash(kind: str) -> str:
-    digest = _value_hashes.get(kind)
-    if digest is None:
-        digest = _value_hashes[kind] = args_hash(kind, None, b"")
-    return digest
