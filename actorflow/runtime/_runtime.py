@@ -8,11 +8,12 @@ import os
 import socket
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
 
+from actorflow._log import get_logger
 from actorflow.errors import (
     ActorflowError,
     RecoveryFailedError,
@@ -20,7 +21,6 @@ from actorflow.errors import (
     RunLockedError,
     RunNotFinishedError,
     RunNotFoundError,
-    StorageError,
 )
 from actorflow.runtime._checkpointer import Checkpointer
 from actorflow.runtime._config import RuntimeConfig
@@ -29,12 +29,12 @@ from actorflow.runtime._drive import drive_in_background
 from actorflow.runtime._fork import answer_input, copy_for_fork
 from actorflow.runtime._handle import RunHandle
 from actorflow.runtime._outcomes import decode_result, finished_error, new_manifest, taken
+from actorflow.runtime._pruning import Pruner
 from actorflow.runtime._registry import class_name, lookup, register
 from actorflow.storage import (
     RunManifest,
     RunStatus,
     Store,
-    prune_run,
     validate_run_id,
 )
 
@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Runtime"]
 
-T = TypeVar("T")
+_log = get_logger("actorflow.runtime")
+
 _ORPHANS = (RunStatus.RUNNING, RunStatus.INTERRUPTED)
 KEPT_FINISHED_HANDLES = 1000
 """How many finished runs' handles a runtime keeps (live runs' handles are all kept)."""
@@ -79,8 +80,7 @@ class Runtime(_CoreRuntime):
         self._handles: dict[str, RunHandle] = {}
         self._finished: collections.deque[RunHandle] = collections.deque()
         self._checkpointer: ActorRef[Checkpointer] | None = None
-        self._pruning = 0
-        self._pruned = anyio.Event()
+        self._pruner = Pruner()
 
     @property
     def store(self) -> Store:
@@ -95,10 +95,10 @@ class Runtime(_CoreRuntime):
 
     async def __aexit__(self, *exc_info: Any) -> None:
         try:
-            if exc_info[1] is None and self._pruning:
+            if exc_info[1] is None and self._pruner.pending:
                 # let retention finish what finished runs started, within the deadline
                 with anyio.move_on_after(self.shutdown_timeout):
-                    await self._pruned.wait()
+                    await self._pruner.wait()
             await super().__aexit__(*exc_info)
         finally:
             if self._store is not None and not isinstance(self._store_spec, Store):
@@ -238,7 +238,7 @@ class Runtime(_CoreRuntime):
             except ActorflowError as exc:
                 # one run that cannot be recovered (paused again, failed, its
                 # class not imported) never stops the others
-                self._root_log("run_not_recovered", run_id=m.run_id, error=str(exc))
+                _log.warning("run_not_recovered", run_id=m.run_id, error=str(exc))
 
         async with anyio.create_task_group() as tg:
             for m in manifests:
@@ -375,31 +375,8 @@ class Runtime(_CoreRuntime):
     def _prune_soon(self, run_id: str) -> None:
         """Apply the retention policy to a finished run, off its path."""
         policy = self.config.retention
-        tg = self._task_group
-        if policy is None or tg is None:
-            return
-
-        async def prune() -> None:
-            try:
-                # the finished run's decision log stays readable (`actorflow
-                # log`); an explicit prune (`actorflow prune`) shortens logs
-                await prune_run(self.store, run_id, policy, keep_log=True)
-            except StorageError as exc:
-                self._root_log("prune_failed", run_id=run_id, error=str(exc))
-            finally:
-                self._pruning -= 1
-                if not self._pruning:
-                    self._pruned.set()
-
-        if not self._pruning:
-            self._pruned = anyio.Event()
-        self._pruning += 1
-        tg.start_soon(prune)
-
-    def _root_log(self, event: str, **data: Any) -> None:
-        from actorflow._log import get_logger
-
-        get_logger("actorflow.runtime").warning(event, **data)
+        if policy is not None and self._task_group is not None:
+            self._pruner.soon(self.store, run_id, policy, self._task_group)
 
     async def __aenter__(self) -> Self:
         await super().__aenter__()

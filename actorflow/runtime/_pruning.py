@@ -1,0 +1,55 @@
+"""Retention applied to each finished run in the background, and waited for at shutdown."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import anyio
+
+from actorflow._log import get_logger
+from actorflow.errors import StorageError
+from actorflow.storage import prune_run
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from actorflow.storage import RetentionPolicy, Store
+
+__all__ = ["Pruner"]
+
+_log = get_logger("actorflow.runtime")
+
+
+class Pruner:
+    """Prunes finished runs off their path; a runtime waits for it before it closes."""
+
+    def __init__(self) -> None:
+        self.pending = 0
+        self._idle = anyio.Event()
+
+    def soon(
+        self, store: Store, run_id: str, policy: RetentionPolicy, task_group: TaskGroup
+    ) -> None:
+        """Apply ``policy`` to the finished run ``run_id`` in ``task_group``."""
+
+        async def prune() -> None:
+            try:
+                # the finished run's decision log stays readable (`actorflow
+                # log`); an explicit prune (`actorflow prune`) shortens logs
+                await prune_run(store, run_id, policy, keep_log=True)
+            except StorageError as exc:
+                _log.warning("prune_failed", run_id=run_id, error=str(exc))
+            finally:
+                self.pending -= 1
+                if not self.pending:
+                    self._idle.set()
+
+        if not self.pending:
+            self._idle = anyio.Event()
+        self.pending += 1
+        task_group.start_soon(prune)
+
+    async def wait(self) -> None:
+        """Wait until every prune started has finished."""
+        if self.pending:
+            await self._idle.wait()
