@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
-from actorflow._log import get_logger
 from actorflow.errors import (
     CheckpointNotFoundError,
     CorruptedDataError,
@@ -38,7 +37,6 @@ if TYPE_CHECKING:
 
 __all__ = ["FileSnapshots"]
 
-_log = get_logger("actorflow.storage._file")
 T = TypeVar("T")
 
 
@@ -82,13 +80,6 @@ class FileSnapshots:
             await self._call("write checkpoint", self._write_named, snapshot, name, sealed)
         else:
             await self._write_with_update(info, snapshot, name, sealed, update)
-        _log.info(
-            "checkpoint_saved",
-            run_id=snapshot.run_id,
-            checkpoint=snapshot.snapshot_id,
-            position=snapshot.position,
-            size=len(sealed),
-        )
         return info
 
     async def _write_with_update(
