@@ -174,10 +174,12 @@ class FileSnapshots:
     def _snapshot_path(self, run_id: str, snapshot_id: str) -> str:
         if not self._exists(run_id):
             raise RunNotFoundError(run_id)
-        named = self._snapshots(run_id).named(snapshot_id)
+        named, maybe_listed = self._snapshots(run_id).find(snapshot_id)
         if named:  # of two (a crash between writes of one id), the newer
             return self._dir(run_id, "snapshots", max(named, key=_created))
-        return self._listed_path(run_id, snapshot_id)
+        if maybe_listed:
+            return self._listed_path(run_id, snapshot_id)
+        raise CheckpointNotFoundError(run_id, snapshot_id)
 
     def _listed_path(self, run_id: str, snapshot_id: str) -> str:
         """Where a snapshot the manifest lists (written the older way) lives."""

@@ -106,15 +106,26 @@ class SnapshotFolder:
 
     def named(self, snapshot_id: str) -> list[str]:
         """The files of one snapshot id (usually one), without parsing every name."""
+        return self.find(snapshot_id)[0]
+
+    def find(self, snapshot_id: str) -> tuple[list[str], bool]:
+        """The self-listing files of one id, and whether an older-style file may hold it.
+
+        A snapshot the manifest lists (written the older way) is named
+        ``..._<id>.ckpt``; a folder with no such name spares the caller a read
+        of the manifest, which every new snapshot's write would otherwise pay.
+        """
         # an id sits between the phase's "_" and the first "~" (neither can be in it)
-        marker = f"_{snapshot_id}~"
-        return [
+        marker, older = f"_{snapshot_id}~", f"_{snapshot_id}{_SUFFIX}"
+        names = self.fs.listdir(self.path)
+        own = [
             name
-            for name in self.fs.listdir(self.path)
+            for name in names
             if marker in name
             and (info := parse_entry(name)) is not None
             and info.snapshot_id == snapshot_id
         ]
+        return own, any(name.endswith(older) for name in names)
 
     def write(self, name: str, sealed: bytes) -> None:
         """Write one snapshot durably (its file, then the folder's entry)."""

@@ -141,6 +141,36 @@ async def test_an_id_taken_by_an_older_listed_snapshot_is_not_written_again(
     assert len(list((tmp_path / "runs/r1/snapshots").iterdir())) == 1
 
 
+class ReadLog(actorflow.storage.OSFileSystem):
+    """The real file system, noting every file read whole."""
+
+    def __init__(self) -> None:
+        self.reads: list[str] = []
+
+    def read(self, path: str) -> bytes:
+        self.reads.append(os.path.basename(path))
+        return super().read(path)
+
+
+async def test_writing_a_new_snapshot_reads_no_manifest(tmp_path: Path) -> None:
+    # Only a file named the older way ("..._<id>.ckpt") can make the manifest
+    # worth reading; without one, a new id's write reads nothing at all.
+    fs = ReadLog()
+    store = FileStore(tmp_path, fs=fs)
+    await store.create_run(manifest())
+    await store.write_snapshot(snap("a", 1))
+    fs.reads.clear()
+    await store.write_snapshot(snap("b", 2))
+    assert fs.reads == []
+    await store.write_snapshot(snap("old", 3, phase="x" * 250))  # the manifest's way
+    fs.reads.clear()
+    await store.write_snapshot(snap("c", 4))
+    assert fs.reads == []  # "old" is not "c": its name does not send us to the manifest
+    with pytest.raises(StorageError, match="different checkpoint"):
+        await store.write_snapshot(snap("old", 5))
+    assert "manifest" in " ".join(fs.reads)
+
+
 async def test_snapshots_listed_by_an_older_manifest_still_list_read_and_delete(
     tmp_path: Path,
 ) -> None:
