@@ -35,11 +35,11 @@ import msgspec
 
 from actorflow import Orchestrator, RunContext, Runtime, Specialist, handler, phase
 from actorflow.runtime import CheckpointTriggers, Durability, RuntimeConfig
-from actorflow.storage import FileStore, MemoryStore
+from actorflow.storage import FileStore, LogRecord, MemoryStore
 from actorflow.testing import CrashingStore
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Sequence
 
     from actorflow.runtime import ActorRef
 
@@ -146,30 +146,57 @@ async def plain_ten_phases(runtime: Runtime, team: list[ActorRef[Worker]]) -> in
     return total
 
 
+class _AppendTap(FileStore):
+    """A FileStore that keeps the batches it appends, to replay them alone (the floor)."""
+
+    batches: list[list[LogRecord]]
+
+    async def append(self, run_id: str, records: Sequence[LogRecord]) -> int:
+        self.batches.append(list(records))
+        return await super().append(run_id, records)
+
+
+async def _appends_alone(store: _AppendTap, batches: list[list[LogRecord]], n: int) -> float:
+    """Seconds to append ``batches`` one after another to a fresh run: a run's log alone."""
+    manifest = await store.read_run("b1-template")
+    run_id = f"b1-floor-{n}"
+    await store.create_run(msgspec.structs.replace(manifest, run_id=run_id, snapshots=()))
+    start = time.perf_counter()
+    for batch in batches:
+        await store.append(run_id, batch)
+    return time.perf_counter() - start
+
+
 async def bench_checkpointing(tmp: str) -> list[Row]:
     plain: list[tuple[float, float]] = []
     durable: list[tuple[float, float]] = []
     memory: list[tuple[float, float]] = []
-    config = RuntimeConfig(durability=Durability.BATCHED)
+    floor: list[float] = []
+    config = RuntimeConfig(durability=Durability.BATCHED, retention=None)
     async with Runtime() as runtime:
         team = [await runtime.spawn(Worker, name=f"worker-{i}") for i in range(TEAM)]
         expected = await plain_ten_phases(runtime, team)  # warm-up
+    store = _AppendTap(os.path.join(tmp, "b1"))
+    store.batches = []
     async with (
-        Runtime(store=FileStore(os.path.join(tmp, "b1")), config=config) as durable_rt,
+        Runtime(store=store, config=config) as durable_rt,
         Runtime(store=MemoryStore(), config=config) as memory_rt,
         Runtime() as plain_rt,
     ):
         team = [await plain_rt.spawn(Worker, name=f"worker-{i}") for i in range(TEAM)]
-        assert await durable_rt.run(TenPhases, PHASES) == expected  # warm-up
-        for _ in range(REPS_1):  # interleaved so load changes hit every variant alike
+        assert await durable_rt.run(TenPhases, PHASES, run_id="b1-template") == expected
+        batches, store.batches = store.batches, []
+        for n in range(REPS_1):  # interleaved so load changes hit every variant alike
             plain.append(await _timed_work(lambda: plain_ten_phases(plain_rt, team)))
             durable.append(await _timed_work(lambda: durable_rt.run(TenPhases, PHASES)))
             memory.append(await _timed_work(lambda: memory_rt.run(TenPhases, PHASES)))
+            floor.append(await _appends_alone(store, batches, n))
     # The work itself is the same in every variant, but other processes on the
     # machine stretch it by different amounts from run to run: the time added
     # is measured outside burn() (wall - time inside burn), paired with the
     # plain run measured just before.
     p, d, m = (statistics.median(x[0] for x in v) for v in (plain, durable, memory))
+    f = statistics.median(floor)
     added_d, added_m = _paired(durable, plain, 1), _paired(memory, plain, 1)
     per_step = 1e6 / STEPS_1
     return [
@@ -181,6 +208,10 @@ async def bench_checkpointing(tmp: str) -> list[Row]:
         Row("1 run, MemoryStore batched ms", m * 1e3, p * 1e3, "ms"),
         Row("1 µs added per step, MemoryStore", added_m * per_step, None, "µs"),
         Row("1 wall-time ratio, MemoryStore", (p + added_m) / p, None, "x"),
+        Row(f"1 durable appends per run (the rule's {len(batches)})", len(batches), None, "n"),
+        Row("1 floor: those appends alone, µs per step", f * per_step, None, "µs"),
+        Row("1 floor + engine (MemoryStore), µs per step", (f + added_m) * per_step, None, "µs"),
+        Row("1 µs added per step / (floor + engine)", added_d / (f + added_m), None, "x"),
     ]
 
 
