@@ -21,6 +21,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 import msgspec
 
@@ -399,6 +400,59 @@ async def trips_main(quick: bool, backend: str) -> None:
         await thread_trips(tmp, 100 if quick else 400, backend)
 
 
+async def loop_pauses(tmp: str, n: int, backend: str) -> None:
+    """The longest pause of the event loop while a state blob is stored.
+
+    Baseline: sealing (address, compress, checksum) on the loop, as the store
+    did before it moved into the writing thread; that whole time the loop ran
+    nothing. A task that yields in a loop measures the gaps.
+    """
+    rng = random.Random(11)
+    store = FileStore(os.path.join(tmp, f"pause-{backend}"))
+    await store.create_run(RunManifest(run_id="p", workflow="b", input=b"", input_hash=""))
+    codec = store.codec
+    for label, state in [("1000 tasks", thousand_tasks(rng)), ("1 MB", sized(rng, 1_000_000))]:
+        raw = encode_state(state)
+        on_loop: list[float] = []
+        longest: list[float] = []
+        for i in range(n):
+            data = raw + i.to_bytes(4, "big")  # a new blob each time: sealed and written
+            start = time.perf_counter()
+            codec.dump_blob(data, run_id="p")
+            on_loop.append(time.perf_counter() - start)
+            longest.append(await _longest_gap(store.put_blob("p", data)))
+        base, gap = statistics.median(on_loop) * 1e3, statistics.median(longest) * 1e3
+        print(f"{backend:<9}{label:<13}{base:>15.3f}{gap:>15.3f}{gap / base:>8.2f}x")
+    await store.aclose()
+
+
+async def _longest_gap(work: Any) -> float:
+    """Await ``work`` while a second task yields in a loop; the longest gap between its turns."""
+    longest = 0.0
+    done = False
+
+    async def ticker() -> None:
+        nonlocal longest
+        last = time.perf_counter()
+        while not done:
+            await anyio.lowlevel.checkpoint()
+            now = time.perf_counter()
+            longest = max(longest, now - last)
+            last = now
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        await anyio.lowlevel.checkpoint()  # the ticker has started before the work does
+        await work
+        done = True
+    return longest
+
+
+async def pauses_main(quick: bool, backend: str) -> None:
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
+        await loop_pauses(tmp, 10 if quick else 40, backend)
+
+
 def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -418,3 +472,8 @@ if __name__ == "__main__":
     print(f"{'backend':<9}{'call':<18}{'to_thread':>12}{'pool':>12}{'ratio':>9}")
     for backend in ("asyncio", "trio"):
         anyio.run(trips_main, "--quick" in sys.argv, backend, backend=backend)
+    print("\nLongest event-loop pause while a state is stored, ms p50: sealing on the loop")
+    print("(the store's old way) vs put_blob, which now seals in its worker thread")
+    print(f"{'backend':<9}{'state':<13}{'seal on loop':>15}{'put_blob':>15}{'ratio':>8}")
+    for backend in ("asyncio", "trio"):
+        anyio.run(pauses_main, "--quick" in sys.argv, backend, backend=backend)

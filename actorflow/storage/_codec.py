@@ -359,7 +359,11 @@ class Codec:
     def dump_blob(self, data: bytes, *, run_id: str) -> tuple[str, bytes]:
         """Address and seal a blob; return ``(address, sealed bytes)``."""
         address = self.blob_address(data)
-        return address, self.seal(data, kind=Kind.BLOB, run_id=run_id, slot=f"blob/{address}")
+        return address, self.seal_blob(data, run_id=run_id, address=address)
+
+    def seal_blob(self, data: bytes, *, run_id: str, address: str) -> bytes:
+        """Seal a blob already addressed (``blob_address(data)``)."""
+        return self.seal(data, kind=Kind.BLOB, run_id=run_id, slot=f"blob/{address}")
 
     def load_blob(self, data: bytes, *, run_id: str, address: str, location: str) -> bytes:
         """Verify and open a blob; with plain addresses its content hash is checked too."""

@@ -115,16 +115,19 @@ class FileData:
     async def put_blob(self, run_id: str, data: bytes) -> str:
         """See :meth:`Store.put_blob`."""
         validate_run_id(run_id)
-        address, sealed = self.codec.dump_blob(data, run_id=run_id)
-        await self._call("put blob", self._put_blob, run_id, address, sealed)
-        return address
+        return await self._call("put blob", self._put_blob, run_id, data)
 
-    def _put_blob(self, run_id: str, address: str, sealed: bytes) -> None:
+    def _put_blob(self, run_id: str, data: bytes) -> str:
+        # Addressed and sealed here, in the worker thread: sha256 and zstd let
+        # go of the GIL for large states, so the loop runs on meanwhile, and a
+        # blob stored already is not compressed again.
+        address = self.codec.blob_address(data)
         if not self._exists(run_id):
             raise RunNotFoundError(run_id)
         path = self._dir(run_id, "blobs", address)
         if not self.fs.exists(path):
-            write_atomic(self.fs, path, sealed)
+            write_atomic(self.fs, path, self.codec.seal_blob(data, run_id=run_id, address=address))
+        return address
 
     async def get_blob(self, run_id: str, ref: str) -> bytes:
         """See :meth:`Store.get_blob`."""

@@ -68,18 +68,32 @@ class FileSnapshots:
         for a file name (the older way: listed there). A file that lists itself
         does not depend on the manifest, so with ``update`` both are written at
         once, in two worker threads (their fsyncs can share a journal commit).
+        Without ``update`` the snapshot is encoded, compressed and sealed in
+        the worker thread that writes it, off the event loop.
         """
         validate_run_id(snapshot.run_id)
         validate_snapshot_id(snapshot.snapshot_id)
+        if update is None:
+            return await self._call("write checkpoint", self._seal_and_write, snapshot)
         sealed, raw = self.codec.dump_snapshot(snapshot)
         info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
         name = entry_name(info)
         if name is None:
             await self._call("write checkpoint", self._write_listed, info, snapshot, sealed, update)
-        elif update is None:
-            await self._call("write checkpoint", self._write_named, snapshot, name, sealed)
         else:
             await self._write_with_update(info, snapshot, name, sealed, update)
+        return info
+
+    def _seal_and_write(self, snapshot: Snapshot) -> SnapshotInfo:
+        # The thread trip is paid anyway; zstd and sha256 let go of the GIL
+        # for large buffers, so a big state compresses beside the loop.
+        sealed, raw = self.codec.dump_snapshot(snapshot)
+        info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
+        name = entry_name(info)
+        if name is None:
+            self._write_listed(info, snapshot, sealed, None)
+        else:
+            self._write_named(snapshot, name, sealed)
         return info
 
     async def _write_with_update(

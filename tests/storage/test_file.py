@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import threading
 from typing import TYPE_CHECKING
 
 import pytest
 
 import actorflow.storage
 from actorflow.errors import RunLockedError, StorageError
-from actorflow.storage import EventRecord, FileStore, RunManifest, Snapshot
+from actorflow.storage import Codec, EventRecord, FileStore, RunManifest, Snapshot
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -139,6 +140,32 @@ async def test_an_id_taken_by_an_older_listed_snapshot_is_not_written_again(
         await store.write_snapshot(snap("s", 2))  # would list itself
     assert await store.list_snapshots("r1") == [old]
     assert len(list((tmp_path / "runs/r1/snapshots").iterdir())) == 1
+
+
+class ThreadNoting(Codec):
+    """A codec that notes which thread sealed each snapshot."""
+
+    threads: list[int]
+
+    def dump_snapshot(self, snapshot: Snapshot) -> tuple[bytes, int]:
+        self.threads.append(threading.get_ident())
+        return super().dump_snapshot(snapshot)
+
+
+async def test_snapshots_are_sealed_off_the_event_loop_thread(tmp_path: Path) -> None:
+    # Compressing a large state takes milliseconds: in the writing worker
+    # thread the loop runs on meanwhile (the final one, with a manifest
+    # update, is sealed first because both of its writes need its size).
+    codec = ThreadNoting()
+    codec.threads = []
+    store = FileStore(tmp_path, codec=codec)
+    await store.create_run(manifest())
+    await store.write_snapshot(snap("a", 1))
+    await store.write_snapshot(snap("b", 2, phase="x" * 250))  # listed by the manifest
+    assert threading.get_ident() not in codec.threads
+    assert len(codec.threads) == 2
+    assert [s.snapshot_id for s in await store.list_snapshots("r1")] == ["a", "b"]
+    assert (await store.read_snapshot("r1", "b")).position == 2
 
 
 class ReadLog(actorflow.storage.OSFileSystem):
