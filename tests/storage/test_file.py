@@ -151,6 +151,10 @@ class ThreadNoting(Codec):
         self.threads.append(threading.get_ident())
         return super().dump_snapshot(snapshot)
 
+    def seal_blob(self, data: bytes, *, run_id: str, address: str) -> bytes:
+        self.threads.append(threading.get_ident())
+        return super().seal_blob(data, run_id=run_id, address=address)
+
 
 async def test_snapshots_are_sealed_off_the_event_loop_thread(tmp_path: Path) -> None:
     # Compressing a large state takes milliseconds: in the writing worker
@@ -166,6 +170,21 @@ async def test_snapshots_are_sealed_off_the_event_loop_thread(tmp_path: Path) ->
     assert len(codec.threads) == 2
     assert [s.snapshot_id for s in await store.list_snapshots("r1")] == ["a", "b"]
     assert (await store.read_snapshot("r1", "b")).position == 2
+
+
+async def test_state_blobs_are_sealed_off_the_event_loop_thread_and_once(
+    tmp_path: Path,
+) -> None:
+    codec = ThreadNoting()
+    codec.threads = []
+    store = FileStore(tmp_path, codec=codec)
+    await store.create_run(manifest())
+    state = b"tasks " * 10_000
+    ref = await store.put_blob("r1", state)
+    assert await store.put_blob("r1", state) == ref  # stored already: not sealed again
+    assert len(codec.threads) == 1
+    assert threading.get_ident() not in codec.threads
+    assert await store.get_blob("r1", ref) == state
 
 
 class ReadLog(actorflow.storage.OSFileSystem):
