@@ -171,6 +171,7 @@ async def bench_checkpointing(tmp: str) -> list[Row]:
     plain: list[tuple[float, float]] = []
     durable: list[tuple[float, float]] = []
     memory: list[tuple[float, float]] = []
+    phased: list[tuple[float, float]] = []
     floor: list[float] = []
     config = RuntimeConfig(durability=Durability.BATCHED, retention=None)
     async with Runtime() as runtime:
@@ -181,15 +182,21 @@ async def bench_checkpointing(tmp: str) -> list[Row]:
     async with (
         Runtime(store=store, config=config) as durable_rt,
         Runtime(store=MemoryStore(), config=config) as memory_rt,
+        Runtime(
+            store=FileStore(os.path.join(tmp, "b1-phase")),
+            config=RuntimeConfig(durability=Durability.PHASE, retention=None),
+        ) as phase_rt,
         Runtime() as plain_rt,
     ):
         team = [await plain_rt.spawn(Worker, name=f"worker-{i}") for i in range(TEAM)]
         assert await durable_rt.run(TenPhases, PHASES, run_id="b1-template") == expected
+        assert await phase_rt.run(TenPhases, PHASES) == expected  # warm-up
         batches, store.batches = store.batches, []
         for n in range(REPS_1):  # interleaved so load changes hit every variant alike
             plain.append(await _timed_work(lambda: plain_ten_phases(plain_rt, team)))
             durable.append(await _timed_work(lambda: durable_rt.run(TenPhases, PHASES)))
             memory.append(await _timed_work(lambda: memory_rt.run(TenPhases, PHASES)))
+            phased.append(await _timed_work(lambda: phase_rt.run(TenPhases, PHASES)))
             floor.append(await _appends_alone(store, batches, n))
     # The work itself is the same in every variant, but other processes on the
     # machine stretch it by different amounts from run to run: the time added
@@ -198,6 +205,7 @@ async def bench_checkpointing(tmp: str) -> list[Row]:
     p, d, m = (statistics.median(x[0] for x in v) for v in (plain, durable, memory))
     f = statistics.median(floor)
     added_d, added_m = _paired(durable, plain, 1), _paired(memory, plain, 1)
+    added_p = _paired(phased, plain, 1)
     per_step = 1e6 / STEPS_1
     return [
         Row(f"1 run, {STEPS_1} steps, plain actors ms", p * 1e3, None, "ms"),
@@ -208,6 +216,8 @@ async def bench_checkpointing(tmp: str) -> list[Row]:
         Row("1 run, MemoryStore batched ms", m * 1e3, p * 1e3, "ms"),
         Row("1 µs added per step, MemoryStore", added_m * per_step, None, "µs"),
         Row("1 wall-time ratio, MemoryStore", (p + added_m) / p, None, "x"),
+        Row("1 µs added per step, FileStore phase", added_p * per_step, None, "µs"),
+        Row("1 wall-time ratio, FileStore phase", (p + added_p) / p, None, "x"),
         Row(f"1 durable appends per run (the rule's {len(batches)})", len(batches), None, "n"),
         Row("1 floor: those appends alone, µs per step", f * per_step, None, "µs"),
         Row("1 floor + engine (MemoryStore), µs per step", (f + added_m) * per_step, None, "µs"),
