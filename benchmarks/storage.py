@@ -24,6 +24,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 import msgspec
+from _machine import cpu_model
 
 from actorflow.storage import (
     Codec,
@@ -451,17 +452,6 @@ async def _longest_gap(work: Any) -> float:
 async def pauses_main(quick: bool, backend: str) -> None:
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         await loop_pauses(tmp, 10 if quick else 40, backend)
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown cpu"
 
 
 if __name__ == "__main__":

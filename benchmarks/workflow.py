@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 import msgspec
+from _machine import cpu_model
 
 from actorflow import Orchestrator, RunContext, Runtime, Specialist, handler, phase
 from actorflow.runtime import CheckpointTriggers, Durability, RuntimeConfig
@@ -639,7 +640,7 @@ def main() -> None:
     burn_s = calibrate()
     print(
         f"python {sys.version.split()[0]}, anyio {_version('anyio')}, trio {_version('trio')}; "
-        f"{os.cpu_count()} cpus, {_cpu_model()}; burn() = {burn_s * 1e3:.3f} ms"
+        f"{os.cpu_count()} cpus, {cpu_model()}; burn() = {burn_s * 1e3:.3f} ms"
     )
     for backend in backends or ["asyncio", "trio"]:
         started = time.perf_counter()
@@ -655,17 +656,6 @@ def main() -> None:
                 ratio = f"{row.value / row.baseline:7.2f}x"
             digits = 0 if row.unit in ("rate", "B", "n") else 2
             print(f"{row.label:44} {row.value:12,.{digits}f} {base:>12} {ratio:>8}".rstrip())
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown cpu"
 
 
 def _version(name: str) -> str:
