@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from actorflow.errors import RunNotFoundError, StorageError
 from actorflow.storage._filelog import FileLog
 from actorflow.storage._fs import write_atomic
+from actorflow.storage._logwriter import finishes_when_cancelled
 from actorflow.storage._manifests import validate_blob_ref
 from actorflow.storage._records import validate_run_id
 
@@ -73,8 +74,16 @@ class FileData:
             raise RunNotFoundError(run_id)
         log.open_for_append()
 
+    @finishes_when_cancelled
     async def append(self, run_id: str, records: Sequence[LogRecord]) -> int:
-        """See :meth:`Store.append`: concurrent appends share one write and fsync."""
+        """See :meth:`Store.append`: concurrent appends share one write and fsync.
+
+        Cancelled before the records are queued (waiting to open the log),
+        nothing is appended. Once queued, they are written whatever happens
+        to the caller: on trio the call then returns normally and the
+        cancellation comes at the caller's next checkpoint; on asyncio it
+        is raised after the write.
+        """
         validate_run_id(run_id)
         log = await self._open_log(run_id)
         return await log.append(records)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
+import sniffio
 
 from actorflow._log import get_logger
 from actorflow.errors import CorruptedDataError, LogCorruptedError, StorageError
@@ -53,6 +54,10 @@ class _Ticket:
     data: bytes
     done: bool = False
     error: BaseException | None = None
+
+
+def _on_asyncio() -> bool:
+    return sniffio.current_async_library() == "asyncio"
 
 
 def segment_name(start: int) -> str:
@@ -196,14 +201,26 @@ class FileLog:
         self._reserved += len(raws)
         ticket = _Ticket(end=self._reserved, data=data)
         self._queue.append(ticket)
+        try:
+            await self._until_done(ticket)
+        except anyio.get_cancelled_exc_class():
+            # Queued records hold their positions and will be written, so the
+            # caller must learn how that went: finish, then let the
+            # cancellation through (trio raises it again at the next checkpoint).
+            with anyio.CancelScope(shield=True):
+                await self._until_done(ticket)
+            if _on_asyncio():
+                raise
+        if ticket.error is not None:
+            raise ticket.error
+        return ticket.end
+
+    async def _until_done(self, ticket: _Ticket) -> None:
         while not ticket.done:
             if self._flushing:
                 await self._idle.wait()
             else:
                 await self._flush()
-        if ticket.error is not None:
-            raise ticket.error
-        return ticket.end
 
     async def _flush(self) -> None:
         self._flushing = True
