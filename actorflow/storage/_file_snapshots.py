@@ -6,7 +6,7 @@ the folder itself are in :mod:`actorflow.storage._snapfiles`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 
@@ -68,20 +68,18 @@ class FileSnapshots:
         for a file name (the older way: listed there). A file that lists itself
         does not depend on the manifest, so with ``update`` both are written at
         once, in two worker threads (their fsyncs can share a journal commit).
-        Without ``update`` the snapshot is encoded, compressed and sealed in
-        the worker thread that writes it, off the event loop.
+        The snapshot is encoded, compressed and sealed in the worker thread
+        that writes it, off the event loop.
         """
         validate_run_id(snapshot.run_id)
         validate_snapshot_id(snapshot.snapshot_id)
         if update is None:
             return await self._call("write checkpoint", self._seal_and_write, snapshot)
+        if _names_itself(snapshot):
+            return await self._write_with_update(snapshot, update)
         sealed, raw = self.codec.dump_snapshot(snapshot)
         info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
-        name = entry_name(info)
-        if name is None:
-            await self._call("write checkpoint", self._write_listed, info, snapshot, sealed, update)
-        else:
-            await self._write_with_update(info, snapshot, name, sealed, update)
+        await self._call("write checkpoint", self._write_listed, info, snapshot, sealed, update)
         return info
 
     def _seal_and_write(self, snapshot: Snapshot) -> SnapshotInfo:
@@ -97,33 +95,30 @@ class FileSnapshots:
         return info
 
     async def _write_with_update(
-        self,
-        info: SnapshotInfo,
-        snapshot: Snapshot,
-        name: str,
-        sealed: bytes,
-        update: Callable[[RunManifest], RunManifest],
-    ) -> None:
+        self, snapshot: Snapshot, update: Callable[[RunManifest], RunManifest]
+    ) -> SnapshotInfo:
         run_id = snapshot.run_id
         failures: dict[str, Exception] = {}
+        done: dict[str, object] = {}
 
         async def attempt(what: str, fn: Callable[..., object], *args: Any) -> None:
             try:
-                await self._call(what, fn, *args)
+                done[what] = await self._call(what, fn, *args)
             except Exception as exc:
                 failures[what] = exc
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(attempt, "write checkpoint", self._write_named, snapshot, name, sealed)
+            tg.start_soon(attempt, "write checkpoint", self._seal_and_write, snapshot)
             tg.start_soon(attempt, "update run", self._change_manifest, run_id, update)
         if "update run" in failures and "write checkpoint" not in failures:
             # not acknowledged, so not listed either
             with anyio.CancelScope(shield=True):
                 await self._call(
-                    "write checkpoint", self._snapshots(run_id).remove, info.snapshot_id
+                    "write checkpoint", self._snapshots(run_id).remove, snapshot.snapshot_id
                 )
         if failures:
             raise next(iter(failures.values()))
+        return cast("SnapshotInfo", done["write checkpoint"])
 
     def _write_named(self, snapshot: Snapshot, name: str, sealed: bytes) -> None:
         if not self._taken(snapshot):
@@ -241,6 +236,15 @@ class FileSnapshots:
             run_id, lambda m: mark_snapshot(m, snapshot_id, SnapshotStatus.DELETED)
         )
         return freed + self._remove(path)
+
+
+_LARGEST = 10**15  # bytes: more digits than any snapshot's sizes will have
+
+
+def _names_itself(snapshot: Snapshot) -> bool:
+    """Whether the snapshot's entry fits a file name, whatever its sizes turn out to be."""
+    probe = snapshot_info(snapshot, stored_size=_LARGEST, raw_size=_LARGEST)
+    return entry_name(probe) is not None
 
 
 def _created(name: str) -> tuple[float, str]:

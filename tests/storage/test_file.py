@@ -6,11 +6,12 @@ import os
 import threading
 from typing import TYPE_CHECKING
 
+import msgspec
 import pytest
 
 import actorflow.storage
 from actorflow.errors import RunLockedError, StorageError
-from actorflow.storage import Codec, EventRecord, FileStore, RunManifest, Snapshot
+from actorflow.storage import Codec, EventRecord, FileStore, RunManifest, RunStatus, Snapshot
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -158,18 +159,39 @@ class ThreadNoting(Codec):
 
 async def test_snapshots_are_sealed_off_the_event_loop_thread(tmp_path: Path) -> None:
     # Compressing a large state takes milliseconds: in the writing worker
-    # thread the loop runs on meanwhile (the final one, with a manifest
-    # update, is sealed first because both of its writes need its size).
+    # thread the loop runs on meanwhile. A run's final snapshot too, whose
+    # manifest update is written at the same time in another thread.
     codec = ThreadNoting()
     codec.threads = []
     store = FileStore(tmp_path, codec=codec)
     await store.create_run(manifest())
     await store.write_snapshot(snap("a", 1))
     await store.write_snapshot(snap("b", 2, phase="x" * 250))  # listed by the manifest
+    done = msgspec.structs.replace
+    final = await store.write_snapshot(
+        snap("c", 3, trigger="completed"), update=lambda m: done(m, status=RunStatus.COMPLETED)
+    )
     assert threading.get_ident() not in codec.threads
-    assert len(codec.threads) == 2
-    assert [s.snapshot_id for s in await store.list_snapshots("r1")] == ["a", "b"]
+    assert len(codec.threads) == 3
+    assert [s.snapshot_id for s in await store.list_snapshots("r1")] == ["a", "b", "c"]
     assert (await store.read_snapshot("r1", "b")).position == 2
+    assert final.stored_size == (await store.list_snapshots("r1"))[-1].stored_size > 0
+    assert (await store.read_run("r1")).status == RunStatus.COMPLETED
+
+
+async def test_a_final_snapshot_too_long_to_name_itself_is_listed_with_its_update(
+    tmp_path: Path,
+) -> None:
+    store = FileStore(tmp_path)
+    await store.create_run(manifest())
+    info = await store.write_snapshot(
+        snap("z", 5, phase="y" * 250, trigger="completed"),
+        update=lambda m: msgspec.structs.replace(m, status=RunStatus.COMPLETED),
+    )
+    run = await store.read_run("r1")
+    assert run.status == RunStatus.COMPLETED
+    assert [s.snapshot_id for s in run.snapshots] == ["z"]  # the manifest lists it
+    assert await store.list_snapshots("r1") == [info]
 
 
 async def test_state_blobs_are_sealed_off_the_event_loop_thread_and_once(
