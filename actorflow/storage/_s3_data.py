@@ -7,8 +7,11 @@ A mixin of :class:`~actorflow.storage._s3.S3Store`; segments are in
 
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import TYPE_CHECKING
+
+import anyio.to_thread
 
 from actorflow.errors import StorageError
 from actorflow.storage._manifests import validate_blob_ref
@@ -81,7 +84,9 @@ class S3Data:
     async def put_blob(self, run_id: str, data: bytes) -> str:
         """See :meth:`Store.put_blob`."""
         await self._require(run_id)
-        address, sealed = self.codec.dump_blob(data, run_id=run_id)
+        # sealing a large state takes milliseconds: in a thread, the loop runs on
+        seal = functools.partial(self.codec.dump_blob, data, run_id=run_id)
+        address, sealed = await anyio.to_thread.run_sync(seal)
         try:
             key = self._o.key(run_id, "blobs", address)
             await self._o.put("put blob", key, sealed, token=uuid.uuid4().hex)

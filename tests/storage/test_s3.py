@@ -11,6 +11,7 @@ import math
 import socket
 import subprocess
 import sys
+import threading
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -348,6 +349,29 @@ class TestFormat:
         assert Codec().load_blob(raw, run_id="run-1", address=ref, location="x") == (
             b"shared state " * 10
         )
+        await store.aclose()
+
+    async def test_states_are_sealed_off_the_event_loop_thread(self, server: S3Server) -> None:
+        threads: list[int] = []
+
+        class Noting(Codec):
+            def dump_blob(self, data: bytes, *, run_id: str) -> tuple[str, bytes]:
+                threads.append(threading.get_ident())
+                return super().dump_blob(data, run_id=run_id)
+
+            def dump_snapshot(self, snapshot: Snapshot) -> tuple[bytes, int]:
+                threads.append(threading.get_ident())
+                return super().dump_snapshot(snapshot)
+
+        store = open_s3_store(server, Noting())
+        await store.create_run(manifest())
+        ref = await store.put_blob("run-1", b"state " * 2000)
+        await store.write_snapshot(
+            Snapshot(run_id="run-1", snapshot_id="s", position=0, created=1.0, trigger="manual")
+        )
+        assert len(threads) == 2
+        assert threading.get_ident() not in threads
+        assert await store.get_blob("run-1", ref) == b"state " * 2000
         await store.aclose()
 
 
