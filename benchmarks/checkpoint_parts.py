@@ -33,7 +33,7 @@ from _machine import cpu_model
 
 from actorflow import Runtime
 from actorflow.runtime import Durability, RuntimeConfig
-from actorflow.runtime import _checkpointer as checkpointer
+from actorflow.runtime.workflow import _checkpointer as checkpointer
 from actorflow.storage import FileStore, _fs, _snapfiles
 from actorflow.storage import _logwriter as logwriter
 

@@ -20,7 +20,7 @@ import msgspec
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from actorflow import Actor, Runtime, handler
-from actorflow.runtime._mailbox import Mailbox
+from actorflow.runtime.actors._mailbox import Mailbox
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

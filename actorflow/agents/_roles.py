@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from actorflow.runtime import Actor, current_step
-from actorflow.runtime._progress import load_progress, report, save_progress
+from actorflow.runtime.workflow._progress import load_progress, report, save_progress
 
 if TYPE_CHECKING:
     from actorflow.runtime import RunContext, StepInfo

@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
-from actorflow.runtime._actor import Actor, Request, current_message_meta, handler, state_type
-from actorflow.runtime._config import CheckpointTriggers, Durability, RuntimeConfig, parse_duration
-from actorflow.runtime._context import RunContext
-from actorflow.runtime._handle import RunEvent, RunHandle
-from actorflow.runtime._mailbox import MailboxStatistics
-from actorflow.runtime._progress import load_progress, report, save_progress
-from actorflow.runtime._ref import ActorRef
-from actorflow.runtime._registry import class_name, lookup, register
-from actorflow.runtime._runtime import Runtime
-from actorflow.runtime._scope import ActorScope
-from actorflow.runtime._steps import StepInfo, current_step
-from actorflow.runtime._steps_impl import Step
-from actorflow.runtime._supervisor import SupervisorPolicy
+from actorflow.runtime.actors._actor import (
+    Actor,
+    Request,
+    current_message_meta,
+    handler,
+    state_type,
+)
+from actorflow.runtime.actors._mailbox import MailboxStatistics
+from actorflow.runtime.actors._ref import ActorRef
+from actorflow.runtime.actors._registry import class_name, lookup, register
+from actorflow.runtime.actors._scope import ActorScope
+from actorflow.runtime.actors._supervisor import SupervisorPolicy
+from actorflow.runtime.workflow._config import (
+    CheckpointTriggers,
+    Durability,
+    RuntimeConfig,
+    parse_duration,
+)
+from actorflow.runtime.workflow._context import RunContext
+from actorflow.runtime.workflow._handle import RunEvent, RunHandle
+from actorflow.runtime.workflow._ids import StepInfo, current_step
+from actorflow.runtime.workflow._progress import load_progress, report, save_progress
+from actorflow.runtime.workflow._runtime import Runtime
+from actorflow.runtime.workflow._steps import Step
 
 __all__ = [
     "Actor",

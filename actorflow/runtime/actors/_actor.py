@@ -1,0 +1,270 @@
+"""The Actor base class, the @handler decorator and per-class dispatch tables.
+
+Annotations are resolved lazily, at an actor class's first spawn, so message
+and state classes may be defined after the actor, inside a function, or in a
+module using ``from __future__ import annotations``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import types
+import typing
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import Any, ClassVar, Generic, TypeVar, overload
+
+import msgspec
+
+from actorflow.errors import ActorDefinitionError
+from actorflow.runtime.actors._registry import register
+
+__all__ = [
+    "Actor",
+    "Dispatch",
+    "Request",
+    "current_message_meta",
+    "dispatch_table",
+    "handler",
+    "state_type",
+]
+
+R = TypeVar("R")
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
+_MARK = "__actorflow_handles__"
+_AUTO = object()  # marks a handler whose message type comes from its annotation
+NoneType = type(None)
+
+message_meta: ContextVar[object | None] = ContextVar("actorflow_message_meta", default=None)
+
+
+def current_message_meta() -> object | None:
+    """The metadata sent with the message being handled, or None.
+
+    Set by the actor loop while a handler runs; the workflow engine puts a
+    step's context (with its idempotency key) there.
+    """
+    return message_meta.get()
+
+
+class Request(msgspec.Struct, Generic[R], frozen=True):
+    """Base for messages whose reply type is ``R``, so ``ask`` returns an ``R``.
+
+    Messages are values: a Request subclass is frozen too. Example::
+
+        class GetTotal(Request[int], frozen=True):
+            pass
+
+        total = await counter.ask(GetTotal())   # a type checker sees an int
+    """
+
+
+@overload
+def handler(fn: F, /) -> F: ...
+@overload
+def handler(message_type: type, /) -> Callable[[F], F]: ...
+def handler(arg: Any, /) -> Any:
+    """Mark an async method as the handler of one message type.
+
+    Used bare, the message type is the annotation of the method's first
+    parameter after ``self`` (a union registers every member); ``@handler(Add)``
+    names it explicitly. A handler also handles subclasses of its type; the
+    most specific handler wins. The return value is the reply to ``ask``.
+
+    Raises:
+        ActorDefinitionError: the method is not ``async def``.
+    """
+    if isinstance(arg, type):
+        explicit = arg
+
+        def mark(fn: Any) -> Any:
+            return _mark(fn, explicit)
+
+        return mark
+    return _mark(arg, _AUTO)
+
+
+def _mark(fn: Any, message_type: object) -> Any:
+    if not inspect.iscoroutinefunction(fn):
+        raise ActorDefinitionError(
+            getattr(fn, "__qualname__", repr(fn)), "a handler must be an `async def` method"
+        )
+    setattr(fn, _MARK, message_type)
+    return fn
+
+
+class Actor:
+    """Base class of actors: a typed state and async message handlers.
+
+    Declare the state with a class annotation (``state: Tally``); it is built
+    with ``Tally()`` unless ``spawn(..., state=...)`` gives one. The state must
+    be msgspec-encodable: it is what snapshots hold and what a restart restores.
+    An actor handles one message at a time. Users never instantiate actors;
+    ``runtime.spawn`` does.
+
+    Attributes:
+        name: the actor's name, unique in its scope.
+        state: the actor's whole checkpointable state.
+        role: a marker the workflow engine reads (``"orchestrator"``,
+            ``"specialist"``, ``"evaluator"`` in subclasses).
+    """
+
+    role: ClassVar[str] = "actor"
+    name: str
+    state: Any
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Remember where the class was defined so annotations naming classes
+        # local to a function can be resolved later, at first spawn.
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_name == "__init_subclass__":
+            frame = frame.f_back  # type: ignore[assignment]
+        local = frame is not None and frame.f_locals is not frame.f_globals
+        cls._actorflow_frame = frame if local else None  # type: ignore[attr-defined]
+        # Stored runs name agent classes; recovery finds them here, never by import.
+        register(cls)
+
+    async def on_start(self) -> None:
+        """Called before the first message and again after each restart."""
+
+    async def on_stop(self) -> None:
+        """Called when the actor stops gracefully, or before it is restarted."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__qualname__} {getattr(self, 'name', '?')!r}>"
+
+
+def _namespaces(owner: type) -> tuple[dict[str, Any], dict[str, Any]]:
+    module = sys.modules.get(owner.__module__)
+    globalns: dict[str, Any] = dict(vars(module)) if module is not None else {}
+    localns: dict[str, Any] = {}
+    frame = owner.__dict__.get("_actorflow_frame")
+    if frame is not None:
+        localns.update(frame.f_locals)
+    localns.update(vars(owner))
+    localns[owner.__name__] = owner
+    return globalns, localns
+
+
+def _resolve(annotation: object, owner: type, what: str) -> Any:
+    if not isinstance(annotation, str):
+        return annotation
+    globalns, localns = _namespaces(owner)
+    try:
+        return eval(annotation, globalns, localns)
+    except Exception as exc:
+        raise ActorDefinitionError(
+            f"{owner.__qualname__}.{what}",
+            f"cannot resolve the annotation {annotation!r} ({exc}); define or import "
+            "the type where the actor class can see it, or name it with @handler(Type)",
+        ) from exc
+
+
+def state_type(actor_cls: type[Actor]) -> type:
+    """The resolved type of ``actor_cls``'s ``state`` annotation, or ``type(None)``."""
+    cached = actor_cls.__dict__.get("_actorflow_state_type")
+    if cached is not None:
+        return typing.cast("type", cached)
+    result: Any = NoneType
+    for klass in actor_cls.__mro__:
+        if klass is Actor or klass is object:
+            break
+        annotations = klass.__dict__.get("__annotations__", {})  # noqa: RUF063 (must not evaluate)
+        if "state" in annotations:
+            result = _resolve(annotations["state"], klass, "state")
+            break
+    actor_cls._actorflow_state_type = result  # type: ignore[attr-defined]
+    return typing.cast("type", result)
+
+
+class Dispatch:
+    """An actor class's handlers by message type, with subclass-aware lookup."""
+
+    __slots__ = ("_cache", "handled", "table")
+
+    def __init__(self, table: dict[type, Callable[..., Awaitable[Any]]]) -> None:
+        self.table = table
+        self.handled = tuple(table)
+        self._cache: dict[type, Callable[..., Awaitable[Any]] | None] = dict(table)
+
+    def lookup(self, message_type: type) -> Callable[..., Awaitable[Any]] | None:
+        """The handler for ``message_type`` (or its nearest base), or None."""
+        try:
+            return self._cache[message_type]
+        except KeyError:
+            pass
+        found = None
+        for base in message_type.__mro__:
+            found = self.table.get(base)
+            if found is not None:
+                break
+        self._cache[message_type] = found
+        return found
+
+
+def _message_types(fn: Callable[..., Any], owner: type) -> list[type]:
+    declared = getattr(fn, _MARK)
+    if declared is not _AUTO:
+        return [declared]
+    code = fn.__code__
+    if code.co_argcount < 2:
+        raise ActorDefinitionError(
+            f"{owner.__qualname__}.{fn.__name__}", "a handler takes (self, message)"
+        )
+    param = code.co_varnames[1]
+    annotation = fn.__annotations__.get(param)
+    if annotation is None:
+        raise ActorDefinitionError(
+            f"{owner.__qualname__}.{fn.__name__}",
+            f"annotate the message parameter {param!r} or use @handler(Type)",
+        )
+    resolved = _resolve(annotation, owner, fn.__name__)
+    members = typing.get_args(resolved) if _is_union(resolved) else (resolved,)
+    for member in members:
+        if not isinstance(member, type):
+            raise ActorDefinitionError(
+                f"{owner.__qualname__}.{fn.__name__}",
+                f"the message type {member!r} is not a class",
+            )
+    return list(members)
+
+
+def _is_union(tp: object) -> bool:
+    return isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union
+
+
+def dispatch_table(actor_cls: type[Actor]) -> Dispatch:
+    """Build (once per class) the table of ``actor_cls``'s handlers.
+
+    Raises:
+        ActorDefinitionError: an annotation cannot be resolved, or one class
+            defines two handlers for the same message type.
+    """
+    cached = actor_cls.__dict__.get("_actorflow_dispatch")
+    if cached is not None:
+        return typing.cast("Dispatch", cached)
+    table: dict[type, Callable[..., Awaitable[Any]]] = {}
+    seen: set[str] = set()
+    for klass in actor_cls.__mro__:  # most derived first: overrides win
+        own: dict[type, str] = {}
+        for attr, fn in vars(klass).items():
+            if attr in seen:
+                continue
+            seen.add(attr)
+            if not callable(fn) or not hasattr(fn, _MARK):
+                continue
+            for message_type in _message_types(fn, klass):
+                if message_type in own:
+                    raise ActorDefinitionError(
+                        klass.__qualname__,
+                        f"{own[message_type]} and {attr} both handle "
+                        f"{message_type.__qualname__}; keep one",
+                    )
+                own[message_type] = attr
+                table.setdefault(message_type, fn)
+    dispatch = Dispatch(table)
+    actor_cls._actorflow_dispatch = dispatch  # type: ignore[attr-defined]
+    return dispatch

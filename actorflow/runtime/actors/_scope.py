@@ -1,0 +1,205 @@
+"""Actor scopes: a namespace of actor names and an escalation target.
+
+The runtime has a root scope (escalating to the runtime itself); the workflow
+engine opens one scope per run with ``runtime._open_scope``, so two runs can
+both have ``researcher-0`` and a failing agent escalates to its run.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+import msgspec
+
+from actorflow import _log
+from actorflow.errors import (
+    ActorDefinitionError,
+    ActorStoppedError,
+    ConfigurationError,
+    DuplicateActorNameError,
+    EncodingError,
+    EscalationError,
+)
+from actorflow.runtime.actors._actor import Actor, NoneType, dispatch_table, state_type
+from actorflow.runtime.actors._cell import NONE_BYTES, ActorCell, decoder_for, encoder
+from actorflow.runtime.actors._names import validate_name
+from actorflow.runtime.actors._ref import ActorRef
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from actorflow.runtime.actors._supervisor import SupervisorPolicy
+    from actorflow.runtime.actors._system import ActorSystem
+
+__all__ = ["ActorScope"]
+
+A = TypeVar("A", bound=Actor)
+logger = _log.get_logger("actorflow.runtime")
+
+
+class ActorScope:
+    """A set of actors with their own names, stopped together.
+
+    Attributes:
+        id: the scope's id (a run id), or None for the runtime's root scope.
+    """
+
+    def __init__(
+        self,
+        runtime: ActorSystem,
+        scope_id: str | None,
+        on_escalate: Callable[[EscalationError], None],
+    ) -> None:
+        self.id = scope_id
+        self._runtime = runtime
+        self._on_escalate = on_escalate
+        self._cells: dict[str, ActorCell] = {}
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<ActorScope {self.id!r} actors={len(self._cells)}>"
+
+    async def spawn(
+        self,
+        actor_cls: type[A],
+        *,
+        name: str,
+        state: Any = None,
+        supervisor: SupervisorPolicy | None = None,
+        mailbox_size: int | None = None,
+    ) -> ActorRef[A]:
+        """Start an actor in this scope; see :meth:`Runtime.spawn`."""
+        return self.spawn_now(
+            actor_cls, name=name, state=state, supervisor=supervisor, mailbox_size=mailbox_size
+        )
+
+    def spawn_now(
+        self,
+        actor_cls: type[A],
+        *,
+        name: str,
+        state: Any = None,
+        supervisor: SupervisorPolicy | None = None,
+        mailbox_size: int | None = None,
+    ) -> ActorRef[A]:
+        """Synchronous core of :meth:`spawn`: the actor's task starts soon after."""
+        runtime = self._runtime
+        task_group = runtime._require_running("spawn an actor")
+        if self._closed:
+            raise ActorStoppedError(name, f"scope {self.id!r} is closed")
+        validate_name(name)
+        if name in self._cells:
+            raise DuplicateActorNameError(name)
+        if not (isinstance(actor_cls, type) and issubclass(actor_cls, Actor)):
+            raise ActorDefinitionError(repr(actor_cls), "spawn takes a subclass of Actor")
+        size = runtime.mailbox_size if mailbox_size is None else mailbox_size
+        if size < 1:
+            raise ConfigurationError("mailbox_size", size, "an int >= 1")
+        state_cls = state_type(actor_cls)
+        state, state_bytes = _initial_state(actor_cls, name, state_cls, state)
+        cell = ActorCell(
+            actor_cls=actor_cls,
+            name=name,
+            scope=self,
+            state=state,
+            state_bytes=state_bytes,
+            state_cls=state_cls,
+            dispatch=dispatch_table(actor_cls),
+            policy=supervisor if supervisor is not None else runtime.supervisor,
+            mailbox_size=size,
+        )
+        ref: ActorRef[A] = ActorRef._create(cell)
+        cell.ref = ref
+        self._cells[name] = cell
+        runtime._live += 1
+        task_group.start_soon(cell.main, name=f"actor {name}")
+        if _log.enabled("info"):
+            logger.info("actor_spawned", actor=name, scope=self.id, type=actor_cls.__qualname__)
+        return ref
+
+    def get(self, name: str) -> ActorRef[Any] | None:
+        """The ref of the live actor called ``name`` in this scope, or None."""
+        cell = self._cells.get(name)
+        return None if cell is None else cell.ref
+
+    def __len__(self) -> int:
+        return len(self._cells)
+
+    def refs(self) -> list[ActorRef[Any]]:
+        """Refs of every live actor in the scope."""
+        return [cell.ref for cell in self._cells.values()]
+
+    async def aclose(self, *, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        """Stop every actor of the scope and wait for them; no more spawns.
+
+        Each actor first handles what is already in its mailbox; after
+        ``timeout`` seconds (or if this call is cancelled) the rest are
+        cancelled, and their pending asks fail with ActorStoppedError.
+        """
+        self._closed = True
+        await stop_cells(list(self._cells.values()), timeout)
+
+    def escalate(self, error: EscalationError) -> None:
+        """Called by an actor that used up its restart budget."""
+        self._on_escalate(error)
+
+    def forget(self, cell: ActorCell) -> None:
+        """Called by an actor's task as it ends."""
+        if self._cells.get(cell.name) is cell:
+            del self._cells[cell.name]
+        self._runtime._actor_ended()
+
+
+async def stop_cells(cells: list[ActorCell], timeout: float | None) -> None:  # noqa: ASYNC109
+    """Close the cells' mailboxes, let them drain for ``timeout``, then cancel them."""
+    if timeout is not None and all(cell.ends_when_closed for cell in cells):
+        timeout = None  # idle actors with nothing to run on the way out: no deadline
+    for cell in cells:
+        cell.mailbox.close()
+    try:
+        with anyio.move_on_after(timeout) if timeout is not None else nullcontext():
+            for cell in cells:
+                await cell.wait_done()
+    finally:
+        late = [cell for cell in cells if not cell.done]
+        for cell in late:
+            cell.cancel()
+        if late:
+            with anyio.CancelScope(shield=True):
+                for cell in late:
+                    await cell.wait_done()
+
+
+def _initial_state(
+    actor_cls: type[Actor], name: str, state_cls: Any, state: Any
+) -> tuple[Any, bytes]:
+    """The actor's starting state (a private copy) and its encoded bytes."""
+    if state_cls is NoneType:
+        if state is not None:
+            raise ConfigurationError(
+                "state", state, f"None: {actor_cls.__qualname__} declares no `state: Type`"
+            )
+        return None, NONE_BYTES
+    given = state is not None
+    if not given:
+        try:
+            state = state_cls()
+        except Exception as exc:
+            raise ActorDefinitionError(
+                actor_cls.__qualname__,
+                f"its state type {state_cls!r} cannot be built without arguments ({exc}); "
+                "give a default to every field or pass `state=` to spawn",
+            ) from exc
+    try:
+        data = encoder.encode(state)
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise EncodingError(f"state of actor {name!r}", str(exc)) from exc
+    if given:
+        # a decoded copy: the caller's object is never shared with the actor
+        try:
+            state = decoder_for(state_cls).decode(data)
+        except msgspec.ValidationError as exc:
+            raise ConfigurationError("state", state, f"a valid {state_cls!r} ({exc})") from exc
+    return state, data

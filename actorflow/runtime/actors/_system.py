@@ -1,0 +1,236 @@
+"""The ActorSystem: the kernel's runtime, owning one task group and every actor in it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+
+from actorflow import _log
+from actorflow.errors import (
+    ActorNotFoundError,
+    ConfigurationError,
+    EscalationError,
+    RuntimeNotRunningError,
+)
+from actorflow.runtime.actors._actor import Actor
+from actorflow.runtime.actors._scope import ActorScope, stop_cells
+from actorflow.runtime.actors._supervisor import SupervisorPolicy
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import TracebackType
+    from typing import Self
+
+    from actorflow.runtime.actors._ref import ActorRef
+
+__all__ = ["ActorSystem"]
+
+A = TypeVar("A", bound=Actor)
+logger = _log.get_logger("actorflow.runtime")
+
+
+class ActorSystem:
+    """Runs actors: ``async with Runtime() as runtime: ...``.
+
+    Every actor is a task in the runtime's one task group, so none outlives the
+    ``async with`` block. Leaving the block normally shuts down gracefully:
+    mailboxes close, actors handle what is queued and run ``on_stop``; those
+    still busy after ``shutdown_timeout`` seconds are cancelled. If an actor
+    spawned on the runtime escalates (its restart budget is used up), the block
+    is cancelled and exits raising :class:`~actorflow.errors.EscalationError`.
+
+    Args:
+        mailbox_size: default mailbox capacity of new actors.
+        supervisor: default supervisor policy of new actors.
+        shutdown_timeout: seconds actors get to drain at exit before cancellation.
+    """
+
+    def __init__(
+        self,
+        *,
+        mailbox_size: int = 256,
+        supervisor: SupervisorPolicy | None = None,
+        shutdown_timeout: float = 5.0,
+    ) -> None:
+        if mailbox_size < 1:
+            raise ConfigurationError("mailbox_size", mailbox_size, "an int >= 1")
+        if shutdown_timeout < 0:
+            raise ConfigurationError("shutdown_timeout", shutdown_timeout, "seconds >= 0")
+        self.mailbox_size = mailbox_size
+        self.supervisor = supervisor if supervisor is not None else SupervisorPolicy()
+        self.shutdown_timeout = shutdown_timeout
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._root = ActorScope(self, None, self._fail)
+        self._scopes: dict[str, ActorScope] = {}
+        self._failure: EscalationError | None = None
+        self._live = 0
+        self._idle: anyio.Event | None = None
+
+    # --- lifecycle -----------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        if self._task_group is not None:
+            raise RuntimeError("this Runtime is already running")
+        task_group = anyio.create_task_group()
+        await task_group.__aenter__()
+        self._task_group = task_group
+        logger.info("runtime_started")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        task_group = self._task_group
+        assert task_group is not None
+        shutdown_error: BaseException | None = None
+        if exc is None and self._failure is None:
+            try:
+                await self._drain()
+            except BaseException as error:  # cancelled (by an escalation or from outside)
+                shutdown_error = exc = error
+                exc_type, tb = type(error), error.__traceback__
+        self._task_group = None
+        self._root._closed = True
+        task_group.cancel_scope.cancel()  # whoever is still running past the deadline
+        try:
+            handled = await task_group.__aexit__(exc_type, exc, tb)
+        finally:
+            logger.info("runtime_stopped", failed=self._failure is not None)
+        if self._failure is not None:
+            raise self._failure
+        if shutdown_error is not None and not handled:
+            raise shutdown_error
+        # The task group only absorbs a cancellation of its own scope, which only
+        # an escalation causes (raised above): the body's exception, if any, goes on.
+
+    async def _drain(self) -> None:
+        cells = [cell for scope in self._all_scopes() for cell in scope._cells.values()]
+        for scope in self._all_scopes():
+            scope._closed = True
+        with anyio.move_on_after(self.shutdown_timeout):
+            for cell in cells:
+                cell.mailbox.close()
+            await self._wait_idle()
+
+    async def _wait_idle(self) -> None:
+        while self._live:
+            self._idle = anyio.Event()
+            await self._idle.wait()
+
+    def _actor_ended(self) -> None:
+        self._live -= 1
+        if self._live == 0 and self._idle is not None:
+            self._idle.set()
+
+    def _all_scopes(self) -> list[ActorScope]:
+        return [self._root, *self._scopes.values()]
+
+    def _require_running(self, action: str) -> anyio.abc.TaskGroup:
+        if self._task_group is None or self._failure is not None:
+            raise RuntimeNotRunningError(action)
+        return self._task_group
+
+    def _fail(self, error: EscalationError) -> None:
+        """An actor of the root scope escalated: the runtime fails as a whole."""
+        if self._failure is None:
+            self._failure = error
+            logger.error("runtime_failed", actor=error.actor, error=str(error))
+            if self._task_group is not None:
+                self._task_group.cancel_scope.cancel()
+
+    @property
+    def running(self) -> bool:
+        """Whether the runtime is inside its ``async with`` block and has not failed."""
+        return self._task_group is not None and self._failure is None
+
+    # --- actors ------------------------------------------------------------
+
+    async def spawn(
+        self,
+        actor_cls: type[A],
+        *,
+        name: str,
+        state: Any = None,
+        supervisor: SupervisorPolicy | None = None,
+        mailbox_size: int | None = None,
+    ) -> ActorRef[A]:
+        """Start an actor and return its ref; its ``on_start`` runs soon after.
+
+        Args:
+            actor_cls: the Actor subclass.
+            name: unique among the runtime's actors; letters, digits, ``-_.``.
+            state: the initial state (a private copy is made); default
+                ``StateType()``.
+            supervisor: overrides the runtime's default policy.
+            mailbox_size: overrides the runtime's default capacity.
+
+        Raises:
+            InvalidNameError: ``name`` is not a valid actor name.
+            DuplicateActorNameError: a live actor already has this name.
+            ActorDefinitionError: the class is declared wrongly.
+            RuntimeNotRunningError: outside ``async with Runtime()``.
+        """
+        return self._root.spawn_now(
+            actor_cls, name=name, state=state, supervisor=supervisor, mailbox_size=mailbox_size
+        )
+
+    def get(self, name: str) -> ActorRef[Any] | None:
+        """The ref of the live root-scope actor called ``name``, or None."""
+        return self._root.get(name)
+
+    def lookup(self, name: str) -> ActorRef[Any]:
+        """The ref of the live root-scope actor called ``name``.
+
+        Raises:
+            ActorNotFoundError: no live actor has that name.
+        """
+        ref = self._root.get(name)
+        if ref is None:
+            raise ActorNotFoundError(name)
+        return ref
+
+    async def stop(self, ref: ActorRef[Any], *, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        """Stop one actor and wait until it has stopped.
+
+        It handles the messages already queued and runs ``on_stop``; after
+        ``timeout`` seconds it is cancelled instead. Stopping a stopped actor
+        does nothing.
+        """
+        await stop_cells([ref._cell], timeout)
+
+    # --- scopes (for the workflow engine) ------------------------------------
+
+    def _open_scope(
+        self, scope_id: str, *, on_escalate: Callable[[EscalationError], None]
+    ) -> ActorScope:
+        """Open a scope for a workflow run: its own actor names, its own escalation.
+
+        An actor of the scope that uses up its restart budget calls
+        ``on_escalate`` (synchronously, from the actor's task) instead of failing
+        the runtime. ``await scope.aclose()`` stops its actors and forgets it.
+
+        Raises:
+            ConfigurationError: a scope with this id is open.
+            RuntimeNotRunningError: outside ``async with Runtime()``.
+        """
+        self._require_running("open a scope")
+        if scope_id in self._scopes:
+            raise ConfigurationError("scope_id", scope_id, "an id no open scope has")
+        scope = _RunScope(self, scope_id, on_escalate)
+        self._scopes[scope_id] = scope
+        return scope
+
+
+class _RunScope(ActorScope):
+    """A scope that leaves the runtime's table once closed."""
+
+    async def aclose(self, *, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        try:
+            await super().aclose(timeout=timeout)
+        finally:
+            if self.id is not None and self._runtime._scopes.get(self.id) is self:
+                del self._runtime._scopes[self.id]

@@ -1,0 +1,216 @@
+"""The checkpoint actor: writes each run's snapshots off the run's path.
+
+A run hands over a snapshot already built from its records (so capture costs
+the run only building a frozen struct); requests that queue up while a write
+is in flight coalesce into the newest one. The actor writes a snapshot at log
+position ``p`` only after the log is durable through ``p``; encoding,
+compression, checksums and the store's I/O all happen here. The one
+exception is a run's final snapshot, which the run waits for anyway: with
+nothing of the run queued, the run's own task writes it (``write_last``), the
+same way. A failed write is reported (``checkpoint_failed``) and never stops
+the run.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import msgspec
+
+from actorflow._log import get_logger
+from actorflow.runtime.actors._actor import Actor, handler
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from actorflow.storage import LogWriter, RunManifest, Snapshot, Store
+
+    Update = Callable[[RunManifest], RunManifest]
+
+__all__ = ["CheckpointQueue", "Checkpointer"]
+
+_log = get_logger("actorflow.checkpoint")
+
+
+_KEPT = frozenset({"phase_end", "completed", "failed", "paused", "cancelled"})
+"""Triggers whose snapshots are never replaced by a newer one: phase ends and
+final states stay available to fork from and to inspect."""
+
+
+class CheckpointQueue:
+    """One run's snapshots waiting to be written.
+
+    A newer request replaces a waiting one, unless the waiting one marks a
+    phase end (or the run's final state) at an earlier position: those stay
+    to fork from and inspect. A request at the position of the previous one
+    adds nothing and is dropped (a phase start right after a phase end), unless
+    it is a phase end or a final state, which then replaces the waiting one.
+    """
+
+    def __init__(self, *, store: Store, writer: LogWriter, emit: Callable[..., None]) -> None:
+        self.store = store
+        self.writer = writer
+        self.emit = emit
+        self.pending: list[Snapshot] = []
+        self.written = 0
+        self.failed = 0
+        self.bytes_written = 0
+        self.write_seconds = 0.0
+        self.last_error: BaseException | None = None
+        self.applied: set[str] = set()
+        """Ids of written snapshots whose manifest ``update`` was applied with them."""
+        self._updates: dict[str, Update] = {}
+        self._last_position = -1
+        self._draining = False
+        # made only when someone waits for a drain in progress
+        self._idle: anyio.Event | None = None
+
+    def offer(
+        self, snapshot: Snapshot, send: Callable[[Any], None], *, update: Update | None = None
+    ) -> None:
+        """Queue ``snapshot``, coalescing with a waiting one where that loses nothing.
+
+        ``update`` goes to the store with the snapshot: a change to the run's
+        manifest made in the same write that lists it (the run's final status).
+        Whether it was applied shows in ``applied`` once the queue is idle.
+        """
+        if update is not None:
+            self._updates[snapshot.snapshot_id] = update
+        if snapshot.position == self._last_position and snapshot.trigger not in _KEPT:
+            return
+        self._last_position = snapshot.position
+        last = self.pending[-1] if self.pending else None
+        if last is not None and (last.trigger not in _KEPT or last.position == snapshot.position):
+            # a newer view of the same position holds all the older one did
+            self.pending[-1] = snapshot
+        else:
+            self.pending.append(snapshot)
+        if not self._draining:
+            self._draining = True
+            send(_Drain(self))
+
+    async def write_last(
+        self, snapshot: Snapshot, send: Callable[[Any], None], update: Update
+    ) -> None:
+        """Write a run's final snapshot (with its manifest ``update``) and wait for it.
+
+        With nothing of the run queued or being written, the waiting caller
+        writes it itself (the same write, events and counts, without two
+        trips through the checkpoint actor); otherwise it queues behind the rest.
+        """
+        if self._draining:
+            self.offer(snapshot, send, update=update)
+            await self.wait_idle()
+            return
+        self._last_position = snapshot.position
+        self._updates[snapshot.snapshot_id] = update
+        self._draining = True  # what is asked for meanwhile waits in `pending`
+        try:
+            await self.write(snapshot)
+        finally:
+            self._draining = False
+        if self.pending:
+            self._draining = True
+            send(_Drain(self))
+            await self.wait_idle()
+
+    async def wait_idle(self) -> None:
+        """Wait until every queued snapshot was written (or failed)."""
+        if self._draining:
+            if self._idle is None:
+                self._idle = anyio.Event()
+            await self._idle.wait()
+
+    def _take(self) -> Snapshot | None:
+        if self.pending:
+            return self.pending.pop(0)
+        self._draining = False
+        idle, self._idle = self._idle, None
+        if idle is not None:
+            idle.set()
+        return None
+
+    async def write(self, snapshot: Snapshot) -> int | None:
+        """Write ``snapshot`` once the log is durable through it; its stored size, or None.
+
+        A failure is counted and reported (``checkpoint_failed``), never raised.
+        """
+        started = time.perf_counter()
+        try:
+            # Never a snapshot ahead of the durable log it summarises.
+            await self.writer.flush(snapshot.position)
+            update = self._updates.pop(snapshot.snapshot_id, None)
+            if update is None:
+                info = await self.store.write_snapshot(snapshot)
+            else:
+                info = await self.store.write_snapshot(snapshot, update=update)
+                self.applied.add(snapshot.snapshot_id)
+        except Exception as exc:
+            self.failed += 1
+            self.last_error = exc
+            self.emit(
+                "checkpoint_failed",
+                snapshot_id=snapshot.snapshot_id,
+                position=snapshot.position,
+                error=f"{type(exc).__name__}: {exc}",
+                level="warning",
+            )
+            return None
+        self.written += 1
+        self.bytes_written += info.stored_size
+        self.write_seconds += time.perf_counter() - started
+        self.emit(
+            "checkpoint_saved",
+            snapshot_id=info.snapshot_id,
+            position=info.position,
+            trigger=snapshot.trigger,
+            phase=snapshot.phase,
+            size=info.stored_size,
+            raw_size=info.raw_size,
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+        return info.stored_size
+
+
+class _Drain:
+    __slots__ = ("queue",)
+
+    def __init__(self, queue: CheckpointQueue) -> None:
+        self.queue = queue
+
+
+class CheckpointStats(msgspec.Struct):
+    """What the checkpoint actor has done since it started."""
+
+    written: int = 0
+    failed: int = 0
+    bytes_written: int = 0
+
+
+class Checkpointer(Actor):
+    """Writes snapshots for every run of its runtime."""
+
+    __actorflow_name__ = "actorflow.Checkpointer"
+    role = "checkpointer"
+    state: CheckpointStats
+
+    @handler(_Drain)
+    async def drain(self, request: _Drain) -> None:
+        queue = request.queue
+        try:
+            while (snapshot := queue._take()) is not None:
+                await self._write(queue, snapshot)
+        except BaseException:
+            queue.pending.clear()
+            queue._take()
+            raise
+
+    async def _write(self, queue: CheckpointQueue, snapshot: Snapshot) -> None:
+        size = await queue.write(snapshot)
+        if size is None:
+            self.state.failed += 1
+        else:
+            self.state.written += 1
+            self.state.bytes_written += size

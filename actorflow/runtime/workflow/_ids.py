@@ -1,0 +1,176 @@
+"""Step ids, issued synchronously as paths, and what a handler can learn of its step.
+
+A step id is ``<namespace>/<counter>``. The top-level namespace is empty, so a
+run's first steps are ``0``, ``1``...; a phase opens ``<parent>/<name>.<n>``
+(its ``n``-th call in the parent) and a retried phase ``...@<attempt>``.
+Because an id is issued by the call that creates the step, before any task
+runs, concurrent steps and phases get the same ids on every run, whichever
+order the event loop starts them in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from actorflow.errors import EncodingError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType
+
+__all__ = [
+    "Namespace",
+    "StepInfo",
+    "args_hash",
+    "call_site",
+    "current_step",
+    "message_hash",
+    "value_hash",
+]
+
+
+class Namespace:
+    """Counters of one phase attempt (or of the run's top level)."""
+
+    __slots__ = ("_counter", "_occurrences", "failed_sends", "path", "pending", "sends")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._counter = 0
+        self._occurrences: dict[str, int] = {}
+        # steps issued here and not yet awaited, by id, for the end-of-phase check
+        self.pending: dict[str, object] = {}
+        # `ctx.send`s whose handling is still being recorded, and their failures:
+        # the phase ends only when every one is recorded
+        self.sends: list[Any] = []
+        self.failed_sends: list[BaseException] = []
+
+    def next_step(self) -> str:
+        """Issue the next step id in this namespace."""
+        n = self._counter
+        self._counter = n + 1
+        return f"{self.path}/{n}" if self.path else str(n)
+
+    def peek_step(self) -> str:
+        """The id ``next_step`` would issue, without issuing it."""
+        n = self._counter
+        return f"{self.path}/{n}" if self.path else str(n)
+
+    def next_phase(self, name: str) -> str:
+        """Issue the id of the next call of phase ``name`` in this namespace."""
+        n = self._occurrences.get(name, 0)
+        self._occurrences[name] = n + 1
+        return f"{self.path}/{name}.{n}" if self.path else f"{name}.{n}"
+
+
+class StepInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """What a handler learns of the step it serves (``current_step()``).
+
+    ``key`` is the step's idempotency key: the same when the step runs again
+    after a crash or a retry, so handlers can make external effects idempotent.
+    """
+
+    run_id: str
+    step_id: str
+    key: str
+    attempt: int = 1
+
+
+class _StepMeta:
+    """Travels with a step's message; the engine reads metrics and milestones back."""
+
+    __slots__ = ("info", "metrics", "milestone", "progress")
+
+    def __init__(
+        self,
+        info: StepInfo,
+        milestone: Callable[[bytes], Any],
+        progress: bytes | None,
+    ) -> None:
+        self.info = info
+        self.metrics: dict[str, float] = {}
+        self.milestone = milestone
+        self.progress = progress
+
+
+_fallback: ContextVar[_StepMeta | None] = ContextVar("actorflow_step", default=None)
+
+
+def _meta() -> _StepMeta | None:
+    from actorflow.runtime.actors._actor import current_message_meta
+
+    meta = current_message_meta()
+    return meta if isinstance(meta, _StepMeta) else _fallback.get()
+
+
+def current_step() -> StepInfo | None:
+    """The step the running handler serves, or ``None`` outside a workflow step."""
+    meta = _meta()
+    return meta.info if meta is not None else None
+
+
+def args_hash(kind: str, target: str | None, payload: bytes) -> str:
+    """A short digest of what a step was asked to do, checked on replay."""
+    h = hashlib.blake2b(payload, digest_size=12)
+    h.update(kind.encode())
+    if target is not None:
+        h.update(target.encode())
+    return h.hexdigest()
+
+
+_encode_message = msgspec.msgpack.Encoder().encode
+_blake2b = hashlib.blake2b
+# (message class, kind, target) -> the bytes hashed after the message's own;
+# bounded: agent names can be as many as runs
+_suffixes: dict[tuple[type, str, str], bytes] = {}
+
+
+def message_hash(kind: str, target: str, message: object) -> str:
+    """``args_hash`` of a message step: its MessagePack, class name, kind and target.
+
+    The same digest as ``args_hash(kind, target, payload + qualname)``, with
+    the constant tail cached: every step, live or replayed, pays for this.
+    """
+    cls = type(message)
+    try:
+        payload = _encode_message(message)
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise EncodingError(f"message {cls.__qualname__}", str(exc)) from exc
+    key = (cls, kind, target)
+    suffix = _suffixes.get(key)
+    if suffix is None:
+        if len(_suffixes) >= 4096:
+            _suffixes.clear()
+        suffix = _suffixes[key] = cls.__qualname__.encode() + kind.encode() + target.encode()
+    return _blake2b(payload + suffix, digest_size=12).hexdigest()
+
+
+_value_hashes: dict[str, str] = {}
+
+
+def value_hash(kind: str) -> str:
+    """``args_hash`` of a value step (``now``, ``random``...), which has no arguments."""
+    digest = _value_hashes.get(kind)
+    if digest is None:
+        digest = _value_hashes[kind] = args_hash(kind, None, b"")
+    return digest
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def call_site() -> str:
+    """``file:line`` of the nearest caller outside actorflow, for error messages."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(_PACKAGE):
+            return f"{filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<unknown>"

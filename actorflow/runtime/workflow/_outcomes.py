@@ -1,0 +1,82 @@
+"""Run manifests as the runtime writes and reads them: new, taken over, finished."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+import msgspec
+
+from actorflow.errors import RunFailedError, RunNotFinishedError, RunPaused
+from actorflow.runtime.actors._registry import class_name, lookup
+from actorflow.runtime.workflow._execution import run_signature
+from actorflow.runtime.workflow._recorder import decode, encode
+from actorflow.storage import ErrorInfo, RunManifest, RunStatus
+
+__all__ = ["decode_result", "finished_error", "new_manifest", "taken"]
+
+
+def new_manifest(
+    workflow: type[Any], input: Any, *, run_id: str, owner: str, code_version: str | None
+) -> RunManifest:
+    """The manifest of a run about to start: already running, owned by ``owner``."""
+    data = encode(input, "workflow input")
+    now = time.time()
+    return RunManifest(
+        run_id=run_id,
+        workflow=class_name(workflow),
+        input=data,
+        input_hash=hashlib.sha256(data).hexdigest(),
+        code_version=code_version,
+        created=now,
+        updated=now,
+        owner=owner,
+    )
+
+
+def taken(m: RunManifest, *, owner: str, limit: int | None) -> RunManifest:
+    """``m`` as taken over by ``owner``: one write for status, owner and attempt.
+
+    With ``limit`` (a recovery) the attempt counts; past the limit the run is
+    marked failed instead.
+    """
+    now = time.time()
+    if limit is None:
+        return msgspec.structs.replace(m, status=RunStatus.RUNNING, owner=owner, updated=now)
+    attempt = m.attempt + 1
+    if attempt > limit:
+        reason = f"{attempt - 1} recovery attempts failed (max_recovery_attempts={limit})"
+        error = ErrorInfo(type="RecoveryFailedError", message=reason)
+        return msgspec.structs.replace(
+            m, attempt=attempt, status=RunStatus.FAILED, error=error, owner=None, updated=now
+        )
+    return msgspec.structs.replace(
+        m, attempt=attempt, status=RunStatus.RUNNING, owner=owner, updated=now
+    )
+
+
+def decode_result(manifest: RunManifest, workflow: type[Any] | None = None) -> Any:
+    """A completed run's result, typed by its orchestrator's ``run`` when the class is known."""
+    if workflow is None:
+        try:
+            workflow = lookup(manifest.workflow)
+        except LookupError:
+            workflow = None
+    result_type = run_signature(workflow)[1] if workflow is not None else Any
+    return decode(manifest.result or b"\xc0", result_type, f"result of run {manifest.run_id}")
+
+
+def finished_error(manifest: RunManifest) -> BaseException:
+    """What waiting on a run that is not completed raises: paused, failed or not finished."""
+    run_id = manifest.run_id
+    if manifest.status is RunStatus.PAUSED:
+        return RunPaused(run_id, manifest.prompt or "")
+    if manifest.status in (RunStatus.FAILED, RunStatus.CANCELLED):
+        error = manifest.error
+        return RunFailedError(
+            run_id,
+            error.type if error else str(manifest.status),
+            error.message if error else f"the run was {manifest.status}",
+        )
+    return RunNotFinishedError(run_id, str(manifest.status))

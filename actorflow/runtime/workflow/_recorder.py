@@ -1,0 +1,282 @@
+"""One live run's bookkeeping: records into the log and the view, flush policy, triggers.
+
+Every step of a run ends here as a record. The recorder appends it to the
+run's ``LogWriter`` (durable by the durability mode's rule), applies it to the
+``RunView`` (so replay lookups and snapshots see it at once) and asks the
+checkpoint actor for a snapshot when a trigger fires.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import msgspec
+
+from actorflow._log import get_logger
+from actorflow.runtime.actors._registry import class_name
+from actorflow.runtime.workflow._config import Durability, RuntimeConfig
+from actorflow.storage import StateRef, StepRecord
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from anyio.abc import TaskGroup
+
+    from actorflow.runtime.workflow._replay import RunView
+    from actorflow.storage import LogRecord, LogWriter, Snapshot, Store
+
+__all__ = ["INLINE_STATE_BYTES", "Recorder", "Turnstile"]
+
+INLINE_STATE_BYTES = 4096
+"""States up to this size travel inside their step record instead of a blob."""
+
+_log = get_logger("actorflow.run")
+
+
+class _Blob:
+    __slots__ = ()
+
+
+_BLOB = _Blob()
+"""``Recorder.inline_state_ref``'s answer for a state that must be stored as a blob."""
+
+
+class Turnstile:
+    """Orders one agent's step records by the order its messages were delivered.
+
+    Replies wake their waiters in whatever order the event loop picks (trio
+    picks at random), but each record carries the agent's state after that
+    message, so records must reach the log in the agent's handling order:
+    ticket ``t`` is recorded only after every earlier ticket was released.
+    """
+
+    __slots__ = ("_changed", "_done", "_next", "_serving")
+
+    def __init__(self) -> None:
+        self._next = 0
+        self._serving = 0
+        self._done: set[int] = set()
+        # made only when someone must wait: most records are in order already
+        self._changed: anyio.Event | None = None
+
+    def take(self) -> int:
+        """A ticket for a message about to be delivered (in delivery order)."""
+        ticket = self._next
+        self._next = ticket + 1
+        return ticket
+
+    def ready(self, ticket: int) -> bool:
+        """Whether every ticket before ``ticket`` was released (``wait`` would not block)."""
+        return self._serving >= ticket
+
+    async def wait(self, ticket: int) -> None:
+        """Wait until every ticket before ``ticket`` was released."""
+        while self._serving < ticket:
+            if self._changed is None:
+                self._changed = anyio.Event()
+            await self._changed.wait()
+
+    def release(self, ticket: int) -> None:
+        """Done with ``ticket`` (recorded, failed over to a retry, or abandoned)."""
+        self._done.add(ticket)
+        advanced = False
+        while self._serving in self._done:
+            self._done.remove(self._serving)
+            self._serving += 1
+            advanced = True
+        if advanced and self._changed is not None:
+            changed, self._changed = self._changed, None
+            changed.set()
+
+
+class Recorder:
+    """Appends a run's records, keeps its view current and fires snapshot triggers."""
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        store: Store,
+        writer: LogWriter,
+        view: RunView,
+        config: RuntimeConfig,
+        task_group: TaskGroup,
+        request_snapshot: Callable[[Snapshot], None],
+        emit: Callable[..., None],
+    ) -> None:
+        self.run_id = run_id
+        self.store = store
+        self.writer = writer
+        self.view = view
+        self.config = config
+        self.durability = config.durability
+        self.task_group = task_group
+        self._request_snapshot = request_snapshot
+        self.emit = emit
+        self._last_snapshot_at = time.monotonic()
+        # Encoded state last recorded per agent, to record a state only when it changed.
+        self.last_state: dict[str, bytes] = {}
+        self.agent_types: dict[str, str] = {}
+        self._turnstiles: dict[str, Turnstile] = {}
+
+    def turnstile(self, agent: str) -> Turnstile:
+        """The record-ordering turnstile of ``agent``."""
+        turnstile = self._turnstiles.get(agent)
+        if turnstile is None:
+            turnstile = self._turnstiles[agent] = Turnstile()
+        return turnstile
+
+    # --- records -----------------------------------------------------------
+
+    def record(self, record: LogRecord) -> int:
+        """Append ``record`` (buffered) and take it into the view; return its position."""
+        position = self.writer.add(record)
+        if isinstance(record, StepRecord):
+            before = self._confidence(record.target)
+            self.view.apply(record)
+            trigger = self._trigger(record, before)
+            if trigger is not None:
+                self.snapshot(trigger)
+        else:
+            self.view.apply(record)
+        return position
+
+    async def flush(self) -> None:
+        """Make every record so far durable (one shared fsync for all waiters)."""
+        await self.writer.flush()
+
+    async def output_barrier(self) -> None:
+        """Flush before something that depends on earlier records leaves the orchestrator."""
+        if self.durability is not Durability.PHASE:
+            await self.writer.flush()
+
+    def barrier_needed(self) -> bool:
+        """Whether ``output_barrier`` has anything to flush (checked without awaiting)."""
+        writer = self.writer
+        return self.durability is not Durability.PHASE and writer.position > writer.durable
+
+    async def after_step(self) -> None:
+        """In ``sync`` mode a step's record is durable before its result is seen."""
+        if self.durability is Durability.SYNC:
+            await self.writer.flush()
+
+    # --- agent states ------------------------------------------------------
+
+    def inline_state_ref(self, agent: str, agent_type: str, data: bytes) -> StateRef | _Blob | None:
+        """``state_ref`` when it needs no I/O; ``_BLOB`` when ``data`` must go to a blob."""
+        if self.last_state.get(agent) == data:
+            return None
+        if len(data) > INLINE_STATE_BYTES:
+            return _BLOB
+        self.last_state[agent] = data
+        self.agent_types[agent] = agent_type
+        return StateRef(agent=agent, type=agent_type, data=data)
+
+    async def state_ref(self, agent: str, agent_type: str, data: bytes) -> StateRef | None:
+        """A reference to ``data`` as ``agent``'s new state, or ``None`` if unchanged."""
+        if self.last_state.get(agent) == data:
+            return None
+        self.last_state[agent] = data
+        self.agent_types[agent] = agent_type
+        if len(data) <= INLINE_STATE_BYTES:
+            return StateRef(agent=agent, type=agent_type, data=data)
+        # The blob must be durable before any record that points at it.
+        blob = await self.store.put_blob(self.run_id, data)
+        return StateRef(agent=agent, type=agent_type, blob=blob)
+
+    def note_agent(self, name: str, cls: type[Any], role: str) -> None:
+        """Remember an agent's type and role (the view reads evaluators' confidence)."""
+        self.agent_types[name] = class_name(cls)
+        self.view.roles[name] = role
+
+    # --- snapshots ---------------------------------------------------------
+
+    def snapshot(self, trigger: str) -> None:
+        """Ask the checkpoint actor for a snapshot at the current position."""
+        self._last_snapshot_at = time.monotonic()
+        self._request_snapshot(self.view.snapshot(trigger))
+
+    def _confidence(self, agent: str | None) -> float | None:
+        snap = self.view.agents.get(agent or "")
+        return snap.confidence if snap is not None else None
+
+    def _trigger(self, record: StepRecord, confidence_before: float | None) -> str | None:
+        """Which snapshot trigger (if any) this step record fires."""
+        t = self.config.triggers
+        role = self.view.roles.get(record.target or "")
+        if record.error is not None and t.on_error:
+            return "error"
+        if record.kind == "ask" and role == "evaluator":
+            if t.on_evaluation:
+                return "evaluation"
+            if self._crossed(confidence_before, self._confidence(record.target)):
+                return "confidence"
+        if record.kind == "ask" and role == "specialist" and t.on_specialist_done:
+            return "specialist_done"
+        if t.every_steps and self.view.steps_since_snapshot >= t.every_steps:
+            return "steps"
+        if t.every_seconds is not None and (
+            time.monotonic() - self._last_snapshot_at >= t.every_seconds
+        ):
+            return "interval"
+        if (
+            t.memory_bytes is not None
+            and self.view.position % 64 == 0
+            and _peak_memory() >= t.memory_bytes
+        ):
+            return "memory"
+        return None
+
+    def _crossed(self, before: float | None, after: float | None) -> bool:
+        threshold = self.config.triggers.confidence_threshold
+        if threshold is None or after is None:
+            return False
+        return before is None or (before >= threshold) != (after >= threshold)
+
+
+def _peak_memory() -> int:
+    # ru_maxrss is KiB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+_encoder = msgspec.msgpack.Encoder()
+
+
+def encode(value: object, what: str, detail: str | None = None) -> bytes:
+    """MessagePack bytes of a user value, or a clear ``EncodingError``.
+
+    ``what`` (and ``detail``, appended to it) name the value in the error.
+    """
+    try:
+        return _encoder.encode(value)
+    except (TypeError, msgspec.EncodeError) as exc:
+        from actorflow.errors import EncodingError
+
+        raise EncodingError(what if detail is None else f"{what} {detail}", str(exc)) from exc
+
+
+_decoders: dict[Any, msgspec.msgpack.Decoder[Any]] = {}
+
+
+def decode(data: bytes, type_: Any, what: str, detail: str | None = None) -> Any:
+    """A user value from MessagePack bytes, typed as ``type_``.
+
+    ``what`` (and ``detail``, appended to it) name the value in an error: the
+    message is only built when one is raised.
+    """
+    try:
+        try:
+            decoder = _decoders.get(type_)
+        except TypeError:  # an unhashable type annotation: no cache
+            return msgspec.msgpack.decode(data, type=type_)
+        if decoder is None:
+            decoder = _decoders[type_] = msgspec.msgpack.Decoder(type_)
+        return decoder.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        from actorflow.errors import CorruptedDataError
+
+        label = what if detail is None else f"{what} {detail}"
+        raise CorruptedDataError(label, f"does not decode as {type_!r}: {exc}") from exc

@@ -1,0 +1,383 @@
+"""The public ``Runtime``: actors (from the core) plus durable workflow runs."""
+
+from __future__ import annotations
+
+import collections
+import functools
+import os
+import socket
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import msgspec
+
+from actorflow._log import get_logger
+from actorflow.errors import (
+    ActorflowError,
+    RecoveryFailedError,
+    RunInputMismatchError,
+    RunLockedError,
+    RunNotFinishedError,
+    RunNotFoundError,
+)
+from actorflow.runtime.actors._registry import class_name, lookup, register
+from actorflow.runtime.actors._system import ActorSystem
+from actorflow.runtime.workflow._attempt import drive_in_background
+from actorflow.runtime.workflow._checkpointer import Checkpointer
+from actorflow.runtime.workflow._config import RuntimeConfig
+from actorflow.runtime.workflow._fork import answer_input, copy_for_fork
+from actorflow.runtime.workflow._handle import RunHandle
+from actorflow.runtime.workflow._outcomes import decode_result, finished_error, new_manifest, taken
+from actorflow.runtime.workflow._pruning import Pruner
+from actorflow.storage import (
+    RunManifest,
+    RunStatus,
+    Store,
+    validate_run_id,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Self
+
+    from actorflow.runtime.actors._ref import ActorRef
+
+__all__ = ["Runtime"]
+
+_log = get_logger("actorflow.runtime")
+
+_ORPHANS = (RunStatus.RUNNING, RunStatus.INTERRUPTED)
+KEPT_FINISHED_HANDLES = 1000
+"""How many finished runs' handles a runtime keeps (live runs' handles are all kept)."""
+
+
+class Runtime(ActorSystem):
+    """Runs actors and durable workflow runs: ``async with Runtime(store=...) as rt``.
+
+    Args:
+        store: where runs live: a ``Store``, a folder path, or ``s3://bucket/prefix``;
+            default ``$ACTORFLOW_STORE`` or ``./.actorflow``. Only workflow runs
+            touch it: a runtime used for plain actors never opens it.
+        config: workflow options (durability, triggers, retention, retries...);
+            default ``RuntimeConfig.from_env()``.
+        mailbox_size, supervisor, shutdown_timeout: see the actor runtime.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: Store | str | os.PathLike[str] | None = None,
+        config: RuntimeConfig | None = None,
+        **actor_options: Any,
+    ) -> None:
+        super().__init__(**actor_options)
+        self._store_spec = store
+        self._store: Store | None = store if isinstance(store, Store) else None
+        self.config = config if config is not None else RuntimeConfig.from_env()
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._handles: dict[str, RunHandle] = {}
+        self._finished: collections.deque[RunHandle] = collections.deque()
+        self._checkpointer: ActorRef[Checkpointer] | None = None
+        self._pruner = Pruner()
+
+    @property
+    def store(self) -> Store:
+        """The store runs live in (opened on first use)."""
+        if self._store is None:
+            spec = self._store_spec or os.environ.get("ACTORFLOW_STORE") or ".actorflow"
+            assert not isinstance(spec, Store)
+            from actorflow.storage._open import open_store
+
+            self._store = open_store(os.fspath(spec))
+        return self._store
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        try:
+            if exc_info[1] is None and self._pruner.pending:
+                # let retention finish what finished runs started, within the deadline
+                with anyio.move_on_after(self.shutdown_timeout):
+                    await self._pruner.wait()
+            await super().__aexit__(*exc_info)
+        finally:
+            if self._store is not None and not isinstance(self._store_spec, Store):
+                with anyio.CancelScope(shield=True):
+                    await self._store.aclose()
+
+    def _checkpointer_ref(self) -> ActorRef[Checkpointer]:
+        if self._checkpointer is None or not self._checkpointer.alive:
+            self._checkpointer = self._root.spawn_now(
+                Checkpointer, name="actorflow.checkpointer", mailbox_size=1_000_000
+            )
+        return self._checkpointer
+
+    # --- starting runs -------------------------------------------------------
+
+    async def run(
+        self, workflow: type[Any], input: Any = None, *, run_id: str | None = None
+    ) -> Any:
+        """Run ``workflow`` on ``input`` to the end and return its result.
+
+        With the id of an existing run: a completed run's stored result comes
+        back; an orphaned one resumes; a paused one raises ``RunPaused``.
+
+        Raises:
+            RunPaused: the run waits for input (``resume`` it).
+            RunFailedError: the run failed; the cause is chained.
+            RunLockedError: another live process owns the run.
+            RunInputMismatchError: ``run_id`` exists with a different input.
+        """
+        handle = await self.start(workflow, input, run_id=run_id)
+        return await handle.result()
+
+    async def start(
+        self, workflow: type[Any], input: Any = None, *, run_id: str | None = None
+    ) -> RunHandle:
+        """Start a run in the background and return its handle.
+
+        The run is recorded in the store before any of its code runs. See
+        :meth:`run` for what an existing ``run_id`` does.
+        """
+        register(workflow)
+        run_id = validate_run_id(run_id) if run_id is not None else uuid.uuid4().hex
+        manifest = new_manifest(
+            workflow, input, run_id=run_id, owner=self.owner, code_version=self.config.code_version
+        )
+        stored, created = await self.store.create_run(manifest)
+        if not created:
+            return await self._existing(workflow, stored, manifest.input_hash)
+        return await self._launch(workflow, stored, fresh=True)
+
+    async def _existing(
+        self, workflow: type[Any], stored: RunManifest, input_hash: str
+    ) -> RunHandle:
+        if stored.input_hash != input_hash:
+            raise RunInputMismatchError(stored.run_id)
+        live = self._handles.get(stored.run_id)
+        if live is not None and not live.done:
+            return live
+        if stored.status in _ORPHANS:
+            if await self.store.is_owned(stored.run_id):
+                raise RunLockedError(stored.run_id, stored.owner)
+            return await self._launch(workflow, stored)
+        handle = RunHandle(stored.run_id, stored.workflow)
+        if stored.status is RunStatus.COMPLETED:
+            handle._finish(stored.status, result=decode_result(stored, workflow))
+        else:
+            handle._finish(stored.status, error=finished_error(stored))
+        return handle
+
+    async def _launch(
+        self,
+        workflow: type[Any],
+        manifest: RunManifest,
+        *,
+        fresh: bool = False,
+        recovering: bool = False,
+    ) -> RunHandle:
+        """Take the run, mark it running (counting a recovery attempt), drive it."""
+        task_group = self._require_running("start a run")
+        lease = await self.store.claim(manifest.run_id, self.owner)
+        if not fresh:  # a new run's manifest was created running, with this owner
+            limit = self.config.max_recovery_attempts if recovering else None
+            try:
+                manifest = await self.store.update_run(
+                    manifest.run_id, functools.partial(taken, owner=self.owner, limit=limit)
+                )
+            except BaseException:
+                await self.store.release(lease)
+                raise
+            if manifest.status is RunStatus.FAILED:
+                await self.store.release(lease)
+                assert manifest.error is not None
+                raise RecoveryFailedError(manifest.run_id, manifest.error.message)
+        handle = RunHandle(manifest.run_id, manifest.workflow)
+        self._handles[manifest.run_id] = handle
+        task_group.start_soon(drive_in_background, self, handle, manifest, workflow, lease, fresh)
+        return handle
+
+    def _retire(self, handle: RunHandle) -> None:
+        """Keep a finished run's handle among the newest few; a service runs for long."""
+        self._finished.append(handle)
+        while len(self._finished) > KEPT_FINISHED_HANDLES:
+            old = self._finished.popleft()
+            if self._handles.get(old.run_id) is old:
+                del self._handles[old.run_id]
+
+    # --- recovery ------------------------------------------------------------
+
+    async def recover(
+        self,
+        run_id: str | None = None,
+        *,
+        on_start: Callable[[RunHandle], object] | None = None,
+    ) -> dict[str, Any]:
+        """Resume orphaned runs (running or interrupted, no live owner).
+
+        Returns ``{run_id: result}`` for every run that finishes. A run that
+        pauses or fails is left in that state (see ``runs()``); one that has
+        failed to recover ``max_recovery_attempts`` times is marked failed.
+        ``on_start`` is called with each resumed run's handle as it starts,
+        to follow its events (progress displays do).
+
+        Raises:
+            RunNotFoundError: ``run_id`` is given and unknown.
+        """
+        if run_id is not None:
+            manifests = [await self.store.read_run(validate_run_id(run_id))]
+        else:
+            manifests = await self.store.list_runs(status=list(_ORPHANS))
+        results: dict[str, Any] = {}
+
+        async def one(m: RunManifest) -> None:
+            try:
+                results[m.run_id] = await self._recover_one(m, on_start)
+            except RunLockedError:
+                pass  # a live process owns it: not an orphan after all
+            except ActorflowError as exc:
+                # one run that cannot be recovered (paused again, failed, its
+                # class not imported) never stops the others
+                _log.warning("run_not_recovered", run_id=m.run_id, error=str(exc))
+
+        async with anyio.create_task_group() as tg:
+            for m in manifests:
+                if m.status in _ORPHANS:
+                    # taking the run (its lock or lease) is what tells an orphan
+                    # from a run a live process owns
+                    tg.start_soon(one, m)
+        return results
+
+    async def _recover_one(
+        self, manifest: RunManifest, on_start: Callable[[RunHandle], object] | None
+    ) -> Any:
+        workflow = lookup(manifest.workflow)
+        handle = await self._launch(workflow, manifest, recovering=True)
+        if on_start is not None:
+            on_start(handle)
+        timeout = self.config.recovery_timeout
+        if timeout is None:
+            return await handle.result()
+        with anyio.move_on_after(timeout) as scope:
+            return await handle.result()
+        if scope.cancelled_caught:
+            handle.cancel()
+            await handle.wait()
+            await self.store.update_run(
+                manifest.run_id, lambda m: msgspec.structs.replace(m, status=RunStatus.INTERRUPTED)
+            )
+            raise RecoveryFailedError(
+                manifest.run_id, f"did not finish within recovery_timeout={timeout}s"
+            )
+        return None
+
+    # --- pause, resume, fork, cancel -----------------------------------------
+
+    async def resume(self, run_id: str, response: str) -> Any:
+        """Answer a paused run's ``wait_for_input`` and run it on to the end.
+
+        Raises:
+            RunNotFoundError: no such run.
+            RunNotFinishedError: the run is not paused (its status says why).
+        """
+        manifest = await self.store.read_run(validate_run_id(run_id))
+        if manifest.status is not RunStatus.PAUSED:
+            raise RunNotFinishedError(run_id, f"{manifest.status}, not paused")
+        workflow = lookup(manifest.workflow)
+        lease = await self.store.claim(run_id, self.owner)
+        try:
+            await answer_input(self.store, run_id, response, manifest.prompt)
+        finally:
+            await self.store.release(lease)
+        manifest = await self.store.update_run(
+            run_id, lambda m: msgspec.structs.replace(m, status=RunStatus.INTERRUPTED, prompt=None)
+        )
+        handle = await self._launch(workflow, manifest)
+        return await handle.result()
+
+    async def fork(
+        self, run_id: str, checkpoint: str, *, new_run_id: str | None = None
+    ) -> RunHandle:
+        """Start a new run from one of ``run_id``'s snapshots, with its records before it.
+
+        The new run replays what the snapshot holds and runs the rest live.
+        """
+        source = await self.store.read_run(validate_run_id(run_id))
+        workflow = lookup(source.workflow)
+        new_id = (
+            validate_run_id(new_run_id)
+            if new_run_id
+            else f"{run_id[:80]}-fork-{uuid.uuid4().hex[:8]}"
+        )
+        stored = await copy_for_fork(self.store, source, checkpoint, new_id)
+        return await self._launch(workflow, stored)
+
+    async def cancel(self, run_id: str) -> None:
+        """Cancel a run: a live one here stops; any other is marked cancelled."""
+        handle = self._handles.get(run_id)
+        if handle is not None and not handle.done:
+            handle.cancel()
+            await handle.wait()
+            return
+        manifest = await self.store.read_run(validate_run_id(run_id))
+        if manifest.status.finished:
+            return
+        if await self.store.is_owned(run_id):
+            raise RunLockedError(run_id, manifest.owner)
+        await self.store.update_run(
+            run_id,
+            lambda m: msgspec.structs.replace(m, status=RunStatus.CANCELLED, updated=time.time()),
+        )
+
+    # --- looking at runs -----------------------------------------------------
+
+    async def result(self, run_id: str) -> Any:
+        """A finished run's result, decoded to its orchestrator's return type.
+
+        Raises:
+            RunNotFoundError: no such run.
+            RunNotFinishedError: it has no result yet.
+            RunFailedError: it failed or was cancelled (with the cause).
+        """
+        manifest = await self.store.read_run(validate_run_id(run_id))
+        if manifest.status is RunStatus.COMPLETED:
+            return decode_result(manifest)
+        if manifest.status is RunStatus.PAUSED:
+            raise RunNotFinishedError(run_id, "paused")
+        raise finished_error(manifest)
+
+    async def runs(
+        self,
+        *,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        workflow: str | type[Any] | None = None,
+    ) -> list[RunManifest]:
+        """Manifests of the store's runs, optionally by status and workflow."""
+        name = class_name(workflow) if isinstance(workflow, type) else workflow
+        return await self.store.list_runs(status=status, workflow=name)
+
+    def handle(self, run_id: str) -> RunHandle:
+        """The handle of a run this runtime started (live, or among its last 1000 finished).
+
+        For older runs, and runs of other processes, use :meth:`result` and
+        :meth:`runs`.
+
+        Raises:
+            RunNotFoundError: this runtime has no handle for that run.
+        """
+        try:
+            return self._handles[run_id]
+        except KeyError:
+            raise RunNotFoundError(run_id) from None
+
+    # --- housekeeping --------------------------------------------------------
+
+    def _prune_soon(self, run_id: str) -> None:
+        """Apply the retention policy to a finished run, off its path."""
+        policy = self.config.retention
+        if policy is not None and self._task_group is not None:
+            self._pruner.soon(self.store, run_id, policy, self._task_group)
+
+    async def __aenter__(self) -> Self:
+        await super().__aenter__()
+        return self
