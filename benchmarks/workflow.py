@@ -35,7 +35,7 @@ import msgspec
 import structlog.testing
 from _machine import cpu_model
 
-from actorflow import Orchestrator, RunContext, Runtime, Specialist, handler, phase
+from actorflow import Orchestrator, Request, RunContext, Runtime, Specialist, handler, phase
 from actorflow.runtime import CheckpointTriggers, Durability, RuntimeConfig
 from actorflow.storage import FileStore, LogRecord, MemoryStore
 from actorflow.testing import CrashingStore
@@ -86,7 +86,7 @@ def _time_burn() -> float:
 # --- 1. checkpointing cost: 10 phases, 8 specialists --------------------------
 
 
-class Job(msgspec.Struct, frozen=True):
+class Job(Request["Out"], frozen=True):
     phase: int
     item: int
 
@@ -238,7 +238,7 @@ def _paired_ratio(a: list[tuple[float, float]], b: list[tuple[float, float]]) ->
 # --- 2. durable short run: 10 linear steps of ~1 KB ---------------------------
 
 
-class Item(msgspec.Struct, frozen=True):
+class Item(Request["Page"], frozen=True):
     n: int
 
 
@@ -350,7 +350,7 @@ class Ledger(msgspec.Struct):
     tasks: list[Task] = msgspec.field(default_factory=list)
 
 
-class Work(msgspec.Struct, frozen=True):
+class Work(Request["Note"], frozen=True):
     i: int
     change: bool
 
@@ -472,7 +472,7 @@ async def bench_recovery(tmp: str) -> list[Row]:
 # --- 4. 1,000 concurrent small runs ---------------------------------------------
 
 
-class Ask(msgspec.Struct, frozen=True):
+class Ask(Request["Answer"], frozen=True):
     text: str
 
 

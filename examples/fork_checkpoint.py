@@ -17,7 +17,7 @@ import tempfile
 import anyio
 import msgspec
 
-from actorflow import Orchestrator, RunContext, Runtime, Specialist, handler, phase
+from actorflow import Orchestrator, Request, RunContext, Runtime, Specialist, handler, phase
 
 
 class Strategy(msgspec.Struct):
@@ -31,7 +31,7 @@ STRATEGY = Strategy()
 RESEARCH_CALLS = {"count": 0}
 
 
-class Product(msgspec.Struct, frozen=True):
+class Product(Request["Market"], frozen=True):
     name: str
     cost: float
 
@@ -40,7 +40,7 @@ class Market(msgspec.Struct, frozen=True):
     competitor_prices: list[float]
 
 
-class PriceRequest(msgspec.Struct, frozen=True):
+class PriceRequest(Request["Price"], frozen=True):
     product: Product
     market: Market
 

@@ -17,16 +17,16 @@ import sys
 import anyio
 import msgspec
 
-from actorflow import Orchestrator, RunContext, Runtime, Specialist, handler, phase
+from actorflow import Orchestrator, Request, RunContext, Runtime, Specialist, handler, phase
 from actorflow.errors import RunPaused
 
 
-class Change(msgspec.Struct, frozen=True):
+class Change(Request["Plan"], frozen=True):
     service: str
     replicas: int
 
 
-class Plan(msgspec.Struct, frozen=True):
+class Plan(Request[list[str]], frozen=True):
     steps: list[str]
     risk: float
 

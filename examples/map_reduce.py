@@ -19,7 +19,7 @@ import tempfile
 import anyio
 import msgspec
 
-from actorflow import Orchestrator, RunContext, Runtime, Specialist, handler, phase
+from actorflow import Orchestrator, Request, RunContext, Runtime, Specialist, handler, phase
 
 MAPPERS = 8
 
@@ -33,7 +33,7 @@ A crash loses nothing that reached the log: the log is replayed and the run goes
 )
 
 
-class Chunk(msgspec.Struct, frozen=True):
+class Chunk(Request["Partial"], frozen=True):
     index: int
     text: str
 
@@ -42,7 +42,7 @@ class Partial(msgspec.Struct, frozen=True):
     counts: dict[str, int]
 
 
-class Merge(msgspec.Struct, frozen=True):
+class Merge(Request[list[tuple[str, int]]], frozen=True):
     partials: list[Partial]
     top: int
 

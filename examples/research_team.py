@@ -15,19 +15,28 @@ import tempfile
 import anyio
 import msgspec
 
-from actorflow import Evaluator, Orchestrator, RunContext, Runtime, Specialist, handler, phase
+from actorflow import (
+    Evaluator,
+    Orchestrator,
+    Request,
+    RunContext,
+    Runtime,
+    Specialist,
+    handler,
+    phase,
+)
 
 THRESHOLD = 0.8
 MAX_ROUNDS = 5
 
 
-class Brief(msgspec.Struct, frozen=True):
+class Brief(Request["Article"], frozen=True):
     topic: str
     round: int
     feedback: str
 
 
-class Article(msgspec.Struct, frozen=True):
+class Article(Request["Critique"], frozen=True):
     topic: str
     sections: list[str]
     round: int

@@ -18,7 +18,7 @@ import sys
 import anyio
 import msgspec
 
-from actorflow import Orchestrator, RunContext, Runtime, Specialist, handler, phase
+from actorflow import Orchestrator, Request, RunContext, Runtime, Specialist, handler, phase
 from actorflow.storage import S3Store
 
 RUN_ID = "thumbnails"
@@ -26,7 +26,7 @@ LEASE_TTL = 2.0  # seconds; short so the example recovers quickly
 CRASH_AFTER = int(os.environ.get("CRASH_AFTER", "0"))  # images; 0: never
 
 
-class Image(msgspec.Struct, frozen=True):
+class Image(Request["Thumbnail"], frozen=True):
     name: str
     width: int
 

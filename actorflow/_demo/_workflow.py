@@ -23,7 +23,7 @@ from actorflow._demo import _analysis as analysis
 from actorflow._demo._analysis import AreaScore, FileReport
 from actorflow._demo._progress import progress
 from actorflow.agents import Evaluator, Orchestrator, Specialist, phase
-from actorflow.runtime import RunContext, handler, report
+from actorflow.runtime import Request, RunContext, handler, report
 
 # Files that a test can read to see which files really were analysed, and when.
 TRACE_ENV: Final = "ACTORFLOW_DEMO_TRACE"
@@ -59,33 +59,33 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     batches: list[list[str]]
 
 
-class ReviewBatch(msgspec.Struct, frozen=True):
-    """Review these files (relative to ``root``)."""
-
-    root: str
-    paths: list[str]
-
-
 class BatchReviewed(msgspec.Struct, frozen=True):
     """A reviewer's reports on one batch."""
 
     reports: list[FileReport]
 
 
-class Discover(msgspec.Struct, frozen=True):
+class ReviewBatch(Request[BatchReviewed], frozen=True):
+    """Review these files (relative to ``root``)."""
+
+    root: str
+    paths: list[str]
+
+
+class Discover(Request[list[str]], frozen=True):
     """List the Python files under ``root``."""
 
     root: str
 
 
-class ScoreArea(msgspec.Struct, frozen=True):
+class ScoreArea(Request[AreaScore], frozen=True):
     """Score one area from its files' reports."""
 
     area: str
     reports: list[FileReport]
 
 
-class WriteReport(msgspec.Struct, frozen=True):
+class WriteReport(Request[str], frozen=True):
     """Write the report (JSON bytes) to ``path``; idempotent: it replaces the file."""
 
     path: str

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from actorflow.runtime import Actor, current_step
-from actorflow.runtime.workflow._progress import load_progress, report, save_progress
+from actorflow.runtime import Actor, current_step, load_progress, report, save_progress
 
 if TYPE_CHECKING:
     from actorflow.runtime import RunContext, StepInfo

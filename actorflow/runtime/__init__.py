@@ -22,8 +22,13 @@ from actorflow.runtime.workflow._config import (
 )
 from actorflow.runtime.workflow._context import RunContext
 from actorflow.runtime.workflow._handle import RunEvent, RunHandle
-from actorflow.runtime.workflow._ids import StepInfo, current_step
-from actorflow.runtime.workflow._progress import load_progress, report, save_progress
+from actorflow.runtime.workflow._progress import (
+    StepInfo,
+    current_step,
+    load_progress,
+    report,
+    save_progress,
+)
 from actorflow.runtime.workflow._runtime import Runtime
 from actorflow.runtime.workflow._steps import Step
 

@@ -79,10 +79,13 @@ def decode_state(data: bytes, state_type: type[T], *, version: int = 1) -> T:
         if version == current:
             result: T = _decoder(state_type).decode(data)
             return result
-        raw = msgspec.msgpack.decode(data)
         upgrade = getattr(state_type, "upgrade_state", None)
-        if upgrade is not None:
-            raw = upgrade(raw, version)
+        if upgrade is None:
+            # decoding it as it is could drop what the old version held
+            raise IncompatibleStateError(
+                name, version, current, "the class has no `upgrade_state` for older versions"
+            )
+        raw = upgrade(msgspec.msgpack.decode(data), version)
         return msgspec.convert(raw, state_type)
     except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError) as exc:
         raise IncompatibleStateError(name, version, current, str(exc)) from exc

@@ -1,16 +1,16 @@
-"""Driving one attempt at a run: load what is recorded, re-run, store the outcome.
+"""One attempt at a run: load what is recorded, restore the agents, execute, finish.
 
 The order is the recovery contract: the caller has already taken the run
-(lock or lease); then the newest valid snapshot plus the log after it becomes
-the run's view; agents come back with their crash-time states; a fresh
+(lock or lease); the newest valid snapshot plus the log after it becomes the
+run's view; agents come back with their crash-time states; a fresh
 orchestrator runs from the top, replaying recorded steps and running the rest
 live; the outcome (completed, failed, paused, interrupted, cancelled) is
-stored with a final snapshot.
+stored with a final snapshot. First starts, recoveries, resumes and forks all
+go through ``RunDriver.drive``.
 """
 
 from __future__ import annotations
 
-import resource
 import time
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
@@ -18,27 +18,31 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from actorflow.errors import (
-    EncodingError,
-    RunFailedError,
-    RunPaused,
-    StorageError,
-)
+from actorflow.errors import EncodingError, RunFailedError, RunPaused, StorageError
+from actorflow.runtime.actors._actor import Actor, state_type
+from actorflow.runtime.workflow._agents import RunAgents
 from actorflow.runtime.workflow._checkpointer import CheckpointQueue
-from actorflow.runtime.workflow._context import PauseRun, RunContext
-from actorflow.runtime.workflow._execution import RunExecution, run_signature
+from actorflow.runtime.workflow._context import RunContext
+from actorflow.runtime.workflow._env import StepEnv
+from actorflow.runtime.workflow._outcomes import run_signature
 from actorflow.runtime.workflow._recorder import Recorder, decode, encode
 from actorflow.runtime.workflow._replay import RunView, load_view
+from actorflow.runtime.workflow._steps import PauseRun, close_namespace
+from actorflow.runtime.workflow._triggers import final_trigger, peak_memory
 from actorflow.storage import ErrorInfo, LogWriter, RunManifest, RunStatus
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from actorflow.errors import EscalationError
+    from actorflow.runtime.actors._ref import ActorRef
     from actorflow.runtime.actors._scope import ActorScope
-    from actorflow.runtime.workflow._handle import RunHandle
+    from actorflow.runtime.workflow._checkpointer import Checkpointer
+    from actorflow.runtime.workflow._config import RuntimeConfig
+    from actorflow.runtime.workflow._handle import RunTracker
     from actorflow.storage import Lease, RetentionPolicy, Store
 
-__all__ = ["drive", "drive_in_background", "load_view"]
+__all__ = ["RunDriver"]
 
 
 class _Outcome:
@@ -55,132 +59,213 @@ class _Outcome:
         self.status = RunStatus.CANCELLED
         self.error = RunFailedError(run_id, "cancelled", "the run was cancelled")
 
+    def failed(self, run_id: str, exc: Exception) -> None:
+        self.status = RunStatus.FAILED
+        if isinstance(exc, RunFailedError):
+            self.error = exc
+            return
+        self.error = RunFailedError(run_id, type(exc).__name__, str(exc))
+        self.error.__cause__ = exc
 
-async def drive_in_background(
-    runtime: Any,
-    handle: RunHandle,
-    manifest: RunManifest,
-    workflow: type[Any],
-    lease: Lease,
-    fresh: bool,
-) -> None:
-    """A run's own task: drive it, renewing its lease where the store needs that.
 
-    A run's failure belongs to its handle, never to the runtime's task group.
+class RunDriver:
+    """Drives attempts at runs for one runtime: what each attempt needs of it, typed.
+
+    Args:
+        store: where the runs live.
+        config: the runtime's workflow options.
+        shutdown_timeout: seconds a run's agents get to stop.
+        open_scope: opens a run's actor scope (its own names and escalation).
+        checkpointer: the runtime's checkpoint actor (started on first use).
+        on_finished: told of every run whose attempt ended (its handle), and
+            whether the retention policy should look at the run.
     """
-    store: Store = runtime.store
-    renew = store.renew_interval
-    if renew is None:
-        # no lease to renew: no heartbeat, so no task group to host one
-        await _drive_caught(runtime, handle, manifest, workflow, lease, fresh)
-        return
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(_heartbeat, store, lease, renew)
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        config: RuntimeConfig,
+        shutdown_timeout: float,
+        open_scope: Callable[[str, Callable[[EscalationError], None]], ActorScope],
+        checkpointer: Callable[[], ActorRef[Checkpointer]],
+        on_finished: Callable[[RunTracker, bool], None],
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.shutdown_timeout = shutdown_timeout
+        self._open_scope = open_scope
+        self._checkpointer = checkpointer
+        self._on_finished = on_finished
+
+    async def drive_in_background(
+        self,
+        handle: RunTracker,
+        manifest: RunManifest,
+        workflow: type[Any],
+        lease: Lease,
+        fresh: bool,
+    ) -> None:
+        """A run's own task: drive it, renewing its lease where the store needs that.
+
+        A run's failure belongs to its handle, never to the runtime's task group.
+        """
+        renew = self.store.renew_interval
+        prune = False
         try:
-            await _drive_caught(runtime, handle, manifest, workflow, lease, fresh)
+            if renew is None:
+                # no lease to renew: no heartbeat, so no task group to host one
+                prune = await self._drive_caught(handle, manifest, workflow, lease, fresh)
+                return
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_heartbeat, self.store, lease, renew)
+                try:
+                    prune = await self._drive_caught(handle, manifest, workflow, lease, fresh)
+                finally:
+                    tg.cancel_scope.cancel()
         finally:
-            tg.cancel_scope.cancel()
+            self._on_finished(handle, prune)
 
+    async def _drive_caught(
+        self,
+        handle: RunTracker,
+        manifest: RunManifest,
+        workflow: type[Any],
+        lease: Lease,
+        fresh: bool,
+    ) -> bool:
+        try:
+            return await self.drive(handle, manifest, workflow, lease, fresh=fresh)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            if not handle.done:
+                handle.finish(RunStatus.FAILED, error=exc)
+            return False
 
-async def _drive_caught(
-    runtime: Any,
-    handle: RunHandle,
-    manifest: RunManifest,
-    workflow: type[Any],
-    lease: Lease,
-    fresh: bool,
-) -> None:
-    try:
-        await drive(runtime, handle, manifest, workflow, lease, fresh=fresh)
-    except anyio.get_cancelled_exc_class():
-        raise
-    except Exception as exc:
-        if not handle.done:
-            handle._finish(RunStatus.FAILED, error=exc)
-    finally:
-        runtime._retire(handle)
+    async def drive(
+        self,
+        handle: RunTracker,
+        manifest: RunManifest,
+        workflow: type[Any],
+        lease: Lease,
+        *,
+        fresh: bool = False,
+    ) -> bool:
+        """Run one attempt, store its outcome, let go of the run, then tell the handle.
+
+        A ``fresh`` run was created by this call to ``start``: nothing is
+        recorded yet, so there is nothing to read back. The handle learns the
+        outcome only after the run's agents stopped and its claim was
+        released, so whoever waits on it may claim the run at once (``resume``
+        right after ``RunPaused``, say). Returns whether the retention policy
+        should look at the run now.
+        """
+        store = self.store
+        run_id = manifest.run_id
+        emit = handle.emit
+        outcome = _Outcome()
+        started = time.perf_counter()
+        scope: ActorScope | None = None
+        stopped = False
+        try:
+            if fresh:
+                view, replayed = RunView(run_id), 0
+            else:
+                view, replayed = await load_view(store, run_id, emit)
+            handle.replayed_steps = replayed
+            if replayed or view.position:
+                emit("recovery_started", position=view.position, records=replayed)
+            writer = LogWriter(store, run_id, start=view.position)
+            scope = self._open_scope(
+                run_id,
+                lambda e: emit("agent_escalated", agent=e.actor, error=str(e), level="warning"),
+            )
+            await self._attempt(handle, manifest, workflow, view, writer, outcome, scope)
+        except BaseException as exc:
+            if isinstance(exc, anyio.get_cancelled_exc_class()):
+                with anyio.CancelScope(shield=True):
+                    if scope is not None:  # agents stop before the run is marked
+                        stopped = True
+                        await scope.aclose(timeout=self.shutdown_timeout)
+                    await store.update_run(run_id, status_change(RunStatus.INTERRUPTED))
+                emit("run_interrupted")
+                outcome.status = RunStatus.INTERRUPTED
+            outcome.error = exc
+            raise
+        finally:
+            # one shielded scope: stop the agents (if still running), then release
+            with anyio.CancelScope(shield=True):
+                try:
+                    if scope is not None and not stopped:
+                        await scope.aclose(timeout=self.shutdown_timeout)
+                finally:
+                    try:
+                        await store.release(lease)
+                    except StorageError as exc:
+                        emit("lease_release_failed", error=str(exc), level="warning")
+            handle.metrics.update(
+                elapsed=round(time.perf_counter() - started, 6), peak_memory=peak_memory()
+            )
+            emit("run_finished", status=str(outcome.status), metrics=dict(handle.metrics))
+            handle.finish(outcome.status, result=outcome.result, error=outcome.error)
+        policy = self.config.retention
+        if outcome.status is not RunStatus.COMPLETED or policy is None:
+            return False
+        written = int(handle.metrics.get("checkpoints", 0))
+        return not (fresh and _nothing_to_prune(policy, written))
+
+    async def _attempt(
+        self,
+        handle: RunTracker,
+        manifest: RunManifest,
+        cls: type[Any],
+        view: RunView,
+        writer: LogWriter,
+        outcome: _Outcome,
+        scope: ActorScope,
+    ) -> None:
+        """Restore the agents, run the orchestrator and store the outcome.
+
+        The run's agents (in ``scope``) are stopped by the caller, after this.
+        """
+        store = self.store
+        run_id = manifest.run_id
+        input_type, _ = run_signature(cls)
+        checkpointer = self._checkpointer()
+        queue = CheckpointQueue(store=store, writer=writer, emit=handle.emit)
+        async with anyio.create_task_group() as tg:
+            recorder = Recorder(
+                run_id=run_id,
+                store=store,
+                writer=writer,
+                view=view,
+                config=self.config,
+                request_snapshot=lambda s: queue.offer(s, checkpointer.send_nowait),
+                emit=handle.emit,
+            )
+            agents = RunAgents(scope, recorder)
+            env = StepEnv(recorder=recorder, agents=agents, config=self.config, task_group=tg)
+            restored = await agents.restore_all()
+            ctx = RunContext(env)
+            value = decode(manifest.input, input_type, f"input of run {run_id}")
+            handle.emit("run_started", workflow=manifest.workflow, agents_restored=restored)
+            result = await _execute(handle, env, cls, value, ctx, outcome)
+            await _store_outcome(store, recorder, queue, checkpointer.send_nowait, outcome, result)
+            handle.metrics.update(
+                view.metrics,
+                checkpoints=queue.written,
+                checkpoint_failures=queue.failed,
+                checkpoint_bytes=queue.bytes_written,
+                checkpoint_write_ms=round(queue.write_seconds * 1000, 3),
+                recoveries=manifest.attempt,
+            )
 
 
 async def _heartbeat(store: Store, lease: Lease, interval: float) -> None:
     while True:
         await anyio.sleep(interval)
         lease = await store.renew(lease)
-
-
-async def drive(
-    runtime: Any,
-    handle: RunHandle,
-    manifest: RunManifest,
-    cls: type[Any],
-    lease: Lease,
-    *,
-    fresh: bool = False,
-) -> None:
-    """Run one attempt, store its outcome, let go of the run, then tell the handle.
-
-    A ``fresh`` run was created by this call to ``start``: nothing is recorded
-    yet, so there is nothing to read back.
-
-    The handle learns the outcome only after the run's agents stopped and its
-    claim was released, so whoever waits on it may claim the run at once
-    (``resume`` right after ``RunPaused``, say).
-    """
-    store: Store = runtime.store
-    run_id = manifest.run_id
-    emit = handle.emit
-    outcome = _Outcome()
-    started = time.perf_counter()
-    scope: ActorScope | None = None
-    stopped = False
-    try:
-        if fresh:
-            view, replayed = RunView(run_id), 0
-        else:
-            view, replayed = await load_view(store, run_id, emit)
-        handle.replayed_steps = replayed
-        if replayed or view.position:
-            emit("recovery_started", position=view.position, records=replayed)
-        writer = LogWriter(store, run_id, start=view.position)
-        scope = runtime._open_scope(
-            run_id,
-            on_escalate=lambda e: emit(
-                "agent_escalated", agent=e.actor, error=str(e), level="warning"
-            ),
-        )
-        await _attempt(runtime, handle, manifest, cls, view, writer, outcome, scope)
-    except BaseException as exc:
-        if isinstance(exc, anyio.get_cancelled_exc_class()):
-            with anyio.CancelScope(shield=True):
-                if scope is not None:  # agents stop before the run is marked
-                    stopped = True
-                    await scope.aclose(timeout=runtime.shutdown_timeout)
-                await _mark(store, run_id, RunStatus.INTERRUPTED, None, None)
-            emit("run_interrupted")
-            outcome.status = RunStatus.INTERRUPTED
-        outcome.error = exc
-        raise
-    finally:
-        # one shielded scope: stop the agents (if still running), then release
-        with anyio.CancelScope(shield=True):
-            try:
-                if scope is not None and not stopped:
-                    await scope.aclose(timeout=runtime.shutdown_timeout)
-            finally:
-                try:
-                    await store.release(lease)
-                except StorageError as exc:
-                    emit("lease_release_failed", error=str(exc), level="warning")
-        handle.metrics.update(
-            elapsed=round(time.perf_counter() - started, 6),
-            peak_memory=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        )
-        emit("run_finished", status=str(outcome.status), metrics=dict(handle.metrics))
-        handle._finish(outcome.status, result=outcome.result, error=outcome.error)
-    policy = runtime.config.retention
-    if outcome.status is RunStatus.COMPLETED and policy is not None:
-        written = int(handle.metrics.get("checkpoints", 0))
-        if not (fresh and _nothing_to_prune(policy, written)):
-            runtime._prune_soon(run_id)
 
 
 def _nothing_to_prune(policy: RetentionPolicy, written: int) -> bool:
@@ -197,69 +282,26 @@ def _nothing_to_prune(policy: RetentionPolicy, written: int) -> bool:
     )
 
 
-async def _attempt(
-    runtime: Any,
-    handle: RunHandle,
-    manifest: RunManifest,
-    cls: type[Any],
-    view: RunView,
-    writer: LogWriter,
-    outcome: _Outcome,
-    scope: ActorScope,
-) -> None:
-    """Restore the agents, run the orchestrator and store the outcome.
-
-    The run's agents (in ``scope``) are stopped by the caller, after this.
-    """
-    store: Store = runtime.store
-    run_id = manifest.run_id
-    input_type, _ = run_signature(cls)
-    checkpointer = runtime._checkpointer_ref()
-    queue = CheckpointQueue(store=store, writer=writer, emit=handle.emit)
-    async with anyio.create_task_group() as tg:
-        recorder = Recorder(
-            run_id=run_id,
-            store=store,
-            writer=writer,
-            view=view,
-            config=runtime.config,
-            task_group=tg,
-            request_snapshot=lambda s: queue.offer(s, checkpointer.send_nowait),
-            emit=handle.emit,
-        )
-        execution = RunExecution(runtime=runtime, recorder=recorder, scope=scope, task_group=tg)
-        restored = await execution.restore_agents()
-        ctx = RunContext(run_id=run_id, recorder=recorder, config=runtime.config, runner=execution)
-        value = decode(manifest.input, input_type, f"input of run {run_id}")
-        handle.emit("run_started", workflow=manifest.workflow, agents_restored=restored)
-        await _execute(handle, execution, cls, value, ctx, outcome)
-        await _store_outcome(store, recorder, queue, checkpointer.send_nowait, outcome)
-        handle.metrics.update(
-            view.metrics,
-            checkpoints=queue.written,
-            checkpoint_failures=queue.failed,
-            checkpoint_bytes=queue.bytes_written,
-            checkpoint_write_ms=round(queue.write_seconds * 1000, 3),
-            recoveries=manifest.attempt,
-        )
-
-
 async def _execute(
-    handle: RunHandle,
-    execution: RunExecution,
+    handle: RunTracker,
+    env: StepEnv,
     cls: type[Any],
-    value: Any,
+    value: object,
     ctx: RunContext,
     outcome: _Outcome,
-) -> None:
+) -> bytes | None:
+    """Run a fresh orchestrator from the top; return the encoded result if it completed."""
     run_id = ctx.run_id
-    if handle._cancelled:  # cancelled before its code could start: none of it runs
+    if handle.cancel_requested:  # cancelled before its code could start: none of it runs
         outcome.cancelled(run_id)
-        return
+        return None
+    encoded = None
     with anyio.CancelScope() as cancel_scope:
-        handle._cancel_scope = cancel_scope
+        handle.attach(cancel_scope)
         try:
-            outcome.result = await execution.execute(cls, value, ctx)
+            outcome.result = await _orchestrate(env, cls, value, ctx)
+            # a result that cannot be stored fails the run now, with that cause
+            encoded = encode(outcome.result, f"result of run {run_id}")
             outcome.status = RunStatus.COMPLETED
         except PauseRun as pause:
             outcome.status = RunStatus.PAUSED
@@ -267,24 +309,32 @@ async def _execute(
         except StorageError as exc:
             if isinstance(exc, EncodingError):
                 # the run's own values (not the store) are at fault: it fails
-                outcome.status = RunStatus.FAILED
-                outcome.error = RunFailedError(run_id, type(exc).__name__, str(exc))
-                outcome.error.__cause__ = exc
+                outcome.failed(run_id, exc)
             else:
                 # The log itself failed: nothing more can be made durable. The
                 # run stays as the store has it, for `recover()` to pick up later.
                 outcome.error = exc
-        except RunFailedError as exc:
-            outcome.status, outcome.error = RunStatus.FAILED, exc
         except Exception as exc:
-            outcome.status = RunStatus.FAILED
-            outcome.error = RunFailedError(run_id, type(exc).__name__, str(exc))
-            outcome.error.__cause__ = exc
+            outcome.failed(run_id, exc)
     # cancelling now changes nothing; the handle (kept by the runtime) lets go of
     # the scope and the tasks and scopes it still points to
-    handle._cancel_scope = None
+    handle.attach(None)
     if cancel_scope.cancel_called and outcome.status is RunStatus.RUNNING:
         outcome.cancelled(run_id)
+    return encoded
+
+
+async def _orchestrate(env: StepEnv, cls: type[Any], value: object, ctx: RunContext) -> object:
+    # A fresh instance on every attempt: its attributes are rebuilt by
+    # replay, never restored, so nothing is applied twice.
+    orchestrator = cls()
+    orchestrator.name = "orchestrator"
+    st = state_type(cls) if issubclass(cls, Actor) else type(None)
+    orchestrator.state = st() if st is not type(None) else None
+    result: object = await orchestrator.run(ctx, value)
+    await close_namespace(env, ctx.root)
+    await env.recorder.output_barrier()
+    return result
 
 
 async def _store_outcome(
@@ -293,6 +343,7 @@ async def _store_outcome(
     queue: CheckpointQueue,
     send: Callable[[Any], None],
     outcome: _Outcome,
+    result: bytes | None,
 ) -> None:
     """Make the outcome durable: the final status goes with the final snapshot.
 
@@ -303,29 +354,26 @@ async def _store_outcome(
     if status is RunStatus.RUNNING:
         return
     run_id = recorder.run_id
-    result = None
-    if status is RunStatus.COMPLETED:
-        result = encode(outcome.result, f"result of run {run_id}")
     recorder.view.status = status
     info = None
     if status is RunStatus.FAILED and error is not None:
         info = ErrorInfo.of(error.__cause__ or error)
     prompt = error.prompt if isinstance(error, RunPaused) else None
-    change = _status_change(status, result, info, prompt=prompt, phase=recorder.view.phase)
+    change = status_change(status, result, info, prompt=prompt, phase=recorder.view.phase)
     # a completed run's outcome may be interrupted (it is then marked
     # interrupted); any other is made durable whatever happens
     with nullcontext() if status is RunStatus.COMPLETED else anyio.CancelScope(shield=True):
         await recorder.flush()
-        final = recorder.view.snapshot(str(status))
+        final = recorder.view.snapshot(final_trigger(status))
         await queue.write_last(final, send, change)
         if final.snapshot_id not in queue.applied:
             await store.update_run(run_id, change)
 
 
-def _status_change(
+def status_change(
     status: RunStatus,
-    result: bytes | None,
-    error: ErrorInfo | None,
+    result: bytes | None = None,
+    error: ErrorInfo | None = None,
     *,
     prompt: str | None = None,
     phase: str | None = None,
@@ -345,13 +393,3 @@ def _status_change(
         )
 
     return change
-
-
-async def _mark(
-    store: Store,
-    run_id: str,
-    status: RunStatus,
-    result: bytes | None,
-    error: ErrorInfo | None,
-) -> None:
-    await store.update_run(run_id, _status_change(status, result, error))

@@ -21,6 +21,7 @@ import msgspec
 
 from actorflow._log import get_logger
 from actorflow.runtime.actors._actor import Actor, handler
+from actorflow.runtime.workflow._triggers import KEPT_TRIGGERS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -32,11 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["CheckpointQueue", "Checkpointer"]
 
 _log = get_logger("actorflow.checkpoint")
-
-
-_KEPT = frozenset({"phase_end", "completed", "failed", "paused", "cancelled"})
-"""Triggers whose snapshots are never replaced by a newer one: phase ends and
-final states stay available to fork from and to inspect."""
 
 
 class CheckpointQueue:
@@ -78,11 +74,13 @@ class CheckpointQueue:
         """
         if update is not None:
             self._updates[snapshot.snapshot_id] = update
-        if snapshot.position == self._last_position and snapshot.trigger not in _KEPT:
+        if snapshot.position == self._last_position and snapshot.trigger not in KEPT_TRIGGERS:
             return
         self._last_position = snapshot.position
         last = self.pending[-1] if self.pending else None
-        if last is not None and (last.trigger not in _KEPT or last.position == snapshot.position):
+        if last is not None and (
+            last.trigger not in KEPT_TRIGGERS or last.position == snapshot.position
+        ):
             # a newer view of the same position holds all the older one did
             self.pending[-1] = snapshot
         else:
@@ -123,7 +121,8 @@ class CheckpointQueue:
                 self._idle = anyio.Event()
             await self._idle.wait()
 
-    def _take(self) -> Snapshot | None:
+    def take_next(self) -> Snapshot | None:
+        """The next snapshot to write, or None (the queue is then idle and its waiters wake)."""
         if self.pending:
             return self.pending.pop(0)
         self._draining = False
@@ -200,11 +199,11 @@ class Checkpointer(Actor):
     async def drain(self, request: _Drain) -> None:
         queue = request.queue
         try:
-            while (snapshot := queue._take()) is not None:
+            while (snapshot := queue.take_next()) is not None:
                 await self._write(queue, snapshot)
         except BaseException:
             queue.pending.clear()
-            queue._take()
+            queue.take_next()
             raise
 
     async def _write(self, queue: CheckpointQueue, snapshot: Snapshot) -> None:

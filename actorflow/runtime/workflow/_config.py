@@ -17,6 +17,49 @@ if TYPE_CHECKING:
 __all__ = ["CheckpointTriggers", "Durability", "RuntimeConfig", "parse_duration"]
 
 
+def _check_int(obj: msgspec.Struct, name: str, *, minimum: int, optional: bool = False) -> None:
+    value = getattr(obj, name)
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        expected = f"an integer >= {minimum}" + (" or None" if optional else "")
+        raise ConfigurationError(name, value, expected)
+
+
+def _check_number(
+    obj: msgspec.Struct,
+    name: str,
+    *,
+    minimum: float,
+    maximum: float | None = None,
+    optional: bool = False,
+    positive: bool = False,
+) -> None:
+    value = getattr(obj, name)
+    if value is None and optional:
+        return
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if ok:
+        ok = value > minimum if positive else value >= minimum
+        if maximum is not None:
+            ok = ok and value <= maximum
+    if not ok:
+        bound = f"> {minimum}" if positive else f">= {minimum}"
+        if maximum is not None:
+            bound += f" and <= {maximum}"
+        raise ConfigurationError(
+            name, value, f"a number {bound}" + (" or None" if optional else "")
+        )
+    if isinstance(value, int):  # an int is a fine number of seconds; store the float
+        msgspec.structs.force_setattr(obj, name, float(value))
+
+
+def _check_bool(obj: msgspec.Struct, name: str) -> None:
+    value = getattr(obj, name)
+    if not isinstance(value, bool):
+        raise ConfigurationError(name, value, "True or False")
+
+
 class Durability(enum.StrEnum):
     """When log records reach the disk.
 
@@ -52,6 +95,15 @@ class CheckpointTriggers(msgspec.Struct, frozen=True, kw_only=True):
     on_error: bool = True
     memory_bytes: int | None = None
 
+    def __post_init__(self) -> None:
+        _check_int(self, "every_steps", minimum=1, optional=True)
+        _check_number(self, "every_seconds", minimum=0.0, optional=True)
+        _check_bool(self, "on_specialist_done")
+        _check_bool(self, "on_evaluation")
+        _check_number(self, "confidence_threshold", minimum=0.0, maximum=1.0, optional=True)
+        _check_bool(self, "on_error")
+        _check_int(self, "memory_bytes", minimum=1, optional=True)
+
 
 class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Every runtime option with its default. See docs/configuration.md.
@@ -79,14 +131,33 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
     code_version: str | None = None
 
     def __post_init__(self) -> None:
-        if self.step_retries < 0:
-            raise ConfigurationError("step_retries", self.step_retries, "an integer >= 0")
-        if self.max_recovery_attempts < 1:
-            raise ConfigurationError(
-                "max_recovery_attempts", self.max_recovery_attempts, "an integer >= 1"
-            )
-        if self.retry_backoff < 0:
-            raise ConfigurationError("retry_backoff", self.retry_backoff, "seconds >= 0")
+        # msgspec builds Structs without checking types: every field is checked
+        # (or converted) here, so a wrong one fails now, not deep inside a run
+        given: object = self.durability  # annotations are no promise: it may be a str
+        if not isinstance(given, Durability):
+            try:
+                durability = Durability(str(given).strip().lower())
+            except ValueError:
+                raise ConfigurationError(
+                    "durability", self.durability, "one of 'sync', 'batched', 'phase'"
+                ) from None
+            msgspec.structs.force_setattr(self, "durability", durability)
+        triggers: object = self.triggers
+        if isinstance(triggers, dict):
+            msgspec.structs.force_setattr(self, "triggers", CheckpointTriggers(**triggers))
+        elif not isinstance(triggers, CheckpointTriggers):
+            raise ConfigurationError("triggers", triggers, "a CheckpointTriggers")
+        retention: object = self.retention
+        if retention is not None and not isinstance(retention, RetentionPolicy):
+            raise ConfigurationError("retention", self.retention, "a RetentionPolicy or None")
+        _check_int(self, "step_retries", minimum=0)
+        _check_number(self, "retry_backoff", minimum=0.0)
+        _check_int(self, "max_recovery_attempts", minimum=1)
+        _check_number(self, "recovery_timeout", minimum=0.0, optional=True, positive=True)
+        _check_number(self, "ask_timeout", minimum=0.0, optional=True, positive=True)
+        code_version: object = self.code_version
+        if code_version is not None and not isinstance(code_version, str):
+            raise ConfigurationError("code_version", self.code_version, "a string or None")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> RuntimeConfig:

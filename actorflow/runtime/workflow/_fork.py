@@ -1,4 +1,4 @@
-"""The store side of ``resume`` and ``fork``: answering a pause, copying a run's past."""
+"""The store side of ``fork``: a new run whose past is an old run's, up to a snapshot."""
 
 from __future__ import annotations
 
@@ -7,41 +7,14 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from actorflow.errors import ConfigurationError, RunNotFinishedError
-from actorflow.runtime.workflow._recorder import encode
-from actorflow.runtime.workflow._replay import load_view
-from actorflow.storage import AgentSnapshot, RunManifest, RunStatus, StepRecord
+from actorflow.errors import ConfigurationError
+from actorflow.runtime.workflow._triggers import Trigger
+from actorflow.storage import AgentSnapshot, RunManifest, RunStatus
 
 if TYPE_CHECKING:
     from actorflow.storage import Store
 
-__all__ = ["answer_input", "copy_for_fork"]
-
-
-async def answer_input(store: Store, run_id: str, response: str, prompt: str | None) -> None:
-    """Record ``response`` for the run's pending ``wait_for_input`` (the caller owns the run).
-
-    With several requests pending (phases gathered concurrently), the one the
-    run reported (``prompt``, as in the manifest) is answered.
-
-    Raises:
-        RunNotFinishedError: no input request without an answer is recorded.
-    """
-    view, _ = await load_view(store, run_id, lambda *a, **k: None)
-    waiting = [
-        e
-        for e in view.events.values()
-        if e.kind == "input_requested" and e.step_id is not None and e.step_id not in view.steps
-    ]
-    if not waiting:
-        raise RunNotFinishedError(run_id, "paused, but no unanswered input request is recorded")
-    reported = [e for e in waiting if prompt is not None and e.data == prompt.encode()]
-    step_id = (reported or waiting)[0].step_id
-    assert step_id is not None
-    answer = StepRecord(
-        step_id=step_id, kind="input", result=encode(response, "input"), time=time.time()
-    )
-    await store.append(run_id, [answer])
+__all__ = ["copy_for_fork"]
 
 
 async def copy_for_fork(
@@ -89,7 +62,7 @@ async def copy_for_fork(
             position=0,
             agents=agents,
             status=RunStatus.RUNNING,
-            trigger="fork",
+            trigger=Trigger.FORK,
         )
     )
     return stored

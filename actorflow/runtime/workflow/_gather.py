@@ -1,4 +1,4 @@
-"""``ctx.gather``: many steps awaited at once, and ``ctx.send``'s step.
+"""``ctx.gather``: many steps (and phase calls) awaited at once.
 
 Kept apart from the run context: this is where asks are recorded as their
 replies come in (in argument order, without a task per step) and where a
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from actorflow.errors import StepFailedError
-from actorflow.runtime.workflow._steps import AskStep, Step
+from actorflow.runtime.workflow._steps import AskStep, PauseRun, Step
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
@@ -20,15 +20,7 @@ if TYPE_CHECKING:
     from actorflow.runtime.actors._cell import Reply
     from actorflow.runtime.workflow._recorder import Recorder
 
-__all__ = ["PauseRun", "SendStep", "gather_steps"]
-
-
-class PauseRun(BaseException):
-    """Raised by ``ctx.wait_for_input`` when no answer is recorded yet."""
-
-    def __init__(self, step_id: str, prompt: str) -> None:
-        self.step_id = step_id
-        self.prompt = prompt
+__all__ = ["gather_steps"]
 
 
 async def gather_steps(recorder: Recorder, steps: Sequence[Awaitable[Any]]) -> list[Any]:
@@ -43,18 +35,16 @@ async def gather_steps(recorder: Recorder, steps: Sequence[Awaitable[Any]]) -> l
     live: list[tuple[int, Awaitable[Any]]] = []
     for i, aw in enumerate(steps):
         if isinstance(aw, Step):
-            if aw.record is not None and aw._inline:
+            if aw.inline and aw.recorded:
                 # a recorded outcome needs no delivery and no task: a
                 # recovery replays thousands of these
-                aw._claim()
+                aw.claim()
                 try:
-                    outcomes[i] = aw._replay(aw.record)
+                    outcomes[i] = aw.replay()
                 except StepFailedError as exc:
                     failed[i] = exc
                 continue
-            await aw._start()
-        elif isinstance(aw, SendStep):
-            await aw._start()
+            await aw.start()
         live.append((i, aw))
     if live:
         await _finish_live(recorder, live, outcomes, failed)
@@ -78,15 +68,16 @@ async def _finish_live(
     handling order). Anything else, and every ask left once any reply is a
     failure, finishes concurrently as tasks, where retries wait for no one.
     """
-    if all(type(aw) is AskStep and not aw._timeout and aw._pending for _, aw in live):
-        live = await _record_as_answered(recorder, live, outcomes, failed)
+    if all(type(aw) is AskStep and not aw.timeout and aw.pending for _, aw in live):
+        asks: list[tuple[int, AskStep[Any]]] = live  # type: ignore[assignment]
+        live = await _record_as_answered(recorder, asks, outcomes, failed)  # type: ignore[assignment]
         if not live:
             return
 
     async def finish(i: int, aw: Awaitable[Any]) -> None:
         try:
-            if isinstance(aw, Step | SendStep):
-                outcomes[i] = await aw._finish()
+            if isinstance(aw, Step):
+                outcomes[i] = await aw.finish()
             else:
                 outcomes[i] = await aw
         except (Exception, PauseRun) as exc:
@@ -101,48 +92,24 @@ async def _finish_live(
                 tg.start_soon(finish, i, aw)
 
 
-class SendStep:
-    """``ctx.send``: delivered when awaited; its completion is recorded in the background."""
-
-    def __init__(self, step: AskStep[Any]) -> None:
-        self._step = step
-        self.id = step.id
-
-    def __await__(self) -> Any:
-        return self._run().__await__()
-
-    async def _run(self) -> None:
-        await self._start()
-        await self._finish()
-
-    async def _start(self) -> None:
-        await self._step._start()
-
-    async def _finish(self) -> None:
-        step = self._step
-        if step.record is not None:
-            if step.record.error is not None:
-                raise step._failure(step.record.error)
-            return
-        step._ctx._runner.track_send(step._ns, step._live)
-
-
 async def _record_as_answered(
     recorder: Recorder,
-    asks: list[tuple[int, Any]],
+    asks: list[tuple[int, AskStep[Any]]],
     outcomes: list[Any],
     failed: list[BaseException | None],
-) -> list[tuple[int, Any]]:
+) -> list[tuple[int, AskStep[Any]]]:
     """Record asks as their replies come in; return those left when one failed."""
     watch = _Watch(asks)
-    by_reply = {id(aw._pending): (i, aw) for i, aw in asks}
+    by_reply = {id(aw.pending): (i, aw) for i, aw in asks}
     # replies in before the watch was set, then as they arrive (no rescans)
-    answered = [(i, aw) for i, aw in asks if aw._answered()]
+    answered = [(i, aw) for i, aw in asks if aw.answered()]
     left = {i for i, _ in asks}
     try:
         while left and not watch.failed:
             answered += [by_reply[id(r)] for r in watch.take_arrived() if r.error is None]
-            ready = [(i, aw) for i, aw in answered if aw._turnstile.ready(aw._ticket)]
+            ready = [
+                (i, aw) for i, aw in answered if aw.turnstile and aw.turnstile.ready(aw.ticket)
+            ]
             if not ready:
                 if not answered:
                     await watch.wait_any()
@@ -151,7 +118,7 @@ async def _record_as_answered(
                 ready = answered[:1]
             for i, aw in ready:
                 try:
-                    outcomes[i] = await aw._live_answered()
+                    outcomes[i] = await aw.finish_answered()
                 except Exception as exc:
                     failed[i] = exc
                 left.discard(i)
@@ -160,7 +127,7 @@ async def _record_as_answered(
     except BaseException:
         for i, aw in asks:
             if i in left:
-                aw._abandon()
+                aw.abandon()
         raise
     finally:
         watch.take_arrived()  # the replies point at the watch: leave no cycle behind
@@ -172,12 +139,12 @@ class _Watch:
 
     __slots__ = ("_arrived", "_wake", "failed")
 
-    def __init__(self, live: list[tuple[int, Any]]) -> None:
+    def __init__(self, live: list[tuple[int, AskStep[Any]]]) -> None:
         self.failed = False
         self._arrived: list[Reply] = []
         self._wake: anyio.Event | None = None
         for _, aw in live:
-            pending = aw._pending if type(aw) is AskStep else None
+            pending = aw.pending
             if pending is not None:
                 if pending.error is not None:
                     self.failed = True

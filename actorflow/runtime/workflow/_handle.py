@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
 
@@ -15,9 +15,9 @@ from actorflow.storage import RunStatus
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from anyio.streams.memory import MemoryObjectSendStream
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-__all__ = ["RunEvent", "RunHandle"]
+__all__ = ["RunEvent", "RunHandle", "RunTracker"]
 
 _log = get_logger("actorflow.run")
 
@@ -31,12 +31,10 @@ class RunEvent(dict[str, Any]):
         return str(self["event"])
 
 
-class RunHandle:
-    """A run started with ``runtime.start``. Users receive it; they never build it.
+class RunTracker:
+    """The engine's side of a started run: where its events, metrics and outcome go.
 
-    Attributes:
-        run_id: the run's id.
-        workflow: the orchestrator class's stable name.
+    One per attempt's run; its ``handle`` is what users receive.
     """
 
     def __init__(self, run_id: str, workflow: str) -> None:
@@ -46,16 +44,20 @@ class RunHandle:
         self.started = time.time()
         self.metrics: dict[str, float] = {}
         self.replayed_steps = 0
-        self._done = anyio.Event()
-        self._result: Any = None
-        self._error: BaseException | None = None
+        self.cancel_requested = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.ended = anyio.Event()
         self._cancel_scope: anyio.CancelScope | None = None
-        self._cancelled = False
         self._subscribers: list[MemoryObjectSendStream[RunEvent]] = []
         # late subscribers see the recent past (events(replay=True))
         self._history: deque[RunEvent] = deque(maxlen=256)
+        self.handle: RunHandle = RunHandle._create(self)
 
-    # --- events ----------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        """Whether the run ended."""
+        return self.ended.is_set()
 
     def emit(self, event: str, level: str = "info", **data: Any) -> None:
         """Log ``event`` with structlog and pass it to every ``events()`` subscriber."""
@@ -69,33 +71,104 @@ class RunHandle:
             except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 self._subscribers.remove(stream)
 
+    def subscribe(self, *, replay: bool) -> MemoryObjectReceiveStream[RunEvent]:
+        """A stream of the run's events from now on (after the recent past, with ``replay``)."""
+        send, receive = anyio.create_memory_object_stream[RunEvent](math.inf)
+        if replay:
+            for past in self._history:
+                send.send_nowait(past)
+        if self.ended.is_set():
+            send.close()
+        else:
+            self._subscribers.append(send)
+        return receive
+
+    def attach(self, scope: anyio.CancelScope | None) -> None:
+        """The cancel scope the run's code runs in (None once it has left it)."""
+        self._cancel_scope = scope
+
+    def cancel(self) -> None:
+        """Stop the run; it is marked cancelled and will not be recovered."""
+        self.cancel_requested = True
+        if self._cancel_scope is not None:
+            self._cancel_scope.cancel()
+
+    def finish(
+        self, status: RunStatus, result: Any = None, error: BaseException | None = None
+    ) -> None:
+        """The run ended with ``status``: wake every waiter and close every event stream."""
+        self.status = status
+        self.result = result
+        self.error = error
+        self.ended.set()
+        for stream in self._subscribers:
+            stream.close()
+        self._subscribers.clear()
+
+
+class _NoPublicConstructor(type):
+    def __call__(cls, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError(
+            f"{cls.__qualname__} has no public constructor; get one from `runtime.start(...)`"
+        )
+
+    def _create(cls, *args: Any, **kwargs: Any) -> Any:
+        return super().__call__(*args, **kwargs)
+
+
+class RunHandle(metaclass=_NoPublicConstructor):
+    """A run started with ``runtime.start``. Users receive it; they never build it.
+
+    Attributes:
+        run_id: the run's id.
+        workflow: the orchestrator class's stable name.
+    """
+
+    __slots__ = ("_tracker", "run_id", "workflow")
+
+    def __init__(self, tracker: RunTracker) -> None:
+        self._tracker = tracker
+        self.run_id = tracker.run_id
+        self.workflow = tracker.workflow
+
+    @property
+    def status(self) -> RunStatus:
+        """The run's status as this process knows it."""
+        return self._tracker.status
+
+    @property
+    def started(self) -> float:
+        """When this process started (or resumed) the run, in seconds since the epoch."""
+        return self._tracker.started
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """The run's metrics once it ended: steps, checkpoints, elapsed, what agents report."""
+        return self._tracker.metrics
+
+    @property
+    def replayed_steps(self) -> int:
+        """How many log records this attempt replayed instead of running."""
+        return self._tracker.replayed_steps
+
     async def events(self, *, replay: bool = True) -> AsyncIterator[RunEvent]:
         """Yield the run's events as they happen, ending when the run ends.
 
         With ``replay`` the events emitted before the call come first.
         """
-        send, receive = anyio.create_memory_object_stream[RunEvent](math.inf)
-        if replay:
-            for past in self._history:
-                send.send_nowait(past)
-        if self._done.is_set():
-            send.close()
-        else:
-            self._subscribers.append(send)
+        receive = self._tracker.subscribe(replay=replay)
         async with receive:
             async for event in receive:
                 yield event
 
-    # --- outcome ---------------------------------------------------------------
-
     @property
     def done(self) -> bool:
         """Whether the run ended (finished, failed, paused, cancelled or crashed here)."""
-        return self._done.is_set()
+        return self._tracker.done
 
     async def wait(self) -> None:
         """Wait until the run ends, without raising its error."""
-        await self._done.wait()
+        await self._tracker.ended.wait()
 
     async def result(self) -> Any:
         """Wait for the run and return its result.
@@ -105,24 +178,15 @@ class RunHandle:
             RunFailedError: the run failed (the cause is chained).
             StorageError: the run's log could not be written.
         """
-        await self._done.wait()
-        if self._error is not None:
-            raise self._error
-        return self._result
+        tracker = self._tracker
+        await tracker.ended.wait()
+        if tracker.error is not None:
+            raise tracker.error
+        return tracker.result
 
     def cancel(self) -> None:
         """Stop the run; it is marked cancelled and will not be recovered."""
-        self._cancelled = True
-        if self._cancel_scope is not None:
-            self._cancel_scope.cancel()
+        self._tracker.cancel()
 
-    def _finish(
-        self, status: RunStatus, result: Any = None, error: BaseException | None = None
-    ) -> None:
-        self.status = status
-        self._result = result
-        self._error = error
-        self._done.set()
-        for stream in self._subscribers:
-            stream.close()
-        self._subscribers.clear()
+    def __repr__(self) -> str:
+        return f"<RunHandle {self.workflow} {self.run_id!r} {self.status}>"

@@ -1,4 +1,4 @@
-"""Step ids, issued synchronously as paths, and what a handler can learn of its step.
+"""Step ids, issued synchronously as paths, and the argument hashes replay checks.
 
 A step id is ``<namespace>/<counter>``. The top-level namespace is empty, so a
 run's first steps are ``0``, ``1``...; a phase opens ``<parent>/<name>.<n>``
@@ -11,25 +11,19 @@ order the event loop starts them in.
 from __future__ import annotations
 
 import hashlib
-import os
-import sys
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
 from actorflow.errors import EncodingError
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from types import FrameType
-
 __all__ = [
     "Namespace",
-    "StepInfo",
     "args_hash",
-    "call_site",
-    "current_step",
+    "current_namespace",
+    "enter_namespace",
+    "leave_namespace",
     "message_hash",
     "value_hash",
 ]
@@ -69,50 +63,24 @@ class Namespace:
         return f"{self.path}/{name}.{n}" if self.path else f"{name}.{n}"
 
 
-class StepInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """What a handler learns of the step it serves (``current_step()``).
-
-    ``key`` is the step's idempotency key: the same when the step runs again
-    after a crash or a retry, so handlers can make external effects idempotent.
-    """
-
-    run_id: str
-    step_id: str
-    key: str
-    attempt: int = 1
+# the namespace of the phase the running code is in (None: the run's top level)
+_namespace: ContextVar[Namespace | None] = ContextVar("actorflow_namespace", default=None)
 
 
-class _StepMeta:
-    """Travels with a step's message; the engine reads metrics and milestones back."""
-
-    __slots__ = ("info", "metrics", "milestone", "progress")
-
-    def __init__(
-        self,
-        info: StepInfo,
-        milestone: Callable[[bytes], Any],
-        progress: bytes | None,
-    ) -> None:
-        self.info = info
-        self.metrics: dict[str, float] = {}
-        self.milestone = milestone
-        self.progress = progress
+def current_namespace(root: Namespace) -> Namespace:
+    """The namespace of the phase the caller runs in, or ``root`` outside any phase."""
+    ns = _namespace.get()
+    return ns if ns is not None else root
 
 
-_fallback: ContextVar[_StepMeta | None] = ContextVar("actorflow_step", default=None)
+def enter_namespace(ns: Namespace) -> object:
+    """Make ``ns`` the caller's namespace; pass the token to ``leave_namespace``."""
+    return _namespace.set(ns)
 
 
-def _meta() -> _StepMeta | None:
-    from actorflow.runtime.actors._actor import current_message_meta
-
-    meta = current_message_meta()
-    return meta if isinstance(meta, _StepMeta) else _fallback.get()
-
-
-def current_step() -> StepInfo | None:
-    """The step the running handler serves, or ``None`` outside a workflow step."""
-    meta = _meta()
-    return meta.info if meta is not None else None
+def leave_namespace(token: object) -> None:
+    """Go back to the namespace before ``enter_namespace`` returned ``token``."""
+    _namespace.reset(token)  # type: ignore[arg-type]
 
 
 def args_hash(kind: str, target: str | None, payload: bytes) -> str:
@@ -160,17 +128,3 @@ def value_hash(kind: str) -> str:
     if digest is None:
         digest = _value_hashes[kind] = args_hash(kind, None, b"")
     return digest
-
-
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-
-
-def call_site() -> str:
-    """``file:line`` of the nearest caller outside actorflow, for error messages."""
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith(_PACKAGE):
-            return f"{filename}:{frame.f_lineno}"
-        frame = frame.f_back
-    return "<unknown>"

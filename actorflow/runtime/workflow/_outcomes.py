@@ -1,20 +1,49 @@
-"""Run manifests as the runtime writes and reads them: new, taken over, finished."""
+"""A run as its manifest holds it: the orchestrator's signature, new, taken over, finished."""
 
 from __future__ import annotations
 
 import hashlib
 import time
+import typing
 from typing import Any
 
 import msgspec
 
-from actorflow.errors import RunFailedError, RunNotFinishedError, RunPaused
+from actorflow.errors import ActorDefinitionError, RunFailedError, RunNotFinishedError, RunPaused
 from actorflow.runtime.actors._registry import class_name, lookup
-from actorflow.runtime.workflow._execution import run_signature
 from actorflow.runtime.workflow._recorder import decode, encode
 from actorflow.storage import ErrorInfo, RunManifest, RunStatus
 
-__all__ = ["decode_result", "finished_error", "new_manifest", "taken"]
+__all__ = ["decode_result", "finished_error", "new_manifest", "run_signature", "taken"]
+
+
+_signatures: dict[type[Any], tuple[Any, Any]] = {}
+
+
+def run_signature(cls: type[Any]) -> tuple[Any, Any]:
+    """``(input type, result type)`` of an orchestrator class's ``run(ctx, input)``.
+
+    Resolved once per class: resolving string annotations costs an eval each.
+    """
+    found = _signatures.get(cls)
+    if found is None:
+        found = _signatures[cls] = _resolve_signature(cls)
+    return found
+
+
+def _resolve_signature(cls: type[Any]) -> tuple[Any, Any]:
+    fn = getattr(cls, "run", None)
+    if fn is None or not callable(fn):
+        raise ActorDefinitionError(
+            cls.__qualname__, "an orchestrator needs `async def run(self, ctx, input)`"
+        )
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = {}
+    names = [n for n in fn.__code__.co_varnames[: fn.__code__.co_argcount]]
+    input_type = hints.get(names[2], Any) if len(names) > 2 else Any
+    return input_type, hints.get("return", Any)
 
 
 def new_manifest(

@@ -8,23 +8,22 @@ checkpoint actor for a snapshot when a trigger fires.
 
 from __future__ import annotations
 
-import resource
-import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
 
-from actorflow._log import get_logger
+from actorflow.runtime.actors._actor import state_type
 from actorflow.runtime.actors._registry import class_name
-from actorflow.runtime.workflow._config import Durability, RuntimeConfig
-from actorflow.storage import StateRef, StepRecord
+from actorflow.runtime.workflow._config import Durability
+from actorflow.runtime.workflow._triggers import TriggerPolicy
+from actorflow.storage import StateRef, StepRecord, state_version
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from anyio.abc import TaskGroup
-
+    from actorflow.runtime.actors._actor import Actor
+    from actorflow.runtime.workflow._config import RuntimeConfig
     from actorflow.runtime.workflow._replay import RunView
     from actorflow.storage import LogRecord, LogWriter, Snapshot, Store
 
@@ -32,16 +31,6 @@ __all__ = ["INLINE_STATE_BYTES", "Recorder", "Turnstile"]
 
 INLINE_STATE_BYTES = 4096
 """States up to this size travel inside their step record instead of a blob."""
-
-_log = get_logger("actorflow.run")
-
-
-class _Blob:
-    __slots__ = ()
-
-
-_BLOB = _Blob()
-"""``Recorder.inline_state_ref``'s answer for a state that must be stored as a blob."""
 
 
 class Turnstile:
@@ -103,7 +92,6 @@ class Recorder:
         writer: LogWriter,
         view: RunView,
         config: RuntimeConfig,
-        task_group: TaskGroup,
         request_snapshot: Callable[[Snapshot], None],
         emit: Callable[..., None],
     ) -> None:
@@ -113,13 +101,13 @@ class Recorder:
         self.view = view
         self.config = config
         self.durability = config.durability
-        self.task_group = task_group
+        self.triggers = TriggerPolicy(config.triggers)
         self._request_snapshot = request_snapshot
         self.emit = emit
-        self._last_snapshot_at = time.monotonic()
         # Encoded state last recorded per agent, to record a state only when it changed.
         self.last_state: dict[str, bytes] = {}
         self.agent_types: dict[str, str] = {}
+        self.agent_versions: dict[str, int] = {}
         self._turnstiles: dict[str, Turnstile] = {}
 
     def turnstile(self, agent: str) -> Turnstile:
@@ -135,9 +123,10 @@ class Recorder:
         """Append ``record`` (buffered) and take it into the view; return its position."""
         position = self.writer.add(record)
         if isinstance(record, StepRecord):
-            before = self._confidence(record.target)
-            self.view.apply(record)
-            trigger = self._trigger(record, before)
+            view = self.view
+            before = view.confidence_of(record.target)
+            view.apply(record)
+            trigger = self.triggers.after_step(record, view, before)
             if trigger is not None:
                 self.snapshot(trigger)
         else:
@@ -163,83 +152,59 @@ class Recorder:
         if self.durability is Durability.SYNC:
             await self.writer.flush()
 
+    async def after_phase(self) -> None:
+        """In ``phase`` mode a phase's records are durable before its result is seen."""
+        if self.durability is Durability.PHASE:
+            await self.writer.flush()
+
     # --- agent states ------------------------------------------------------
 
-    def inline_state_ref(self, agent: str, agent_type: str, data: bytes) -> StateRef | _Blob | None:
-        """``state_ref`` when it needs no I/O; ``_BLOB`` when ``data`` must go to a blob."""
+    def note_agent(self, name: str, cls: type[Actor]) -> int:
+        """Remember an agent's class (type name, role, state version); return the version.
+
+        The view reads evaluators' confidence by role; every state recorded for
+        the agent carries the version of its class's state.
+        """
+        self.agent_types[name] = class_name(cls)
+        self.view.roles[name] = cls.role
+        version = self.agent_versions[name] = state_version(state_type(cls))
+        return version
+
+    def needs_blob(self, agent: str, data: bytes) -> bool:
+        """Whether recording ``data`` as ``agent``'s new state takes a blob write (I/O)."""
+        return len(data) > INLINE_STATE_BYTES and self.last_state.get(agent) != data
+
+    def inline_state_ref(self, agent: str, data: bytes) -> StateRef | None:
+        """``state_ref`` for a state that needs no blob (``needs_blob`` is false), without I/O."""
         if self.last_state.get(agent) == data:
             return None
-        if len(data) > INLINE_STATE_BYTES:
-            return _BLOB
         self.last_state[agent] = data
-        self.agent_types[agent] = agent_type
-        return StateRef(agent=agent, type=agent_type, data=data)
+        return StateRef(
+            agent=agent,
+            type=self.agent_types.get(agent, ""),
+            version=self.agent_versions.get(agent, 1),
+            data=data,
+        )
 
-    async def state_ref(self, agent: str, agent_type: str, data: bytes) -> StateRef | None:
+    async def state_ref(self, agent: str, data: bytes) -> StateRef | None:
         """A reference to ``data`` as ``agent``'s new state, or ``None`` if unchanged."""
         if self.last_state.get(agent) == data:
             return None
         self.last_state[agent] = data
-        self.agent_types[agent] = agent_type
+        agent_type = self.agent_types.get(agent, "")
+        version = self.agent_versions.get(agent, 1)
         if len(data) <= INLINE_STATE_BYTES:
-            return StateRef(agent=agent, type=agent_type, data=data)
+            return StateRef(agent=agent, type=agent_type, version=version, data=data)
         # The blob must be durable before any record that points at it.
         blob = await self.store.put_blob(self.run_id, data)
-        return StateRef(agent=agent, type=agent_type, blob=blob)
-
-    def note_agent(self, name: str, cls: type[Any], role: str) -> None:
-        """Remember an agent's type and role (the view reads evaluators' confidence)."""
-        self.agent_types[name] = class_name(cls)
-        self.view.roles[name] = role
+        return StateRef(agent=agent, type=agent_type, version=version, blob=blob)
 
     # --- snapshots ---------------------------------------------------------
 
     def snapshot(self, trigger: str) -> None:
         """Ask the checkpoint actor for a snapshot at the current position."""
-        self._last_snapshot_at = time.monotonic()
+        self.triggers.taken()
         self._request_snapshot(self.view.snapshot(trigger))
-
-    def _confidence(self, agent: str | None) -> float | None:
-        snap = self.view.agents.get(agent or "")
-        return snap.confidence if snap is not None else None
-
-    def _trigger(self, record: StepRecord, confidence_before: float | None) -> str | None:
-        """Which snapshot trigger (if any) this step record fires."""
-        t = self.config.triggers
-        role = self.view.roles.get(record.target or "")
-        if record.error is not None and t.on_error:
-            return "error"
-        if record.kind == "ask" and role == "evaluator":
-            if t.on_evaluation:
-                return "evaluation"
-            if self._crossed(confidence_before, self._confidence(record.target)):
-                return "confidence"
-        if record.kind == "ask" and role == "specialist" and t.on_specialist_done:
-            return "specialist_done"
-        if t.every_steps and self.view.steps_since_snapshot >= t.every_steps:
-            return "steps"
-        if t.every_seconds is not None and (
-            time.monotonic() - self._last_snapshot_at >= t.every_seconds
-        ):
-            return "interval"
-        if (
-            t.memory_bytes is not None
-            and self.view.position % 64 == 0
-            and _peak_memory() >= t.memory_bytes
-        ):
-            return "memory"
-        return None
-
-    def _crossed(self, before: float | None, after: float | None) -> bool:
-        threshold = self.config.triggers.confidence_threshold
-        if threshold is None or after is None:
-            return False
-        return before is None or (before >= threshold) != (after >= threshold)
-
-
-def _peak_memory() -> int:
-    # ru_maxrss is KiB on Linux
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 _encoder = msgspec.msgpack.Encoder()

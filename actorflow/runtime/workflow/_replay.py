@@ -1,4 +1,4 @@
-"""A run as its records describe it: the replay index and the checkpoint view in one.
+"""Replay: a run as its records describe it, the one non-determinism check, stored states.
 
 Recovery builds a ``RunView`` (``load_view``) from the newest valid snapshot plus the log
 after it; a live run applies each record as it is appended. The same view
@@ -6,16 +6,23 @@ answers the re-running orchestrator ("is there a record for step 3/7?") and
 gives the checkpoint actor its snapshots, so both always agree. A snapshot is
 built from records alone, never from live objects, so it is consistent across
 concurrent agents by construction and a later state cannot leak into it.
+
+``check_replay`` is the one place a replayed step is compared with its record
+(``NonDeterminismError``); ``decode_agent_state`` is the one place a stored
+state becomes an agent's state again, upgraded from the version it was stored
+with.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from actorflow.errors import CorruptedDataError
+from actorflow.errors import CorruptedDataError, NonDeterminismError
 from actorflow.storage import (
     AgentSnapshot,
     DecisionRecord,
@@ -26,12 +33,16 @@ from actorflow.storage import (
     Snapshot,
     StateRef,
     StepRecord,
+    decode_state,
 )
 
 if TYPE_CHECKING:
-    from actorflow.storage import LogRecord, Store
+    from collections.abc import Callable
+    from types import FrameType
 
-__all__ = ["RunView", "load_view"]
+    from actorflow.storage import LogRecord, SnapshotInfo, Store
+
+__all__ = ["RunView", "call_site", "check_replay", "decode_agent_state", "load_view"]
 
 
 def _inside(step_id: str, phase_id: str) -> bool:
@@ -145,6 +156,24 @@ class RunView:
         self.events = {k: v for k, v in self.events.items() if not _inside(k, pid)}
         self.phases[pid] = record
 
+    def confidence_of(self, agent: str | None) -> float | None:
+        """The latest confidence an evaluator ``agent`` replied with, if any."""
+        snap = self.agents.get(agent or "")
+        return snap.confidence if snap is not None else None
+
+    def recorded(self, step_id: str) -> tuple[str, str | None, str] | None:
+        """``(kind, target, args_hash)`` of what the log holds at ``step_id``, if anything.
+
+        Decisions count as kind ``decision`` with their type as the hash.
+        """
+        step = self.steps.get(step_id)
+        if step is not None:
+            return step.kind, step.target, step.args_hash
+        decision = self.decided.get(step_id)
+        if decision is not None:
+            return "decision", None, decision.type
+        return None
+
     def state_of(self, agent: str) -> StateRef | None:
         """The agent's latest recorded state."""
         snap = self.agents.get(agent)
@@ -174,7 +203,56 @@ class RunView:
         )
 
 
-async def load_view(store: Store, run_id: str, emit: Any) -> tuple[RunView, int]:
+def check_replay(view: RunView, step_id: str, kind: str, target: str | None, digest: str) -> None:
+    """Raise ``NonDeterminismError`` if the log holds something else at ``step_id``.
+
+    The one check of the recovery contract: a replayed step must have the
+    kind, target and argument hash its record has. Nothing recorded: no check.
+    """
+    recorded = view.recorded(step_id)
+    if recorded is not None and recorded != (kind, target, digest):
+        was_kind, was_target, was_hash = recorded
+        raise NonDeterminismError(
+            view.run_id,
+            step_id,
+            _describe(was_kind, was_target, was_hash),
+            _describe(kind, target, digest),
+            call_site(),
+        )
+
+
+def _describe(kind: str, target: str | None, digest: str) -> str:
+    if kind == "decision":
+        return f"decision {digest}"
+    return f"{kind} {target or ''} (args {digest})"
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+
+
+def call_site() -> str:
+    """``file:line`` of the nearest caller outside actorflow, for error messages."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(_PACKAGE):
+            return f"{filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<unknown>"
+
+
+def decode_agent_state(data: bytes, state_cls: type[Any], ref: StateRef, agent: str) -> Any:
+    """Agent ``agent``'s state stored under ``ref``, as an instance of today's ``state_cls``.
+
+    A state stored by an older version of the class goes through its
+    ``upgrade_state``; one stored by a newer version, or an older one the
+    class cannot upgrade, raises ``IncompatibleStateError`` naming the class
+    and both versions. Never a silent default.
+    """
+    return decode_state(data, state_cls, version=ref.version)
+
+
+async def load_view(store: Store, run_id: str, emit: Callable[..., None]) -> tuple[RunView, int]:
     """The run as recorded: newest valid snapshot plus the log after it.
 
     A snapshot that fails its checksum is reported and skipped for the one
@@ -207,7 +285,7 @@ async def load_view(store: Store, run_id: str, emit: Any) -> tuple[RunView, int]
     return view, len(records)
 
 
-def _snapshots_numbered(infos: list[Any]) -> int:
+def _snapshots_numbered(infos: list[SnapshotInfo]) -> int:
     """How far a run's snapshot ids (``0007-p120``) have counted: new ids go on from there.
 
     Not merely how many are left: pruned ones must not have their ids reused.

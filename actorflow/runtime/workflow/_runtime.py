@@ -24,13 +24,14 @@ from actorflow.errors import (
 )
 from actorflow.runtime.actors._registry import class_name, lookup, register
 from actorflow.runtime.actors._system import ActorSystem
-from actorflow.runtime.workflow._attempt import drive_in_background
+from actorflow.runtime.workflow._attempt import RunDriver
 from actorflow.runtime.workflow._checkpointer import Checkpointer
 from actorflow.runtime.workflow._config import RuntimeConfig
-from actorflow.runtime.workflow._fork import answer_input, copy_for_fork
-from actorflow.runtime.workflow._handle import RunHandle
+from actorflow.runtime.workflow._fork import copy_for_fork
+from actorflow.runtime.workflow._handle import RunHandle, RunTracker
 from actorflow.runtime.workflow._outcomes import decode_result, finished_error, new_manifest, taken
 from actorflow.runtime.workflow._pruning import Pruner
+from actorflow.runtime.workflow._steps import answer_wait
 from actorflow.storage import (
     RunManifest,
     RunStatus,
@@ -77,10 +78,11 @@ class Runtime(ActorSystem):
         self._store: Store | None = store if isinstance(store, Store) else None
         self.config = config if config is not None else RuntimeConfig.from_env()
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._handles: dict[str, RunHandle] = {}
-        self._finished: collections.deque[RunHandle] = collections.deque()
+        self._runs: dict[str, RunTracker] = {}
+        self._finished: collections.deque[RunTracker] = collections.deque()
         self._checkpointer: ActorRef[Checkpointer] | None = None
         self._pruner = Pruner()
+        self._driver: RunDriver | None = None
 
     @property
     def store(self) -> Store:
@@ -104,6 +106,19 @@ class Runtime(ActorSystem):
             if self._store is not None and not isinstance(self._store_spec, Store):
                 with anyio.CancelScope(shield=True):
                     await self._store.aclose()
+
+    @property
+    def _runs_driver(self) -> RunDriver:
+        if self._driver is None:
+            self._driver = RunDriver(
+                store=self.store,
+                config=self.config,
+                shutdown_timeout=self.shutdown_timeout,
+                open_scope=lambda run_id, escalate: self._open_scope(run_id, on_escalate=escalate),
+                checkpointer=self._checkpointer_ref,
+                on_finished=self._run_ended,
+            )
+        return self._driver
 
     def _checkpointer_ref(self) -> ActorRef[Checkpointer]:
         if self._checkpointer is None or not self._checkpointer.alive:
@@ -154,19 +169,19 @@ class Runtime(ActorSystem):
     ) -> RunHandle:
         if stored.input_hash != input_hash:
             raise RunInputMismatchError(stored.run_id)
-        live = self._handles.get(stored.run_id)
+        live = self._runs.get(stored.run_id)
         if live is not None and not live.done:
-            return live
+            return live.handle
         if stored.status in _ORPHANS:
             if await self.store.is_owned(stored.run_id):
                 raise RunLockedError(stored.run_id, stored.owner)
             return await self._launch(workflow, stored)
-        handle = RunHandle(stored.run_id, stored.workflow)
+        tracker = RunTracker(stored.run_id, stored.workflow)
         if stored.status is RunStatus.COMPLETED:
-            handle._finish(stored.status, result=decode_result(stored, workflow))
+            tracker.finish(stored.status, result=decode_result(stored, workflow))
         else:
-            handle._finish(stored.status, error=finished_error(stored))
-        return handle
+            tracker.finish(stored.status, error=finished_error(stored))
+        return tracker.handle
 
     async def _launch(
         self,
@@ -192,18 +207,22 @@ class Runtime(ActorSystem):
                 await self.store.release(lease)
                 assert manifest.error is not None
                 raise RecoveryFailedError(manifest.run_id, manifest.error.message)
-        handle = RunHandle(manifest.run_id, manifest.workflow)
-        self._handles[manifest.run_id] = handle
-        task_group.start_soon(drive_in_background, self, handle, manifest, workflow, lease, fresh)
-        return handle
+        tracker = RunTracker(manifest.run_id, manifest.workflow)
+        self._runs[manifest.run_id] = tracker
+        task_group.start_soon(
+            self._runs_driver.drive_in_background, tracker, manifest, workflow, lease, fresh
+        )
+        return tracker.handle
 
-    def _retire(self, handle: RunHandle) -> None:
-        """Keep a finished run's handle among the newest few; a service runs for long."""
-        self._finished.append(handle)
+    def _run_ended(self, tracker: RunTracker, prune: bool) -> None:
+        """Apply retention if asked; keep the handle among the newest few (a service runs long)."""
+        if prune:
+            self._prune_soon(tracker.run_id)
+        self._finished.append(tracker)
         while len(self._finished) > KEPT_FINISHED_HANDLES:
             old = self._finished.popleft()
-            if self._handles.get(old.run_id) is old:
-                del self._handles[old.run_id]
+            if self._runs.get(old.run_id) is old:
+                del self._runs[old.run_id]
 
     # --- recovery ------------------------------------------------------------
 
@@ -286,7 +305,8 @@ class Runtime(ActorSystem):
         workflow = lookup(manifest.workflow)
         lease = await self.store.claim(run_id, self.owner)
         try:
-            await answer_input(self.store, run_id, response, manifest.prompt)
+            request = manifest.prompt.encode() if manifest.prompt is not None else None
+            await answer_wait(self.store, run_id, "input", response, request)
         finally:
             await self.store.release(lease)
         manifest = await self.store.update_run(
@@ -314,10 +334,10 @@ class Runtime(ActorSystem):
 
     async def cancel(self, run_id: str) -> None:
         """Cancel a run: a live one here stops; any other is marked cancelled."""
-        handle = self._handles.get(run_id)
-        if handle is not None and not handle.done:
-            handle.cancel()
-            await handle.wait()
+        live = self._runs.get(run_id)
+        if live is not None and not live.done:
+            live.cancel()
+            await live.ended.wait()
             return
         manifest = await self.store.read_run(validate_run_id(run_id))
         if manifest.status.finished:
@@ -366,7 +386,7 @@ class Runtime(ActorSystem):
             RunNotFoundError: this runtime has no handle for that run.
         """
         try:
-            return self._handles[run_id]
+            return self._runs[run_id].handle
         except KeyError:
             raise RunNotFoundError(run_id) from None
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import anyio
 import msgspec
 
-from actorflow import Evaluator, Orchestrator, RunContext, Specialist, handler, phase
+from actorflow import Evaluator, Orchestrator, Request, RunContext, Specialist, handler, phase
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -48,7 +48,7 @@ def _work(area: str) -> int:
     return total
 
 
-class CrashTask(msgspec.Struct, frozen=True):
+class CrashTask(Request["CrashAnalysis"], frozen=True):
     area: str
     strict: bool = False
 
@@ -145,7 +145,8 @@ class CrashPipeline(Orchestrator):
         self, ctx: RunContext, analyses: list[CrashAnalysis], round: int
     ) -> CrashScore:
         judge = await ctx.spawn(CrashJudge, name="judge")
-        score: CrashScore = await ctx.ask(judge, CrashScores(analyses, round))
+        score = await ctx.ask(judge, CrashScores(analyses, round))
+        assert isinstance(score, CrashScore)  # one message, two agents: narrow the reply
         await ctx.decide(
             "accept" if not score.weak else "reanalyse",
             rationale=f"weak: {score.weak}",
@@ -159,7 +160,8 @@ class CrashPipeline(Orchestrator):
         self, ctx: RunContext, analyses: list[CrashAnalysis], pick: float
     ) -> CrashDraft:
         writer = await ctx.spawn(CrashWriter, name="writer")
-        draft: CrashDraft = await ctx.ask(writer, CrashScores(analyses, int(pick * 100)))
+        draft = await ctx.ask(writer, CrashScores(analyses, int(pick * 100)))
+        assert isinstance(draft, CrashDraft)
         return draft
 
     @phase
@@ -196,7 +198,8 @@ class CrashApproval(Orchestrator):
         self, ctx: RunContext, analyses: list[CrashAnalysis], answer: str
     ) -> CrashDraft:
         writer = await ctx.spawn(CrashWriter, name="writer")
-        draft: CrashDraft = await ctx.ask(writer, CrashScores(analyses, len(answer)))
+        draft = await ctx.ask(writer, CrashScores(analyses, len(answer)))
+        assert isinstance(draft, CrashDraft)
         return CrashDraft(f"{answer}: {draft.text}", draft.words)
 
     async def run(self, ctx: RunContext, areas: list[str]) -> CrashSummary:

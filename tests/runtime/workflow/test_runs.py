@@ -10,7 +10,16 @@ import msgspec
 import pytest
 
 import actorflow.runtime.workflow._runtime
-from actorflow import Orchestrator, RunContext, Runtime, RuntimeConfig, Specialist, handler, phase
+from actorflow import (
+    Orchestrator,
+    Request,
+    RunContext,
+    Runtime,
+    RuntimeConfig,
+    Specialist,
+    handler,
+    phase,
+)
 from actorflow.errors import (
     NonDeterminismError,
     RunFailedError,
@@ -35,7 +44,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
-class Note(msgspec.Struct, frozen=True):
+class Note(Request[int], frozen=True):
     text: str
 
 
@@ -536,7 +545,7 @@ def define_evolving(version: int) -> type[Orchestrator]:
 
         async def run(self, ctx: RunContext, _: None) -> list[str]:
             keeper = await ctx.spawn(Keeper, name="keeper")
-            return [await ctx.ask(keeper, Note(str(i))) for i in range(3)]
+            return [str(await ctx.ask(keeper, Note(str(i)))) for i in range(3)]
 
     return Evolving
 

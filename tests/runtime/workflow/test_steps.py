@@ -8,7 +8,16 @@ import anyio
 import msgspec
 import pytest
 
-from actorflow import Orchestrator, RunContext, Runtime, RuntimeConfig, Specialist, handler, phase
+from actorflow import (
+    Orchestrator,
+    Request,
+    RunContext,
+    Runtime,
+    RuntimeConfig,
+    Specialist,
+    handler,
+    phase,
+)
 from actorflow.errors import RunFailedError, StepFailedError, UnawaitedStepError
 from actorflow.storage import MemoryStore, StepRecord
 from actorflow.testing import CrashingStore, crash_and_recover
@@ -16,7 +25,7 @@ from actorflow.testing import CrashingStore, crash_and_recover
 FAST = RuntimeConfig(retry_backoff=0.0)
 
 
-class Item(msgspec.Struct, frozen=True):
+class Item(Request[int], frozen=True):
     n: int
 
 
@@ -379,7 +388,7 @@ async def test_a_durable_timer_is_not_reset_by_a_restart(monkeypatch: pytest.Mon
 
     import anyio
 
-    from actorflow.runtime.workflow import _context
+    from actorflow.runtime.workflow import _steps
 
     store = MemoryStore()
     crashing = CrashingStore(store, crash_after=2)  # the spawn, then the timer's deadline
@@ -390,7 +399,7 @@ async def test_a_durable_timer_is_not_reset_by_a_restart(monkeypatch: pytest.Mon
     # An hour later (a fake clock): the recorded deadline has passed, so the
     # recovered run goes on at once; a timer started afresh would wait an hour.
     later = time.time() + 3601
-    monkeypatch.setattr(_context, "time", types.SimpleNamespace(time=lambda: later))
+    monkeypatch.setattr(_steps, "time", types.SimpleNamespace(time=lambda: later))
     async with Runtime(store=store) as runtime:
         with anyio.fail_after(10):
             assert await runtime.recover() == {"nap": "rested"}

@@ -29,7 +29,6 @@ def recorder(triggers: CheckpointTriggers, taken: list[str]) -> Recorder:
         writer=LogWriter(store, "r", start=0),
         view=view,
         config=RuntimeConfig(triggers=triggers),
-        task_group=None,  # type: ignore[arg-type]
         request_snapshot=request,
         emit=lambda *a, **k: None,
     )

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import msgspec
 
-from actorflow import Evaluator, Orchestrator, RunContext, Specialist, handler, phase
+from actorflow import Evaluator, Orchestrator, Request, RunContext, Specialist, handler, phase
 
 
-class Question(msgspec.Struct, frozen=True):
+class Question(Request["Finding"], frozen=True):
     text: str
 
 
@@ -17,7 +17,7 @@ class Finding(msgspec.Struct, frozen=True):
     confidence: float
 
 
-class Findings(msgspec.Struct, frozen=True):
+class Findings(Request["Verdict"], frozen=True):
     items: list[Finding]
 
 
@@ -78,7 +78,7 @@ class Lead(Orchestrator):
 EXECUTIONS: list[str] = []
 
 
-class Task(msgspec.Struct, frozen=True):
+class Task(Request["Analysis"], frozen=True):
     area: str
     strict: bool = False
 
@@ -94,7 +94,7 @@ class Score(msgspec.Struct, frozen=True):
     weak: list[str]
 
 
-class Scores(msgspec.Struct, frozen=True):
+class Scores(Request["Score"], frozen=True):
     items: list[Analysis]
     round: int
 
