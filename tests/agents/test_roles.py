@@ -47,13 +47,13 @@ def test_each_role_is_an_actor_with_its_marker() -> None:
         assert issubclass(role, Actor)
 
     class Mine(Evaluator):
-        pass
+        __actorflow_name__ = "tests.agents.roles.Mine"
 
     assert Mine.role == "evaluator", "a subclass keeps its role"
 
 
 class NoRun(Orchestrator):
-    pass
+    __actorflow_name__ = "tests.agents.roles.NoRun"
 
 
 async def test_an_orchestrator_without_run_fails_its_run_naming_the_class() -> None:
@@ -65,6 +65,7 @@ async def test_an_orchestrator_without_run_fails_its_run_naming_the_class() -> N
 
 
 class Instances(Orchestrator):
+    __actorflow_name__ = "tests.agents.roles.Instances"
     seen: list[int] = []
 
     async def run(self, ctx: RunContext, _: None) -> int:
@@ -94,6 +95,8 @@ class Seen(msgspec.Struct, frozen=True):
 
 
 class Worker(Specialist):
+    __actorflow_name__ = "tests.agents.roles.Worker"
+
     @handler
     async def work(self, job: Job) -> Seen:
         self.report(api_calls=1, tokens=len(job.text))
@@ -102,6 +105,8 @@ class Worker(Specialist):
 
 
 class UseWorker(Orchestrator):
+    __actorflow_name__ = "tests.agents.roles.UseWorker"
+
     async def run(self, ctx: RunContext, texts: list[str]) -> list[Seen]:
         worker = await ctx.spawn(Worker, name="worker")
         return [await ctx.ask(worker, Job(t)) for t in texts]
@@ -137,6 +142,8 @@ class Verdict(msgspec.Struct, frozen=True):
 
 
 class Judge(Evaluator):
+    __actorflow_name__ = "tests.agents.roles.Judge"
+
     @handler
     async def grade(self, g: Grade) -> Verdict:
         return Verdict(g.score)
@@ -144,6 +151,8 @@ class Judge(Evaluator):
 
 class Grader(Specialist):
     """Replies with a confidence too, but is no evaluator: the runtime ignores it."""
+
+    __actorflow_name__ = "tests.agents.roles.Grader"
 
     @handler
     async def grade(self, g: Grade) -> Verdict:
@@ -155,6 +164,8 @@ GATE: list[anyio.Event] = []
 
 
 class Review(Orchestrator):
+    __actorflow_name__ = "tests.agents.roles.Review"
+
     async def run(self, ctx: RunContext, score: float) -> float:
         grader = await ctx.spawn(Grader, name="grader")
         judge = await ctx.spawn(Judge, name="judge")
@@ -230,6 +241,7 @@ BODIES: list[str] = []
 
 
 class Speaker(Specialist):
+    __actorflow_name__ = "tests.agents.roles.Speaker"
     state: Said
 
     @handler
@@ -239,6 +251,8 @@ class Speaker(Specialist):
 
 
 class Phased(Orchestrator):
+    __actorflow_name__ = "tests.agents.roles.Phased"
+
     @phase
     async def first(self, ctx: RunContext, text: str) -> Part:
         """The first phase."""
@@ -268,6 +282,8 @@ def test_phase_keeps_the_methods_name_and_doc() -> None:
 
 async def test_a_phase_called_twice_in_a_run_runs_twice() -> None:
     class Twice(Orchestrator):
+        __actorflow_name__ = "tests.agents.roles.Twice"
+
         @phase
         async def bump(self, ctx: RunContext, text: str) -> Part:
             BODIES.append("bump")

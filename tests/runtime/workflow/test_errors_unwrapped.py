@@ -22,6 +22,8 @@ from actorflow.testing import crash_and_recover, run_in_memory
 
 
 class Failing(Orchestrator):
+    __actorflow_name__ = "tests.errors_unwrapped.Failing"
+
     async def run(self, ctx: RunContext, _: None) -> None:
         raise KeyError("no such thing")
 
@@ -31,6 +33,8 @@ class Fail(msgspec.Struct, frozen=True):
 
 
 class Failer(Actor):
+    __actorflow_name__ = "tests.errors_unwrapped.Failer"
+
     @handler
     async def fail(self, _: Fail) -> None:
         raise ValueError("handler boom")

@@ -17,6 +17,7 @@ from actorflow.storage import MemoryStore, RunStatus
 
 
 class Unencodable(Orchestrator):
+    __actorflow_name__ = "tests.unencodable.Unencodable"
     runs = 0
 
     async def run(self, ctx: RunContext, _: None) -> object:
@@ -26,6 +27,8 @@ class Unencodable(Orchestrator):
 
 
 class Echo(Orchestrator):
+    __actorflow_name__ = "tests.unencodable.Echo"
+
     async def run(self, ctx: RunContext, value: object) -> None:
         raise AssertionError("a run with an unencodable input must never start")
 
