@@ -234,32 +234,34 @@ class RunDriver:
         input_type, _ = run_signature(cls)
         checkpointer = self._checkpointer()
         queue = CheckpointQueue(store=store, writer=writer, emit=handle.emit)
+        recorder = Recorder(
+            run_id=run_id,
+            store=store,
+            writer=writer,
+            view=view,
+            config=self.config,
+            request_snapshot=lambda s: queue.offer(s, checkpointer.send_nowait),
+            emit=handle.emit,
+        )
+        agents = RunAgents(scope, recorder)
+        # before the run's task group: a state that cannot be restored (an
+        # IncompatibleStateError) reaches the caller as itself
+        restored = await agents.restore_all()
+        value = decode(manifest.input, input_type, f"input of run {run_id}")
         async with anyio.create_task_group() as tg:
-            recorder = Recorder(
-                run_id=run_id,
-                store=store,
-                writer=writer,
-                view=view,
-                config=self.config,
-                request_snapshot=lambda s: queue.offer(s, checkpointer.send_nowait),
-                emit=handle.emit,
-            )
-            agents = RunAgents(scope, recorder)
             env = StepEnv(recorder=recorder, agents=agents, config=self.config, task_group=tg)
-            restored = await agents.restore_all()
             ctx = RunContext(env)
-            value = decode(manifest.input, input_type, f"input of run {run_id}")
             handle.emit("run_started", workflow=manifest.workflow, agents_restored=restored)
             result = await _execute(handle, env, cls, value, ctx, outcome)
             await _store_outcome(store, recorder, queue, checkpointer.send_nowait, outcome, result)
-            handle.metrics.update(
-                view.metrics,
-                checkpoints=queue.written,
-                checkpoint_failures=queue.failed,
-                checkpoint_bytes=queue.bytes_written,
-                checkpoint_write_ms=round(queue.write_seconds * 1000, 3),
-                recoveries=manifest.attempt,
-            )
+        handle.metrics.update(
+            view.metrics,
+            checkpoints=queue.written,
+            checkpoint_failures=queue.failed,
+            checkpoint_bytes=queue.bytes_written,
+            checkpoint_write_ms=round(queue.write_seconds * 1000, 3),
+            recoveries=manifest.attempt,
+        )
 
 
 async def _heartbeat(store: Store, lease: Lease, interval: float) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -148,8 +149,14 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
         elif not isinstance(triggers, CheckpointTriggers):
             raise ConfigurationError("triggers", triggers, "a CheckpointTriggers")
         retention: object = self.retention
-        if retention is not None and not isinstance(retention, RetentionPolicy):
-            raise ConfigurationError("retention", self.retention, "a RetentionPolicy or None")
+        if retention is not None:
+            if not isinstance(retention, RetentionPolicy):
+                raise ConfigurationError("retention", retention, "a RetentionPolicy or None")
+            _check_int(retention, "keep_last", minimum=1, optional=True)
+            _check_bool(retention, "keep_per_phase")
+            _check_number(retention, "max_age", minimum=0.0, optional=True)
+            _check_bool(retention, "delete_completed")
+            _check_int(retention, "max_total_bytes", minimum=1, optional=True)
         _check_int(self, "step_retries", minimum=0)
         _check_number(self, "retry_backoff", minimum=0.0)
         _check_int(self, "max_recovery_attempts", minimum=1)
@@ -198,11 +205,32 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
             triggers["every_steps"] = _parse_int("ACTORFLOW_CHECKPOINT_EVERY_STEPS", v) or None
         if (v := env.get("ACTORFLOW_CHECKPOINT_EVERY")) is not None:
             triggers["every_seconds"] = parse_duration(v, option="ACTORFLOW_CHECKPOINT_EVERY")
-        if triggers:
-            values["triggers"] = CheckpointTriggers(**triggers)
-        values.update(overrides)
-        return cls(**values)
+        try:
+            if triggers:
+                values["triggers"] = CheckpointTriggers(**triggers)
+            config = cls(**values)
+        except ConfigurationError as exc:
+            # name the variable that was set, not the field it became
+            var = _VARIABLES.get(exc.option)
+            if var is None or env.get(var) is None:
+                raise
+            raise ConfigurationError(var, env[var], exc.expected) from None
+        return msgspec.structs.replace(config, **overrides) if overrides else config
 
+
+_VARIABLES = {
+    "durability": "ACTORFLOW_DURABILITY",
+    "step_retries": "ACTORFLOW_STEP_RETRIES",
+    "max_recovery_attempts": "ACTORFLOW_MAX_RECOVERY_ATTEMPTS",
+    "recovery_timeout": "ACTORFLOW_RECOVERY_TIMEOUT",
+    "code_version": "ACTORFLOW_CODE_VERSION",
+    "every_steps": "ACTORFLOW_CHECKPOINT_EVERY_STEPS",
+    "every_seconds": "ACTORFLOW_CHECKPOINT_EVERY",
+    "keep_last": "ACTORFLOW_RETENTION",
+    "max_age": "ACTORFLOW_RETENTION",
+    "max_total_bytes": "ACTORFLOW_RETENTION",
+}
+"""Which ``ACTORFLOW_*`` variable sets each field (for errors that name it)."""
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
@@ -224,6 +252,8 @@ def parse_duration(text: str, *, option: str = "duration") -> float:
         seconds = float(number) * factor
     except ValueError:
         raise ConfigurationError(option, text, "a duration such as 30s, 10m, 2h or 7d") from None
+    if not math.isfinite(seconds):
+        raise ConfigurationError(option, text, "a finite duration such as 30s, 10m, 2h or 7d")
     if seconds < 0:
         raise ConfigurationError(option, text, "a duration >= 0")
     return seconds
