@@ -1,0 +1,81 @@
+"""The app itself: help, ``python -m``, one-line errors and their exit codes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+from typer.testing import CliRunner
+
+from actorflow.cli import EXIT_CODES, app, exit_code_for
+from actorflow.errors import (
+    CheckpointCorruptedError,
+    CheckpointNotFoundError,
+    ConfigurationError,
+    RunFailedError,
+    RunLockedError,
+    RunNotFoundError,
+    RunPaused,
+)
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+runner = CliRunner()
+
+
+def test_help_lists_every_command() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("runs", "checkpoints", "show", "log", "validate", "diff", "prune"):
+        assert command in result.output
+
+
+def test_python_dash_m_runs_the_same_cli() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "actorflow", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "checkpoints" in proc.stdout
+
+
+def test_a_missing_store_is_one_clear_line_not_a_traceback(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["runs", "--store", str(tmp_path / "nowhere")])
+    assert result.exit_code == EXIT_CODES["error"]
+    assert "no actorflow store at" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["runs", "--store", str(tmp_path / "nowhere"), "--debug"])
+    assert result.exit_code != 0
+    assert result.exception is not None
+    assert "no actorflow store at" in str(result.exception)
+
+
+def test_the_store_comes_from_the_environment(tmp_path: Path) -> None:
+    missing = str(tmp_path / "from-env")
+    result = runner.invoke(app, ["runs"], env={"ACTORFLOW_STORE": missing})
+    assert missing in result.output
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (CheckpointCorruptedError("snap", "bad checksum"), "corrupt"),
+        (RunNotFoundError("r"), "not_found"),
+        (CheckpointNotFoundError("r", "c"), "not_found"),
+        (RunFailedError("r", "ValueError", "x"), "run_failed"),
+        (RunPaused("r", "ok?"), "paused"),
+        (RunLockedError("r"), "locked"),
+        (ConfigurationError("x", 1, "y"), "error"),
+    ],
+)
+def test_errors_map_to_documented_exit_codes(error: Exception, code: str) -> None:
+    assert exit_code_for(error) == EXIT_CODES[code]
