@@ -9,9 +9,11 @@ another live process; 130 interrupted.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Annotated, Final, TypeVar
 
 import anyio
+import structlog
 import typer
 
 from actorflow.cli._render import err
@@ -155,4 +157,14 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
 
 def main() -> None:
     """Entry point of the ``actorflow`` script and of ``python -m actorflow``."""
+    _log_to_stderr()
     app(prog_name="actorflow")
+
+
+def _log_to_stderr() -> None:
+    # The command line is an application, so it says where events go: stdout
+    # carries the commands' data (`--json` output is piped to other programs),
+    # so actorflow's warnings go to stderr. A user's `--app` module imported
+    # later may configure structlog its own way.
+    if not structlog.is_configured():
+        structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))

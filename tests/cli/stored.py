@@ -107,3 +107,22 @@ async def populate(path: str) -> None:
             await store.write_snapshot(snap)
     finally:
         await store.aclose()
+
+
+async def write_orphan_of_an_unknown_workflow(path: str) -> None:
+    """An interrupted run whose workflow class no process here defines."""
+    store = FileStore(path)
+    try:
+        await store.create_run(
+            RunManifest(
+                run_id="orphan",
+                workflow="NoSuchWorkflow",
+                input=msgspec.msgpack.encode(None),
+                input_hash="h",
+                status=RunStatus.INTERRUPTED,
+                created=1_700_000_000.0,
+                updated=1_700_000_000.0,
+            )
+        )
+    finally:
+        await store.aclose()

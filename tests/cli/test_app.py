@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from typing import TYPE_CHECKING
 
+import anyio
 import pytest
 from typer.testing import CliRunner
 
@@ -19,6 +21,7 @@ from actorflow.errors import (
     RunNotFoundError,
     RunPaused,
 )
+from tests.cli.stored import write_orphan_of_an_unknown_workflow
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -79,3 +82,19 @@ def test_the_store_comes_from_the_environment(tmp_path: Path) -> None:
 )
 def test_errors_map_to_documented_exit_codes(error: Exception, code: str) -> None:
     assert exit_code_for(error) == EXIT_CODES[code]
+
+
+def test_warnings_go_to_stderr_so_json_output_stays_parseable(tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    anyio.run(write_orphan_of_an_unknown_workflow, store)
+    proc = subprocess.run(
+        [sys.executable, "-m", "actorflow", "recover", "--store", store, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == EXIT_CODES["run_failed"], proc.stderr
+    # the run cannot be recovered here: the warning saying why is on stderr only
+    assert "run_not_recovered" in proc.stderr
+    assert json.loads(proc.stdout)["not_finished"][0]["run_id"] == "orphan"
