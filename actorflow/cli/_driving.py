@@ -53,10 +53,14 @@ async def recover_runs(
     """
     async with runtime:
         if run_id is not None:
-            before = {run_id}
+            # Read it first: an unknown run fails before the progress display
+            # shows, and a completed one is no orphan, so there is nothing to do.
+            manifest = await runtime.store.read_run(run_id)
+            before = set() if manifest.status is RunStatus.COMPLETED else {run_id}
         else:
             orphans = [RunStatus.RUNNING, RunStatus.INTERRUPTED]
             before = {m.run_id for m in await runtime.runs(status=orphans)}
+        results: dict[str, Any] = {}
         if before:
             with RichProgress(console) as sink, use_progress(sink):
                 async with anyio.create_task_group() as tg:
@@ -65,8 +69,6 @@ async def recover_runs(
                         tg.start_soon(watch_checkpoints, handle, sink)
 
                     results = await runtime.recover(run_id, on_start=follow)
-        else:
-            results = {}
         finished = [_outcome(runtime, rid, res) for rid, res in sorted(results.items())]
         left = [await _left(runtime, rid) for rid in sorted(before - set(results))]
     return finished, left
