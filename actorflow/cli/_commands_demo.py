@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from actorflow.cli._app import DEFAULT_STORE, DebugOpt, JsonOpt, StoreOpt, app, run_command
 from actorflow.cli._render import err, out, print_json
@@ -60,11 +62,13 @@ def demo_command(
         print_json({"run_id": rid, "store": store, "summary": summary})
         return
     out().print(summary_table(summary))
+    # The commands shown must find this run: name the store unless it is the default.
+    where = "" if store == DEFAULT_STORE else escape(f" --store {shlex.quote(store)}")
     out().print(
         f"run [bold]{rid}[/] completed in {time.perf_counter() - started:.1f}s\n"
         f"  report:      {summary.report_path}\n"
         f"  data:        {Path(store).absolute() if '://' not in store else store}\n"
-        f"  look inside: actorflow runs\n"
-        f"               actorflow checkpoints {rid}\n"
-        f"               actorflow log {rid}"
+        f"  look inside: actorflow runs{where}\n"
+        f"               actorflow checkpoints {rid}{where}\n"
+        f"               actorflow log {rid}{where}"
     )
