@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Final, TypeVar
 import anyio
 import structlog
 import typer
+from rich.markup import escape
 
 from actorflow.cli._render import err
 from actorflow.errors import (
@@ -101,8 +102,9 @@ AppStoreOpt = Annotated[
     str | None,
     typer.Option(
         "--store",
+        # Help is rich markup: escaped, the bracket shows instead of vanishing as a tag.
         help="Store: a folder path or s3://bucket/prefix; replaces the app's own store "
-        "[default: $ACTORFLOW_STORE, else the app's store, else ./.actorflow]",
+        + escape("[default: $ACTORFLOW_STORE, else the app's store, else ./.actorflow]"),
     ),
 ]
 

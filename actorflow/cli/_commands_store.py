@@ -228,7 +228,7 @@ def log_command(
 ) -> None:
     """Print the decision log: steps, phase ends and decisions with rationale and confidence.
 
-    With ``--json``, one JSON object per line (with its ``position``).
+    With --json, one JSON object per line (with its position).
     """
 
     async def body(s: Store) -> None:

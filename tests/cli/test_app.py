@@ -98,3 +98,17 @@ def test_warnings_go_to_stderr_so_json_output_stays_parseable(tmp_path: Path) ->
     # the run cannot be recovered here: the warning saying why is on stderr only
     assert "run_not_recovered" in proc.stderr
     assert json.loads(proc.stdout)["not_finished"][0]["run_id"] == "orphan"
+
+
+@pytest.mark.parametrize("command", ["recover", "fork", "resume"])
+def test_help_says_where_the_app_store_comes_from(command: str) -> None:
+    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    assert "[default: $ACTORFLOW_STORE, else the app's store, else ./.actorflow]" in result.output
+
+
+def test_help_shows_no_markup_of_docstrings() -> None:
+    for command in ("runs", "checkpoints", "show", "diff", "validate", "log", "prune", "demo"):
+        result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+        assert result.exit_code == 0
+        assert "``" not in result.output, command
