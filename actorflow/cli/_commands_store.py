@@ -1,7 +1,7 @@
 """The commands that need only the store, never the user's code.
 
 Readers (``runs``, ``checkpoints``, ``show``, ``log``, ``validate``, ``diff``)
-open the store read-only and never create one where the user mistyped a path;
+open an existing store and never create one where the user mistyped a path;
 ``prune`` applies retention to it. Every one takes ``--store`` (a folder, or
 ``s3://bucket/prefix``; default ``$ACTORFLOW_STORE``, else ``./.actorflow``).
 """

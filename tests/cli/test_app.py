@@ -36,6 +36,14 @@ def test_help_lists_every_command() -> None:
         assert command in result.output
 
 
+def test_help_lists_readers_then_the_commands_that_run_workflows() -> None:
+    listed = runner.invoke(app, ["--help"], env={"COLUMNS": "200"}).output
+    order = ["runs", "checkpoints", "show", "diff", "validate", "log", "prune"]
+    order += ["demo", "recover", "fork", "resume"]
+    positions = [listed.index(f"│ {command} ") for command in order]
+    assert positions == sorted(positions)
+
+
 def test_python_dash_m_runs_the_same_cli() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "actorflow", "--help"],
