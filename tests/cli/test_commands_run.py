@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
+import anyio
 from typer.testing import CliRunner, Result
 
 from actorflow.cli import EXIT_CODES, app
+from tests.cli.stored import write_orphan_of_an_unknown_workflow
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 runner = CliRunner()
 
@@ -29,7 +35,9 @@ class TestRecover:
         assert result.exit_code == EXIT_CODES["not_found"]
         assert result.output == "error: no run 'nope' in the store; `actorflow runs` lists them\n"
 
-    def test_an_orphan_whose_class_is_unknown_is_left_as_it_is(self, store_dir: str) -> None:
-        result = cli("recover", "run-b", "--store", store_dir)
+    def test_an_orphan_whose_class_is_unknown_is_left_as_it_is(self, tmp_path: Path) -> None:
+        store = str(tmp_path / "store")
+        anyio.run(write_orphan_of_an_unknown_workflow, store)
+        result = cli("recover", "orphan", "--store", store)
         assert result.exit_code == EXIT_CODES["run_failed"]
-        assert "not finished run-b: interrupted" in result.output
+        assert "not finished orphan: interrupted" in result.output
