@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-__all__ = ["ProgressSink", "RichProgress", "progress", "use_progress"]
+    from actorflow.runtime import RunHandle
+
+__all__ = ["ProgressSink", "RichProgress", "progress", "use_progress", "watch_checkpoints"]
 
 
 class ProgressSink:
@@ -113,3 +115,14 @@ class RichProgress(ProgressSink):
 
     def replayed(self, steps: int) -> None:
         self.bar.console.print(f"replayed {steps} recorded step(s) from the log")
+
+
+async def watch_checkpoints(handle: RunHandle, sink: ProgressSink) -> None:
+    """Count ``handle``'s checkpoints on ``sink`` until the run's events end.
+
+    Any workflow's run writes checkpoints, so ``recover`` shows them for runs
+    that are not the demo's too.
+    """
+    async for event in handle.events():
+        if event.name == "checkpoint_saved":
+            sink.checkpoint_written(str(event.get("snapshot_id", "")))

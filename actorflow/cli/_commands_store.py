@@ -1,15 +1,9 @@
-"""The ``actorflow`` command line (also ``python -m actorflow``).
+"""The commands that need only the store, never the user's code.
 
 Readers (``runs``, ``checkpoints``, ``show``, ``log``, ``validate``, ``diff``)
-only open the store; ``demo``, ``recover``, ``fork`` and ``resume`` run
-workflows. Every command takes ``--store`` (a folder, or ``s3://bucket/prefix``;
-default ``$ACTORFLOW_STORE``, else ``./.actorflow``). An actorflow error ends
-the command with one line on stderr and a documented exit code; ``--debug``
-shows the traceback instead.
-
-Exit codes: 0 success; 1 any other actorflow error; 2 bad usage; 3 corrupt
-data found; 4 run or checkpoint not found; 5 the run failed; 6 the run is
-paused for input; 7 the run is owned by another live process; 130 interrupted.
+open an existing store and never create one where the user mistyped a path;
+``prune`` applies retention to it. Every one takes ``--store`` (a folder, or
+``s3://bucket/prefix``; default ``$ACTORFLOW_STORE``, else ``./.actorflow``).
 """
 
 from __future__ import annotations
@@ -21,8 +15,8 @@ import msgspec
 import typer
 from rich.table import Table
 
-from actorflow import _inspect
-from actorflow._cli_common import (
+from actorflow.cli import _inspect
+from actorflow.cli._app import (
     DEFAULT_STORE,
     EXIT_CODES,
     CheckpointArg,
@@ -30,13 +24,11 @@ from actorflow._cli_common import (
     JsonOpt,
     RunArg,
     StoreOpt,
-    _statuses,
     app,
-    exit_code_for,
     run_command,
-    with_store,
 )
-from actorflow._cli_render import (
+from actorflow.cli._loading import with_store
+from actorflow.cli._render import (
     err,
     manifest_row,
     out,
@@ -47,19 +39,18 @@ from actorflow._cli_render import (
     status_text,
     when,
 )
-from actorflow.errors import (
-    CorruptedDataError,
-)
+from actorflow.errors import CorruptedDataError
+from actorflow.runtime import parse_duration
 from actorflow.storage import (
     PruneReport,
     RetentionPolicy,
     RunManifest,
+    RunStatus,
     SnapshotInfo,
     Store,
-    open_store,
 )
 
-__all__ = ["EXIT_CODES", "app", "exit_code_for", "main", "open_store"]
+__all__: list[str] = []
 
 
 @app.command("runs")
@@ -237,7 +228,7 @@ def log_command(
 ) -> None:
     """Print the decision log: steps, phase ends and decisions with rationale and confidence.
 
-    With ``--json``, one JSON object per line (with its ``position``).
+    With --json, one JSON object per line (with its position).
     """
 
     async def body(s: Store) -> None:
@@ -281,7 +272,6 @@ def prune_command(
     With no option, keeps the newest 5 checkpoints per run. A run's newest
     checkpoint is always kept, and its log is pruned only below the oldest kept.
     """
-    from actorflow.runtime import parse_duration
 
     async def body(s: Store) -> PruneReport:
         age = parse_duration(max_age, option="--max-age") if max_age is not None else None
@@ -302,15 +292,11 @@ def prune_command(
     )
 
 
-# Importing it registers the commands that run workflows (demo, recover, fork,
-# resume) on `app`; they live apart because they drive runtimes, not stores.
-from actorflow import _cli_run  # noqa: E402, F401
-
-
-def main() -> None:
-    """Entry point of the ``actorflow`` script."""
-    app(prog_name="actorflow")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()
+def _statuses(values: list[str] | None) -> list[RunStatus] | None:
+    if not values:
+        return None
+    try:
+        return [RunStatus(v.lower()) for v in values]
+    except ValueError:
+        choices = ", ".join(s.value for s in RunStatus)
+        raise typer.BadParameter(f"status must be one of {choices}") from None

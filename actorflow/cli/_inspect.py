@@ -1,4 +1,4 @@
-"""Looking inside a store without running anything: the functions behind the CLI's readers.
+"""Looking inside a store without running anything: the logic behind the readers, no rendering.
 
 Stored user values (inputs, results, agent states) are MessagePack bytes; they
 are decoded here without a type (``msgspec.msgpack.decode``), so inspecting a

@@ -1,6 +1,6 @@
 """How the CLI shows things: consoles, tables, the decision log, diffs, outcomes.
 
-Commands in :mod:`actorflow.cli` fetch data; the functions here only render it,
+Commands fetch data; the functions here only render it,
 as rich tables for people or JSON for programs.
 """
 
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 from rich.console import Console
 from rich.table import Table
 
-from actorflow import _inspect
+from actorflow.cli import _inspect
 from actorflow.storage import (
     DecisionRecord,
     EventRecord,
@@ -119,7 +119,7 @@ def status_text(status: str) -> str:
 
 
 def print_diff(d: dict[str, Any]) -> None:
-    """A diff from :func:`actorflow._inspect.diff_snapshots`, for people."""
+    """A diff from :func:`actorflow.cli._inspect.diff_snapshots`, for people."""
     f, t = d["from"], d["to"]
     out().print(
         f"[bold]{d['run_id']}[/]: {f['checkpoint']} (position {f['position']}, {f['phase']}) "
@@ -208,8 +208,8 @@ def print_outcomes(finished: list[Any], left: list[Any], *, as_json: bool) -> No
 
 def print_result(result: Any) -> None:
     """A run's result: the demo's summary table, anything else as JSON."""
-    from actorflow._demo._run import summary_table
-    from actorflow._demo._workflow import ReviewSummary
+    # Imported here: only commands that ran a workflow print results, and they loaded the demo.
+    from actorflow._demo import ReviewSummary, summary_table
 
     if isinstance(result, ReviewSummary):
         out().print(summary_table(result))

@@ -1,17 +1,23 @@
-"""What every ``actorflow`` command shares: the app, options, exit codes, running a command."""
+"""What every ``actorflow`` command shares: the app, its options, exit codes, running a command.
+
+An actorflow error ends a command with one line on stderr and its documented
+exit code (``--debug`` shows the traceback instead): 0 success; 1 any other
+actorflow error; 2 bad usage; 3 corrupt data found; 4 run or checkpoint not
+found; 5 the run failed; 6 the run is paused for input; 7 the run is owned by
+another live process; 130 interrupted.
+"""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+import sys
 from typing import TYPE_CHECKING, Annotated, Final, TypeVar
 
 import anyio
+import structlog
 import typer
+from rich.markup import escape
 
-from actorflow._cli_render import (
-    err,
-)
+from actorflow.cli._render import err
 from actorflow.errors import (
     ActorflowError,
     CheckpointNotFoundError,
@@ -20,12 +26,6 @@ from actorflow.errors import (
     RunLockedError,
     RunNotFoundError,
     RunPaused,
-    StoreUnavailableError,
-)
-from actorflow.storage import (
-    RunStatus,
-    Store,
-    open_store,
 )
 
 if TYPE_CHECKING:
@@ -34,10 +34,17 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_STORE",
     "EXIT_CODES",
+    "AppOpt",
+    "AppStoreOpt",
+    "CheckpointArg",
+    "DebugOpt",
+    "JsonOpt",
+    "RunArg",
+    "StoreOpt",
     "app",
     "exit_code_for",
+    "main",
     "run_command",
-    "with_store",
 ]
 
 T = TypeVar("T")
@@ -83,6 +90,23 @@ CheckpointArg = Annotated[
         help="Checkpoint: an id, a unique prefix of one, `latest`, or `latest~N` (N before it)."
     ),
 ]
+AppOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--app",
+        help="Your program as module:attr, attr a Runtime or a function returning one "
+        "(default: the demo's workflow only).",
+    ),
+]
+AppStoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        # Help is rich markup: escaped, the bracket shows instead of vanishing as a tag.
+        help="Store: a folder path or s3://bucket/prefix; replaces the app's own store "
+        + escape("[default: $ACTORFLOW_STORE, else the app's store, else ./.actorflow]"),
+    ),
+]
 
 
 def exit_code_for(error: BaseException) -> int:
@@ -102,17 +126,6 @@ def exit_code_for(error: BaseException) -> int:
             return EXIT_CODES["interrupted"]
         case _:
             return EXIT_CODES["error"]
-
-
-def _existing_store(spec: str) -> Store:
-    # A reader must not create an empty store where the user mistyped a path.
-    if not spec.startswith("s3://") and not Path(spec).is_dir():
-        raise StoreUnavailableError(
-            "open store",
-            f"no actorflow store at {spec}; run `actorflow demo` first, "
-            "or pass --store / set ACTORFLOW_STORE",
-        )
-    return open_store(spec)
 
 
 def run_command(fn: Callable[[], Awaitable[T]], *, debug: bool, run_hint: str | None = None) -> T:
@@ -144,46 +157,16 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
     return found
 
 
-async def with_store(
-    spec: str, body: Callable[[Store], Awaitable[T]], *, create: bool = False
-) -> T:
-    """Open the store, run ``body`` with it, close it."""
-    store = open_store(spec) if create else _existing_store(spec)
-    try:
-        return await body(store)
-    finally:
-        await store.aclose()
+def main() -> None:
+    """Entry point of the ``actorflow`` script and of ``python -m actorflow``."""
+    _log_to_stderr()
+    app(prog_name="actorflow")
 
 
-def _statuses(values: list[str] | None) -> list[RunStatus] | None:
-    if not values:
-        return None
-    try:
-        return [RunStatus(v.lower()) for v in values]
-    except ValueError:
-        choices = ", ".join(s.value for s in RunStatus)
-        raise typer.BadParameter(f"status must be one of {choices}") from None
-
-
-AppOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--app",
-        help="Your program as module:attr, attr a Runtime or a function returning one "
-        "(default: the demo's workflow only).",
-    ),
-]
-
-AppStoreOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--store",
-        help="Store: a folder path or s3://bucket/prefix; replaces the app's own store "
-        "[default: $ACTORFLOW_STORE, else the app's store, else ./.actorflow]",
-    ),
-]
-
-
-def _store_override(store: str | None) -> str | None:
-    # An explicit --store (or ACTORFLOW_STORE) replaces the app's own store.
-    return store if store is not None else os.environ.get("ACTORFLOW_STORE")
+def _log_to_stderr() -> None:
+    # The command line is an application, so it says where events go: stdout
+    # carries the commands' data (`--json` output is piped to other programs),
+    # so actorflow's warnings go to stderr. A user's `--app` module imported
+    # later may configure structlog its own way.
+    if not structlog.is_configured():
+        structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))

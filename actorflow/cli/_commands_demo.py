@@ -1,0 +1,74 @@
+"""``actorflow demo``: the code-review demo, run with live progress on a new store."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from actorflow.cli._app import DEFAULT_STORE, DebugOpt, JsonOpt, StoreOpt, app, run_command
+from actorflow.cli._render import err, out, print_json
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__: list[str] = []
+
+
+@app.command("demo")
+def demo_command(
+    path: Annotated[
+        str | None,
+        typer.Option("--path", help="Folder to review (default: the Python standard library)."),
+    ] = None,
+    report: Annotated[
+        str | None,
+        typer.Option(help="Where to write the JSON report (default: in the store's folder)."),
+    ] = None,
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Id of the new run.")] = None,
+    reviewers: Annotated[int, typer.Option(min=1, max=64, help="Reviewer agents.")] = 4,
+    store: StoreOpt = DEFAULT_STORE,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Run the demo: a code-review team over a source tree, with live progress.
+
+    Kill it (Ctrl-C or SIGKILL) and `actorflow recover` finishes it without
+    reviewing again the files whose results were logged.
+    """
+    # Imported here: the demo's classes load (and register) only when a command runs them.
+    from actorflow._demo import new_run_id, run_demo, summary_table
+
+    new_id = run_id or new_run_id()
+    console: Console = err() if as_json else out()
+
+    async def body() -> tuple[str, Any]:
+        return await run_demo(
+            store=store,
+            console=console,
+            path=path,
+            report=report,
+            run_id=new_id,
+            reviewers=reviewers,
+        )
+
+    started = time.perf_counter()
+    rid, summary = run_command(body, debug=debug, run_hint=new_id)
+    if as_json:
+        print_json({"run_id": rid, "store": store, "summary": summary})
+        return
+    out().print(summary_table(summary))
+    # The commands shown must find this run: name the store unless it is the default.
+    where = "" if store == DEFAULT_STORE else escape(f" --store {shlex.quote(store)}")
+    out().print(
+        f"run [bold]{rid}[/] completed in {time.perf_counter() - started:.1f}s\n"
+        f"  report:      {summary.report_path}\n"
+        f"  data:        {Path(store).absolute() if '://' not in store else store}\n"
+        f"  look inside: actorflow runs{where}\n"
+        f"               actorflow checkpoints {rid}{where}\n"
+        f"               actorflow log {rid}{where}"
+    )

@@ -1,0 +1,130 @@
+"""Where commands get their store and runtime: opening a store, loading ``--app module:attr``."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from actorflow.cli._app import DEFAULT_STORE, run_command
+from actorflow.errors import ConfigurationError, StoreUnavailableError
+from actorflow.runtime import Runtime
+from actorflow.storage import Store, open_store
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping
+
+__all__ = ["load_app", "with_app", "with_store"]
+
+T = TypeVar("T")
+
+
+def _existing_store(spec: str) -> Store:
+    # A reader must not create an empty store where the user mistyped a path.
+    if not spec.startswith("s3://") and not Path(spec).is_dir():
+        raise StoreUnavailableError(
+            "open store",
+            f"no actorflow store at {spec}; run `actorflow demo` first, "
+            "or pass --store / set ACTORFLOW_STORE",
+        )
+    return open_store(spec)
+
+
+async def with_store(
+    spec: str, body: Callable[[Store], Awaitable[T]], *, create: bool = False
+) -> T:
+    """Open the store, run ``body`` with it, close it.
+
+    Raises:
+        StoreUnavailableError: ``create`` is false and ``spec`` is a folder that does not exist.
+    """
+    store = open_store(spec) if create else _existing_store(spec)
+    try:
+        return await body(store)
+    finally:
+        await store.aclose()
+
+
+def load_app(spec: str | None, store: str | None) -> Runtime:
+    """The runtime ``spec`` (``module:attr``) names, or a plain one for the demo.
+
+    ``attr`` is a ``Runtime`` or a function returning one; a function that
+    takes a ``store`` parameter gets ``store``.
+    Importing the module registers its workflow and agent classes.
+
+    Raises:
+        ConfigurationError: ``spec`` is malformed, or does not name a Runtime.
+    """
+    # The demo's classes are always registered, so `recover` without --app finishes a killed demo.
+    import actorflow._demo  # noqa: F401
+
+    if spec is None:
+        return Runtime(store=store)
+    target = _import_target(spec)
+    if callable(target) and not isinstance(target, Runtime):
+        params = _parameters(target)
+        try:
+            target = target(store=store) if store is not None and "store" in params else target()
+        except Exception as exc:
+            raise ConfigurationError(
+                "--app", spec, f"a function returning a Runtime ({type(exc).__name__}: {exc})"
+            ) from exc
+        store = None if "store" in params else store
+    if not isinstance(target, Runtime):
+        raise ConfigurationError("--app", spec, "a Runtime or a function returning one")
+    runtime: Runtime = target
+    if store is not None:
+        # --store wins: the same options on another store.
+        runtime = Runtime(
+            store=store,
+            config=runtime.config,
+            mailbox_size=runtime.mailbox_size,
+            supervisor=runtime.supervisor,
+            shutdown_timeout=runtime.shutdown_timeout,
+        )
+    return runtime
+
+
+def _import_target(spec: str) -> Any:
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigurationError("--app", spec, "module:attr, e.g. myproject.flows:runtime")
+    # The user's program usually sits in the current folder, as for `python -m`.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            target = getattr(target, part)
+    except Exception as exc:  # the user's module may fail in any way while importing
+        raise ConfigurationError(
+            "--app", spec, f"an importable module:attr ({type(exc).__name__}: {exc})"
+        ) from exc
+    return target
+
+
+def _parameters(fn: Any) -> Mapping[str, Any]:
+    try:
+        return inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {}
+
+
+def with_app(
+    app_spec: str | None,
+    store: str | None,
+    debug: bool,
+    call: Callable[[Runtime], Awaitable[T]],
+) -> T:
+    """Run ``call(runtime)`` on the app's runtime (``--store`` replacing its store)."""
+    # An explicit --store (or ACTORFLOW_STORE) replaces the app's own store.
+    spec = store if store is not None else os.environ.get("ACTORFLOW_STORE")
+
+    async def body() -> T:
+        return await call(load_app(app_spec, spec if app_spec else (spec or DEFAULT_STORE)))
+
+    result: T = run_command(body, debug=debug)
+    return result

@@ -1,0 +1,43 @@
+"""``recover`` on a real file store: what it does with runs that are not orphans."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import anyio
+from typer.testing import CliRunner, Result
+
+from actorflow.cli import EXIT_CODES, app
+from tests.cli.stored import write_orphan_of_an_unknown_workflow
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+runner = CliRunner()
+
+
+def cli(*args: str) -> Result:
+    return runner.invoke(app, list(args), env={"COLUMNS": "200"})
+
+
+class TestRecover:
+    def test_a_completed_run_has_nothing_to_recover(self, store_dir: str) -> None:
+        result = cli("recover", "run-a", "--store", store_dir)
+        assert result.exit_code == EXIT_CODES["ok"], result.output
+        assert "no orphaned runs to recover" in result.output
+        assert "not finished" not in result.output
+        data = json.loads(cli("recover", "run-a", "--store", store_dir, "--json").stdout)
+        assert data == {"recovered": [], "not_finished": []}
+
+    def test_an_unknown_run_is_one_line_with_no_progress_display(self, store_dir: str) -> None:
+        result = cli("recover", "nope", "--store", store_dir)
+        assert result.exit_code == EXIT_CODES["not_found"]
+        assert result.output == "error: no run 'nope' in the store; `actorflow runs` lists them\n"
+
+    def test_an_orphan_whose_class_is_unknown_is_left_as_it_is(self, tmp_path: Path) -> None:
+        store = str(tmp_path / "store")
+        anyio.run(write_orphan_of_an_unknown_workflow, store)
+        result = cli("recover", "orphan", "--store", store)
+        assert result.exit_code == EXIT_CODES["run_failed"]
+        assert "not finished orphan: interrupted" in result.output

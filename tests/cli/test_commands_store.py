@@ -1,0 +1,147 @@
+"""The readers and ``prune``, on a real file store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner, Result
+
+from actorflow.cli import EXIT_CODES, app
+
+runner = CliRunner()
+
+
+def cli(*args: str) -> Result:
+    return runner.invoke(app, list(args), env={"COLUMNS": "200"})
+
+
+class TestReaders:
+    def test_runs_lists_every_run(self, store_dir: str) -> None:
+        result = cli("runs", "--store", store_dir)
+        assert result.exit_code == 0, result.output
+        assert "run-a" in result.output
+        assert "run-b" in result.output
+        assert "completed" in result.output
+
+    def test_runs_filters_by_status_and_prints_json(self, store_dir: str) -> None:
+        result = cli("runs", "--store", store_dir, "--status", "interrupted", "--json")
+        assert result.exit_code == 0, result.output
+        rows = json.loads(result.stdout)
+        assert [r["run_id"] for r in rows] == ["run-b"]
+        assert rows[0]["phase"] == "review"
+
+    def test_runs_rejects_an_unknown_status(self, store_dir: str) -> None:
+        result = cli("runs", "--store", store_dir, "--status", "sleepy")
+        assert result.exit_code == EXIT_CODES["usage"]
+
+    def test_checkpoints_lists_sizes_and_verifies_checksums(self, store_dir: str) -> None:
+        rows = json.loads(cli("checkpoints", "run-a", "--store", store_dir, "--json").stdout)
+        assert [r["snapshot_id"] for r in rows] == ["0001-research", "0002-review", "0003-done"]
+        assert all(r["checksum"] == "ok" and r["stored_size"] > 0 for r in rows)
+        table = cli("checkpoints", "run-a", "--store", store_dir)
+        assert table.exit_code == 0
+        assert "0002-review" in table.output
+
+    def test_checkpoints_of_an_unknown_run_exits_4(self, store_dir: str) -> None:
+        result = cli("checkpoints", "nope", "--store", store_dir)
+        assert result.exit_code == EXIT_CODES["not_found"]
+        assert "no run 'nope'" in result.output
+
+    def test_show_decodes_agent_states_from_inline_data_and_blobs(self, store_dir: str) -> None:
+        result = cli("show", "run-a", "0002", "--store", store_dir)
+        assert result.exit_code == 0, result.output
+        shown = json.loads(result.stdout)
+        state = shown["agents"]["researcher-0"]["state"]
+        assert state["score"] == 0.9
+        assert len(state["seen"]) == 50
+        assert shown["phases"] == {"research.0": [1, 2]}
+        assert shown["decisions"][0]["rationale"] == "too vague"
+        first = json.loads(cli("show", "run-a", "latest~2", "--store", store_dir).stdout)
+        assert first["agents"]["researcher-0"]["state"] == {"seen": ["a"], "score": 0.0}
+        assert first["steps"][0]["result"] == {"answer": "A"}
+
+    def test_show_latest_and_an_unknown_checkpoint(self, store_dir: str) -> None:
+        latest = json.loads(cli("show", "run-a", "latest", "--store", store_dir).stdout)
+        assert latest["snapshot_id"] == "0003-done"
+        result = cli("show", "run-a", "0009", "--store", store_dir)
+        assert result.exit_code == EXIT_CODES["not_found"]
+        assert "actorflow checkpoints run-a" in result.output
+
+    def test_log_prints_steps_phase_ends_and_decisions_with_rationale(self, store_dir: str) -> None:
+        result = cli("log", "run-a", "--store", store_dir)
+        assert result.exit_code == 0, result.output
+        assert "research.0/0" in result.output
+        assert "phase end" in result.output
+        assert "revise" in result.output
+        assert "rationale: too vague" in result.output
+        assert "confidence=0.40" in result.output
+
+    def test_log_json_is_one_object_per_line(self, store_dir: str) -> None:
+        result = cli("log", "run-a", "--store", store_dir, "--json", "--start", "1")
+        lines = [json.loads(line) for line in result.stdout.splitlines()]
+        assert [(x["position"], x["tag"]) for x in lines] == [(1, "phase_end"), (2, "decision")]
+
+    def test_log_follow_stops_when_the_run_is_finished(self, store_dir: str) -> None:
+        result = cli("log", "run-a", "--store", store_dir, "--follow")
+        assert result.exit_code == 0
+        assert "revise" in result.output
+
+    def test_diff_names_agents_state_fields_phases_and_decisions(self, store_dir: str) -> None:
+        result = cli(
+            "diff", "run-a", "0001-research", "0002-review", "--store", store_dir, "--json"
+        )
+        assert result.exit_code == 0, result.output
+        d = json.loads(result.stdout)
+        assert d["agents"]["reviewer"] == {"change": "added"}
+        changed = d["agents"]["researcher-0"]
+        assert changed["confidence"] == [None, 0.9]
+        assert changed["state"]["score"] == [0.0, 0.9]
+        assert changed["state"]["seen"] == [["a"], "<list of 50>"]
+        assert d["phases_finished"] == ["research.0"]
+        assert [x["type"] for x in d["decisions_added"]] == ["revise"]
+        assert d["metrics"] == {"steps": [1.0, 3.0]}
+        table = cli("diff", "run-a", "0001-research", "--store", store_dir)
+        assert table.exit_code == 0
+        assert "researcher-0" in table.output
+        assert "revise" in table.output
+
+    def test_validate_passes_on_intact_data(self, store_dir: str) -> None:
+        result = cli("validate", "--store", store_dir)
+        assert result.exit_code == 0, result.output
+        assert "2 run(s), 3 log record(s), 3 checkpoint(s), 1 blob(s) checked" in result.output
+
+    def test_validate_names_a_corrupt_checkpoint_and_exits_3(self, store_dir: str) -> None:
+        [snap] = Path(store_dir).glob("runs/run-a/snapshots/*0002-review*")
+        data = bytearray(snap.read_bytes())
+        data[-5] ^= 0xFF
+        snap.write_bytes(bytes(data))
+        result = cli("validate", "run-a", "--store", store_dir)
+        assert result.exit_code == EXIT_CODES["corrupt"]
+        assert "checkpoint 0002-review" in result.output
+        report = json.loads(cli("validate", "--store", store_dir, "--json").stdout)
+        assert report["ok"] is False
+        assert [p["what"] for p in report["problems"]] == ["checkpoint 0002-review"]
+        rows = json.loads(cli("checkpoints", "run-a", "--store", store_dir, "--json").stdout)
+        assert rows[1]["checksum"].startswith("corrupt")
+
+    def test_validate_names_a_corrupt_blob(self, store_dir: str) -> None:
+        [blob] = Path(store_dir).glob("runs/run-a/blobs/*")
+        data = bytearray(blob.read_bytes())
+        data[-1] ^= 0xFF
+        blob.write_bytes(bytes(data))
+        result = cli("validate", "--store", store_dir)
+        assert result.exit_code == EXIT_CODES["corrupt"]
+        assert f"blob {blob.name}" in result.output
+
+    def test_prune_keeps_the_newest_checkpoints(self, store_dir: str) -> None:
+        result = cli("prune", "--keep", "1", "--store", store_dir, "--json")
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["snapshots_deleted"] == 2
+        rows = json.loads(cli("checkpoints", "run-a", "--store", store_dir, "--json").stdout)
+        assert [r["snapshot_id"] for r in rows] == ["0003-done"]
+
+    def test_prune_rejects_a_bad_age_in_one_line(self, store_dir: str) -> None:
+        result = cli("prune", "--max-age", "soon", "--store", store_dir)
+        assert result.exit_code == EXIT_CODES["error"]
+        assert "invalid value 'soon' for --max-age" in result.output
