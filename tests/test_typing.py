@@ -187,7 +187,10 @@ EXPECTED_REVEALS = {
     "R7": r"(builtins\.)?list\[reveals\.A \| reveals\.B\]",
     "R8": r"(builtins\.)?list\[reveals\.Finding \| reveals\.Plan\]",
     "R9": r"(builtins\.)?list\[reveals\.A \| (builtins\.)?int \| (builtins\.)?float\]",
-    "R10": r"(builtins\.)?list\[reveals\.A \| reveals\.B \| (builtins\.)?str \| (builtins\.)?float\]",
+    "R10": (
+        r"(builtins\.)?list\[reveals\.A \| reveals\.B \| (builtins\.)?str \| "
+        r"(builtins\.)?float\]"
+    ),
     # gather of *many: a list of their one type
     "R11": r"(builtins\.)?list\[reveals\.Finding\]",
     "R12": r"reveals\.A \| reveals\.B",

@@ -22,6 +22,7 @@ from actorflow import (
     CheckpointTriggers,
     Evaluator,
     Orchestrator,
+    Request,
     RunContext,
     Runtime,
     RuntimeConfig,
@@ -85,7 +86,7 @@ async def test_every_run_gets_a_fresh_orchestrator() -> None:
 # --- specialists -------------------------------------------------------------------------
 
 
-class Job(msgspec.Struct, frozen=True):
+class Job(Request["Seen"], frozen=True):
     text: str
 
 
@@ -133,7 +134,7 @@ async def test_a_specialist_outside_a_run_is_an_ordinary_actor() -> None:
 # --- evaluators: the confidence the runtime reads -----------------------------------------
 
 
-class Grade(msgspec.Struct, frozen=True):
+class Grade(Request["Verdict"], frozen=True):
     score: float
 
 
@@ -229,7 +230,7 @@ class Part(msgspec.Struct, frozen=True):
     n: int
 
 
-class Say(msgspec.Struct, frozen=True):
+class Say(Request["Part"], frozen=True):
     text: str
 
 

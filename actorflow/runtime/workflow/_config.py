@@ -211,10 +211,11 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
             config = cls(**values)
         except ConfigurationError as exc:
             # name the variable that was set, not the field it became
-            var = _VARIABLES.get(exc.option)
-            if var is None or env.get(var) is None:
+            variable = _VARIABLES.get(exc.option)
+            text = env.get(variable) if variable is not None else None
+            if variable is None or text is None:
                 raise
-            raise ConfigurationError(var, env[var], exc.expected) from None
+            raise ConfigurationError(variable, text, exc.expected) from None
         return msgspec.structs.replace(config, **overrides) if overrides else config
 
 

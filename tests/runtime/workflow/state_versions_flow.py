@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import msgspec
 
-from actorflow import Orchestrator, RunContext, Specialist, handler, phase
+from actorflow import Orchestrator, Request, RunContext, Specialist, handler, phase
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -27,7 +27,7 @@ PAUSE = "?"
 """An item of the flow's input that waits for the item to come from ``resume``."""
 
 
-class Append(msgspec.Struct, frozen=True):
+class Append(Request[str], frozen=True):
     item: str
 
 
