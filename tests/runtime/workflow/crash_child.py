@@ -32,7 +32,7 @@ import msgspec
 
 from actorflow import Runtime
 from actorflow.errors import RunPaused
-from actorflow.storage import FileStore
+from actorflow.storage import FileStore, RunStatus
 from tests.runtime.workflow import crash_workflow
 from tests.runtime.workflow.crash_workflow import (
     AREAS,
@@ -146,9 +146,17 @@ async def main(store_dir: str, run_id: str, mode: str) -> None:
                 results = {run_id: await runtime.resume(run_id, "yes")}
             else:
                 results = await start(runtime, mode, run_id)
-            statuses = {m.run_id: str(m.status) for m in await runtime.runs()}
+            manifests = await runtime.runs()
+            statuses = {m.run_id: str(m.status) for m in manifests}
+            # a run an earlier child finished just as its kill landed is not
+            # recovered again: its stored result is what it ended with
+            stored = {
+                m.run_id: await runtime.result(m.run_id)
+                for m in manifests
+                if m.status is RunStatus.COMPLETED
+            }
     await store.aclose()
-    out = {"results": results, "statuses": statuses, "events": events}
+    out = {"results": results, "statuses": statuses, "events": events, "stored": stored}
     emit("RESULT " + msgspec.json.encode(out).decode())
 
 

@@ -47,6 +47,12 @@ class ChildOutcome:
         return dict(self.report["results"])
 
     @property
+    def stored(self) -> dict[str, Any]:
+        """Results of every completed run in the store, recovered by this child or not."""
+        assert self.report is not None, "the child printed no RESULT"
+        return dict(self.report["stored"])
+
+    @property
     def statuses(self) -> dict[str, str]:
         assert self.report is not None, "the child printed no RESULT"
         return dict(self.report["statuses"])

@@ -186,7 +186,9 @@ def test_killed_again_and_again_a_run_ends_with_the_uninterrupted_result(
     print(f"{kills} kills, {len(done)} executions of {total} steps")
     assert final is not None, f"no recovery finished in {MAX_ROUNDS} rounds"
     assert kills >= 3, "several kills per run"
-    assert summary(final.results[run_id]) == results[run_id]
+    # under load a kill can land after the run ended: the last child then finds
+    # it completed, with nothing left to recover, and its stored result counts
+    assert summary(final.results.get(run_id, final.stored[run_id])) == results[run_id]
     assert any(durable_at_start.values()), "some process started with recorded steps"
     assert reran(store, durable_at_start) == [], "a step with a durable record ran again"
     assert durable_asks(store, [run_id]) == set(keys), "every step was recorded"
