@@ -1,4 +1,10 @@
-"""The ActorSystem: the kernel's runtime, owning one task group and every actor in it."""
+"""The ActorSystem: the kernel's runtime, owning one task group and every actor in it.
+
+The workflow engine's ``Runtime`` subclasses it. What the engine uses of it is
+public and documented here: :meth:`ActorSystem.open_scope` (one scope per run),
+:meth:`ActorSystem.spawn_now` (its own actors, from code that cannot await) and
+:meth:`ActorSystem.require_running` (the task group its background tasks join).
+"""
 
 from __future__ import annotations
 
@@ -21,6 +27,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from types import TracebackType
     from typing import Self
+
+    from anyio.abc import TaskGroup
 
     from actorflow.runtime.actors._ref import ActorRef
 
@@ -60,7 +68,7 @@ class ActorSystem:
         self.mailbox_size = mailbox_size
         self.supervisor = supervisor if supervisor is not None else SupervisorPolicy()
         self.shutdown_timeout = shutdown_timeout
-        self._task_group: anyio.abc.TaskGroup | None = None
+        self._task_group: TaskGroup | None = None
         self._root = ActorScope(self, None, self._fail)
         self._scopes: dict[str, ActorScope] = {}
         self._failure: EscalationError | None = None
@@ -121,15 +129,38 @@ class ActorSystem:
             self._idle = anyio.Event()
             await self._idle.wait()
 
+    # what the scopes tell their system (ScopeHost)
+
+    def _actor_started(self) -> None:
+        self._live += 1
+
     def _actor_ended(self) -> None:
         self._live -= 1
         if self._live == 0 and self._idle is not None:
             self._idle.set()
 
+    def _scope_closed(self, scope: ActorScope) -> None:
+        if scope.id is not None and self._scopes.get(scope.id) is scope:
+            del self._scopes[scope.id]
+
     def _all_scopes(self) -> list[ActorScope]:
         return [self._root, *self._scopes.values()]
 
-    def _require_running(self, action: str) -> anyio.abc.TaskGroup:
+    def require_running(self, action: str) -> TaskGroup:
+        """Check that the system runs and return the task group its actors run in.
+
+        A task started in the group belongs to the system: it is cancelled if
+        still running when the ``async with`` block ends (after the actors
+        drained), and its error, if any, leaves the block (see the class).
+        The workflow engine runs its runs there.
+
+        Args:
+            action: what the caller is about to do, for the error (``"start a run"``).
+
+        Raises:
+            RuntimeNotRunningError: outside the ``async with`` block, or after
+                an escalation failed the system.
+        """
         if self._task_group is None or self._failure is not None:
             raise RuntimeNotRunningError(action)
         return self._task_group
@@ -178,6 +209,25 @@ class ActorSystem:
             actor_cls, name=name, state=state, supervisor=supervisor, mailbox_size=mailbox_size
         )
 
+    def spawn_now(
+        self,
+        actor_cls: type[A],
+        *,
+        name: str,
+        state: Any = None,
+        supervisor: SupervisorPolicy | None = None,
+        mailbox_size: int | None = None,
+    ) -> ActorRef[A]:
+        """:meth:`spawn`, for code that cannot await; the same arguments and errors.
+
+        The actor's task starts soon after. The workflow engine starts its own
+        system actors (its checkpointer) this way, at the root like any
+        actor spawned on the runtime: they escalate to the runtime.
+        """
+        return self._root.spawn_now(
+            actor_cls, name=name, state=state, supervisor=supervisor, mailbox_size=mailbox_size
+        )
+
     def get(self, name: str) -> ActorRef[Any] | None:
         """The ref of the live root-scope actor called ``name``, or None."""
         return self._root.get(name)
@@ -204,33 +254,25 @@ class ActorSystem:
 
     # --- scopes (for the workflow engine) ------------------------------------
 
-    def _open_scope(
+    def open_scope(
         self, scope_id: str, *, on_escalate: Callable[[EscalationError], None]
     ) -> ActorScope:
         """Open a scope for a workflow run: its own actor names, its own escalation.
 
-        An actor of the scope that uses up its restart budget calls
-        ``on_escalate`` (synchronously, from the actor's task) instead of failing
-        the runtime. ``await scope.aclose()`` stops its actors and forgets it.
+        Actors spawned with ``scope.spawn`` live in the system's task group
+        like any other, but their names only need to be unique in the scope,
+        and one that uses up its restart budget calls ``on_escalate``
+        (synchronously, from the actor's task) instead of failing the system.
+        ``await scope.aclose()`` stops the scope's actors and closes it, after
+        which its id can be opened again.
 
         Raises:
             ConfigurationError: a scope with this id is open.
             RuntimeNotRunningError: outside ``async with Runtime()``.
         """
-        self._require_running("open a scope")
+        self.require_running("open a scope")
         if scope_id in self._scopes:
             raise ConfigurationError("scope_id", scope_id, "an id no open scope has")
-        scope = _RunScope(self, scope_id, on_escalate)
+        scope = ActorScope(self, scope_id, on_escalate)
         self._scopes[scope_id] = scope
         return scope
-
-
-class _RunScope(ActorScope):
-    """A scope that leaves the runtime's table once closed."""
-
-    async def aclose(self, *, timeout: float | None = None) -> None:  # noqa: ASYNC109
-        try:
-            await super().aclose(timeout=timeout)
-        finally:
-            if self.id is not None and self._runtime._scopes.get(self.id) is self:
-                del self._runtime._scopes[self.id]

@@ -34,7 +34,7 @@ from actorflow.storage import ErrorInfo, LogWriter, RunManifest, RunStatus
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from actorflow.runtime.actors._scope import ActorScope
+    from actorflow.runtime.actors import ActorScope
     from actorflow.runtime.workflow._handle import RunHandle
     from actorflow.storage import Lease, RetentionPolicy, Store
 
@@ -141,7 +141,7 @@ async def drive(
         if replayed or view.position:
             emit("recovery_started", position=view.position, records=replayed)
         writer = LogWriter(store, run_id, start=view.position)
-        scope = runtime._open_scope(
+        scope = runtime.open_scope(
             run_id,
             on_escalate=lambda e: emit(
                 "agent_escalated", agent=e.actor, error=str(e), level="warning"

@@ -19,8 +19,7 @@ from actorflow.errors import (
     DuplicateActorNameError,
     StepFailedError,
 )
-from actorflow.runtime.actors._actor import Actor, dispatch_table, state_type
-from actorflow.runtime.actors._registry import class_name, lookup
+from actorflow.runtime.actors import Actor, class_name, handler_for, lookup, state_type
 from actorflow.runtime.workflow._ids import args_hash
 from actorflow.runtime.workflow._recorder import Recorder, decode, encode
 from actorflow.runtime.workflow._steps import Step
@@ -194,7 +193,7 @@ class RunExecution:
             return _reply_types[key]
         except KeyError:
             pass
-        fn = dispatch_table(ref.actor_type).lookup(type(message))
+        fn = handler_for(ref.actor_type, type(message))
         try:
             found = typing.get_type_hints(fn).get("return", Any) if fn is not None else Any
         except Exception:

@@ -17,7 +17,7 @@ from actorflow.runtime.workflow._steps import AskStep, Step
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
 
-    from actorflow.runtime.actors._cell import Reply
+    from actorflow.runtime.actors import Reply
     from actorflow.runtime.workflow._recorder import Recorder
 
 __all__ = ["PauseRun", "SendStep", "gather_steps"]

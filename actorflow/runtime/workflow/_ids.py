@@ -103,7 +103,7 @@ _fallback: ContextVar[_StepMeta | None] = ContextVar("actorflow_step", default=N
 
 
 def _meta() -> _StepMeta | None:
-    from actorflow.runtime.actors._actor import current_message_meta
+    from actorflow.runtime.actors import current_message_meta
 
     meta = current_message_meta()
     return meta if isinstance(meta, _StepMeta) else _fallback.get()

@@ -16,7 +16,7 @@ import anyio
 import msgspec
 
 from actorflow._log import get_logger
-from actorflow.runtime.actors._registry import class_name
+from actorflow.runtime.actors import class_name
 from actorflow.runtime.workflow._config import Durability, RuntimeConfig
 from actorflow.storage import StateRef, StepRecord
 

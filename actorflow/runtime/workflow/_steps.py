@@ -231,7 +231,7 @@ class AskStep(Step[T]):
         self._ticket = turnstile.take()
         self._pending = None
         try:
-            self._pending = await self._ref._deliver_reply(self._message, self._meta)
+            self._pending = await self._ref.deliver(self._message, self._meta)
         except BaseException:
             self._release(turnstile)
             raise
