@@ -35,7 +35,7 @@ import msgspec
 import structlog.testing
 from _machine import cpu_model
 
-from actorflow import Orchestrator, RunContext, Runtime, Specialist, handler, phase
+from actorflow import Orchestrator, Request, RunContext, Runtime, Specialist, handler, phase
 from actorflow.runtime import CheckpointTriggers, Durability, RuntimeConfig
 from actorflow.storage import FileStore, LogRecord, MemoryStore
 from actorflow.testing import CrashingStore
@@ -238,13 +238,13 @@ def _paired_ratio(a: list[tuple[float, float]], b: list[tuple[float, float]]) ->
 # --- 2. durable short run: 10 linear steps of ~1 KB ---------------------------
 
 
-class Item(msgspec.Struct, frozen=True):
-    n: int
-
-
 class Page(msgspec.Struct, frozen=True):
     n: int
     text: str
+
+
+class Item(Request[Page], frozen=True):
+    n: int
 
 
 class Writer(Specialist):

@@ -126,9 +126,13 @@ class ActorRef(Generic[A], metaclass=_NoPublicConstructor):
     @overload
     async def ask(self, msg: Request[R], *, timeout: float | None = None) -> R: ...  # noqa: ASYNC109
     @overload
-    async def ask(self, msg: object, *, timeout: float | None = None) -> Any: ...  # noqa: ASYNC109
-    async def ask(self, msg: object, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109
+    async def ask(self, msg: object, *, timeout: float | None = None) -> object: ...  # noqa: ASYNC109
+    async def ask(self, msg: object, *, timeout: float | None = None) -> object:  # noqa: ASYNC109
         """Send ``msg`` and wait for the handler's return value.
+
+        For a message subclassing ``Request[R]`` a type checker sees an ``R``;
+        for any other message, an ``object`` to narrow (``isinstance``) or
+        ``cast``: only the handler knows its reply type.
 
         If the asker is cancelled or times out after the message was queued,
         the actor still handles it; only the reply is dropped.

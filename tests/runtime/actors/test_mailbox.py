@@ -77,6 +77,7 @@ async def test_messages_from_each_sender_arrive_in_order() -> None:
             for name in ("a", "b", "c"):
                 tg.start_soon(sender, name)
         items = await ref.ask(Log())
+    assert isinstance(items, list)
     assert len(items) == 150
     for name in ("a", "b", "c"):
         assert [n for s, n in items if s == name] == list(range(50))
