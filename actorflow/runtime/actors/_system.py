@@ -48,6 +48,14 @@ class ActorSystem:
     spawned on the runtime escalates (its restart budget is used up), the block
     is cancelled and exits raising :class:`~actorflow.errors.EscalationError`.
 
+    Errors leave the block as themselves, never wrapped in an exception group:
+    the body's own exception, the escalation, or an error of a task started in
+    :meth:`require_running`'s task group. When several happen, the first
+    leaves and the others are added to it as notes (``__notes__``), except
+    that ``KeyboardInterrupt`` and ``SystemExit`` always come first. A
+    cancellation from outside (an enclosing cancel scope) leaves as the
+    event loop's own cancellation.
+
     Args:
         mailbox_size: default mailbox capacity of new actors.
         supervisor: default supervisor policy of new actors.
@@ -94,26 +102,59 @@ class ActorSystem:
     ) -> None:
         task_group = self._task_group
         assert task_group is not None
-        shutdown_error: BaseException | None = None
+        body_error = exc
+        failed_first = self._failure is not None  # the escalation ended the body
         if exc is None and self._failure is None:
             try:
                 await self._drain()
             except BaseException as error:  # cancelled (by an escalation or from outside)
-                shutdown_error = exc = error
-                exc_type, tb = type(error), error.__traceback__
+                exc = error
         self._task_group = None
         self._root._closed = True
         task_group.cancel_scope.cancel()  # whoever is still running past the deadline
+        errors: list[BaseException] = []
         try:
-            handled = await task_group.__aexit__(exc_type, exc, tb)
+            exc_tb = exc.__traceback__ if exc is not None else None
+            handled = await task_group.__aexit__(type(exc) if exc else None, exc, exc_tb)
+        except BaseException as raised:
+            # anyio wraps the body's exception and the tasks' errors in a group
+            errors = _errors_in(raised)
+            if not errors and self._failure is None:
+                raise  # only the event loop's cancellation: it leaves as it is
+        else:
+            if not handled and exc is not None and exc is not body_error:
+                raise exc  # the drain was cancelled from outside
         finally:
             logger.info("runtime_stopped", failed=self._failure is not None)
-        if self._failure is not None:
-            raise self._failure
-        if shutdown_error is not None and not handled:
-            raise shutdown_error
-        # The task group only absorbs a cancellation of its own scope, which only
-        # an escalation causes (raised above): the body's exception, if any, goes on.
+        first = self._first_error(errors, body_error, failed_first)
+        if first is not None and first is not body_error:
+            raise first
+        # otherwise the body's own exception, if any, leaves as the block exits
+
+    def _first_error(
+        self, errors: list[BaseException], body_error: BaseException | None, failed_first: bool
+    ) -> BaseException | None:
+        """The one error that leaves the block; the others become its notes.
+
+        In order: the escalation if it ended the body, the body's own error
+        (a cancellation is none), the escalation, then the tasks' errors; but
+        ``KeyboardInterrupt`` or ``SystemExit`` first wherever it is.
+        """
+        failure = self._failure
+        body = None if body_error is None or _is_cancellation(body_error) else body_error
+        ordered: list[BaseException] = []
+        if failure is not None and (failed_first or body is None):
+            ordered.append(failure)
+        for error in (body, failure, *errors):
+            if error is not None and all(error is not seen for seen in ordered):
+                ordered.append(error)
+        if not ordered:
+            return None
+        ordered.sort(key=lambda e: not isinstance(e, KeyboardInterrupt | SystemExit))
+        first = ordered[0]
+        for other in ordered[1:]:
+            first.add_note(f"also raised as the actor system stopped: {other!r}")
+        return first
 
     async def _drain(self) -> None:
         cells = [cell for scope in self._all_scopes() for cell in scope._cells.values()]
@@ -276,3 +317,14 @@ class ActorSystem:
         scope = ActorScope(self, scope_id, on_escalate)
         self._scopes[scope_id] = scope
         return scope
+
+
+def _is_cancellation(error: BaseException) -> bool:
+    return isinstance(error, anyio.get_cancelled_exc_class())
+
+
+def _errors_in(raised: BaseException) -> list[BaseException]:
+    """The exceptions in ``raised`` (flattening exception groups) but cancellations."""
+    if isinstance(raised, BaseExceptionGroup):
+        return [leaf for sub in raised.exceptions for leaf in _errors_in(sub)]
+    return [] if _is_cancellation(raised) else [raised]
