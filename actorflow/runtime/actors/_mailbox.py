@@ -106,14 +106,6 @@ class Mailbox(Generic[T]):
         self._getter: anyio.Event | None = None
         self._putters: deque[anyio.Event] | None = None
 
-    def __len__(self) -> int:
-        return len(self._buf)
-
-    @property
-    def closed(self) -> bool:
-        """Whether the mailbox refuses new messages."""
-        return self._closed
-
     @property
     def receiver_waiting(self) -> bool:
         """Whether the receiver is parked in :meth:`get` on an empty mailbox."""

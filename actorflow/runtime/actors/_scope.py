@@ -147,13 +147,6 @@ class ActorScope:
         cell = self._cells.get(name)
         return None if cell is None else cell.ref
 
-    def __len__(self) -> int:
-        return len(self._cells)
-
-    def refs(self) -> list[ActorRef[Any]]:
-        """Refs of every live actor in the scope."""
-        return [cell.ref for cell in self._cells.values()]
-
     async def aclose(self, *, timeout: float | None = None) -> None:  # noqa: ASYNC109
         """Stop every actor of the scope and wait for them; no more spawns.
 
