@@ -57,6 +57,7 @@ class ScopeHost(Protocol):
         """The task group actors run in; raises if the system is not running."""
         ...
 
+    # underscored: the system's side of this contract, not for its users
     def _actor_started(self) -> None: ...
     def _actor_ended(self) -> None: ...
     def _scope_closed(self, scope: ActorScope) -> None: ...
@@ -147,6 +148,11 @@ class ActorScope:
         cell = self._cells.get(name)
         return None if cell is None else cell.ref
 
+    def refuse_spawns(self) -> list[ActorCell]:
+        """Spawn no more actors here; return the live ones (the system drains them at exit)."""
+        self._closed = True
+        return list(self._cells.values())
+
     async def aclose(self, *, timeout: float | None = None) -> None:  # noqa: ASYNC109
         """Stop every actor of the scope and wait for them; no more spawns.
 
@@ -155,9 +161,8 @@ class ActorScope:
         cancelled, and their pending asks fail with ActorStoppedError. The
         system forgets the scope, so its id can be opened again.
         """
-        self._closed = True
         try:
-            await stop_cells(list(self._cells.values()), timeout)
+            await stop_cells(self.refuse_spawns(), timeout)
         finally:
             self._host._scope_closed(self)
 

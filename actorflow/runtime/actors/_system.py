@@ -110,7 +110,7 @@ class ActorSystem:
             except BaseException as error:  # cancelled (by an escalation or from outside)
                 exc = error
         self._task_group = None
-        self._root._closed = True
+        self._root.refuse_spawns()
         task_group.cancel_scope.cancel()  # whoever is still running past the deadline
         errors: list[BaseException] = []
         try:
@@ -157,9 +157,7 @@ class ActorSystem:
         return first
 
     async def _drain(self) -> None:
-        cells = [cell for scope in self._all_scopes() for cell in scope._cells.values()]
-        for scope in self._all_scopes():
-            scope._closed = True
+        cells = [cell for scope in self._all_scopes() for cell in scope.refuse_spawns()]
         with anyio.move_on_after(self.shutdown_timeout):
             for cell in cells:
                 cell.mailbox.close()
@@ -291,7 +289,7 @@ class ActorSystem:
         ``timeout`` seconds it is cancelled instead. Stopping a stopped actor
         does nothing.
         """
-        await stop_cells([ref._cell], timeout)
+        await stop_cells([ref._cell], timeout)  # a ref is the only handle users hold to a cell
 
     # --- scopes (for the workflow engine) ------------------------------------
 
