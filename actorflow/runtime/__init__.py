@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from actorflow.runtime.actors._actor import (
+from actorflow.runtime.actors import (
     Actor,
+    ActorRef,
+    ActorScope,
+    MailboxStatistics,
     Request,
+    SupervisorPolicy,
+    class_name,
     current_message_meta,
     handler,
+    lookup,
+    register,
     state_type,
 )
-from actorflow.runtime.actors._mailbox import MailboxStatistics
-from actorflow.runtime.actors._ref import ActorRef
-from actorflow.runtime.actors._registry import class_name, lookup, register
-from actorflow.runtime.actors._scope import ActorScope
-from actorflow.runtime.actors._supervisor import SupervisorPolicy
 from actorflow.runtime.workflow._config import (
     CheckpointTriggers,
     Durability,

@@ -1,5 +1,59 @@
 """The actor kernel: actors, mailboxes, refs, supervision, scopes and the actor system.
 
 It knows nothing of workflows: the engine in :mod:`actorflow.runtime.workflow`
-builds on the names this package exports.
+builds on the names this package exports, and imports nothing else of it.
+Users import the public ones from :mod:`actorflow.runtime` (or ``actorflow``),
+which also gives them their public ``__module__``.
+
+For the engine:
+
+- :meth:`ActorSystem.open_scope`: one scope of actor names per run, escalating to the run.
+- :meth:`ActorSystem.spawn_now`: spawn an actor at the root from code that cannot await.
+- :meth:`ActorSystem.require_running`: the task group the engine's own tasks join.
+- :meth:`ActorRef.deliver`: queue a message with its meta now, wait for its :class:`Reply` later.
+- :class:`AgentRef` and :class:`AgentReply`: what the engine needs of an agent and its
+  reply; a reference to an agent in another process implements them.
+- :func:`current_message_meta`: the meta a handler's message came with.
+- :func:`handler_for`, :func:`state_type`: an actor class's handler for a message
+  type, and its state type.
+- :func:`class_name`, :func:`lookup`, :func:`register`: classes by stable name.
 """
+
+from __future__ import annotations
+
+from actorflow.runtime.actors._actor import (
+    Actor,
+    Request,
+    current_message_meta,
+    handler,
+    handler_for,
+    state_type,
+)
+from actorflow.runtime.actors._envelope import Reply
+from actorflow.runtime.actors._mailbox import MailboxStatistics
+from actorflow.runtime.actors._protocol import AgentRef, AgentReply
+from actorflow.runtime.actors._ref import ActorRef
+from actorflow.runtime.actors._registry import class_name, lookup, register
+from actorflow.runtime.actors._scope import ActorScope
+from actorflow.runtime.actors._supervisor import SupervisorPolicy
+from actorflow.runtime.actors._system import ActorSystem
+
+__all__ = [
+    "Actor",
+    "ActorRef",
+    "ActorScope",
+    "ActorSystem",
+    "AgentRef",
+    "AgentReply",
+    "MailboxStatistics",
+    "Reply",
+    "Request",
+    "SupervisorPolicy",
+    "class_name",
+    "current_message_meta",
+    "handler",
+    "handler_for",
+    "lookup",
+    "register",
+    "state_type",
+]

@@ -27,6 +27,7 @@ __all__ = [
     "current_message_meta",
     "dispatch_table",
     "handler",
+    "handler_for",
     "state_type",
 ]
 
@@ -268,3 +269,15 @@ def dispatch_table(actor_cls: type[Actor]) -> Dispatch:
     dispatch = Dispatch(table)
     actor_cls._actorflow_dispatch = dispatch  # type: ignore[attr-defined]
     return dispatch
+
+
+def handler_for(actor_cls: type[Actor], message_type: type) -> Callable[..., Awaitable[Any]] | None:
+    """The handler ``actor_cls`` runs for a message of ``message_type``, or None.
+
+    The most specific handler wins, as when the message is delivered. The
+    workflow engine reads its return annotation to decode recorded replies.
+
+    Raises:
+        ActorDefinitionError: the class's handlers are declared wrongly.
+    """
+    return dispatch_table(actor_cls).lookup(message_type)

@@ -3,12 +3,12 @@
 Every actor is one task in the runtime's task group, running
 :meth:`ActorCell.main`. The cell keeps the state's encoded bytes after each
 successfully handled message: that is both the rollback point when a handler
-raises and the exact state ``_ask_meta`` returns.
+raises and the exact state a :class:`Reply` from ``ActorRef.deliver`` carries.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
 import msgspec
@@ -26,13 +26,11 @@ from actorflow.runtime.actors._mailbox import CLOSED, Mailbox
 from actorflow.runtime.actors._supervisor import RestartTracker
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from actorflow.runtime.actors._actor import Dispatch
-    from actorflow.runtime.actors._scope import ActorScope
+    from actorflow.runtime.actors._envelope import Envelope, Reply
     from actorflow.runtime.actors._supervisor import SupervisorPolicy
 
-__all__ = ["NONE_BYTES", "ActorCell", "Envelope", "Reply", "decoder_for", "encoder"]
+__all__ = ["NONE_BYTES", "ActorCell", "CellOwner", "decoder_for", "encoder"]
 
 logger = _log.get_logger("actorflow.runtime")
 encoder: Final = msgspec.msgpack.Encoder()
@@ -43,31 +41,19 @@ NONE_BYTES: Final = encoder.encode(None)
 FAIRNESS_BATCH: Final = 64
 
 
-class Reply:
-    """The one-shot slot an ``ask`` waits on."""
+class CellOwner(Protocol):
+    """What a cell needs of the scope it lives in (an ``ActorScope``)."""
 
-    __slots__ = ("error", "event", "notify", "state", "value", "want_state")
+    @property
+    def id(self) -> str | None:
+        """The scope's id, for log lines."""
+        ...
 
-    def __init__(self, event: anyio.Event, want_state: bool = False) -> None:
-        self.event = event
-        self.value: Any = None
-        self.error: BaseException | None = None
-        self.state: bytes = b""
-        self.want_state = want_state
-        self.notify: Callable[[Reply], object] | None = None
-        """Called with the slot once it is filled (``ctx.gather`` watches many at once)."""
+    def escalate(self, error: EscalationError) -> None:
+        """Called by the cell when its actor used up its restart budget."""
 
-    def succeed(self) -> None:
-        self.event.set()
-        if self.notify is not None:
-            self.notify(self)
-
-    def fail(self, error: BaseException) -> None:
-        if not self.event.is_set():
-            self.error = error
-            self.event.set()
-            if self.notify is not None:
-                self.notify(self)
+    def forget(self, cell: ActorCell) -> None:
+        """Called by the cell's task as it ends."""
 
 
 _decoders: dict[Any, msgspec.msgpack.Decoder[Any]] = {}
@@ -80,11 +66,6 @@ def decoder_for(state_cls: Any) -> msgspec.msgpack.Decoder[Any]:
     except KeyError:
         decoder = _decoders[state_cls] = msgspec.msgpack.Decoder(state_cls)
         return decoder
-
-
-# (handler, message, reply slot or None for a send, meta or None); the sender
-# looks the handler up anyway (to refuse unhandled messages), so it passes it on.
-Envelope = tuple[Any, Any, Reply | None, object | None]
 
 
 class ActorCell:
@@ -115,7 +96,7 @@ class ActorCell:
         *,
         actor_cls: type[Actor],
         name: str,
-        scope: ActorScope,
+        scope: CellOwner,
         state: Any,
         state_bytes: bytes,
         state_cls: type,
@@ -138,7 +119,7 @@ class ActorCell:
         self._done_event: anyio.Event | None = None
         self._inflight: Reply | None = None
         self._cancel_requested = False
-        self.ref: Any = None
+        self.ref: Any = None  # its ActorRef, set by the scope (this module cannot name the type)
 
     def _new_instance(self, state: Any) -> Actor:
         actor = self.actor_cls.__new__(self.actor_cls)
@@ -193,7 +174,7 @@ class ActorCell:
         # The hot path: locals instead of attribute lookups, no yield unless
         # the mailbox is empty or FAIRNESS_BATCH messages were handled in a row.
         mailbox = self.mailbox
-        buf = mailbox._buf
+        buf = mailbox._buf  # the mailbox's deque itself: `if buf` costs no call per message
         actor = self.actor
         has_state = self.has_state
         encode = encoder.encode
@@ -239,7 +220,8 @@ class ActorCell:
                     reply.state = self.good if has_state else NONE_BYTES
                 reply.succeed()
 
-    def _unhandled(self, msg: object) -> UnhandledMessageError:
+    def unhandled(self, msg: object) -> UnhandledMessageError:
+        """The error refusing ``msg``, which no handler of the actor takes."""
         return UnhandledMessageError(self.name, type(msg), self.dispatch.handled)
 
     # --- supervision -------------------------------------------------------

@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, overload
 import anyio
 
 from actorflow.errors import AskTimeoutError
-from actorflow.runtime.actors._cell import Reply
+from actorflow.runtime.actors._envelope import Reply
 
 if TYPE_CHECKING:
     from actorflow.runtime.actors._actor import Actor, Request
     from actorflow.runtime.actors._cell import ActorCell
+    from actorflow.runtime.actors._envelope import Envelope
     from actorflow.runtime.actors._mailbox import MailboxStatistics
 
 __all__ = ["ActorRef"]
@@ -34,7 +35,9 @@ class _NoPublicConstructor(type):
 class ActorRef(Generic[A], metaclass=_NoPublicConstructor):
     """A cheap, hashable handle to one actor; compare refs to compare actors.
 
-    Get one from ``runtime.spawn`` or ``runtime.get``; never construct it.
+    Get one from ``runtime.spawn`` or ``runtime.get``; never construct it. It
+    satisfies :class:`~actorflow.runtime.actors.AgentRef`, what the workflow
+    engine needs of an agent.
     """
 
     __slots__ = ("__weakref__", "_cell", "_mailbox")
@@ -82,7 +85,7 @@ class ActorRef(Generic[A], metaclass=_NoPublicConstructor):
         cell = self._cell
         fn = cell.dispatch.lookup(type(msg))
         if fn is None:
-            raise cell._unhandled(msg)
+            raise cell.unhandled(msg)
         return fn
 
     async def send(self, msg: object) -> None:
@@ -98,8 +101,8 @@ class ActorRef(Generic[A], metaclass=_NoPublicConstructor):
         """
         fn = self._cell.dispatch.lookup(type(msg))
         if fn is None:
-            raise self._cell._unhandled(msg)
-        # Mailbox.put inlined: this is the hottest call of the library
+            raise self._cell.unhandled(msg)
+        # Mailbox.put inlined, reading its privates: this is the hottest call of the library
         mailbox = self._mailbox
         if mailbox.yield_on_put:
             await mailbox._backend.checkpoint()
@@ -123,9 +126,13 @@ class ActorRef(Generic[A], metaclass=_NoPublicConstructor):
     @overload
     async def ask(self, msg: Request[R], *, timeout: float | None = None) -> R: ...  # noqa: ASYNC109
     @overload
-    async def ask(self, msg: object, *, timeout: float | None = None) -> Any: ...  # noqa: ASYNC109
-    async def ask(self, msg: object, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109
+    async def ask(self, msg: object, *, timeout: float | None = None) -> object: ...  # noqa: ASYNC109
+    async def ask(self, msg: object, *, timeout: float | None = None) -> object:  # noqa: ASYNC109
         """Send ``msg`` and wait for the handler's return value.
+
+        For a message subclassing ``Request[R]`` a type checker sees an ``R``;
+        for any other message, an ``object`` to narrow (``isinstance``) or
+        ``cast``: only the handler knows its reply type.
 
         If the asker is cancelled or times out after the message was queued,
         the actor still handles it; only the reply is dropped.
@@ -139,60 +146,38 @@ class ActorRef(Generic[A], metaclass=_NoPublicConstructor):
         """
         fn = self._check(msg)
         reply = Reply(self._mailbox.new_event())
-        await self._exchange((fn, msg, reply, None), reply, timeout)
-        if reply.error is not None:
-            raise reply.error
-        return reply.value
-
-    async def _exchange(
-        self,
-        envelope: tuple[Any, Any, Reply, object | None],
-        reply: Reply,
-        timeout: float | None,  # noqa: ASYNC109
-    ) -> None:
+        envelope: Envelope = (fn, msg, reply, None)
         if timeout is None:
             # the fast path: no cancel scope to enter and leave
             await self._mailbox.put(envelope)
             await reply.event.wait()
-            return
-        with anyio.move_on_after(timeout):
-            await self._mailbox.put(envelope)
-            await reply.event.wait()
-        if not reply.event.is_set():
-            raise AskTimeoutError(self._cell.name, timeout, type(envelope[1]))
+        else:
+            with anyio.move_on_after(timeout):
+                await self._mailbox.put(envelope)
+                await reply.event.wait()
+            if not reply.event.is_set():
+                raise AskTimeoutError(self._cell.name, timeout, type(msg))
+        if reply.error is not None:
+            raise reply.error
+        return reply.value
 
-    async def _ask_meta(
-        self,
-        msg: object,
-        *,
-        meta: object | None,
-        timeout: float | None = None,  # noqa: ASYNC109
-    ) -> tuple[Any, bytes]:
-        """Like :meth:`ask`, sending ``meta`` with the message (see ``current_message_meta``).
+    async def deliver(self, msg: object, meta: object | None = None) -> Reply:
+        """Queue ``msg`` now and return its reply slot, without waiting for the handler.
 
-        Returns the reply and the actor's state as msgpack bytes, taken right
-        after this handler returned and before any other message ran.
+        "Queue now, wait later": the workflow engine puts every message of a
+        ``ctx.gather`` in its mailbox, in step order, before it awaits any
+        reply. The handler sees ``meta`` as :func:`current_message_meta`. The
+        reply gets the actor's state bytes too (:class:`Reply`); a failed
+        handler or a stopping actor fails it instead of raising here.
+
+        Waits while the mailbox is full (backpressure); always a cancellation
+        point, and if cancelled the message was not queued.
+
+        Raises:
+            UnhandledMessageError: the actor has no handler for ``type(msg)``.
+            MailboxClosedError: the actor has stopped.
         """
         fn = self._check(msg)
         reply = Reply(self._mailbox.new_event(), want_state=True)
-        await self._exchange((fn, msg, reply, meta), reply, timeout)
-        if reply.error is not None:
-            raise reply.error
-        return reply.value, reply.state
-
-    async def _deliver_reply(self, msg: object, meta: object | None) -> Reply:
-        """Queue ``msg`` with ``meta`` now; return the reply slot, which gets the state bytes too.
-
-        The workflow engine splits delivery from waiting so ``ctx.gather`` can
-        put every message in its mailbox in step order before awaiting any reply.
-        """
-        fn = self._cell.dispatch.lookup(type(msg))
-        if fn is None:
-            raise self._cell._unhandled(msg)
-        reply = Reply(self._mailbox.new_event(), want_state=True)
         await self._mailbox.put((fn, msg, reply, meta))
         return reply
-
-    async def _send_meta(self, msg: object, *, meta: object | None) -> None:
-        """Like :meth:`send`, sending ``meta`` with the message."""
-        await self._mailbox.put((self._check(msg), msg, None, meta))

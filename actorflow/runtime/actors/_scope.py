@@ -1,14 +1,14 @@
 """Actor scopes: a namespace of actor names and an escalation target.
 
-The runtime has a root scope (escalating to the runtime itself); the workflow
-engine opens one scope per run with ``runtime._open_scope``, so two runs can
-both have ``researcher-0`` and a failing agent escalates to its run.
+The actor system has a root scope (escalating to the system itself); the
+workflow engine opens one scope per run with ``runtime.open_scope``, so two
+runs can both have ``researcher-0`` and a failing agent escalates to its run.
 """
 
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 import msgspec
@@ -30,13 +30,37 @@ from actorflow.runtime.actors._ref import ActorRef
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from actorflow.runtime.actors._supervisor import SupervisorPolicy
-    from actorflow.runtime.actors._system import ActorSystem
+    from anyio.abc import TaskGroup
 
-__all__ = ["ActorScope"]
+    from actorflow.runtime.actors._supervisor import SupervisorPolicy
+
+__all__ = ["ActorScope", "ScopeHost", "stop_cells"]
 
 A = TypeVar("A", bound=Actor)
 logger = _log.get_logger("actorflow.runtime")
+
+
+class ScopeHost(Protocol):
+    """What a scope needs of the actor system that owns it (an ``ActorSystem``)."""
+
+    @property
+    def mailbox_size(self) -> int:
+        """The default mailbox capacity."""
+        ...
+
+    @property
+    def supervisor(self) -> SupervisorPolicy:
+        """The default supervisor policy."""
+        ...
+
+    def require_running(self, action: str) -> TaskGroup:
+        """The task group actors run in; raises if the system is not running."""
+        ...
+
+    # underscored: the system's side of this contract, not for its users
+    def _actor_started(self) -> None: ...
+    def _actor_ended(self) -> None: ...
+    def _scope_closed(self, scope: ActorScope) -> None: ...
 
 
 class ActorScope:
@@ -48,12 +72,12 @@ class ActorScope:
 
     def __init__(
         self,
-        runtime: ActorSystem,
+        host: ScopeHost,
         scope_id: str | None,
         on_escalate: Callable[[EscalationError], None],
     ) -> None:
         self.id = scope_id
-        self._runtime = runtime
+        self._host = host
         self._on_escalate = on_escalate
         self._cells: dict[str, ActorCell] = {}
         self._closed = False
@@ -70,7 +94,7 @@ class ActorScope:
         supervisor: SupervisorPolicy | None = None,
         mailbox_size: int | None = None,
     ) -> ActorRef[A]:
-        """Start an actor in this scope; see :meth:`Runtime.spawn`."""
+        """Start an actor in this scope; see :meth:`ActorSystem.spawn`."""
         return self.spawn_now(
             actor_cls, name=name, state=state, supervisor=supervisor, mailbox_size=mailbox_size
         )
@@ -84,9 +108,9 @@ class ActorScope:
         supervisor: SupervisorPolicy | None = None,
         mailbox_size: int | None = None,
     ) -> ActorRef[A]:
-        """Synchronous core of :meth:`spawn`: the actor's task starts soon after."""
-        runtime = self._runtime
-        task_group = runtime._require_running("spawn an actor")
+        """:meth:`spawn` for code that cannot await: the actor's task starts soon after."""
+        host = self._host
+        task_group = host.require_running("spawn an actor")
         if self._closed:
             raise ActorStoppedError(name, f"scope {self.id!r} is closed")
         validate_name(name)
@@ -94,7 +118,7 @@ class ActorScope:
             raise DuplicateActorNameError(name)
         if not (isinstance(actor_cls, type) and issubclass(actor_cls, Actor)):
             raise ActorDefinitionError(repr(actor_cls), "spawn takes a subclass of Actor")
-        size = runtime.mailbox_size if mailbox_size is None else mailbox_size
+        size = host.mailbox_size if mailbox_size is None else mailbox_size
         if size < 1:
             raise ConfigurationError("mailbox_size", size, "an int >= 1")
         state_cls = state_type(actor_cls)
@@ -107,13 +131,13 @@ class ActorScope:
             state_bytes=state_bytes,
             state_cls=state_cls,
             dispatch=dispatch_table(actor_cls),
-            policy=supervisor if supervisor is not None else runtime.supervisor,
+            policy=supervisor if supervisor is not None else host.supervisor,
             mailbox_size=size,
         )
         ref: ActorRef[A] = ActorRef._create(cell)
         cell.ref = ref
         self._cells[name] = cell
-        runtime._live += 1
+        host._actor_started()
         task_group.start_soon(cell.main, name=f"actor {name}")
         if _log.enabled("info"):
             logger.info("actor_spawned", actor=name, scope=self.id, type=actor_cls.__qualname__)
@@ -124,22 +148,23 @@ class ActorScope:
         cell = self._cells.get(name)
         return None if cell is None else cell.ref
 
-    def __len__(self) -> int:
-        return len(self._cells)
-
-    def refs(self) -> list[ActorRef[Any]]:
-        """Refs of every live actor in the scope."""
-        return [cell.ref for cell in self._cells.values()]
+    def refuse_spawns(self) -> list[ActorCell]:
+        """Spawn no more actors here; return the live ones (the system drains them at exit)."""
+        self._closed = True
+        return list(self._cells.values())
 
     async def aclose(self, *, timeout: float | None = None) -> None:  # noqa: ASYNC109
         """Stop every actor of the scope and wait for them; no more spawns.
 
         Each actor first handles what is already in its mailbox; after
         ``timeout`` seconds (or if this call is cancelled) the rest are
-        cancelled, and their pending asks fail with ActorStoppedError.
+        cancelled, and their pending asks fail with ActorStoppedError. The
+        system forgets the scope, so its id can be opened again.
         """
-        self._closed = True
-        await stop_cells(list(self._cells.values()), timeout)
+        try:
+            await stop_cells(self.refuse_spawns(), timeout)
+        finally:
+            self._host._scope_closed(self)
 
     def escalate(self, error: EscalationError) -> None:
         """Called by an actor that used up its restart budget."""
@@ -149,7 +174,7 @@ class ActorScope:
         """Called by an actor's task as it ends."""
         if self._cells.get(cell.name) is cell:
             del self._cells[cell.name]
-        self._runtime._actor_ended()
+        self._host._actor_ended()
 
 
 async def stop_cells(cells: list[ActorCell], timeout: float | None) -> None:  # noqa: ASYNC109

@@ -1,4 +1,10 @@
-"""The ActorSystem: the kernel's runtime, owning one task group and every actor in it."""
+"""The ActorSystem: the kernel's runtime, owning one task group and every actor in it.
+
+The workflow engine's ``Runtime`` subclasses it. What the engine uses of it is
+public and documented here: :meth:`ActorSystem.open_scope` (one scope per run),
+:meth:`ActorSystem.spawn_now` (its own actors, from code that cannot await) and
+:meth:`ActorSystem.require_running` (the task group its background tasks join).
+"""
 
 from __future__ import annotations
 
@@ -22,6 +28,8 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Self
 
+    from anyio.abc import TaskGroup
+
     from actorflow.runtime.actors._ref import ActorRef
 
 __all__ = ["ActorSystem"]
@@ -39,6 +47,14 @@ class ActorSystem:
     still busy after ``shutdown_timeout`` seconds are cancelled. If an actor
     spawned on the runtime escalates (its restart budget is used up), the block
     is cancelled and exits raising :class:`~actorflow.errors.EscalationError`.
+
+    Errors leave the block as themselves, never wrapped in an exception group:
+    the body's own exception, the escalation, or an error of a task started in
+    :meth:`require_running`'s task group. When several happen, the first
+    leaves and the others are added to it as notes (``__notes__``), except
+    that ``KeyboardInterrupt`` and ``SystemExit`` always come first. A
+    cancellation from outside (an enclosing cancel scope) leaves as the
+    event loop's own cancellation.
 
     Args:
         mailbox_size: default mailbox capacity of new actors.
@@ -60,7 +76,7 @@ class ActorSystem:
         self.mailbox_size = mailbox_size
         self.supervisor = supervisor if supervisor is not None else SupervisorPolicy()
         self.shutdown_timeout = shutdown_timeout
-        self._task_group: anyio.abc.TaskGroup | None = None
+        self._task_group: TaskGroup | None = None
         self._root = ActorScope(self, None, self._fail)
         self._scopes: dict[str, ActorScope] = {}
         self._failure: EscalationError | None = None
@@ -86,31 +102,62 @@ class ActorSystem:
     ) -> None:
         task_group = self._task_group
         assert task_group is not None
-        shutdown_error: BaseException | None = None
+        body_error = exc
+        failed_first = self._failure is not None  # the escalation ended the body
         if exc is None and self._failure is None:
             try:
                 await self._drain()
             except BaseException as error:  # cancelled (by an escalation or from outside)
-                shutdown_error = exc = error
-                exc_type, tb = type(error), error.__traceback__
+                exc = error
         self._task_group = None
-        self._root._closed = True
+        self._root.refuse_spawns()
         task_group.cancel_scope.cancel()  # whoever is still running past the deadline
+        errors: list[BaseException] = []
         try:
-            handled = await task_group.__aexit__(exc_type, exc, tb)
+            exc_tb = exc.__traceback__ if exc is not None else None
+            handled = await task_group.__aexit__(type(exc) if exc else None, exc, exc_tb)
+        except BaseException as raised:
+            # anyio wraps the body's exception and the tasks' errors in a group
+            errors = _errors_in(raised)
+            if not errors and self._failure is None:
+                raise  # only the event loop's cancellation: it leaves as it is
+        else:
+            if not handled and exc is not None and exc is not body_error:
+                raise exc  # the drain was cancelled from outside
         finally:
             logger.info("runtime_stopped", failed=self._failure is not None)
-        if self._failure is not None:
-            raise self._failure
-        if shutdown_error is not None and not handled:
-            raise shutdown_error
-        # The task group only absorbs a cancellation of its own scope, which only
-        # an escalation causes (raised above): the body's exception, if any, goes on.
+        first = self._first_error(errors, body_error, failed_first)
+        if first is not None and first is not body_error:
+            raise first
+        # otherwise the body's own exception, if any, leaves as the block exits
+
+    def _first_error(
+        self, errors: list[BaseException], body_error: BaseException | None, failed_first: bool
+    ) -> BaseException | None:
+        """The one error that leaves the block; the others become its notes.
+
+        In order: the escalation if it ended the body, the body's own error
+        (a cancellation is none), the escalation, then the tasks' errors; but
+        ``KeyboardInterrupt`` or ``SystemExit`` first wherever it is.
+        """
+        failure = self._failure
+        body = None if body_error is None or _is_cancellation(body_error) else body_error
+        ordered: list[BaseException] = []
+        if failure is not None and (failed_first or body is None):
+            ordered.append(failure)
+        for error in (body, failure, *errors):
+            if error is not None and all(error is not seen for seen in ordered):
+                ordered.append(error)
+        if not ordered:
+            return None
+        ordered.sort(key=lambda e: not isinstance(e, KeyboardInterrupt | SystemExit))
+        first = ordered[0]
+        for other in ordered[1:]:
+            first.add_note(f"also raised as the actor system stopped: {other!r}")
+        return first
 
     async def _drain(self) -> None:
-        cells = [cell for scope in self._all_scopes() for cell in scope._cells.values()]
-        for scope in self._all_scopes():
-            scope._closed = True
+        cells = [cell for scope in self._all_scopes() for cell in scope.refuse_spawns()]
         with anyio.move_on_after(self.shutdown_timeout):
             for cell in cells:
                 cell.mailbox.close()
@@ -121,15 +168,38 @@ class ActorSystem:
             self._idle = anyio.Event()
             await self._idle.wait()
 
+    # what the scopes tell their system (ScopeHost)
+
+    def _actor_started(self) -> None:
+        self._live += 1
+
     def _actor_ended(self) -> None:
         self._live -= 1
         if self._live == 0 and self._idle is not None:
             self._idle.set()
 
+    def _scope_closed(self, scope: ActorScope) -> None:
+        if scope.id is not None and self._scopes.get(scope.id) is scope:
+            del self._scopes[scope.id]
+
     def _all_scopes(self) -> list[ActorScope]:
         return [self._root, *self._scopes.values()]
 
-    def _require_running(self, action: str) -> anyio.abc.TaskGroup:
+    def require_running(self, action: str) -> TaskGroup:
+        """Check that the system runs and return the task group its actors run in.
+
+        A task started in the group belongs to the system: it is cancelled if
+        still running when the ``async with`` block ends (after the actors
+        drained), and its error, if any, leaves the block (see the class).
+        The workflow engine runs its runs there.
+
+        Args:
+            action: what the caller is about to do, for the error (``"start a run"``).
+
+        Raises:
+            RuntimeNotRunningError: outside the ``async with`` block, or after
+                an escalation failed the system.
+        """
         if self._task_group is None or self._failure is not None:
             raise RuntimeNotRunningError(action)
         return self._task_group
@@ -178,6 +248,25 @@ class ActorSystem:
             actor_cls, name=name, state=state, supervisor=supervisor, mailbox_size=mailbox_size
         )
 
+    def spawn_now(
+        self,
+        actor_cls: type[A],
+        *,
+        name: str,
+        state: Any = None,
+        supervisor: SupervisorPolicy | None = None,
+        mailbox_size: int | None = None,
+    ) -> ActorRef[A]:
+        """:meth:`spawn`, for code that cannot await; the same arguments and errors.
+
+        The actor's task starts soon after. The workflow engine starts its own
+        system actors (its checkpointer) this way, at the root like any
+        actor spawned on the runtime: they escalate to the runtime.
+        """
+        return self._root.spawn_now(
+            actor_cls, name=name, state=state, supervisor=supervisor, mailbox_size=mailbox_size
+        )
+
     def get(self, name: str) -> ActorRef[Any] | None:
         """The ref of the live root-scope actor called ``name``, or None."""
         return self._root.get(name)
@@ -200,37 +289,40 @@ class ActorSystem:
         ``timeout`` seconds it is cancelled instead. Stopping a stopped actor
         does nothing.
         """
-        await stop_cells([ref._cell], timeout)
+        await stop_cells([ref._cell], timeout)  # a ref is the only handle users hold to a cell
 
     # --- scopes (for the workflow engine) ------------------------------------
 
-    def _open_scope(
+    def open_scope(
         self, scope_id: str, *, on_escalate: Callable[[EscalationError], None]
     ) -> ActorScope:
         """Open a scope for a workflow run: its own actor names, its own escalation.
 
-        An actor of the scope that uses up its restart budget calls
-        ``on_escalate`` (synchronously, from the actor's task) instead of failing
-        the runtime. ``await scope.aclose()`` stops its actors and forgets it.
+        Actors spawned with ``scope.spawn`` live in the system's task group
+        like any other, but their names only need to be unique in the scope,
+        and one that uses up its restart budget calls ``on_escalate``
+        (synchronously, from the actor's task) instead of failing the system.
+        ``await scope.aclose()`` stops the scope's actors and closes it, after
+        which its id can be opened again.
 
         Raises:
             ConfigurationError: a scope with this id is open.
             RuntimeNotRunningError: outside ``async with Runtime()``.
         """
-        self._require_running("open a scope")
+        self.require_running("open a scope")
         if scope_id in self._scopes:
             raise ConfigurationError("scope_id", scope_id, "an id no open scope has")
-        scope = _RunScope(self, scope_id, on_escalate)
+        scope = ActorScope(self, scope_id, on_escalate)
         self._scopes[scope_id] = scope
         return scope
 
 
-class _RunScope(ActorScope):
-    """A scope that leaves the runtime's table once closed."""
+def _is_cancellation(error: BaseException) -> bool:
+    return isinstance(error, anyio.get_cancelled_exc_class())
 
-    async def aclose(self, *, timeout: float | None = None) -> None:  # noqa: ASYNC109
-        try:
-            await super().aclose(timeout=timeout)
-        finally:
-            if self.id is not None and self._runtime._scopes.get(self.id) is self:
-                del self._runtime._scopes[self.id]
+
+def _errors_in(raised: BaseException) -> list[BaseException]:
+    """The exceptions in ``raised`` (flattening exception groups) but cancellations."""
+    if isinstance(raised, BaseExceptionGroup):
+        return [leaf for sub in raised.exceptions for leaf in _errors_in(sub)]
+    return [] if _is_cancellation(raised) else [raised]

@@ -13,13 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from actorflow.runtime.actors._actor import Actor, dispatch_table, state_type
-from actorflow.runtime.actors._registry import lookup
+from actorflow.runtime.actors import Actor, handler_for, lookup, state_type
 from actorflow.runtime.workflow._replay import decode_agent_state
 
 if TYPE_CHECKING:
-    from actorflow.runtime.actors._ref import ActorRef
-    from actorflow.runtime.actors._scope import ActorScope
+    from actorflow.runtime.actors import ActorRef, ActorScope
     from actorflow.runtime.workflow._recorder import Recorder
     from actorflow.storage import StateRef
 
@@ -37,7 +35,7 @@ def reply_type(actor_cls: type[Actor], message_cls: type) -> Any:
         return _reply_types[key]
     except KeyError:
         pass
-    fn = dispatch_table(actor_cls).lookup(message_cls)
+    fn = handler_for(actor_cls, message_cls)
     try:
         found = typing.get_type_hints(fn).get("return", Any) if fn is not None else Any
     except Exception:

@@ -19,7 +19,7 @@ import anyio
 import msgspec
 
 from actorflow.errors import EncodingError, RunFailedError, RunPaused, StorageError
-from actorflow.runtime.actors._actor import Actor, state_type
+from actorflow.runtime.actors import Actor, state_type
 from actorflow.runtime.workflow._agents import RunAgents
 from actorflow.runtime.workflow._checkpointer import CheckpointQueue
 from actorflow.runtime.workflow._context import RunContext
@@ -35,8 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from actorflow.errors import EscalationError
-    from actorflow.runtime.actors._ref import ActorRef
-    from actorflow.runtime.actors._scope import ActorScope
+    from actorflow.runtime.actors import ActorRef, ActorScope
     from actorflow.runtime.workflow._checkpointer import Checkpointer
     from actorflow.runtime.workflow._config import RuntimeConfig
     from actorflow.runtime.workflow._handle import RunTracker

@@ -32,8 +32,7 @@ from actorflow.runtime.workflow._triggers import manual_trigger
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-    from actorflow.runtime.actors._actor import Actor, Request
-    from actorflow.runtime.actors._ref import ActorRef
+    from actorflow.runtime.actors import Actor, ActorRef, AgentRef, Request
     from actorflow.runtime.workflow._env import StepEnv
     from actorflow.storage import DecisionRecord
 
@@ -72,7 +71,7 @@ class RunContext:
     @overload
     def ask(
         self,
-        ref: ActorRef[Any],
+        ref: AgentRef,
         message: Request[R],
         *,
         timeout: float | None = None,
@@ -80,14 +79,14 @@ class RunContext:
     @overload
     def ask(
         self,
-        ref: ActorRef[Any],
+        ref: AgentRef,
         message: object,
         *,
         timeout: float | None = None,
     ) -> Step[object]: ...
     def ask(
         self,
-        ref: ActorRef[Any],
+        ref: AgentRef,
         message: object,
         *,
         timeout: float | None = None,
@@ -103,7 +102,7 @@ class RunContext:
             timeout = self._env.config.ask_timeout
         return AskStep(self._env, self._ns(), ref, message, timeout)
 
-    def send(self, ref: ActorRef[Any], message: object) -> Step[None]:
+    def send(self, ref: AgentRef, message: object) -> Step[None]:
         """Send to an agent without waiting for its reply.
 
         Awaiting returns once the message is delivered. The agent's handling

@@ -17,7 +17,7 @@ from actorflow.runtime.workflow._steps import AskStep, PauseRun, Step
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
 
-    from actorflow.runtime.actors._cell import Reply
+    from actorflow.runtime.actors import AgentReply
     from actorflow.runtime.workflow._recorder import Recorder
 
 __all__ = ["gather_steps"]
@@ -141,7 +141,7 @@ class _Watch:
 
     def __init__(self, live: list[tuple[int, AskStep[Any]]]) -> None:
         self.failed = False
-        self._arrived: list[Reply] = []
+        self._arrived: list[AgentReply] = []
         self._wake: anyio.Event | None = None
         for _, aw in live:
             pending = aw.pending
@@ -158,12 +158,12 @@ class _Watch:
         finally:
             self._wake = None
 
-    def take_arrived(self) -> list[Reply]:
+    def take_arrived(self) -> list[AgentReply]:
         """The replies that came in since the last call."""
         arrived, self._arrived = self._arrived, []
         return arrived
 
-    def _notify(self, reply: Reply) -> None:
+    def _notify(self, reply: AgentReply) -> None:
         if reply.error is not None:
             self.failed = True
         self._arrived.append(reply)

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 
 from actorflow.errors import ActorDefinitionError, RunFailedError, RunNotFinishedError, RunPaused
-from actorflow.runtime.actors._registry import class_name, lookup
+from actorflow.runtime.actors import class_name, lookup
 from actorflow.runtime.workflow._recorder import decode, encode
 from actorflow.storage import ErrorInfo, RunManifest, RunStatus
 

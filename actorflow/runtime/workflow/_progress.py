@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 
-from actorflow.runtime.actors._actor import current_message_meta
+from actorflow.runtime.actors import current_message_meta
 from actorflow.runtime.workflow._recorder import decode, encode
 
 if TYPE_CHECKING:

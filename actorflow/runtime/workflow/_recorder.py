@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from actorflow.runtime.actors._actor import state_type
-from actorflow.runtime.actors._registry import class_name
+from actorflow.runtime.actors import class_name, state_type
 from actorflow.runtime.workflow._config import Durability
 from actorflow.runtime.workflow._triggers import TriggerPolicy
 from actorflow.storage import StateRef, StepRecord, state_version
@@ -22,7 +21,7 @@ from actorflow.storage import StateRef, StepRecord, state_version
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from actorflow.runtime.actors._actor import Actor
+    from actorflow.runtime.actors import Actor
     from actorflow.runtime.workflow._config import RuntimeConfig
     from actorflow.runtime.workflow._replay import RunView
     from actorflow.storage import LogRecord, LogWriter, Snapshot, Store

@@ -22,8 +22,7 @@ from actorflow.errors import (
     RunNotFinishedError,
     RunNotFoundError,
 )
-from actorflow.runtime.actors._registry import class_name, lookup, register
-from actorflow.runtime.actors._system import ActorSystem
+from actorflow.runtime.actors import ActorSystem, class_name, lookup, register
 from actorflow.runtime.workflow._attempt import RunDriver
 from actorflow.runtime.workflow._checkpointer import Checkpointer
 from actorflow.runtime.workflow._config import RuntimeConfig
@@ -43,7 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Self
 
-    from actorflow.runtime.actors._ref import ActorRef
+    from actorflow.runtime.actors import ActorRef
 
 __all__ = ["Runtime"]
 
@@ -114,7 +113,7 @@ class Runtime(ActorSystem):
                 store=self.store,
                 config=self.config,
                 shutdown_timeout=self.shutdown_timeout,
-                open_scope=lambda run_id, escalate: self._open_scope(run_id, on_escalate=escalate),
+                open_scope=lambda run_id, escalate: self.open_scope(run_id, on_escalate=escalate),
                 checkpointer=self._checkpointer_ref,
                 on_finished=self._run_ended,
             )
@@ -122,7 +121,7 @@ class Runtime(ActorSystem):
 
     def _checkpointer_ref(self) -> ActorRef[Checkpointer]:
         if self._checkpointer is None or not self._checkpointer.alive:
-            self._checkpointer = self._root.spawn_now(
+            self._checkpointer = self.spawn_now(
                 Checkpointer, name="actorflow.checkpointer", mailbox_size=1_000_000
             )
         return self._checkpointer
@@ -192,7 +191,7 @@ class Runtime(ActorSystem):
         recovering: bool = False,
     ) -> RunHandle:
         """Take the run, mark it running (counting a recovery attempt), drive it."""
-        task_group = self._require_running("start a run")
+        task_group = self.require_running("start a run")
         lease = await self.store.claim(manifest.run_id, self.owner)
         if not fresh:  # a new run's manifest was created running, with this owner
             limit = self.config.max_recovery_attempts if recovering else None
@@ -395,8 +394,8 @@ class Runtime(ActorSystem):
     def _prune_soon(self, run_id: str) -> None:
         """Apply the retention policy to a finished run, off its path."""
         policy = self.config.retention
-        if policy is not None and self._task_group is not None:
-            self._pruner.soon(self.store, run_id, policy, self._task_group)
+        if policy is not None and self.running:
+            self._pruner.soon(self.store, run_id, policy, self.require_running("prune a run"))
 
     async def __aenter__(self) -> Self:
         await super().__aenter__()

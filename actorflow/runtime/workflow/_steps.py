@@ -31,8 +31,7 @@ from actorflow.errors import (
     StepFailedError,
     UnawaitedStepError,
 )
-from actorflow.runtime.actors._actor import state_type
-from actorflow.runtime.actors._registry import class_name
+from actorflow.runtime.actors import class_name, state_type
 from actorflow.runtime.workflow._agents import reply_type
 from actorflow.runtime.workflow._ids import args_hash, message_hash, value_hash
 from actorflow.runtime.workflow._progress import StepInfo, StepMeta, current_step_meta
@@ -50,9 +49,7 @@ from actorflow.storage import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Sequence
 
-    from actorflow.runtime.actors._actor import Actor
-    from actorflow.runtime.actors._cell import Reply
-    from actorflow.runtime.actors._ref import ActorRef
+    from actorflow.runtime.actors import Actor, ActorRef, AgentRef, AgentReply
     from actorflow.runtime.workflow._env import StepEnv
     from actorflow.runtime.workflow._ids import Namespace
     from actorflow.runtime.workflow._recorder import Turnstile
@@ -244,7 +241,7 @@ class AskStep(Step[T]):
 
     kind = "ask"
     # what a step only has once delivered (class-level defaults: replays never set them)
-    pending: Reply | None = None
+    pending: AgentReply | None = None
     ticket = -1
     turnstile: Turnstile | None = None
     _deliver_error: ActorError | None = None
@@ -254,7 +251,7 @@ class AskStep(Step[T]):
         self,
         env: StepEnv,
         ns: Namespace,
-        ref: ActorRef[Any],
+        ref: AgentRef,
         message: object,
         timeout: float | None,
     ) -> None:
@@ -320,7 +317,7 @@ class AskStep(Step[T]):
         self.ticket = turnstile.take()
         self.pending = None
         try:
-            self.pending = await self.ref._deliver_reply(self.message, self._meta)
+            self.pending = await self.ref.deliver(self.message, self._meta)
         except BaseException:
             self._release(turnstile)
             raise

@@ -77,6 +77,7 @@ async def test_messages_from_each_sender_arrive_in_order() -> None:
             for name in ("a", "b", "c"):
                 tg.start_soon(sender, name)
         items = await ref.ask(Log())
+    assert isinstance(items, list)
     assert len(items) == 150
     for name in ("a", "b", "c"):
         assert [n for s, n in items if s == name] == list(range(50))
@@ -205,7 +206,14 @@ async def test_refs_are_hashable_and_compare_by_actor() -> None:
 async def test_mailboxes_work_on_anyios_public_calls_alone(
     monkeypatch: pytest.MonkeyPatch, behaviour: Callable[[], Awaitable[None]]
 ) -> None:
-    # as if a later anyio had moved the private backend lookup the mailbox uses
-    monkeypatch.setattr(_mailbox, "_find_backend", None)
+    # as if anyio had no event loop token (before 4.11): the per-call public functions
+    monkeypatch.setattr(_mailbox, "_current_token", None)
     assert isinstance(_mailbox._backend(), _mailbox._PublicCalls)
     await behaviour()
+
+
+async def test_a_mailbox_finds_the_loops_backend_once_through_public_anyio() -> None:
+    # the fast path: no backend lookup per send (what the fallback above pays)
+    backend = _mailbox._backend()
+    assert not isinstance(backend, _mailbox._PublicCalls)
+    assert isinstance(backend.create_event(), anyio.Event)

@@ -19,7 +19,7 @@ from actorflow.errors import (
     InvalidNameError,
     RuntimeNotRunningError,
 )
-from actorflow.runtime import current_message_meta
+from actorflow.runtime import ActorRef, current_message_meta
 
 
 class Add(msgspec.Struct, frozen=True):
@@ -85,8 +85,8 @@ async def test_spawning_outside_the_runtime_is_an_error() -> None:
 
 async def test_two_scopes_can_hold_the_same_name() -> None:
     async with Runtime() as runtime:
-        one = runtime._open_scope("run-1", on_escalate=lambda e: None)
-        two = runtime._open_scope("run-2", on_escalate=lambda e: None)
+        one = runtime.open_scope("run-1", on_escalate=lambda e: None)
+        two = runtime.open_scope("run-2", on_escalate=lambda e: None)
         a = await one.spawn(Counter, name="researcher-0")
         b = await two.spawn(Counter, name="researcher-0", state=Tally(10))
         assert a != b
@@ -103,7 +103,7 @@ async def test_two_scopes_can_hold_the_same_name() -> None:
 async def test_a_scoped_actor_escalates_to_its_scope_not_the_runtime() -> None:
     escalations: list[EscalationError] = []
     async with Runtime() as runtime:
-        scope = runtime._open_scope("run-1", on_escalate=escalations.append)
+        scope = runtime.open_scope("run-1", on_escalate=escalations.append)
         ref = await scope.spawn(Counter, name="c", supervisor=SupervisorPolicy.escalate())
         with pytest.raises(Exception, match="boom"):
             await ref.ask(Add(1, fail=True))
@@ -128,19 +128,27 @@ async def test_the_runtime_fails_cleanly_when_a_root_actor_escalates() -> None:
     assert _tasks() == before
 
 
-async def test_handlers_see_the_meta_and_ask_meta_returns_the_exact_state() -> None:
+async def _deliver_and_wait(ref: ActorRef[Counter], msg: Add, meta: object) -> tuple[object, bytes]:
+    reply = await ref.deliver(msg, meta)
+    await reply.event.wait()
+    if reply.error is not None:
+        raise reply.error
+    return reply.value, reply.state
+
+
+async def test_handlers_see_the_meta_and_a_delivery_reply_has_the_exact_state() -> None:
     async with Runtime() as runtime:
         ref = await runtime.spawn(Counter, name="c")
-        reply, state = await ref._ask_meta(Add(2), meta={"key": "step-1"})
+        reply, state = await _deliver_and_wait(ref, Add(2), {"key": "step-1"})
         assert reply == (2, {"key": "step-1"})
         assert state == msgspec.msgpack.encode(Tally(2))
-        await ref._send_meta(Add(3), meta="step-2")
-        reply, state = await ref._ask_meta(Add(0), meta=None)
+        await ref.deliver(Add(3), "step-2")  # queued now; nobody waits for it
+        reply, state = await _deliver_and_wait(ref, Add(0), None)
         assert reply == (5, None)
         assert state == msgspec.msgpack.encode(Tally(5))
         with pytest.raises(Exception, match="boom"):
-            await ref._ask_meta(Add(100, fail=True), meta="step-3")
-        _, state = await ref._ask_meta(Add(0), meta=None)
+            await _deliver_and_wait(ref, Add(100, fail=True), "step-3")
+        _, state = await _deliver_and_wait(ref, Add(0), None)
         assert state == msgspec.msgpack.encode(Tally(5))
 
 

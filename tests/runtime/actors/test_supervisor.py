@@ -67,8 +67,9 @@ async def test_a_failed_handler_leaves_no_trace_in_the_state() -> None:
         with pytest.raises(ActorFailedError):
             await ref.ask(Add(5, fail=True))
         assert await ref.ask(Add(1)) == 3
-        _, state = await ref._ask_meta(Add(0), meta=None)
-    assert msgspec.msgpack.decode(state, type=Tally) == Tally(3, [2, 1, 0])
+        reply = await ref.deliver(Add(0))
+        await reply.event.wait()
+    assert msgspec.msgpack.decode(reply.state, type=Tally) == Tally(3, [2, 1, 0])
 
 
 async def test_restarts_back_off_exponentially_then_escalate() -> None:
