@@ -34,8 +34,9 @@ from _machine import cpu_model
 from actorflow import Runtime
 from actorflow.runtime import Durability, RuntimeConfig
 from actorflow.runtime.workflow import _checkpointer as checkpointer
-from actorflow.storage import FileStore, _fs, _snapfiles
+from actorflow.storage import FileStore
 from actorflow.storage import _logwriter as logwriter
+from actorflow.storage.file import _fs, _snapshots
 
 if TYPE_CHECKING:
     from actorflow.storage import Snapshot
@@ -47,7 +48,7 @@ _variant = ["all"]
 _appends: dict[str, list[float]] = {v: [] for v in VARIANTS}
 
 _write = checkpointer.CheckpointQueue.write
-_folder_write = _snapfiles.SnapshotFolder.write
+_folder_write = _snapshots.SnapshotFolder.write
 _carry = logwriter.LogWriter._carry
 
 
@@ -58,7 +59,7 @@ async def _queue_write(self: checkpointer.CheckpointQueue, snapshot: Snapshot) -
     return await _write(self, snapshot)
 
 
-def _folder_write_maybe_unsynced(self: _snapfiles.SnapshotFolder, name: str, sealed: bytes) -> None:
+def _folder_write_maybe_unsynced(self: _snapshots.SnapshotFolder, name: str, sealed: bytes) -> None:
     if _variant[0] == "no snapshot fsyncs":
         _fs.write_atomic(self.fs, os.path.join(self.path, name), sealed, durable=False)
     else:
@@ -73,7 +74,7 @@ async def _timed_carry(self: logwriter.LogWriter, attempt: Any) -> None:
 
 async def main() -> None:
     checkpointer.CheckpointQueue.write = _queue_write  # type: ignore[method-assign]
-    _snapfiles.SnapshotFolder.write = _folder_write_maybe_unsynced  # type: ignore[method-assign]
+    _snapshots.SnapshotFolder.write = _folder_write_maybe_unsynced  # type: ignore[method-assign]
     logwriter.LogWriter._carry = _timed_carry  # type: ignore[method-assign]
     config = RuntimeConfig(durability=Durability.BATCHED, retention=None)
     non_work: dict[str, list[float]] = {v: [] for v in VARIANTS}

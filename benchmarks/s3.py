@@ -143,7 +143,7 @@ async def _read_next(store: Store, run_id: str, ids: Iterator[str], *, cold: boo
     if cold:
         # As a store that has not listed the run (another process): the S3 store
         # then finds the snapshot's key with a LIST. Other stores have no such cache.
-        forget = getattr(getattr(store, "_snaps", None), "forget", None)
+        forget = getattr(getattr(store, "_snapshots", None), "forget", None)
         if forget is not None:
             forget(run_id)
     await store.read_snapshot(run_id, snapshot_id)

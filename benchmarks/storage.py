@@ -35,7 +35,7 @@ from actorflow.storage import (
     decode_state,
     encode_state,
 )
-from actorflow.storage._threads import run_in_thread
+from actorflow.storage.file._threads import run_in_thread
 
 if TYPE_CHECKING:
     from collections.abc import Callable

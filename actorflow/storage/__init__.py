@@ -1,10 +1,13 @@
-"""Where runs live: records, codec, the ``Store`` protocol and its backends."""
+"""Where runs live: records, codec, the ``Store`` protocol and its backends.
+
+Shared modules sit here (records, codec, envelope, protocol, log writer,
+retention, state versions, the memory store, ``open_store``); each persistent
+backend is a package assembled by composition: ``file`` and ``s3``.
+"""
 
 from __future__ import annotations
 
-from actorflow.storage._codec import Codec
-from actorflow.storage._file import FileStore
-from actorflow.storage._fs import FileSystem, OSFileSystem
+from actorflow.storage._codec import decode_value, encode_value
 from actorflow.storage._logwriter import LogWriter
 from actorflow.storage._memory import MemoryStore
 from actorflow.storage._open import open_store
@@ -28,8 +31,10 @@ from actorflow.storage._records import (
     validate_run_id,
 )
 from actorflow.storage._retention import prune, prune_run, run_verifier, verify_store
-from actorflow.storage._s3 import S3Store  # aioboto3 is imported only when one is made
+from actorflow.storage._sealing import Codec
 from actorflow.storage._state import decode_state, encode_state, state_version
+from actorflow.storage.file import FileStore, FileSystem, OSFileSystem
+from actorflow.storage.s3 import S3Store  # aioboto3 is imported only when one is made
 
 __all__ = [
     "FORMAT_VERSION",
@@ -60,7 +65,9 @@ __all__ = [
     "Store",
     "StoreContext",
     "decode_state",
+    "decode_value",
     "encode_state",
+    "encode_value",
     "open_store",
     "prune",
     "prune_run",

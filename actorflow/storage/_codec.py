@@ -1,375 +1,195 @@
-"""Codec: how stored objects become sealed bytes and back, for one store.
+"""Object <-> bytes: MessagePack through one encoder and one decoder cache.
 
-A :class:`Codec` holds a store's choices (compression and its threshold and
-levels, checksum, encryption keys and the key new data uses, size limits) and
-applies them: ``seal``/``open``/``verify`` turn payloads into envelopes and back,
-``blob_address`` names blobs, and the typed ``dump_*``/``load_*`` helpers pair
-the MessagePack of :mod:`._msgpack` (object <-> bytes) with the envelope for
-snapshots, manifests, log records and blobs, each bound to its place (run id
-and slot). The envelope itself (layout, kinds, checksums, bounded compression,
-key checks, decryption) is :mod:`._envelope`; the names that other modules
-import from here (``Kind``, ``Compression``, ``MAGIC`` ...) are re-exported.
+Every value the package stores (records, manifests, snapshots, leases, agents'
+states) and every user value the runtime records goes through
+:func:`encode_value` / :func:`decode_value` or the typed helpers below, which
+share :data:`encoder` and :func:`decoder_for` (msgspec decoders are built once
+per type). Kept apart from bytes <-> bytes (the sealed envelope,
+:mod:`._envelope`): encoding errors become ``EncodingError`` naming what failed
+to encode, decoding errors ``CorruptedDataError`` (``CheckpointCorruptedError``
+for snapshots) naming where the bytes came from.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import os
-import threading
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
-from actorflow._log import get_logger
-from actorflow.errors import (
-    CheckpointCorruptedError,
-    CheckpointTooLargeError,
-    ConfigurationError,
-    CorruptedDataError,
-)
-from actorflow.storage._envelope import (
-    ENVELOPE_VERSION,
-    FIXED,
-    LOG_RECORD,
-    MAGIC,
-    NONCE,
-    PLAIN,
-    SHA256,
-    Checksum,
-    Compression,
-    Kind,
-    SealedHeader,
-    blake,
-    compress,
-    context,
-    decompress,
-    decrypt,
-    digest,
-    load_keys,
-    pick_compression,
-    verify_envelope,
-    zstd_available,
-)
-from actorflow.storage._msgpack import (
-    decode_manifest,
-    decode_plain_record,
-    decode_record,
-    decode_snapshot,
-    encode_manifest,
-    encode_record,
-    encode_snapshot,
-)
+import msgspec
 
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from actorflow.storage._records import LogRecord, RunManifest, Snapshot
+from actorflow.errors import CheckpointCorruptedError, CorruptedDataError, EncodingError
+from actorflow.storage._protocol import Lease
+from actorflow.storage._records import LogRecord, RunManifest, Snapshot
 
 __all__ = [
-    "MAGIC",
-    "Codec",
-    "Compression",
-    "Kind",
-    "SealedHeader",
-    "zstd_available",
+    "decode_lease",
+    "decode_manifest",
+    "decode_plain_record",
+    "decode_record",
+    "decode_snapshot",
+    "decode_value",
+    "decoder_for",
+    "encode_lease",
+    "encode_manifest",
+    "encode_record",
+    "encode_snapshot",
+    "encode_value",
+    "encoder",
 ]
 
-# Bound by assignment, not import: CPython 3.11 compiles ``imported.method()`` as an
-# attribute load (a bound method per call) instead of a method call, and this
-# struct is packed and unpacked for every record. Tests use this name too.
-_FIXED = FIXED
+encoder = msgspec.msgpack.Encoder()
+"""The package's one MessagePack encoder."""
 
-_log = get_logger(__name__)
+_ENCODE_ERRORS = (TypeError, ValueError, OverflowError, msgspec.EncodeError)
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError)
+_decoders: dict[Any, msgspec.msgpack.Decoder[Any]] = {}
 
 
-class Codec:
-    """How bytes are sealed for storage: compression, checksum, encryption, limits.
+def decoder_for(type_: Any) -> msgspec.msgpack.Decoder[Any] | None:
+    """The cached decoder for ``type_``; None for an unhashable type (no cache then)."""
+    try:
+        decoder = _decoders.get(type_)
+    except TypeError:  # an unhashable annotation, e.g. Annotated[..., Meta(...)] with a list
+        return None
+    if decoder is None:
+        decoder = _decoders[type_] = msgspec.msgpack.Decoder(type_)
+    return decoder
 
-    Args:
-        compression: ``"auto"`` (zstd if the ``zstd`` extra is installed, else
-            gzip), ``"zstd"``, ``"gzip"`` or ``None`` for none.
-        compress_above: payloads of at least this many bytes are compressed.
-        gzip_level: gzip level (1-9).
-        zstd_level: zstd level (1-22).
-        checksum: ``"sha256"`` (hardware accelerated on most CPUs) or ``"blake2b"``.
-        keys: encryption keys by key id (16, 24 or 32 bytes each; extra ``crypto``).
-            Old keys stay here after rotation so older data still opens.
-        key_id: the key new data is encrypted with; defaults to the only key.
-        max_snapshot_bytes: a snapshot's encoded size limit.
-        warn_snapshot_bytes: above this size a ``checkpoint_large`` warning is logged.
-        max_decoded_bytes: the most any envelope may claim to decompress to.
+
+def _label(what: str, detail: str | None) -> str:
+    return what if detail is None else f"{what} {detail}"
+
+
+def encode_value(value: object, what: str, detail: str | None = None) -> bytes:
+    """MessagePack bytes of ``value``.
+
+    ``what`` (and ``detail``, appended to it) name the value in an error; the
+    message is only built when one is raised.
 
     Raises:
-        ConfigurationError: an option is out of range, a key has a bad size, a
-            needed extra is not installed.
+        EncodingError: the value holds something msgspec cannot encode.
     """
+    try:
+        return encoder.encode(value)
+    except _ENCODE_ERRORS as exc:
+        raise EncodingError(_label(what, detail), str(exc)) from exc
 
-    def __init__(
-        self,
-        *,
-        compression: Literal["auto", "zstd", "gzip"] | None = "auto",
-        compress_above: int = 4096,
-        gzip_level: int = 6,
-        zstd_level: int = 3,
-        checksum: Literal["sha256", "blake2b"] = "sha256",
-        keys: Mapping[str, bytes] | None = None,
-        key_id: str | None = None,
-        max_snapshot_bytes: int = 256 * 1024 * 1024,
-        warn_snapshot_bytes: int = 16 * 1024 * 1024,
-        max_decoded_bytes: int = 1024 * 1024 * 1024,
-    ) -> None:
-        self.compression = pick_compression(compression)
-        self.compress_above = compress_above
-        if not 1 <= gzip_level <= 9:
-            raise ConfigurationError("gzip_level", gzip_level, "1 to 9")
-        if not 1 <= zstd_level <= 22:
-            raise ConfigurationError("zstd_level", zstd_level, "1 to 22")
-        self.gzip_level = gzip_level
-        self.zstd_level = zstd_level
-        if checksum not in ("sha256", "blake2b"):
-            raise ConfigurationError("checksum", checksum, "'sha256' or 'blake2b'")
-        self._checksum = Checksum.SHA256 if checksum == "sha256" else Checksum.BLAKE2B
-        if warn_snapshot_bytes > max_snapshot_bytes:
-            warn_snapshot_bytes = max_snapshot_bytes
-        self.max_snapshot_bytes = max_snapshot_bytes
-        self.warn_snapshot_bytes = warn_snapshot_bytes
-        self.max_decoded_bytes = max(max_decoded_bytes, max_snapshot_bytes)
-        self._ciphers: dict[str, Any] = {}
-        self.key_id: str | None = None
-        self._address_key: bytes | None = None
-        if keys:
-            self._ciphers, self.key_id, self._address_key = load_keys(keys, key_id)
-        elif key_id is not None:
-            raise ConfigurationError("key_id", key_id, "a key id listed in keys=")
-        # zstandard's (de)compressors are not thread-safe, and stores seal and
-        # open in worker threads: one of each per thread.
-        self._zstd = threading.local()
 
-    # --- configuration ----------------------------------------------------------
+def decode_value(data: bytes, type_: Any, what: str, detail: str | None = None) -> Any:
+    """A value of type ``type_`` from MessagePack bytes (decoders cached per type).
 
-    @property
-    def encrypted(self) -> bool:
-        """Whether new data is encrypted."""
-        return self.key_id is not None
+    ``what`` (and ``detail``, appended to it) name the value in an error; the
+    message is only built when one is raised.
 
-    def describe(self) -> str:
-        """A short label such as ``zstd-3+aes`` for logs and benchmarks."""
-        label = {
-            Compression.NONE: "none",
-            Compression.GZIP: f"gzip-{self.gzip_level}",
-            Compression.ZSTD: f"zstd-{self.zstd_level}",
-        }[self.compression]
-        return label + ("+aes" if self.encrypted else "")
+    Raises:
+        CorruptedDataError: the bytes do not decode as ``type_``.
+    """
+    try:
+        decoder = decoder_for(type_)
+        if decoder is None:
+            return msgspec.msgpack.decode(data, type=type_)
+        return decoder.decode(data)
+    except _DECODE_ERRORS as exc:
+        label = _label(what, detail)
+        raise CorruptedDataError(label, f"does not decode as {type_!r}: {exc}") from exc
 
-    # --- addresses --------------------------------------------------------------
 
-    def blob_address(self, data: bytes) -> str:
-        """The content address of ``data``: sha256, or a keyed hash with encryption on."""
-        if self._address_key is None:
-            return hashlib.sha256(data).hexdigest()
-        digest = hmac.digest(self._address_key, data, "sha256").hex()
-        return f"{self.key_id}.{digest}"
+# --- the package's own records ------------------------------------------------------
 
-    # --- sealing ----------------------------------------------------------------
+_manifest_decoder = msgspec.msgpack.Decoder(RunManifest)
+_snapshot_decoder = msgspec.msgpack.Decoder(Snapshot)
+_lease_decoder = msgspec.msgpack.Decoder(Lease)
+# Read back for every record of every log: bound once, taken from the one cache.
+_record_decoder: msgspec.msgpack.Decoder[LogRecord] = msgspec.msgpack.Decoder(LogRecord)
+_decoders.update(
+    {
+        RunManifest: _manifest_decoder,
+        Snapshot: _snapshot_decoder,
+        Lease: _lease_decoder,
+        LogRecord: _record_decoder,
+    }
+)
 
-    def seal(self, payload: bytes, *, kind: Kind, run_id: str, slot: str) -> bytes:
-        """Compress, encrypt and checksum ``payload`` for the place ``(run_id, slot)``."""
-        if self.key_id is None and (
-            len(payload) < self.compress_above or self.compression is Compression.NONE
-        ):
-            # the common case (every small log record), lean: the same bytes
-            # as the general path below with nothing to compress or encrypt
-            n = len(payload)
-            fixed = _FIXED.pack(MAGIC, ENVELOPE_VERSION, kind, PLAIN, 0, self._checksum, 0, 0, n, n)
-            h = hashlib.sha256(fixed) if self._checksum is Checksum.SHA256 else blake(fixed)
-            h.update(payload)
-            return b"".join((fixed, h.digest(), payload))
-        compression = Compression.NONE
-        body = payload
-        if self.compression is not Compression.NONE and len(payload) >= self.compress_above:
-            compressed = compress(
-                payload, self.compression, self.gzip_level, self.zstd_level, self._zstd
-            )
-            if len(compressed) < len(payload):
-                compression, body = self.compression, compressed
-        key_id = self.key_id.encode() if self.key_id is not None else b""
-        encrypted = self.key_id is not None
-        body_length = len(body) + (NONCE + 16 if encrypted else 0)
-        fixed = _FIXED.pack(
-            MAGIC,
-            ENVELOPE_VERSION,
-            kind,
-            compression,
-            1 if encrypted else 0,
-            self._checksum,
-            len(key_id),
-            0,
-            len(payload),
-            body_length,
-        )
-        if encrypted:
-            nonce = os.urandom(NONCE)
-            aad = fixed + key_id + context(run_id, slot)
-            body = nonce + self._ciphers[self.key_id].encrypt(nonce, body, aad)  # type: ignore[index]
-        return b"".join((fixed, key_id, digest(self._checksum, fixed, key_id, body), body))
 
-    def open(self, data: bytes, *, kind: Kind, run_id: str, slot: str, location: str) -> bytes:
-        """Verify, decrypt and decompress an envelope written by :meth:`seal`.
+def encode_manifest(manifest: RunManifest) -> bytes:
+    """MessagePack of a manifest."""
+    return encode_value(manifest, "manifest of run", repr(manifest.run_id))
 
-        Raises:
-            CorruptedDataError: bad magic, lengths, checksum, kind or compressed data.
-            EncryptionKeyError: encrypted with a key this codec lacks, or the wrong
-                key, or moved from another run or slot.
-        """
-        header, body = verify_envelope(data, location, self.max_decoded_bytes)
-        if header.kind != kind:
-            raise CorruptedDataError(location, f"holds a {header.kind.name}, not a {kind.name}")
-        if header.encrypted:
-            body = decrypt(self._ciphers, data, header, body, run_id, slot)
-        if header.compression is Compression.NONE:
-            if len(body) != header.raw_length:
-                raise CorruptedDataError(location, "raw length does not match the header")
-            return bytes(body)
-        return decompress(header, body, location, self._zstd)
 
-    def verify(self, data: bytes, *, location: str) -> tuple[SealedHeader, memoryview]:
-        """Check magic, lengths and checksum without decrypting or decoding anything.
+def encode_record(record: LogRecord) -> bytes:
+    """MessagePack of one log record (on every append's path: no label unless it fails)."""
+    try:
+        return encoder.encode(record)
+    except _ENCODE_ERRORS as exc:
+        raise EncodingError(type(record).__name__, str(exc)) from exc
 
-        Returns:
-            The header and the (still compressed and encrypted) body.
 
-        Raises:
-            CorruptedDataError: the envelope is damaged or truncated.
-        """
-        return verify_envelope(data, location, self.max_decoded_bytes)
+def encode_snapshot(snapshot: Snapshot) -> bytes:
+    """MessagePack of a snapshot."""
+    try:
+        return encoder.encode(snapshot)
+    except _ENCODE_ERRORS as exc:
+        what = f"checkpoint {snapshot.snapshot_id!r} of run {snapshot.run_id!r}"
+        raise EncodingError(what, str(exc)) from exc
 
-    # --- whole objects ------------------------------------------------------------
 
-    def dump_snapshot(self, snapshot: Snapshot) -> tuple[bytes, int]:
-        """Encode, size-check and seal a snapshot; return the sealed bytes and raw size.
+def encode_lease(lease: Lease) -> bytes:
+    """MessagePack of a lease."""
+    return encode_value(lease, "lease of run", repr(lease.run_id))
 
-        Raises:
-            EncodingError: something in it cannot be encoded.
-            CheckpointTooLargeError: its encoded size is over ``max_snapshot_bytes``.
-        """
-        raw = encode_snapshot(snapshot)
-        if len(raw) > self.max_snapshot_bytes:
-            raise CheckpointTooLargeError(snapshot.run_id, len(raw), self.max_snapshot_bytes)
-        if len(raw) > self.warn_snapshot_bytes:
-            _log.warning(
-                "checkpoint_large",
-                run_id=snapshot.run_id,
-                checkpoint=snapshot.snapshot_id,
-                size=len(raw),
-                warn_above=self.warn_snapshot_bytes,
-            )
-        sealed = self.seal(
-            raw, kind=Kind.SNAPSHOT, run_id=snapshot.run_id, slot=f"snapshot/{snapshot.snapshot_id}"
-        )
-        return sealed, len(raw)
 
-    def load_snapshot(
-        self, data: bytes, *, run_id: str, snapshot_id: str, location: str
-    ) -> Snapshot:
-        """Verify, open and decode a snapshot.
+def _decode(decoder: msgspec.msgpack.Decoder[Any], data: bytes, location: str) -> Any:
+    try:
+        return decoder.decode(data)
+    except _DECODE_ERRORS as exc:
+        raise CorruptedDataError(location, f"does not decode: {exc}") from exc
 
-        Raises:
-            CheckpointCorruptedError: damaged, truncated, or not a snapshot of this run.
-            EncryptionKeyError: see :meth:`open`.
-        """
-        try:
-            raw = self.open(
-                data,
-                kind=Kind.SNAPSHOT,
-                run_id=run_id,
-                slot=f"snapshot/{snapshot_id}",
-                location=location,
-            )
-        except CheckpointCorruptedError:
-            raise
-        except CorruptedDataError as exc:
-            raise CheckpointCorruptedError(location, exc.cause_text) from exc
-        snapshot = decode_snapshot(raw, location)
-        if snapshot.run_id != run_id or snapshot.snapshot_id != snapshot_id:
-            raise CheckpointCorruptedError(
-                location,
-                f"holds {snapshot.run_id}/{snapshot.snapshot_id}, not {run_id}/{snapshot_id}",
-            )
-        return snapshot
 
-    def dump_manifest(self, manifest: RunManifest) -> bytes:
-        """Encode and seal a manifest."""
-        return self.seal(
-            encode_manifest(manifest), kind=Kind.MANIFEST, run_id=manifest.run_id, slot="manifest"
-        )
+def decode_manifest(data: bytes, location: str) -> RunManifest:
+    """A manifest from MessagePack.
 
-    def load_manifest(self, data: bytes, *, run_id: str, location: str) -> RunManifest:
-        """Verify, open and decode a manifest."""
-        raw = self.open(data, kind=Kind.MANIFEST, run_id=run_id, slot="manifest", location=location)
-        return decode_manifest(raw, location)
+    Raises:
+        CorruptedDataError: the bytes are not a manifest.
+    """
+    result: RunManifest = _decode(_manifest_decoder, data, location)
+    return result
 
-    def dump_record(self, record: LogRecord, *, run_id: str, position: int) -> bytes:
-        """Encode and seal one log record bound to its position."""
-        return self.seal(
-            encode_record(record), kind=Kind.LOG_RECORD, run_id=run_id, slot=f"log/{position}"
-        )
 
-    def load_record(self, data: bytes, *, run_id: str, position: int, location: str) -> LogRecord:
-        """Verify, open and decode one log record at ``position``."""
-        raw = self.open(
-            data, kind=Kind.LOG_RECORD, run_id=run_id, slot=f"log/{position}", location=location
-        )
-        return decode_record(raw, location)
+def decode_record(data: bytes, location: str) -> LogRecord:
+    """One log record from MessagePack.
 
-    def load_plain_record(self, data: bytes | memoryview) -> LogRecord | None:
-        """The record in ``data`` if it is a plain, sound one, else None.
+    Raises:
+        CorruptedDataError: the bytes are not a log record.
+    """
+    result: LogRecord = _decode(_record_decoder, data, location)
+    return result
 
-        The common case of reading a log back, kept lean: an envelope that is
-        not encrypted, not compressed and checksummed with sha256. It checks
-        exactly what :meth:`open` checks and decodes only after the checksum
-        verified; anything else (other options, or any damage) returns None,
-        and :meth:`load_record` then gives the full answer and the error.
-        """
-        view = memoryview(data)
-        size = _FIXED.size
-        if len(view) < size + 32:
-            return None
-        magic, version, kind, comp, enc, alg, kid_len, _, raw_len, body_len = _FIXED.unpack_from(
-            view
-        )
-        if (
-            magic != MAGIC
-            or version != ENVELOPE_VERSION
-            or kind != LOG_RECORD
-            or comp != PLAIN
-            or enc
-            or alg != SHA256
-            or kid_len
-            or raw_len != body_len
-            or raw_len > self.max_decoded_bytes
-            or len(view) != size + 32 + body_len
-        ):
-            return None
-        body = view[size + 32 :]
-        h = hashlib.sha256(view[:size])
-        h.update(body)
-        if not hmac.compare_digest(h.digest(), view[size : size + 32]):
-            return None
-        return decode_plain_record(body)
 
-    def dump_blob(self, data: bytes, *, run_id: str) -> tuple[str, bytes]:
-        """Address and seal a blob; return ``(address, sealed bytes)``."""
-        address = self.blob_address(data)
-        return address, self.seal_blob(data, run_id=run_id, address=address)
+def decode_plain_record(data: bytes | memoryview) -> LogRecord | None:
+    """One log record from MessagePack, or None if the bytes are not one (a lean path)."""
+    try:
+        record: LogRecord = _record_decoder.decode(data)
+    except _DECODE_ERRORS:
+        return None
+    return record
 
-    def seal_blob(self, data: bytes, *, run_id: str, address: str) -> bytes:
-        """Seal a blob already addressed (``blob_address(data)``)."""
-        return self.seal(data, kind=Kind.BLOB, run_id=run_id, slot=f"blob/{address}")
 
-    def load_blob(self, data: bytes, *, run_id: str, address: str, location: str) -> bytes:
-        """Verify and open a blob; with plain addresses its content hash is checked too."""
-        raw = self.open(
-            data, kind=Kind.BLOB, run_id=run_id, slot=f"blob/{address}", location=location
-        )
-        if "." not in address and hashlib.sha256(raw).hexdigest() != address:
-            raise CorruptedDataError(location, "content does not match its address")
-        return raw
+def decode_snapshot(data: bytes, location: str) -> Snapshot:
+    """A snapshot from MessagePack.
+
+    Raises:
+        CheckpointCorruptedError: the bytes are not a snapshot.
+    """
+    try:
+        return _snapshot_decoder.decode(data)
+    except _DECODE_ERRORS as exc:
+        raise CheckpointCorruptedError(location, f"does not decode: {exc}") from exc
+
+
+def decode_lease(data: bytes, location: str) -> Lease:
+    """A lease from MessagePack.
+
+    Raises:
+        CorruptedDataError: the bytes are not a lease.
+    """
+    result: Lease = _decode(_lease_decoder, data, location)
+    return result

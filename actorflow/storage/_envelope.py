@@ -19,7 +19,7 @@ another run or slot.
 
 This module holds the layout and its enums, the checksums, bounded
 compression, and the keys' validation and AES-GCM decryption; it knows nothing
-of the objects inside. :class:`~actorflow.storage._codec.Codec` holds one
+of the objects inside. :class:`~actorflow.storage._sealing.Codec` holds one
 store's choices and seals with them. Any change here can change bytes on disk:
 the golden stores in ``tests/storage/golden`` and ``tests/workflow/golden``
 must still load.

@@ -18,7 +18,7 @@ import anyio
 import sniffio
 
 from actorflow.errors import StorageError
-from actorflow.storage._msgpack import encode_record
+from actorflow.storage._codec import encode_record
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -1,4 +1,4 @@
-"""Small pure helpers every store shares: names, snapshot entries, tombstones."""
+"""Small pure helpers every store shares: ids, manifest entries, tombstones, filters."""
 
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ __all__ = [
     "live_snapshots",
     "mark_snapshot",
     "matches",
-    "snapshot_file_name",
     "snapshot_info",
     "tombstone",
     "validate_blob_ref",
@@ -34,7 +33,6 @@ __all__ = [
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 _BLOB = re.compile(r"(?:[A-Za-z0-9_.\-]{1,64}\.)?[0-9a-f]{64}")
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
 
 
 class _SnapshotIdError(InvalidNameError):
@@ -70,16 +68,6 @@ def snapshot_info(snapshot: Snapshot, *, stored_size: int, raw_size: int) -> Sna
         stored_size=stored_size,
         raw_size=raw_size,
     )
-
-
-def snapshot_file_name(info: SnapshotInfo) -> str:
-    """A name a person can read: log position, UTC time, phase, then the id.
-
-    Example: ``000000042_20260125T101500Z_draft-1_ck-7.ckpt``.
-    """
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(info.created))
-    phase = _UNSAFE.sub("-", info.phase)[:40] if info.phase else "start"
-    return f"{info.position:09d}_{stamp}_{phase}_{info.snapshot_id}.ckpt"
 
 
 def add_snapshot(manifest: RunManifest, info: SnapshotInfo) -> RunManifest:

@@ -21,7 +21,6 @@ from actorflow.errors import (
     RunNotFoundError,
     StorageError,
 )
-from actorflow.storage._codec import Codec
 from actorflow.storage._manifests import (
     add_snapshot,
     live_snapshots,
@@ -35,6 +34,7 @@ from actorflow.storage._manifests import tombstone as make_tombstone
 from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, StoreContext
 from actorflow.storage._records import SnapshotStatus, validate_run_id
 from actorflow.storage._retention import prune as prune_by_policy
+from actorflow.storage._sealing import Codec
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

@@ -19,7 +19,7 @@ def open_store(location: str | os.PathLike[str], **options: Any) -> Store:
     """
     text = os.fspath(location)
     if text.startswith("s3://"):
-        from actorflow.storage._s3 import S3Store
+        from actorflow.storage.s3 import S3Store
 
         bucket, _, prefix = text[5:].partition("/")
         endpoint = os.environ.get("ACTORFLOW_S3_ENDPOINT") or os.environ.get("AWS_ENDPOINT_URL")
@@ -30,6 +30,6 @@ def open_store(location: str | os.PathLike[str], **options: Any) -> Store:
         from actorflow.storage._memory import MemoryStore
 
         return MemoryStore(**options)
-    from actorflow.storage._file import FileStore
+    from actorflow.storage.file import FileStore
 
     return FileStore(text, **options)

@@ -26,13 +26,11 @@ from typing import Any, TypeVar
 import msgspec
 
 from actorflow.errors import EncodingError, IncompatibleStateError
+from actorflow.storage._codec import decoder_for, encoder
 
 __all__ = ["decode_state", "encode_state", "state_version"]
 
 T = TypeVar("T")
-
-_encoder = msgspec.msgpack.Encoder()
-_decoders: dict[type[Any], msgspec.msgpack.Decoder[Any]] = {}
 
 
 def state_version(state_type: type[Any]) -> int:
@@ -50,15 +48,14 @@ def encode_state(value: object, *, what: str = "state") -> bytes:
         EncodingError: the value holds something msgspec cannot encode.
     """
     try:
-        return _encoder.encode(value)
-    except (TypeError, ValueError, OverflowError) as exc:
+        return encoder.encode(value)
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as exc:
         raise EncodingError(f"{what} of type {type(value).__qualname__}", str(exc)) from exc
 
 
-def _decoder(state_type: type[Any]) -> msgspec.msgpack.Decoder[Any]:
-    decoder = _decoders.get(state_type)
-    if decoder is None:
-        decoder = _decoders[state_type] = msgspec.msgpack.Decoder(state_type)
+def _plain() -> msgspec.msgpack.Decoder[Any]:
+    decoder = decoder_for(Any)
+    assert decoder is not None  # Any is hashable
     return decoder
 
 
@@ -77,7 +74,10 @@ def decode_state(data: bytes, state_type: type[T], *, version: int = 1) -> T:
         )
     try:
         if version == current:
-            result: T = _decoder(state_type).decode(data)
+            decoder = decoder_for(state_type)
+            if decoder is None:
+                return msgspec.msgpack.decode(data, type=state_type)
+            result: T = decoder.decode(data)
             return result
         upgrade = getattr(state_type, "upgrade_state", None)
         if upgrade is None:
@@ -85,7 +85,7 @@ def decode_state(data: bytes, state_type: type[T], *, version: int = 1) -> T:
             raise IncompatibleStateError(
                 name, version, current, "the class has no `upgrade_state` for older versions"
             )
-        raw = upgrade(msgspec.msgpack.decode(data), version)
+        raw = upgrade(_plain().decode(data), version)
         return msgspec.convert(raw, state_type)
     except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError) as exc:
         raise IncompatibleStateError(name, version, current, str(exc)) from exc

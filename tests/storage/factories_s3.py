@@ -14,8 +14,8 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from actorflow.storage._codec import Codec
-from actorflow.storage._s3 import S3Store
+from actorflow.storage._sealing import Codec
+from actorflow.storage.s3._store import S3Store
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -57,7 +57,7 @@ def lost_at(store: S3Store, moment: str) -> Iterator[anyio.CancelScope]:
     """
     scope = anyio.CancelScope()
     caller = anyio.lowlevel.current_token()
-    on_caller_loop = store._o.wire._portal is None
+    on_caller_loop = store._objects.wire._portal is None
 
     async def hook(**_: Any) -> None:
         if on_caller_loop:
@@ -66,7 +66,7 @@ def lost_at(store: S3Store, moment: str) -> Iterator[anyio.CancelScope]:
             anyio.from_thread.run_sync(scope.cancel, token=caller)
         await anyio.sleep_forever()  # until the caller's cancellation reaches us
 
-    events = store._o.wire._client.meta.events
+    events = store._objects.wire._client.meta.events
     events.register(f"{moment}.s3.PutObject", hook)
     try:
         with scope:

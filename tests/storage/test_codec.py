@@ -17,9 +17,9 @@ from actorflow.errors import (
     EncodingError,
     EncryptionKeyError,
 )
-from actorflow.storage._codec import _FIXED, Codec, Compression, Kind
 from actorflow.storage._envelope import digest
 from actorflow.storage._records import EventRecord, RunManifest, Snapshot, StepRecord
+from actorflow.storage._sealing import _FIXED, Codec, Compression, Kind
 
 KEY = bytes(range(32))
 
@@ -233,7 +233,7 @@ def test_one_codec_seals_and_opens_from_many_threads_at_once(compression: str) -
     """Stores seal and open in worker threads: no (de)compressor state is shared."""
     import threading
 
-    from actorflow.storage._codec import Kind
+    from actorflow.storage._sealing import Kind
 
     codec = Codec(compression=compression)  # type: ignore[arg-type]
     payloads = [os.urandom(64) * (500 + i) for i in range(8)]

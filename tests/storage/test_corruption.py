@@ -24,12 +24,12 @@ from actorflow.storage import (
     Snapshot,
     _codec,
     _envelope,
-    _msgpack,
+    _sealing,
     run_verifier,
     verify_store,
 )
-from actorflow.storage._codec import _FIXED
-from actorflow.storage._journal import HEADER_SIZE, frame
+from actorflow.storage._sealing import _FIXED
+from actorflow.storage.file._frames import HEADER_SIZE, frame
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -51,17 +51,17 @@ class Spy:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.calls: list[str] = []
         for name in ("_snapshot_decoder", "_record_decoder"):
-            real = getattr(_msgpack, name)
-            monkeypatch.setattr(_msgpack, name, self._wrap(name, real))
+            real = getattr(_codec, name)
+            monkeypatch.setattr(_codec, name, self._wrap(name, real))
         # Codec.open calls the module-level name, so the spy replaces it there.
         real_decompress = _envelope.decompress
 
         def decompress(header: Any, *args: Any) -> bytes:
-            if header.kind is not _codec.Kind.MANIFEST:
+            if header.kind is not _sealing.Kind.MANIFEST:
                 self.calls.append("decompress")
             return real_decompress(header, *args)
 
-        monkeypatch.setattr(_codec, "decompress", decompress)
+        monkeypatch.setattr(_sealing, "decompress", decompress)
 
     def _wrap(self, name: str, real: Any) -> Any:
         spy = self

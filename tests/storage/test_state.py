@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from actorflow.errors import EncodingError, IncompatibleStateError
-from actorflow.storage._codec import Codec
+from actorflow.storage._sealing import Codec
 from actorflow.storage._state import decode_state, encode_state, state_version
 from tests.storage.golden.make_golden import KEY, golden_snapshot
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from actorflow import Runtime
-from actorflow.storage import RunStatus
-from actorflow.storage._memory import MemoryStore
+from actorflow.storage import MemoryStore, RunStatus
 from tests.runtime.workflow.workflows import Finding, Lead, Report
 
 

@@ -11,7 +11,6 @@ import pathlib
 
 import msgspec
 
-from actorflow.storage._codec import Codec
 from actorflow.storage._records import (
     AgentSnapshot,
     DecisionRecord,
@@ -20,6 +19,7 @@ from actorflow.storage._records import (
     StateRef,
     StepRecord,
 )
+from actorflow.storage._sealing import Codec
 
 HERE = pathlib.Path(__file__).parent / "v1"
 KEY = bytes(range(32))  # a test key, public on purpose

@@ -20,7 +20,7 @@ import anyio
 import pytest
 
 from actorflow.storage import FileStore
-from tests.storage.crash_child import RUN, blob_data, record
+from tests.storage.file.crash_child import RUN, blob_data, record
 
 KILLS = 25
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +35,7 @@ class Reported:
 
 def run_child_until_killed(folder: Path, backend: str, lines: int, seen: Reported) -> None:
     child = subprocess.Popen(
-        [sys.executable, "-m", "tests.storage.crash_child", str(folder), backend],
+        [sys.executable, "-m", "tests.storage.file.crash_child", str(folder), backend],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -21,10 +21,10 @@ import msgspec
 import pytest
 
 from actorflow.errors import LeaseLostError, RunLockedError, StorageError, StoreUnavailableError
-from actorflow.storage._codec import Codec
 from actorflow.storage._records import RunManifest, Snapshot, StepRecord
-from actorflow.storage._s3 import S3Store
-from actorflow.storage._s3_io import NotFound, PreconditionFailed
+from actorflow.storage._sealing import Codec
+from actorflow.storage.s3._store import S3Store
+from actorflow.storage.s3._wire import NotFound, PreconditionFailed
 from tests.storage.factories_s3 import lost_at, open_s3_store, sibling
 from tests.storage.s3_servers import ACCESS_KEY
 
@@ -126,7 +126,7 @@ class TestRetryPolicy:
         [("SlowDown", 503), ("InternalError", 500), ("TooManyRequests", 429), ("", 502)],
     )
     def test_throttling_and_server_errors_are_retried(self, code: str, status: int) -> None:
-        wire = S3Store("bucket", endpoint_url="http://127.0.0.1:1")._o.wire
+        wire = S3Store("bucket", endpoint_url="http://127.0.0.1:1")._objects.wire
         error = client_error(code, status)
         outcome = wire._classify("append", error)
         assert not isinstance(outcome, Exception)
@@ -143,7 +143,7 @@ class TestRetryPolicy:
         ],
     )
     def test_other_answers_are_final(self, code: str, status: int, kind: type) -> None:
-        wire = S3Store("bucket", endpoint_url="http://127.0.0.1:1")._o.wire
+        wire = S3Store("bucket", endpoint_url="http://127.0.0.1:1")._objects.wire
         error = client_error(code, status)
         outcome = wire._classify("append", error)
         assert isinstance(outcome, kind)
@@ -215,19 +215,19 @@ class TestConditionalWrites:
 
     async def test_a_retried_write_finds_its_own_earlier_attempt(self, server: S3Server) -> None:
         store = open_s3_store(server)
-        key = store._o.key("run-1", "probe")
+        key = store._objects.key("run-1", "probe")
         token = uuid.uuid4().hex
-        etag = await store._o.put("probe", key, b"one", token=token)
+        etag = await store._objects.put("probe", key, b"one", token=token)
         # The same write again (a retry after a lost response): it landed, so it succeeded.
-        assert await store._o.put("probe", key, b"one", token=token) == etag
+        assert await store._objects.put("probe", key, b"one", token=token) == etag
         with pytest.raises(PreconditionFailed):
-            await store._o.put("probe", key, b"two", token=uuid.uuid4().hex)
+            await store._objects.put("probe", key, b"two", token=uuid.uuid4().hex)
         await store.aclose()
 
     async def test_listing_follows_pagination(self, server: S3Server) -> None:
         store = open_s3_store(server)
         await store.create_run(manifest())
-        store._o.page_size = 2
+        store._objects.page_size = 2
         for i in range(7):
             await store.append("run-1", [step(i)])
         assert await store.read_log("run-1") == [step(i) for i in range(7)]
@@ -342,7 +342,7 @@ class TestFormat:
         ref = await store.put_blob("run-1", b"shared state " * 10)
         raw = (
             server.client()
-            .get_object(Bucket=server.bucket, Key=store._o.key("run-1", "blobs", ref))["Body"]
+            .get_object(Bucket=server.bucket, Key=store._objects.key("run-1", "blobs", ref))["Body"]
             .read()
         )
         # Any store's codec opens it: the bytes are the codec's envelope, nothing S3-specific.
@@ -389,12 +389,12 @@ class TestLongLived:
             await store.update_run(run_id, lambda m: msgspec.structs.replace(m, attempt=1))
             await store.release(lease)
         # a long-lived store kept a manifest, a listing and locks for every run it ran
-        assert store._manifests == {}
-        assert store._manifest_locks == {}
+        assert store._manifests._cache == {}
+        assert store._manifests._locks == {}
         assert store._log._next == {}
         assert store._log._locks == {}
-        assert store._snaps._known == {}
-        assert store._snaps._locks == {}
+        assert store._snapshots._known == {}
+        assert store._snapshots._locks == {}
 
         # and what it no longer caches it reads afresh: another process's changes count
         other = sibling(store, seaweed)

@@ -8,8 +8,8 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from actorflow.storage import _threads
-from actorflow.storage._threads import MAX_IN_FLIGHT, run_in_thread
+from actorflow.storage.file import _threads
+from actorflow.storage.file._threads import MAX_IN_FLIGHT, run_in_thread
 
 
 async def test_returns_the_result_from_another_thread() -> None:

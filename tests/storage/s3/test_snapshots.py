@@ -20,14 +20,14 @@ import pytest
 from actorflow.errors import CheckpointNotFoundError, LeaseLostError, StorageError
 from actorflow.storage._manifests import add_snapshot, snapshot_info
 from actorflow.storage._records import RunManifest, RunStatus, Snapshot, SnapshotStatus
-from actorflow.storage._snapfiles import entry_name
+from actorflow.storage._snapshot_names import entry_name
 from tests.storage.factories_s3 import lost_at, open_s3_store, sibling
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
     from actorflow.storage._records import SnapshotInfo
-    from actorflow.storage._s3 import S3Store
+    from actorflow.storage.s3._store import S3Store
     from tests.storage.s3_servers import S3Server
 
 
@@ -50,13 +50,15 @@ def snap(sid: str, position: int, **fields: Any) -> Snapshot:
 
 def keys(store: S3Store, server: S3Server) -> list[str]:
     """The run's snapshot keys, as the server lists them."""
-    prefix = store._o.key("r1", "snapshots", "")
+    prefix = store._objects.key("r1", "snapshots", "")
     listed = server.client().list_objects_v2(Bucket=server.bucket, Prefix=prefix)
     return [o["Key"][len(prefix) :] for o in listed.get("Contents", ())]
 
 
 def manifest_etag(store: S3Store, server: S3Server) -> str:
-    head = server.client().head_object(Bucket=server.bucket, Key=store._o.key("r1", "manifest"))
+    head = server.client().head_object(
+        Bucket=server.bucket, Key=store._objects.key("r1", "manifest")
+    )
     return str(head["ETag"])
 
 
@@ -64,7 +66,7 @@ class Requests:
     """The S3 operations a store sends, with their key (or prefix), while counting."""
 
     def __init__(self, store: S3Store) -> None:
-        self._events = store._o.wire._client.meta.events
+        self._events = store._objects.wire._client.meta.events
         self.calls: list[tuple[str, str]] = []
 
     def _hook(self, params: dict[str, Any], model: Any, **_: Any) -> None:
@@ -86,8 +88,8 @@ async def write_the_older_way(store: S3Store, s: Snapshot) -> SnapshotInfo:
     """What actorflow 0.1 wrote: ``snapshots/{id}``, then the manifest lists it."""
     sealed, raw = store.codec.dump_snapshot(s)
     info = snapshot_info(s, stored_size=len(sealed), raw_size=raw)
-    key = store._o.key(s.run_id, "snapshots", s.snapshot_id)
-    await store._o.put("write checkpoint", key, sealed, token=uuid.uuid4().hex)
+    key = store._objects.key(s.run_id, "snapshots", s.snapshot_id)
+    await store._objects.put("write checkpoint", key, sealed, token=uuid.uuid4().hex)
     await store.update_run(s.run_id, lambda m: add_snapshot(m, info))
     return info
 
@@ -145,7 +147,7 @@ class TestRequests:
             info = await store.write_snapshot(snap("final", 3), update=done)
         assert sent.names == ["PutObject", "PutObject"]
         assert sent.calls[0][1].endswith(name(info))
-        assert sent.calls[1][1] == store._o.key("r1", "manifest")
+        assert sent.calls[1][1] == store._objects.key("r1", "manifest")
         fresh = sibling(store, server)
         assert (await fresh.read_run("r1")).status is RunStatus.COMPLETED
         assert [i.snapshot_id for i in await fresh.list_snapshots("r1")] == ["s0", "final"]
@@ -199,8 +201,8 @@ class TestOlderSnapshots:
         newer = snap("s", 2, created=2.5)
         sealed, raw = store.codec.dump_snapshot(newer)
         info = snapshot_info(newer, stored_size=len(sealed), raw_size=raw)
-        key = store._o.key("r1", "snapshots", name(info))
-        await store._o.put("test", key, sealed, token="t")
+        key = store._objects.key("r1", "snapshots", name(info))
+        await store._objects.put("test", key, sealed, token="t")
         fresh = sibling(store, server)
         assert await fresh.list_snapshots("r1") == [info]
         assert await fresh.read_snapshot("r1", "s") == newer
@@ -216,7 +218,7 @@ class TestOlderSnapshots:
         await store.create_run(manifest())
         await write_the_older_way(store, snap("old", 1))
         # 0.1 deleted the object first, then marked the entry: a crash in between.
-        await store._o.delete("test", [store._o.key("r1", "snapshots", "old")])
+        await store._objects.delete("test", [store._objects.key("r1", "snapshots", "old")])
         fresh = sibling(store, server)
         assert await fresh.list_snapshots("r1") == []
         with pytest.raises(CheckpointNotFoundError):

@@ -21,16 +21,16 @@ import anyio
 
 from actorflow._log import get_logger
 from actorflow.errors import CorruptedDataError, LogCorruptedError, StorageError
+from actorflow.storage._codec import encode_record
 from actorflow.storage._envelope import Kind
-from actorflow.storage._msgpack import encode_record
-from actorflow.storage._s3_io import PreconditionFailed, drop_idle_lock
+from actorflow.storage.s3._wire import PreconditionFailed, drop_idle_lock
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
-    from actorflow.storage._codec import Codec
     from actorflow.storage._records import LogRecord
-    from actorflow.storage._s3_objects import S3Objects
+    from actorflow.storage._sealing import Codec
+    from actorflow.storage.s3._objects import S3Objects
 
 __all__ = ["SegmentLog"]
 
@@ -54,7 +54,7 @@ class SegmentLog:
     """Append, read, measure and prune run logs kept as segment objects."""
 
     def __init__(self, objects: S3Objects, codec: Codec) -> None:
-        self._o = objects
+        self._objects = objects
         self._codec = codec
         self._next: dict[str, int] = {}
         self._locks: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
@@ -68,19 +68,19 @@ class SegmentLog:
             del self._pending[run_id]
 
     def _segment(self, run_id: str, start: int) -> str:
-        return self._o.key(run_id, "log", f"{start:020d}")
+        return self._objects.key(run_id, "log", f"{start:020d}")
 
     async def _segments(self, run_id: str) -> list[tuple[int, str]]:
-        prefix = self._o.key(run_id, "log", "")
+        prefix = self._objects.key(run_id, "log", "")
         found = []
-        for o in await self._o.list_objects("read log", prefix):
+        for o in await self._objects.list_objects("read log", prefix):
             name = o.key[len(prefix) :]
             if name.isdigit():
                 found.append((int(name), o.key))
         return found
 
     async def _log_start(self, run_id: str) -> int:
-        data = await self._o.get_or_none("read log", self._o.key(run_id, "log-start"))
+        data = await self._objects.get_or_none("read log", self._objects.key(run_id, "log-start"))
         return int(data) if data else 0
 
     async def _end(self, run_id: str, segments: list[tuple[int, str]]) -> int:
@@ -88,7 +88,7 @@ class SegmentLog:
         floor = await self._log_start(run_id)
         while segments:
             start, key = segments[-1]
-            info = await self._o.head("read log", key)
+            info = await self._objects.head("read log", key)
             if info is not None:
                 return max(floor, start + int(info.metadata.get(_COUNT, "0")))
             segments = await self._segments(run_id)  # pruned meanwhile: look again
@@ -166,7 +166,7 @@ class SegmentLog:
             key = self._segment(run_id, start)
             body = self._frame(run_id, start, raw)
             try:
-                await self._o.put("append", key, body, token=token, metadata=meta)
+                await self._objects.put("append", key, body, token=token, metadata=meta)
             except PreconditionFailed:
                 _log.info("s3_log_position_taken", run_id=run_id, position=start)
                 await on_taken()
@@ -229,15 +229,15 @@ class SegmentLog:
             for i, seg in enumerate(segments)
             if i + 1 == len(segments) or segments[i + 1][0] > start
         ]
-        bodies = await self._o.gather(
-            [partial(self._o.get_or_none, "read log", k) for _, k in wanted]
+        bodies = await self._objects.gather(
+            [partial(self._objects.get_or_none, "read log", k) for _, k in wanted]
         )
         records: list[LogRecord] = []
         position = start
         for (seg_start, key), body in zip(wanted, bodies, strict=True):
             if body is None:
                 continue  # pruned while we read
-            location = self._o.location(key)
+            location = self._objects.location(key)
             for i, sealed in enumerate(self._frames(body, location)):
                 # A segment rewritten by pruning overlaps its original: skip what we have.
                 if seg_start + i == position:
@@ -257,10 +257,10 @@ class SegmentLog:
         position = min(position, end)
         if position <= floor:
             return 0
-        await self._o.wire.call(
+        await self._objects.wire.call(
             "truncate log",
             "put_object",
-            Key=self._o.key(run_id, "log-start"),
+            Key=self._objects.key(run_id, "log-start"),
             Body=str(position).encode(),
         )
         doomed: list[str] = []
@@ -271,18 +271,18 @@ class SegmentLog:
             elif start < position:
                 await self._copy_tail(run_id, key, start, position)
                 doomed.append(key)
-        await self._o.delete("truncate log", doomed)
+        await self._objects.delete("truncate log", doomed)
         return position - floor
 
     async def _copy_tail(self, run_id: str, key: str, start: int, position: int) -> None:
-        data = await self._o.get_or_none("truncate log", key)
+        data = await self._objects.get_or_none("truncate log", key)
         if data is None:
             return
-        frames = self._frames(data, self._o.location(key))[position - start :]
+        frames = self._frames(data, self._objects.location(key))[position - start :]
         body = b"".join(_FRAME.pack(len(f)) + f for f in frames)
         meta = {_COUNT: str(len(frames)), _EPOCH: "0"}
         try:
-            await self._o.put(
+            await self._objects.put(
                 "truncate log",
                 self._segment(run_id, position),
                 body,

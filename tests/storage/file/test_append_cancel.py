@@ -135,13 +135,13 @@ async def test_a_flush_cancelled_before_the_store_took_the_records_keeps_them(
         with scope:
             await writer.flush()
 
-    await store._log_lock.acquire()
+    await store._logs._lock.acquire()
     async with anyio.create_task_group() as tg:
         tg.start_soon(flush)
         await anyio.wait_all_tasks_blocked()
         scope.cancel()
         await anyio.wait_all_tasks_blocked()
-        store._log_lock.release()
+        store._logs._lock.release()
     # on trio nothing was appended and the record stayed buffered; on asyncio
     # the shielded append went on. Either way it is written exactly once.
     assert writer.durable == (1 if on_trio() else 2)

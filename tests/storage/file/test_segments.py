@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 
 from actorflow.errors import LogCorruptedError, StorageError
 from actorflow.storage import EventRecord, FileStore, OSFileSystem, RunManifest
-from actorflow.storage._journal import HEADER_SIZE, frame, scan
+from actorflow.storage.file._frames import HEADER_SIZE, frame, scan
 
 if TYPE_CHECKING:
     from pathlib import Path

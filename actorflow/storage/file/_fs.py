@@ -1,7 +1,7 @@
 """The few operating-system calls FileStore makes, behind one small injectable class.
 
 Tests swap :class:`OSFileSystem` for a simulated disk that loses every write not
-yet fsynced at a chosen crash point (``tests/storage/simfs.py``), which is how
+yet fsynced at a chosen crash point (``tests/storage/file/simfs.py``), which is how
 the store's fsync order is proven: SIGKILL keeps the page cache and cannot.
 Every method blocks; FileStore calls them from worker threads.
 """
@@ -14,7 +14,7 @@ import os
 import secrets
 from typing import Literal
 
-__all__ = ["FileSystem", "OSFileSystem", "write_atomic"]
+__all__ = ["FileSystem", "OSFileSystem", "remove_file", "write_atomic"]
 
 Mode = Literal["append", "create", "write"]
 
@@ -173,6 +173,16 @@ def write_atomic(
     if durable:
         fs.fsync_dir(folder)
     return created
+
+
+def remove_file(fs: FileSystem, path: str) -> int:
+    """Remove a file if present; return the bytes it held (0 if it was absent)."""
+    try:
+        size = fs.size(path)
+    except FileNotFoundError:
+        return 0
+    fs.unlink(path)
+    return size
 
 
 class OSFileSystem(FileSystem):

@@ -1,6 +1,6 @@
 """The child of the SIGKILL crash tests: writes to a FileStore until it is killed.
 
-Run as ``python -m tests.storage.crash_child <folder> <asyncio|trio>``. It
+Run as ``python -m tests.storage.file.crash_child <folder> <asyncio|trio>``. It
 claims the run, then loops: concurrent appends, a blob, a snapshot. After each
 acknowledged operation it reports on stdout, one line each:
 ``L <length>`` (the log is durable through length), ``S <snapshot id>``,

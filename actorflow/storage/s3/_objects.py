@@ -14,12 +14,12 @@ import anyio
 
 from actorflow.errors import StorageError
 from actorflow.storage._records import validate_run_id
-from actorflow.storage._s3_io import NotFound, ObjectInfo, PreconditionFailed
+from actorflow.storage.s3._wire import NotFound, ObjectInfo, PreconditionFailed
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-    from actorflow.storage._s3_io import S3Wire
+    from actorflow.storage.s3._wire import S3Wire
 
 __all__ = ["TOKEN", "S3Objects"]
 

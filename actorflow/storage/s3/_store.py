@@ -3,12 +3,12 @@
 Layout under ``{prefix}runs/{run_id}/``::
 
     manifest                 sealed RunManifest; replaced with If-Match (ETag compare-and-swap)
-    lease                    sealed Lease: owner, fencing epoch, expiry     (_s3_lease.py)
-    log/{start:020d}         one immutable segment per append               (_s3_log.py)
+    lease                    sealed Lease: owner, fencing epoch, expiry     (_lease.py)
+    log/{start:020d}         one immutable segment per append               (_log.py)
     log-start                first log position kept after pruning
     blobs/{address}          sealed blob, written once
     snapshots/{entry}        sealed Snapshot, written once; the key is its listing entry
-                             (position, time, phase, id, trigger, sizes: _s3_snapshots.py)
+                             (position, time, phase, id, trigger, sizes: _snapshots.py)
     snapshots/{snapshot_id}  the same, written by 0.1 or with an entry too long for a
                              key; listed by the manifest's ``snapshots``
 
@@ -17,22 +17,18 @@ checksum, compression, encryption), so data moves between stores. Segments,
 blobs and snapshots are created with ``If-None-Match: *`` and never edited.
 Writing a snapshot is one PUT (the manifest is replaced only for
 ``write_snapshot(update=)``); listing them is one LIST.
-The wire (aioboto3 on asyncio, a helper thread under trio, retries, errors)
-is in ``_s3_io.py``; keys and conditional writes in ``_s3_objects.py``; the
-log and blob methods in ``_s3_data.py``.
+The store is a facade over collaborators: the wire (aioboto3 on asyncio, a
+helper thread under trio, retries, errors) in ``_wire.py``; keys and
+conditional writes in ``_objects.py``; manifests, blobs, the log, the lease
+and snapshots each in their own module.
 """
 
 from __future__ import annotations
 
-import uuid
-from collections import defaultdict
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
-import anyio
+import anyio.to_thread
 
-from actorflow.errors import RunNotFoundError, StorageError
-from actorflow.storage._codec import Codec
 from actorflow.storage._manifests import (
     add_snapshot,
     live_snapshots,
@@ -45,24 +41,21 @@ from actorflow.storage._manifests import tombstone as make_tombstone
 from actorflow.storage._protocol import StoreContext
 from actorflow.storage._records import SnapshotStatus
 from actorflow.storage._retention import prune
-from actorflow.storage._s3_data import S3Data
-from actorflow.storage._s3_io import (
-    NotFound,
-    PreconditionFailed,
-    S3Options,
-    S3Wire,
-    drop_idle_lock,
-)
-from actorflow.storage._s3_lease import LeaseTable
-from actorflow.storage._s3_log import SegmentLog
-from actorflow.storage._s3_objects import S3Objects
-from actorflow.storage._s3_snapshots import SnapshotObjects, best
+from actorflow.storage._sealing import Codec
+from actorflow.storage.s3._blobs import BlobObjects
+from actorflow.storage.s3._lease import LeaseTable
+from actorflow.storage.s3._log import SegmentLog
+from actorflow.storage.s3._manifests import ManifestObjects
+from actorflow.storage.s3._objects import S3Objects
+from actorflow.storage.s3._snapshots import SnapshotObjects, best
+from actorflow.storage.s3._wire import S3Options, S3Wire
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy
     from actorflow.storage._records import (
+        LogRecord,
         RunManifest,
         RunStatus,
         Snapshot,
@@ -71,10 +64,8 @@ if TYPE_CHECKING:
 
 __all__ = ["S3Store"]
 
-_CAS_ATTEMPTS = 1000
 
-
-class S3Store(S3Data, StoreContext):
+class S3Store(StoreContext):
     """A store in an S3 bucket, or any S3-compatible server with conditional writes.
 
     The bucket must exist. Works on asyncio and trio (under trio, aioboto3
@@ -139,61 +130,33 @@ class S3Store(S3Data, StoreContext):
         self.bucket = bucket
         self.prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
         self.codec = codec if codec is not None else Codec()
-        self._o = S3Objects(S3Wire(options), self.prefix, max_concurrency=max_connections)
-        self._log = SegmentLog(self._o, self.codec)
-        self._leases = LeaseTable(self._o, self.codec, lease_ttl)
-        self._snaps = SnapshotObjects(self._o, self.codec)
-        self._known: set[str] = set()
-        self._manifests: dict[str, tuple[RunManifest, str]] = {}
-        self._manifest_locks: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
+        objects = S3Objects(S3Wire(options), self.prefix, max_concurrency=max_connections)
+        self._objects = objects
+        self._manifests = ManifestObjects(objects, self.codec)
+        self._log = SegmentLog(objects, self.codec)
+        self._leases = LeaseTable(objects, self.codec, lease_ttl)
+        self._blobs = BlobObjects(objects, self.codec)
+        self._snapshots = SnapshotObjects(objects, self.codec)
 
     def __repr__(self) -> str:
         return f"S3Store({self.bucket!r}, prefix={self.prefix!r})"
 
     async def aclose(self) -> None:
         """Close connections and the helper thread. Idempotent."""
-        await self._o.wire.aclose()
-
-    async def _require(self, run_id: str) -> None:
-        """Raise RunNotFoundError unless the run's manifest exists."""
-        if run_id in self._known:
-            return
-        if await self._o.head("read run", self._o.key(run_id, "manifest")) is None:
-            raise RunNotFoundError(run_id)
-        self._known.add(run_id)
+        await self._objects.wire.aclose()
 
     # --- manifests --------------------------------------------------------------
 
     async def create_run(self, manifest: RunManifest) -> tuple[RunManifest, bool]:
         """See :meth:`Store.create_run`; exactly one of racing creators gets ``True``."""
-        key = self._o.key(manifest.run_id, "manifest")
-        sealed = self.codec.dump_manifest(manifest)
-        try:
-            etag = await self._o.put("create run", key, sealed, token=uuid.uuid4().hex)
-        except PreconditionFailed:
-            existing, _ = await self._read_manifest(manifest.run_id)
-            return existing, False
-        self._known.add(manifest.run_id)
-        self._manifests[manifest.run_id] = (manifest, etag)  # the first update needs no GET
-        self._snaps.start_empty(manifest.run_id)
-        return manifest, True
-
-    async def _read_manifest(self, run_id: str) -> tuple[RunManifest, str]:
-        key = self._o.key(run_id, "manifest")
-        try:
-            data, info = await self._o.get("read run", key)
-        except NotFound:
-            self._known.discard(run_id)
-            self._manifests.pop(run_id, None)
-            raise RunNotFoundError(run_id) from None
-        location = self._o.location(key)
-        manifest = self.codec.load_manifest(data, run_id=run_id, location=location)
-        self._manifests[run_id] = (manifest, info.etag)
-        return manifest, info.etag
+        stored, created = await self._manifests.create(manifest)
+        if created:
+            self._snapshots.start_empty(manifest.run_id)
+        return stored, created
 
     async def read_run(self, run_id: str) -> RunManifest:
         """See :meth:`Store.read_run`."""
-        manifest, _ = await self._read_manifest(run_id)
+        manifest, _ = await self._manifests.read(run_id)
         return manifest
 
     async def update_run(
@@ -201,25 +164,7 @@ class S3Store(S3Data, StoreContext):
     ) -> RunManifest:
         """Replace the manifest by ETag compare-and-swap; ``change`` re-runs on conflict."""
         await self._leases.check(run_id)
-        key = self._o.key(run_id, "manifest")
-        async with self._manifest_locks[run_id]:
-            for _ in range(_CAS_ATTEMPTS):
-                # The last version this store saw is a good guess; a wrong one costs a 412.
-                cached = self._manifests.pop(run_id, None)
-                current, etag = cached or await self._read_manifest(run_id)
-                new = change(current)
-                if new.run_id != run_id:
-                    raise StorageError("update run", f"change() may not rename run {run_id!r}")
-                sealed = self.codec.dump_manifest(new)
-                try:
-                    etag = await self._o.put(
-                        "update run", key, sealed, token=uuid.uuid4().hex, if_match=etag
-                    )
-                except PreconditionFailed:
-                    continue  # another process replaced it first: apply change to theirs
-                self._manifests[run_id] = (new, etag)
-                return new
-        raise StorageError("update run", f"run {run_id!r}: the manifest kept changing; try again")
+        return await self._manifests.update(run_id, change)
 
     async def list_runs(
         self,
@@ -228,38 +173,92 @@ class S3Store(S3Data, StoreContext):
         workflow: str | None = None,
     ) -> list[RunManifest]:
         """See :meth:`Store.list_runs` (oldest first by ``created``, then run id)."""
-        objects = await self._o.list_objects("list runs", self._o.root)
-        run_ids = [
-            o.key[len(self._o.root) :].split("/", 1)[0]
-            for o in objects
-            if o.key.endswith("/manifest") and o.key.count("/", len(self._o.root)) == 1
-        ]
-        found = await self._o.gather([partial(self._read_or_none, r) for r in run_ids])
-        manifests = [m for m in found if m is not None and matches(m, status, workflow)]
+        found = await self._manifests.read_all()
+        manifests = [m for m in found if matches(m, status, workflow)]
         return sorted(manifests, key=lambda m: (m.created, m.run_id))
-
-    async def _read_or_none(self, run_id: str) -> RunManifest | None:
-        try:
-            return await self.read_run(run_id)
-        except RunNotFoundError:
-            return None  # deleted while we listed
 
     async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:
         """See :meth:`Store.delete_run`; with ``tombstone`` the manifest and lease stay."""
-        await self._require(run_id)
-        manifest_key, lease_key = self._o.key(run_id, "manifest"), self._o.key(run_id, "lease")
-        objects = await self._o.list_objects("delete run", self._o.key(run_id, ""))
-        doomed = [o for o in objects if not tombstone or o.key not in (manifest_key, lease_key)]
+        await self._manifests.require(run_id)
+        o = self._objects
+        manifest_key, lease_key = o.key(run_id, "manifest"), o.key(run_id, "lease")
+        objects = await o.list_objects("delete run", o.key(run_id, ""))
+        doomed = [d for d in objects if not tombstone or d.key not in (manifest_key, lease_key)]
         if tombstone:
             await self.update_run(run_id, make_tombstone)
-        await self._o.delete("delete run", [o.key for o in doomed])
+        await o.delete("delete run", [d.key for d in doomed])
         self._log.forget(run_id)
-        self._snaps.forget(run_id)
+        self._snapshots.forget(run_id)
         if not tombstone:
-            self._known.discard(run_id)
-            self._manifests.pop(run_id, None)
+            self._manifests.discard(run_id)
             self._leases.forget(run_id)
-        return sum(o.size for o in doomed if o.key != lease_key)
+        return sum(d.size for d in doomed if d.key != lease_key)
+
+    # --- decision log -------------------------------------------------------------
+
+    async def append(self, run_id: str, records: Sequence[LogRecord]) -> int:
+        """Append ``records`` as one segment object; return the log's new length.
+
+        A cancelled append may or may not have landed (the request may have
+        reached the server): the next append looks at the log again instead
+        of trusting a cached length, so a late landing is found, never
+        overwritten.
+
+        Raises:
+            LeaseLostError: this store held the run's lease and another owner took it.
+        """
+        await self._manifests.require(run_id)
+        if not records:
+            return await self._log.length(run_id)
+        await self._leases.check(run_id)
+        return await self._log.append(
+            run_id,
+            records,
+            epoch=self._leases.epoch(run_id),
+            on_taken=lambda: self._leases.check_taken(run_id),
+        )
+
+    async def read_log(self, run_id: str, start: int = 0) -> list[LogRecord]:
+        """See :meth:`Store.read_log`; S3 writes are atomic, so no tail is ever torn."""
+        await self._manifests.require(run_id)
+        return await self._log.read(run_id, start)
+
+    async def log_length(self, run_id: str) -> int:
+        """See :meth:`Store.log_length`."""
+        await self._manifests.require(run_id)
+        return await self._log.length(run_id)
+
+    async def truncate_log_before(self, run_id: str, position: int) -> int:
+        """See :meth:`Store.truncate_log_before`."""
+        await self._manifests.require(run_id)
+        return await self._log.truncate_before(run_id, position)
+
+    # --- blobs --------------------------------------------------------------------
+
+    async def put_blob(self, run_id: str, data: bytes) -> str:
+        """See :meth:`Store.put_blob`."""
+        await self._manifests.require(run_id)
+        return await self._blobs.put(run_id, data)
+
+    async def get_blob(self, run_id: str, ref: str) -> bytes:
+        """See :meth:`Store.get_blob`."""
+        await self._manifests.require(run_id)
+        return await self._blobs.get(run_id, ref)
+
+    async def has_blob(self, run_id: str, ref: str) -> bool:
+        """See :meth:`Store.has_blob`."""
+        await self._manifests.require(run_id)
+        return await self._blobs.exists(run_id, ref)
+
+    async def list_blobs(self, run_id: str) -> list[str]:
+        """See :meth:`Store.list_blobs`."""
+        await self._manifests.require(run_id)
+        return await self._blobs.addresses(run_id)
+
+    async def delete_blob(self, run_id: str, ref: str) -> int:
+        """See :meth:`Store.delete_blob`."""
+        await self._manifests.require(run_id)
+        return await self._blobs.delete(run_id, ref)
 
     # --- snapshots ----------------------------------------------------------------
 
@@ -281,11 +280,11 @@ class S3Store(S3Data, StoreContext):
         """
         run_id = snapshot.run_id
         validate_snapshot_id(snapshot.snapshot_id)
-        await self._require(run_id)
+        await self._manifests.require(run_id)
         await self._leases.check(run_id)
         sealed, raw = await anyio.to_thread.run_sync(self.codec.dump_snapshot, snapshot)
         info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
-        stored, written = await self._snaps.put(snapshot, info, sealed)
+        stored, written = await self._snapshots.put(snapshot, info, sealed)
         if stored.info is None:  # at snapshots/{id}: the manifest lists it, as it always did
             listed = (
                 (lambda m: add_snapshot(m, info))
@@ -297,8 +296,8 @@ class S3Store(S3Data, StoreContext):
             try:
                 await self.update_run(run_id, update)
             except BaseException:
-                if written:
-                    await self._snaps.unwrite(run_id, stored)  # not acknowledged: not listed either
+                if written:  # not acknowledged: not listed either
+                    await self._snapshots.unwrite(run_id, stored)
                 raise
         return info
 
@@ -308,8 +307,8 @@ class S3Store(S3Data, StoreContext):
         Verifying and decoding run in a worker thread.
         """
         validate_snapshot_id(snapshot_id)
-        await self._require(run_id)
-        return await self._snaps.read(run_id, snapshot_id)
+        await self._manifests.require(run_id)
+        return await self._snapshots.read(run_id, snapshot_id)
 
     async def list_snapshots(self, run_id: str) -> list[SnapshotInfo]:
         """See :meth:`Store.list_snapshots`: one LIST of keys that carry their entries.
@@ -317,9 +316,9 @@ class S3Store(S3Data, StoreContext):
         Objects at ``snapshots/{id}`` (written the older way) take their entries
         from the manifest, which is read only when there are such objects.
         """
-        listing = await self._snaps.scan(run_id, "list checkpoints")
+        listing = await self._snapshots.scan(run_id, "list checkpoints")
         if not listing:
-            await self._require(run_id)  # no run, or no snapshots yet
+            await self._manifests.require(run_id)  # no run, or no snapshots yet
         entries: dict[str, SnapshotInfo] = {}
         for snapshot_id, found in listing.items():
             if (info := best(found).info) is not None:
@@ -337,13 +336,13 @@ class S3Store(S3Data, StoreContext):
         deleted in the manifest, as before.
         """
         validate_snapshot_id(snapshot_id)
-        await self._require(run_id)
+        await self._manifests.require(run_id)
         await self._leases.check(run_id)
-        found = (await self._snaps.scan(run_id, "delete checkpoint")).get(snapshot_id)
+        found = (await self._snapshots.scan(run_id, "delete checkpoint")).get(snapshot_id)
         if not found:
             return 0
-        await self._o.delete("delete checkpoint", [s.key for s in found])
-        self._snaps.drop(run_id, snapshot_id)
+        await self._objects.delete("delete checkpoint", [s.key for s in found])
+        self._snapshots.drop(run_id, snapshot_id)
         if any(s.info is None for s in found):
             await self.update_run(
                 run_id, lambda m: mark_snapshot(m, snapshot_id, SnapshotStatus.DELETED)
@@ -354,11 +353,11 @@ class S3Store(S3Data, StoreContext):
 
     async def claim(self, run_id: str, owner: str) -> Lease:
         """See :meth:`Store.claim`; of racing claimers exactly one wins."""
-        await self._require(run_id)
+        await self._manifests.require(run_id)
         lease = await self._leases.claim(run_id, owner)
         if lease.epoch > 1:
             # An earlier owner may have written snapshots this store has not listed.
-            self._snaps.forget(run_id)
+            self._snapshots.forget(run_id)
         return lease
 
     async def renew(self, lease: Lease) -> Lease:
@@ -377,14 +376,13 @@ class S3Store(S3Data, StoreContext):
         be guesses; and a long-lived store would otherwise hold them for
         every run it ever ran.
         """
-        self._manifests.pop(run_id, None)
-        drop_idle_lock(self._manifest_locks, run_id)
+        self._manifests.forget(run_id)
         self._log.forget(run_id)
-        self._snaps.forget(run_id)
+        self._snapshots.forget(run_id)
 
     async def is_owned(self, run_id: str) -> bool:
         """See :meth:`Store.is_owned`."""
-        await self._require(run_id)
+        await self._manifests.require(run_id)
         return await self._leases.is_owned(run_id)
 
     @property

@@ -29,16 +29,16 @@ import sniffio
 
 from actorflow._log import get_logger
 from actorflow.errors import CorruptedDataError, LogCorruptedError, StorageError
-from actorflow.storage._codec import Codec, Kind
-from actorflow.storage._journal import HEADER_SIZE, frame, scan
-from actorflow.storage._msgpack import encode_record
-from actorflow.storage._threads import run_in_thread
+from actorflow.storage._codec import encode_record
+from actorflow.storage._sealing import Codec, Kind
+from actorflow.storage.file._frames import HEADER_SIZE, frame, scan
+from actorflow.storage.file._threads import run_in_thread
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from actorflow.storage._fs import FileSystem
     from actorflow.storage._records import LogRecord
+    from actorflow.storage.file._fs import FileSystem
 
 __all__ = ["FileLog"]
 

@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from actorflow.errors import LeaseLostError, RunLockedError
+from actorflow.storage._codec import decode_lease, encode_lease
 from actorflow.storage._envelope import Kind
-from actorflow.storage._msgpack import decode_lease, encode_lease
 from actorflow.storage._protocol import Lease
-from actorflow.storage._s3_io import PreconditionFailed
+from actorflow.storage.s3._wire import PreconditionFailed
 
 if TYPE_CHECKING:
-    from actorflow.storage._codec import Codec
-    from actorflow.storage._s3_objects import S3Objects
+    from actorflow.storage._sealing import Codec
+    from actorflow.storage.s3._objects import S3Objects
 
 __all__ = ["LeaseTable"]
 
@@ -42,22 +42,22 @@ class LeaseTable:
     """Claim, renew, release and check the leases this store holds."""
 
     def __init__(self, objects: S3Objects, codec: Codec, ttl: float) -> None:
-        self._o = objects
+        self._objects = objects
         self._codec = codec
         self.ttl = ttl
         self._held: dict[str, Lease] = {}
 
     def _key(self, run_id: str) -> str:
-        return self._o.key(run_id, "lease")
+        return self._objects.key(run_id, "lease")
 
     async def read(self, run_id: str) -> tuple[Lease, str] | None:
         """The stored lease and its ETag, or ``None``."""
         key = self._key(run_id)
-        got = await self._o.get_or_none_with_etag("read lease", key)
+        got = await self._objects.get_or_none_with_etag("read lease", key)
         if got is None:
             return None
         data, etag = got
-        location = self._o.location(key)
+        location = self._objects.location(key)
         raw = self._codec.open(
             data, kind=Kind.LEASE, run_id=run_id, slot="lease", location=location
         )
@@ -67,7 +67,7 @@ class LeaseTable:
         sealed = self._codec.seal(
             encode_lease(lease), kind=Kind.LEASE, run_id=lease.run_id, slot="lease"
         )
-        await self._o.put(
+        await self._objects.put(
             operation, self._key(lease.run_id), sealed, token=uuid.uuid4().hex, if_match=if_match
         )
 

@@ -25,7 +25,7 @@ from actorflow.storage import (
     Snapshot,
     StateRef,
 )
-from tests.storage.simfs import SimFS
+from tests.storage.file.simfs import SimFS
 
 RUN = "run-1"
 

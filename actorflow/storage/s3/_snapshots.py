@@ -1,7 +1,7 @@
 """Where a run's snapshots live on S3: keys that list themselves.
 
 A snapshot's key is ``snapshots/{entry}``, where ``entry`` is the name the file
-store gives it (``_snapfiles.entry_name``: position, time, phase, id, trigger,
+store gives it (``_snapshot_names.entry_name``: position, time, phase, id, trigger,
 exact creation time, sizes), so one LIST under the run's ``snapshots/`` prefix
 lists them and writing one is one PUT: the manifest is not rewritten. Older
 snapshots, and any whose entry is too long for a name, are ``snapshots/{id}``
@@ -28,13 +28,13 @@ import anyio
 from actorflow._log import get_logger
 from actorflow.errors import CheckpointNotFoundError, InvalidNameError, StorageError
 from actorflow.storage._manifests import validate_snapshot_id
-from actorflow.storage._s3_io import PreconditionFailed, drop_idle_lock
-from actorflow.storage._snapfiles import entry_name, parse_entry
+from actorflow.storage._snapshot_names import entry_name, parse_entry
+from actorflow.storage.s3._wire import PreconditionFailed, drop_idle_lock
 
 if TYPE_CHECKING:
-    from actorflow.storage._codec import Codec
     from actorflow.storage._records import Snapshot, SnapshotInfo
-    from actorflow.storage._s3_objects import S3Objects
+    from actorflow.storage._sealing import Codec
+    from actorflow.storage.s3._objects import S3Objects
 
 __all__ = ["SnapshotObjects", "Stored", "best"]
 
@@ -64,21 +64,21 @@ class SnapshotObjects:
     """The snapshot objects of one store's runs, and what it knows of their keys."""
 
     def __init__(self, objects: S3Objects, codec: Codec) -> None:
-        self._o = objects
+        self._objects = objects
         self._codec = codec
         self._known: dict[str, dict[str, list[Stored]]] = {}
         self._locks: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
 
     def prefix(self, run_id: str) -> str:
         """The run's ``snapshots/`` prefix."""
-        return self._o.key(run_id, "snapshots", "")
+        return self._objects.key(run_id, "snapshots", "")
 
     def key_for(self, run_id: str, info: SnapshotInfo) -> tuple[str, bool]:
         """Where to write a snapshot, and whether that key lists it (else the manifest must)."""
         name = entry_name(info)
         if name is None:
-            return self._o.key(run_id, "snapshots", info.snapshot_id), False
-        return self._o.key(run_id, "snapshots", name), True
+            return self._objects.key(run_id, "snapshots", info.snapshot_id), False
+        return self._objects.key(run_id, "snapshots", name), True
 
     def _parse(self, prefix: str, key: str, size: int) -> Stored | None:
         name = key[len(prefix) :]
@@ -94,7 +94,7 @@ class SnapshotObjects:
         """List the run's snapshot objects by id (one LIST, paginated); cache the result."""
         prefix = self.prefix(run_id)
         found: dict[str, list[Stored]] = {}
-        for o in await self._o.list_objects(operation, prefix):
+        for o in await self._objects.list_objects(operation, prefix):
             stored = self._parse(prefix, o.key, o.size)
             if stored is not None:
                 found.setdefault(stored.snapshot_id, []).append(stored)
@@ -158,7 +158,7 @@ class SnapshotObjects:
                     return self._unless_different(snapshot, there, same), False
                 self.forget(run_id)  # deleted meanwhile by someone else
             try:
-                await self._o.put("write checkpoint", key, sealed, token=uuid.uuid4().hex)
+                await self._objects.put("write checkpoint", key, sealed, token=uuid.uuid4().hex)
             except PreconditionFailed:
                 # This very entry is there: written by another store, or by an earlier
                 # call of ours whose answer was lost (a retry, or a cancelled write).
@@ -173,7 +173,7 @@ class SnapshotObjects:
 
     async def _holds(self, snapshot: Snapshot, stored: Stored) -> bool | None:
         """Whether ``stored`` holds ``snapshot``; None if the object is gone."""
-        data = await self._o.get_or_none("write checkpoint", stored.key)
+        data = await self._objects.get_or_none("write checkpoint", stored.key)
         if data is None:
             return None
         try:
@@ -184,9 +184,10 @@ class SnapshotObjects:
 
     def _unless_different(self, snapshot: Snapshot, stored: Stored, same: bool) -> Stored:
         if not same:
+            where = self._objects.location(stored.key)
             raise StorageError(
                 "write checkpoint",
-                f"{self._o.location(stored.key)} already holds a different checkpoint with id "
+                f"{where} already holds a different checkpoint with id "
                 f"{snapshot.snapshot_id!r}; checkpoint ids must be unique within a run",
             )
         return stored
@@ -196,7 +197,7 @@ class SnapshotObjects:
         self.forget(run_id)
         with anyio.CancelScope(shield=True):
             try:
-                await self._o.delete("write checkpoint", [stored.key])
+                await self._objects.delete("write checkpoint", [stored.key])
             except StorageError as exc:
                 _log.warning(
                     "checkpoint_cleanup_failed",
@@ -223,11 +224,11 @@ class SnapshotObjects:
         return await self._load(data, run_id, stored)
 
     async def _get(self, stored: Stored) -> bytes | None:
-        return await self._o.get_or_none("read checkpoint", stored.key)
+        return await self._objects.get_or_none("read checkpoint", stored.key)
 
     async def _load(self, data: bytes, run_id: str, stored: Stored) -> Snapshot:
         """Verify and decode in a worker thread."""
-        location = self._o.location(stored.key)
+        location = self._objects.location(stored.key)
         return await anyio.to_thread.run_sync(
             lambda: self._codec.load_snapshot(
                 data, run_id=run_id, snapshot_id=stored.snapshot_id, location=location

@@ -1,0 +1,285 @@
+"""A file store's snapshots: files whose names list them, and older ones the manifest lists.
+
+Each run's ``snapshots`` folder lists itself (:class:`SnapshotFolder`; the
+naming scheme is in :mod:`actorflow.storage._snapshot_names`):
+:class:`SnapshotFiles` writes, reads, lists and deletes through it, and through
+the manifest for snapshots written the older way.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+
+from actorflow.errors import (
+    CheckpointNotFoundError,
+    CorruptedDataError,
+    StorageError,
+)
+from actorflow.storage._manifests import (
+    add_snapshot,
+    live_snapshots,
+    mark_snapshot,
+    snapshot_info,
+)
+from actorflow.storage._records import SnapshotStatus
+from actorflow.storage._snapshot_names import SUFFIX, entry_name, parse_entry, snapshot_file_name
+from actorflow.storage.file._fs import remove_file, write_atomic
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from actorflow.storage._records import RunManifest, Snapshot, SnapshotInfo
+    from actorflow.storage._sealing import Codec
+    from actorflow.storage.file._fs import FileSystem
+    from actorflow.storage.file._layout import RunFolders
+    from actorflow.storage.file._manifests import ManifestFiles
+
+__all__ = ["SnapshotFiles", "SnapshotFolder"]
+
+
+class SnapshotFolder:
+    """The self-listing snapshots of one run, in ``path``. Called from worker threads."""
+
+    def __init__(self, fs: FileSystem, path: str) -> None:
+        self.fs = fs
+        self.path = path
+
+    def entries(self) -> dict[str, tuple[str, SnapshotInfo]]:
+        """``{snapshot id: (file name, entry)}``; of two files with one id, the newer."""
+        found: dict[str, tuple[str, SnapshotInfo]] = {}
+        for name in self.fs.listdir(self.path):
+            info = parse_entry(name)
+            if info is None:
+                continue
+            seen = found.get(info.snapshot_id)
+            if seen is None or (seen[1].created, seen[0]) < (info.created, name):
+                found[info.snapshot_id] = (name, info)
+        return found
+
+    def named(self, snapshot_id: str) -> list[str]:
+        """The files of one snapshot id (usually one), without parsing every name."""
+        return self.find(snapshot_id)[0]
+
+    def find(self, snapshot_id: str) -> tuple[list[str], bool]:
+        """The self-listing files of one id, and whether an older-style file may hold it.
+
+        A snapshot the manifest lists (written the older way) is named
+        ``..._<id>.ckpt``; a folder with no such name spares the caller a read
+        of the manifest, which every new snapshot's write would otherwise pay.
+        """
+        # an id sits between the phase's "_" and the first "~" (neither can be in it)
+        marker, older = f"_{snapshot_id}~", f"_{snapshot_id}{SUFFIX}"
+        names = self.fs.listdir(self.path)
+        own = [
+            name
+            for name in names
+            if marker in name
+            and (info := parse_entry(name)) is not None
+            and info.snapshot_id == snapshot_id
+        ]
+        return own, any(name.endswith(older) for name in names)
+
+    def write(self, name: str, sealed: bytes) -> None:
+        """Write one snapshot durably (its file, then the folder's entry)."""
+        write_atomic(self.fs, os.path.join(self.path, name), sealed)
+
+    def remove(self, snapshot_id: str) -> int | None:
+        """Delete a snapshot durably; its size, or None if no file has that id."""
+        doomed = self.named(snapshot_id)
+        if not doomed:
+            return None
+        freed = 0
+        for n in doomed:
+            path = os.path.join(self.path, n)
+            try:
+                freed += self.fs.size(path)
+            except FileNotFoundError:
+                continue
+            self.fs.unlink(path)
+        self.fs.fsync_dir(self.path)
+        return freed
+
+
+class SnapshotFiles:
+    """The runs' snapshots under ``folders``; listed-the-older-way ones through ``manifests``.
+
+    ``write`` is async (its worker-thread hops are its own); the other methods
+    block and the store calls them from worker threads.
+    """
+
+    def __init__(self, folders: RunFolders, manifests: ManifestFiles, codec: Codec) -> None:
+        self._folders = folders
+        self._fs = folders.fs
+        self._manifests = manifests
+        self._codec = codec
+
+    async def write(
+        self, snapshot: Snapshot, update: Callable[[RunManifest], RunManifest] | None
+    ) -> SnapshotInfo:
+        """Write a snapshot (ids already checked); see ``FileStore.write_snapshot``."""
+        if update is None:
+            return await self._folders.call("write checkpoint", self._seal_and_write, snapshot)
+        if _names_itself(snapshot):
+            return await self._write_with_update(snapshot, update)
+        sealed, raw = self._codec.dump_snapshot(snapshot)
+        info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
+        await self._folders.call(
+            "write checkpoint", self._write_listed, info, snapshot, sealed, update
+        )
+        return info
+
+    def _seal_and_write(self, snapshot: Snapshot) -> SnapshotInfo:
+        # The thread trip is paid anyway; zstd and sha256 let go of the GIL
+        # for large buffers, so a big state compresses beside the loop.
+        sealed, raw = self._codec.dump_snapshot(snapshot)
+        info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
+        name = entry_name(info)
+        if name is None:
+            self._write_listed(info, snapshot, sealed, None)
+        else:
+            self._write_named(snapshot, name, sealed)
+        return info
+
+    async def _write_with_update(
+        self, snapshot: Snapshot, update: Callable[[RunManifest], RunManifest]
+    ) -> SnapshotInfo:
+        run_id = snapshot.run_id
+        failures: dict[str, Exception] = {}
+        done: dict[str, object] = {}
+
+        async def attempt(what: str, fn: Callable[..., object], *args: Any) -> None:
+            try:
+                done[what] = await self._folders.call(what, fn, *args)
+            except Exception as exc:
+                failures[what] = exc
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(attempt, "write checkpoint", self._seal_and_write, snapshot)
+            tg.start_soon(attempt, "update run", self._manifests.change, run_id, update)
+        if "update run" in failures and "write checkpoint" not in failures:
+            # not acknowledged, so not listed either
+            with anyio.CancelScope(shield=True):
+                await self._folders.call(
+                    "write checkpoint", self._folder(run_id).remove, snapshot.snapshot_id
+                )
+        if failures:
+            raise next(iter(failures.values()))
+        return cast("SnapshotInfo", done["write checkpoint"])
+
+    def _write_named(self, snapshot: Snapshot, name: str, sealed: bytes) -> None:
+        if not self._taken(snapshot):
+            self._folder(snapshot.run_id).write(name, sealed)
+
+    def _taken(self, snapshot: Snapshot) -> bool:
+        """Whether the snapshot's id is written already (by this very snapshot).
+
+        Raises:
+            StorageError: the id holds a different snapshot (ids are written once).
+        """
+        run_id, snapshot_id = snapshot.run_id, snapshot.snapshot_id
+        try:
+            path = self._snapshot_path(run_id, snapshot_id)
+            data = self._fs.read(path)
+        except (CheckpointNotFoundError, FileNotFoundError):
+            return False
+        try:
+            same = snapshot == self._codec.load_snapshot(
+                data, run_id=run_id, snapshot_id=snapshot_id, location=path
+            )
+        except CorruptedDataError:
+            same = False
+        if not same:
+            raise StorageError(
+                "write checkpoint",
+                f"{path} already holds a different checkpoint with id {snapshot_id!r}; "
+                "checkpoint ids must be unique within a run",
+            )
+        return True
+
+    def _write_listed(
+        self,
+        info: SnapshotInfo,
+        snapshot: Snapshot,
+        sealed: bytes,
+        update: Callable[[RunManifest], RunManifest] | None,
+    ) -> None:
+        """The older way, for an entry too long for a file name: the manifest lists it."""
+        run_id = snapshot.run_id
+        if self._taken(snapshot):
+            if update is not None:
+                self._manifests.change(run_id, update)
+            return
+        path = self._folders.run(run_id, "snapshots", snapshot_file_name(info))
+        write_atomic(self._fs, path, sealed)
+        listed = (
+            (lambda m: add_snapshot(m, info))
+            if update is None
+            else (lambda m: update(add_snapshot(m, info)))
+        )
+        self._manifests.change(run_id, listed)
+
+    def _folder(self, run_id: str) -> SnapshotFolder:
+        return SnapshotFolder(self._fs, self._folders.run(run_id, "snapshots"))
+
+    def _snapshot_path(self, run_id: str, snapshot_id: str) -> str:
+        self._folders.require(run_id)
+        named, maybe_listed = self._folder(run_id).find(snapshot_id)
+        if named:  # of two (a crash between writes of one id), the newer
+            return self._folders.run(run_id, "snapshots", max(named, key=_created))
+        if maybe_listed:
+            return self._listed_path(run_id, snapshot_id)
+        raise CheckpointNotFoundError(run_id, snapshot_id)
+
+    def _listed_path(self, run_id: str, snapshot_id: str) -> str:
+        """Where a snapshot the manifest lists (written the older way) lives."""
+        for info in live_snapshots(self._manifests.read(run_id)):
+            if info.snapshot_id == snapshot_id:
+                return self._folders.run(run_id, "snapshots", snapshot_file_name(info))
+        raise CheckpointNotFoundError(run_id, snapshot_id)
+
+    def read(self, run_id: str, snapshot_id: str) -> Snapshot:
+        """The snapshot, verified and decoded."""
+        path = self._snapshot_path(run_id, snapshot_id)
+        try:
+            data = self._fs.read(path)
+        except FileNotFoundError:
+            raise CheckpointNotFoundError(run_id, snapshot_id) from None
+        return self._codec.load_snapshot(
+            data, run_id=run_id, snapshot_id=snapshot_id, location=path
+        )
+
+    def entries(self, run_id: str) -> list[SnapshotInfo]:
+        """The run's snapshots: the folder's names, and older manifest entries."""
+        listed = {s.snapshot_id: s for s in live_snapshots(self._manifests.read(run_id))}
+        listed.update((sid, info) for sid, (_, info) in self._folder(run_id).entries().items())
+        return sorted(listed.values(), key=lambda s: (s.position, s.created, s.snapshot_id))
+
+    def delete(self, run_id: str, snapshot_id: str) -> int:
+        """Delete a snapshot (an unlink, or a manifest change first); bytes freed."""
+        self._folders.require(run_id)
+        freed = self._folder(run_id).remove(snapshot_id) or 0
+        try:
+            path = self._listed_path(run_id, snapshot_id)
+        except CheckpointNotFoundError:
+            return freed
+        self._manifests.change(
+            run_id, lambda m: mark_snapshot(m, snapshot_id, SnapshotStatus.DELETED)
+        )
+        return freed + remove_file(self._fs, path)
+
+
+_LARGEST = 10**15  # bytes: more digits than any snapshot's sizes will have
+
+
+def _names_itself(snapshot: Snapshot) -> bool:
+    """Whether the snapshot's entry fits a file name, whatever its sizes turn out to be."""
+    probe = snapshot_info(snapshot, stored_size=_LARGEST, raw_size=_LARGEST)
+    return entry_name(probe) is not None
+
+
+def _created(name: str) -> tuple[float, str]:
+    info = parse_entry(name)
+    return (info.created if info is not None else 0.0, name)

@@ -1,0 +1,289 @@
+"""FileStore: runs in a local folder; the embedded default.
+
+The store is a facade over small collaborators, each owning one part of a
+run's folder (layout in :mod:`._layout`): manifests (:mod:`._manifests`),
+claims (:mod:`._claims`), the log (:mod:`._logs`, group commit in
+:mod:`._log`), blobs (:mod:`._blobs`) and snapshots (:mod:`._snapshots`).
+Every durable operation is one call in a worker thread (:mod:`._threads`);
+files written once go through temp file, fsync, rename and folder fsync.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from actorflow.storage._logwriter import finishes_when_cancelled
+from actorflow.storage._manifests import matches, validate_blob_ref, validate_snapshot_id
+from actorflow.storage._protocol import StoreContext
+from actorflow.storage._records import validate_run_id
+from actorflow.storage._retention import prune as prune_by_policy
+from actorflow.storage._sealing import Codec
+from actorflow.storage.file._blobs import BlobFiles
+from actorflow.storage.file._claims import Claims
+from actorflow.storage.file._fs import FileSystem, OSFileSystem
+from actorflow.storage.file._layout import RunFolders
+from actorflow.storage.file._logs import LogFiles
+from actorflow.storage.file._manifests import ManifestFiles
+from actorflow.storage.file._snapshots import SnapshotFiles
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy
+    from actorflow.storage._records import (
+        LogRecord,
+        RunManifest,
+        RunStatus,
+        Snapshot,
+        SnapshotInfo,
+    )
+
+__all__ = ["FileStore"]
+
+
+class FileStore(StoreContext):
+    """Runs stored under a local folder (created on first use).
+
+    Args:
+        path: the store's folder.
+        codec: how data is sealed (default: zstd if installed, else gzip-6).
+        segment_bytes: a log segment is closed and a new one started past this size.
+        fs: the file layer; tests inject one that simulates power loss.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        codec: Codec | None = None,
+        segment_bytes: int = 16 * 1024 * 1024,
+        fs: FileSystem | None = None,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.codec = codec or Codec()
+        self.fs = fs or OSFileSystem()
+        self._folders = RunFolders(self.fs, self.path)
+        self._manifests = ManifestFiles(self._folders, self.codec)
+        self._claims = Claims(self._folders, self.codec)
+        self._logs = LogFiles(self._folders, self.codec, segment_bytes)
+        self._blobs = BlobFiles(self._folders, self.codec)
+        self._snapshots = SnapshotFiles(self._folders, self._manifests, self.codec)
+
+    def __repr__(self) -> str:
+        return f"FileStore({self.path!r}, codec={self.codec.describe()})"
+
+    @property
+    def segment_bytes(self) -> int:
+        """A log segment is closed and a new one started past this size."""
+        return self._logs.segment_bytes
+
+    async def aclose(self) -> None:
+        """Close log files and release every claim this store holds. Idempotent."""
+        self._logs.close()
+        self._claims.release_all()
+
+    # --- manifests ------------------------------------------------------------------
+
+    async def create_run(self, manifest: RunManifest) -> tuple[RunManifest, bool]:
+        """See :meth:`Store.create_run`.
+
+        A new run whose manifest names an ``owner`` is claimed for it in the
+        same call: no other process can take it for an orphan before its
+        owner's ``claim``, which then costs nothing.
+        """
+        run_id = validate_run_id(manifest.run_id)
+        stored, created, held = await self._folders.call(
+            "create run", self._create, run_id, manifest
+        )
+        if held is not None:
+            self._claims.keep_created(run_id, held)
+            self._logs.mark_empty(run_id)  # and nobody else can write it while we hold it
+        return stored, created
+
+    def _create(
+        self, run_id: str, manifest: RunManifest
+    ) -> tuple[RunManifest, bool, tuple[Lease, int] | None]:
+        # one worker-thread trip: the run's files, then its owner's claim
+        stored, created = self._manifests.create(run_id, manifest)
+        if not created or manifest.owner is None:
+            return stored, created, None
+        return stored, created, self._claims.take_new(run_id, manifest.owner)
+
+    async def read_run(self, run_id: str) -> RunManifest:
+        """See :meth:`Store.read_run`."""
+        validate_run_id(run_id)
+        return await self._folders.call("read run", self._manifests.read, run_id)
+
+    async def update_run(
+        self, run_id: str, change: Callable[[RunManifest], RunManifest]
+    ) -> RunManifest:
+        """See :meth:`Store.update_run`. ``change`` runs in a worker thread."""
+        validate_run_id(run_id)
+        return await self._folders.call("update run", self._manifests.change, run_id, change)
+
+    async def list_runs(
+        self,
+        *,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        workflow: str | None = None,
+    ) -> list[RunManifest]:
+        """See :meth:`Store.list_runs`."""
+        manifests = await self._folders.call("list runs", self._manifests.read_all)
+        manifests.sort(key=lambda m: (m.created, m.run_id))
+        return [m for m in manifests if matches(m, status, workflow)]
+
+    async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:
+        """See :meth:`Store.delete_run`."""
+        validate_run_id(run_id)
+        self._logs.drop(run_id)
+        return await self._folders.call("delete run", self._manifests.delete_run, run_id, tombstone)
+
+    # --- log ------------------------------------------------------------------------
+
+    @finishes_when_cancelled
+    async def append(self, run_id: str, records: Sequence[LogRecord]) -> int:
+        """See :meth:`Store.append`: concurrent appends share one write and fsync.
+
+        Cancelled before the records are queued (waiting to open the log),
+        nothing is appended. Once queued, they are written whatever happens
+        to the caller: on trio the call then returns normally and the
+        cancellation comes at the caller's next checkpoint; on asyncio it
+        is raised after the write.
+        """
+        validate_run_id(run_id)
+        log = await self._logs.writer(run_id)
+        return await log.append(records)
+
+    async def read_log(self, run_id: str, start: int = 0) -> list[LogRecord]:
+        """See :meth:`Store.read_log`. Never cuts a torn tail: only the writer does."""
+        validate_run_id(run_id)
+        return await self._logs.read(run_id, start)
+
+    async def log_length(self, run_id: str) -> int:
+        """See :meth:`Store.log_length`."""
+        validate_run_id(run_id)
+        return await self._logs.length(run_id)
+
+    async def truncate_log_before(self, run_id: str, position: int) -> int:
+        """See :meth:`Store.truncate_log_before`: whole older segments go."""
+        validate_run_id(run_id)
+        return await self._logs.truncate_before(run_id, position)
+
+    # --- blobs ----------------------------------------------------------------------
+
+    async def put_blob(self, run_id: str, data: bytes) -> str:
+        """See :meth:`Store.put_blob`."""
+        validate_run_id(run_id)
+        return await self._folders.call("put blob", self._blobs.put, run_id, data)
+
+    async def get_blob(self, run_id: str, ref: str) -> bytes:
+        """See :meth:`Store.get_blob`."""
+        validate_run_id(run_id)
+        path = self._blobs.path(run_id, validate_blob_ref(ref))
+        return await self._folders.call("get blob", self._blobs.get, run_id, ref, path)
+
+    async def has_blob(self, run_id: str, ref: str) -> bool:
+        """See :meth:`Store.has_blob`."""
+        path = self._blobs.path(run_id, validate_blob_ref(ref))
+        return await self._folders.call("has blob", self._blobs.exists, path)
+
+    async def list_blobs(self, run_id: str) -> list[str]:
+        """See :meth:`Store.list_blobs`."""
+        return await self._folders.call("list blobs", self._blobs.addresses, run_id)
+
+    async def delete_blob(self, run_id: str, ref: str) -> int:
+        """See :meth:`Store.delete_blob`."""
+        path = self._blobs.path(run_id, validate_blob_ref(ref))
+        return await self._folders.call("delete blob", self._blobs.delete, path)
+
+    # --- snapshots ------------------------------------------------------------------
+
+    async def write_snapshot(
+        self,
+        snapshot: Snapshot,
+        *,
+        update: Callable[[RunManifest], RunManifest] | None = None,
+    ) -> SnapshotInfo:
+        """See :meth:`Store.write_snapshot`: one durable file whose name lists it.
+
+        The manifest is rewritten only for ``update`` or for an entry too long
+        for a file name (the older way: listed there). A file that lists itself
+        does not depend on the manifest, so with ``update`` both are written at
+        once, in two worker threads (their fsyncs can share a journal commit).
+        The snapshot is encoded, compressed and sealed in the worker thread
+        that writes it, off the event loop.
+        """
+        validate_run_id(snapshot.run_id)
+        validate_snapshot_id(snapshot.snapshot_id)
+        return await self._snapshots.write(snapshot, update)
+
+    async def read_snapshot(self, run_id: str, snapshot_id: str) -> Snapshot:
+        """See :meth:`Store.read_snapshot`."""
+        validate_run_id(run_id)
+        validate_snapshot_id(snapshot_id)
+        return await self._folders.call(
+            "read checkpoint", self._snapshots.read, run_id, snapshot_id
+        )
+
+    async def list_snapshots(self, run_id: str) -> list[SnapshotInfo]:
+        """See :meth:`Store.list_snapshots`: the folder's names, and older manifest entries."""
+        validate_run_id(run_id)
+        return await self._folders.call("list checkpoints", self._snapshots.entries, run_id)
+
+    async def delete_snapshot(self, run_id: str, snapshot_id: str) -> int:
+        """See :meth:`Store.delete_snapshot`: an unlink and a folder fsync.
+
+        A snapshot the manifest lists (written the older way) leaves it first.
+        """
+        validate_run_id(run_id)
+        validate_snapshot_id(snapshot_id)
+        return await self._folders.call(
+            "delete checkpoint", self._snapshots.delete, run_id, snapshot_id
+        )
+
+    # --- ownership ------------------------------------------------------------------
+
+    async def claim(self, run_id: str, owner: str) -> Lease:
+        """See :meth:`Store.claim`: an exclusive ``flock`` held until release or exit."""
+        validate_run_id(run_id)
+        adopted, let_go = self._claims.adopt_created(run_id, owner)
+        if adopted is not None:
+            return adopted
+        if let_go:
+            self._logs.not_empty(run_id)
+        held = await self._folders.call("claim run", self._claims.take, run_id, owner)
+        self._claims.keep(run_id, held)
+        self._logs.forget(run_id)  # others may have appended since: read it afresh
+        return held[0]
+
+    async def renew(self, lease: Lease) -> Lease:
+        """See :meth:`Store.renew`: a claim held by ``flock`` needs no renewal."""
+        return self._claims.renew(lease)
+
+    async def release(self, lease: Lease) -> None:
+        """See :meth:`Store.release`."""
+        if self._claims.owns(lease):
+            self._logs.not_empty(lease.run_id)
+            # while still the owner; and a store that lives long would otherwise
+            # hold one open file per run it ever wrote
+            self._logs.forget(lease.run_id)
+            self._claims.release(lease)
+
+    async def is_owned(self, run_id: str) -> bool:
+        """See :meth:`Store.is_owned`: tries the lock without keeping it."""
+        validate_run_id(run_id)
+        if self._claims.holds(run_id):
+            return True
+        return await self._folders.call("check owner", self._claims.probe, run_id)
+
+    @property
+    def renew_interval(self) -> float | None:
+        """``None``: the operating system ends a claim with its process."""
+        return None
+
+    # --- retention ------------------------------------------------------------------
+
+    async def prune(self, policy: RetentionPolicy) -> PruneReport:
+        """See :meth:`Store.prune`."""
+        return await prune_by_policy(self, policy)

@@ -1,0 +1,131 @@
+"""An S3 store's manifests: one object per run, replaced by ETag compare-and-swap.
+
+The store remembers which runs exist and the last manifest (and ETag) it saw
+of each: a right guess saves a GET before an update, a wrong one costs a 412.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from functools import partial
+from typing import TYPE_CHECKING
+
+import anyio
+
+from actorflow.errors import RunNotFoundError, StorageError
+from actorflow.storage.s3._wire import NotFound, PreconditionFailed, drop_idle_lock
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from actorflow.storage._records import RunManifest
+    from actorflow.storage._sealing import Codec
+    from actorflow.storage.s3._objects import S3Objects
+
+__all__ = ["ManifestObjects"]
+
+_CAS_ATTEMPTS = 1000
+
+
+class ManifestObjects:
+    """The runs' manifests under ``objects``, sealed by ``codec``."""
+
+    def __init__(self, objects: S3Objects, codec: Codec) -> None:
+        self._objects = objects
+        self._codec = codec
+        self._known: set[str] = set()
+        self._cache: dict[str, tuple[RunManifest, str]] = {}
+        self._locks: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
+
+    async def require(self, run_id: str) -> None:
+        """Raise RunNotFoundError unless the run's manifest exists."""
+        if run_id in self._known:
+            return
+        if await self._objects.head("read run", self._objects.key(run_id, "manifest")) is None:
+            raise RunNotFoundError(run_id)
+        self._known.add(run_id)
+
+    async def create(self, manifest: RunManifest) -> tuple[RunManifest, bool]:
+        """Store a new run's manifest unless one exists: ``(stored, created)``."""
+        key = self._objects.key(manifest.run_id, "manifest")
+        sealed = self._codec.dump_manifest(manifest)
+        try:
+            etag = await self._objects.put("create run", key, sealed, token=uuid.uuid4().hex)
+        except PreconditionFailed:
+            existing, _ = await self.read(manifest.run_id)
+            return existing, False
+        self._known.add(manifest.run_id)
+        self._cache[manifest.run_id] = (manifest, etag)  # the first update needs no GET
+        return manifest, True
+
+    async def read(self, run_id: str) -> tuple[RunManifest, str]:
+        """The run's manifest and its ETag.
+
+        Raises:
+            RunNotFoundError: no such run.
+        """
+        key = self._objects.key(run_id, "manifest")
+        try:
+            data, info = await self._objects.get("read run", key)
+        except NotFound:
+            self._known.discard(run_id)
+            self._cache.pop(run_id, None)
+            raise RunNotFoundError(run_id) from None
+        location = self._objects.location(key)
+        manifest = self._codec.load_manifest(data, run_id=run_id, location=location)
+        self._cache[run_id] = (manifest, info.etag)
+        return manifest, info.etag
+
+    async def update(
+        self, run_id: str, change: Callable[[RunManifest], RunManifest]
+    ) -> RunManifest:
+        """Replace the manifest by ETag compare-and-swap; ``change`` re-runs on conflict."""
+        key = self._objects.key(run_id, "manifest")
+        async with self._locks[run_id]:
+            for _ in range(_CAS_ATTEMPTS):
+                # The last version this store saw is a good guess; a wrong one costs a 412.
+                cached = self._cache.pop(run_id, None)
+                current, etag = cached or await self.read(run_id)
+                new = change(current)
+                if new.run_id != run_id:
+                    raise StorageError("update run", f"change() may not rename run {run_id!r}")
+                sealed = self._codec.dump_manifest(new)
+                try:
+                    etag = await self._objects.put(
+                        "update run", key, sealed, token=uuid.uuid4().hex, if_match=etag
+                    )
+                except PreconditionFailed:
+                    continue  # another process replaced it first: apply change to theirs
+                self._cache[run_id] = (new, etag)
+                return new
+        raise StorageError("update run", f"run {run_id!r}: the manifest kept changing; try again")
+
+    async def read_all(self) -> list[RunManifest]:
+        """Every run's manifest (one LIST, then concurrent GETs), in no particular order."""
+        root = self._objects.root
+        objects = await self._objects.list_objects("list runs", root)
+        run_ids = [
+            o.key[len(root) :].split("/", 1)[0]
+            for o in objects
+            if o.key.endswith("/manifest") and o.key.count("/", len(root)) == 1
+        ]
+        found = await self._objects.gather([partial(self._read_or_none, r) for r in run_ids])
+        return [m for m in found if m is not None]
+
+    async def _read_or_none(self, run_id: str) -> RunManifest | None:
+        try:
+            manifest, _ = await self.read(run_id)
+        except RunNotFoundError:
+            return None  # deleted while we listed
+        return manifest
+
+    def forget(self, run_id: str) -> None:
+        """Drop the cached manifest and the run's lock (unless in use): another may change it."""
+        self._cache.pop(run_id, None)
+        drop_idle_lock(self._locks, run_id)
+
+    def discard(self, run_id: str) -> None:
+        """The run is gone: forget that it existed."""
+        self._known.discard(run_id)
+        self._cache.pop(run_id, None)
