@@ -7,7 +7,7 @@ backend is a package assembled by composition: ``file`` and ``s3``.
 
 from __future__ import annotations
 
-from actorflow.storage._codec import decode_value, encode_value
+from actorflow.storage._codec import decode_value, decoder_for, encode_value, encoder
 from actorflow.storage._logwriter import LogWriter
 from actorflow.storage._memory import MemoryStore
 from actorflow.storage._open import open_store
@@ -66,8 +66,10 @@ __all__ = [
     "StoreContext",
     "decode_state",
     "decode_value",
+    "decoder_for",
     "encode_state",
     "encode_value",
+    "encoder",
     "open_store",
     "prune",
     "prune_run",

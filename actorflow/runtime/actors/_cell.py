@@ -24,6 +24,8 @@ from actorflow.errors import (
 from actorflow.runtime.actors._actor import Actor, NoneType, message_meta
 from actorflow.runtime.actors._mailbox import CLOSED, Mailbox
 from actorflow.runtime.actors._supervisor import RestartTracker
+from actorflow.storage import decoder_for as shared_decoder_for
+from actorflow.storage import encoder as shared_encoder
 
 if TYPE_CHECKING:
     from actorflow.runtime.actors._actor import Dispatch
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["NONE_BYTES", "ActorCell", "CellOwner", "decoder_for", "encoder"]
 
 logger = _log.get_logger("actorflow.runtime")
-encoder: Final = msgspec.msgpack.Encoder()
+encoder: Final = shared_encoder  # the package's one MessagePack encoder
 NONE_BYTES: Final = encoder.encode(None)
 
 # A handler that never awaits could otherwise hold the event loop for as long
@@ -56,16 +58,10 @@ class CellOwner(Protocol):
         """Called by the cell's task as it ends."""
 
 
-_decoders: dict[Any, msgspec.msgpack.Decoder[Any]] = {}
-
-
 def decoder_for(state_cls: Any) -> msgspec.msgpack.Decoder[Any]:
-    """One shared decoder per state type (actors of a class share it)."""
-    try:
-        return _decoders[state_cls]
-    except KeyError:
-        decoder = _decoders[state_cls] = msgspec.msgpack.Decoder(state_cls)
-        return decoder
+    """The decoder of a state type, from the package's one cache (actors of a class share it)."""
+    decoder = shared_decoder_for(state_cls)
+    return decoder if decoder is not None else msgspec.msgpack.Decoder(state_cls)
 
 
 class ActorCell:

@@ -25,11 +25,13 @@ from actorflow.runtime.workflow._checkpointer import CheckpointQueue
 from actorflow.runtime.workflow._context import RunContext
 from actorflow.runtime.workflow._env import StepEnv
 from actorflow.runtime.workflow._outcomes import run_signature
-from actorflow.runtime.workflow._recorder import Recorder, decode, encode
+from actorflow.runtime.workflow._recorder import Recorder
 from actorflow.runtime.workflow._replay import RunView, load_view
 from actorflow.runtime.workflow._steps import PauseRun, close_namespace
 from actorflow.runtime.workflow._triggers import final_trigger, peak_memory
 from actorflow.storage import ErrorInfo, LogWriter, RunManifest, RunStatus
+from actorflow.storage import decode_value as decode
+from actorflow.storage import encode_value as encode
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from actorflow.errors import EncodingError
+from actorflow.storage import encoder
 
 __all__ = [
     "Namespace",
@@ -92,7 +93,7 @@ def args_hash(kind: str, target: str | None, payload: bytes) -> str:
     return h.hexdigest()
 
 
-_encode_message = msgspec.msgpack.Encoder().encode
+_encode_message = encoder.encode
 _blake2b = hashlib.blake2b
 # (message class, kind, target) -> the bytes hashed after the message's own;
 # bounded: agent names can be as many as runs

@@ -11,8 +11,9 @@ import msgspec
 
 from actorflow.errors import ActorDefinitionError, RunFailedError, RunNotFinishedError, RunPaused
 from actorflow.runtime.actors import class_name, lookup
-from actorflow.runtime.workflow._recorder import decode, encode
 from actorflow.storage import ErrorInfo, RunManifest, RunStatus
+from actorflow.storage import decode_value as decode
+from actorflow.storage import encode_value as encode
 
 __all__ = ["decode_result", "finished_error", "new_manifest", "run_signature", "taken"]
 

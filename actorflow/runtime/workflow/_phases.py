@@ -12,10 +12,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from actorflow.runtime.workflow._ids import Namespace, enter_namespace, leave_namespace
-from actorflow.runtime.workflow._recorder import decode, encode
 from actorflow.runtime.workflow._steps import close_namespace
 from actorflow.runtime.workflow._triggers import Trigger
 from actorflow.storage import EventRecord, PhaseEndRecord
+from actorflow.storage import decode_value as decode
+from actorflow.storage import encode_value as encode
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, TypeVar
 import msgspec
 
 from actorflow.runtime.actors import current_message_meta
-from actorflow.runtime.workflow._recorder import decode, encode
+from actorflow.storage import decode_value as decode
+from actorflow.storage import encode_value as encode
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

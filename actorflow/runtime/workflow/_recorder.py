@@ -8,10 +8,9 @@ checkpoint actor for a snapshot when a trigger fires.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
-import msgspec
 
 from actorflow.runtime.actors import class_name, state_type
 from actorflow.runtime.workflow._config import Durability
@@ -204,43 +203,3 @@ class Recorder:
         """Ask the checkpoint actor for a snapshot at the current position."""
         self.triggers.taken()
         self._request_snapshot(self.view.snapshot(trigger))
-
-
-_encoder = msgspec.msgpack.Encoder()
-
-
-def encode(value: object, what: str, detail: str | None = None) -> bytes:
-    """MessagePack bytes of a user value, or a clear ``EncodingError``.
-
-    ``what`` (and ``detail``, appended to it) name the value in the error.
-    """
-    try:
-        return _encoder.encode(value)
-    except (TypeError, msgspec.EncodeError) as exc:
-        from actorflow.errors import EncodingError
-
-        raise EncodingError(what if detail is None else f"{what} {detail}", str(exc)) from exc
-
-
-_decoders: dict[Any, msgspec.msgpack.Decoder[Any]] = {}
-
-
-def decode(data: bytes, type_: Any, what: str, detail: str | None = None) -> Any:
-    """A user value from MessagePack bytes, typed as ``type_``.
-
-    ``what`` (and ``detail``, appended to it) name the value in an error: the
-    message is only built when one is raised.
-    """
-    try:
-        try:
-            decoder = _decoders.get(type_)
-        except TypeError:  # an unhashable type annotation: no cache
-            return msgspec.msgpack.decode(data, type=type_)
-        if decoder is None:
-            decoder = _decoders[type_] = msgspec.msgpack.Decoder(type_)
-        return decoder.decode(data)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        from actorflow.errors import CorruptedDataError
-
-        label = what if detail is None else f"{what} {detail}"
-        raise CorruptedDataError(label, f"does not decode as {type_!r}: {exc}") from exc

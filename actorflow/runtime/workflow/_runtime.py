@@ -35,6 +35,7 @@ from actorflow.storage import (
     RunManifest,
     RunStatus,
     Store,
+    open_store,
     validate_run_id,
 )
 
@@ -89,8 +90,6 @@ class Runtime(ActorSystem):
         if self._store is None:
             spec = self._store_spec or os.environ.get("ACTORFLOW_STORE") or ".actorflow"
             assert not isinstance(spec, Store)
-            from actorflow.storage._open import open_store
-
             self._store = open_store(os.fspath(spec))
         return self._store
 

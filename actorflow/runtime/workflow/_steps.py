@@ -35,7 +35,6 @@ from actorflow.runtime.actors import class_name, state_type
 from actorflow.runtime.workflow._agents import reply_type
 from actorflow.runtime.workflow._ids import args_hash, message_hash, value_hash
 from actorflow.runtime.workflow._progress import StepInfo, StepMeta, current_step_meta
-from actorflow.runtime.workflow._recorder import decode, encode
 from actorflow.runtime.workflow._replay import check_replay, load_view
 from actorflow.storage import (
     DecisionRecord,
@@ -45,6 +44,8 @@ from actorflow.storage import (
     StateRef,
     StepRecord,
 )
+from actorflow.storage import decode_value as decode
+from actorflow.storage import encode_value as encode
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Sequence
