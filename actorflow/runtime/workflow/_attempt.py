@@ -344,7 +344,7 @@ async def _store_outcome(
     store: Store,
     recorder: Recorder,
     queue: CheckpointQueue,
-    send: Callable[[Any], None],
+    send: Callable[[object], None],
     outcome: _Outcome,
     result: bytes | None,
 ) -> None:

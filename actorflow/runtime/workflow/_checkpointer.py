@@ -14,7 +14,7 @@ the run.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import msgspec
@@ -64,7 +64,7 @@ class CheckpointQueue:
         self._idle: anyio.Event | None = None
 
     def offer(
-        self, snapshot: Snapshot, send: Callable[[Any], None], *, update: Update | None = None
+        self, snapshot: Snapshot, send: Callable[[object], None], *, update: Update | None = None
     ) -> None:
         """Queue ``snapshot``, coalescing with a waiting one where that loses nothing.
 
@@ -90,7 +90,7 @@ class CheckpointQueue:
             send(_Drain(self))
 
     async def write_last(
-        self, snapshot: Snapshot, send: Callable[[Any], None], update: Update
+        self, snapshot: Snapshot, send: Callable[[object], None], update: Update
     ) -> None:
         """Write a run's final snapshot (with its manifest ``update``) and wait for it.
 
