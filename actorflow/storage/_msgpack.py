@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from actorflow.errors import CheckpointCorruptedError, CorruptedDataError, EncodingError
+from actorflow.errors._text import error_message
 from actorflow.storage._protocol import Lease
 from actorflow.storage._records import LogRecord, RunManifest, Snapshot
 
@@ -38,8 +39,9 @@ _lease_decoder = msgspec.msgpack.Decoder(Lease)
 def _encode(obj: object, what: str) -> bytes:
     try:
         return _encoder.encode(obj)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise EncodingError(what, str(exc)) from exc
+    except (TypeError, ValueError, OverflowError, RecursionError, msgspec.EncodeError) as exc:
+        # a lone surrogate is a ValueError, nesting deeper than the stack a RecursionError
+        raise EncodingError(what, error_message(exc)) from exc
 
 
 def encode_manifest(manifest: RunManifest) -> bytes:

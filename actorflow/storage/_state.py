@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from actorflow.errors import EncodingError, IncompatibleStateError
+from actorflow.errors._text import error_message
 
 __all__ = ["decode_state", "encode_state", "state_version"]
 
@@ -51,8 +52,10 @@ def encode_state(value: object, *, what: str = "state") -> bytes:
     """
     try:
         return _encoder.encode(value)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise EncodingError(f"{what} of type {type(value).__qualname__}", str(exc)) from exc
+    except (TypeError, ValueError, OverflowError, RecursionError, msgspec.EncodeError) as exc:
+        # a lone surrogate is a ValueError, nesting deeper than the stack a RecursionError
+        what = f"{what} of type {type(value).__qualname__}"
+        raise EncodingError(what, error_message(exc)) from exc
 
 
 def _decoder(state_type: type[Any]) -> msgspec.msgpack.Decoder[Any]:
@@ -88,4 +91,4 @@ def decode_state(data: bytes, state_type: type[T], *, version: int = 1) -> T:
         raw = upgrade(msgspec.msgpack.decode(data), version)
         return msgspec.convert(raw, state_type)
     except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError) as exc:
-        raise IncompatibleStateError(name, version, current, str(exc)) from exc
+        raise IncompatibleStateError(name, version, current, error_message(exc)) from exc

@@ -16,7 +16,10 @@ For the engine:
 - :func:`current_message_meta`: the meta a handler's message came with.
 - :func:`handler_for`, :func:`state_type`: an actor class's handler for a message
   type, and its state type.
-- :func:`class_name`, :func:`lookup`, :func:`register`: classes by stable name.
+- :func:`class_name`, :func:`lookup`, :func:`register`: classes by stable name;
+  :func:`is_abstract`: a base class no run may resolve to.
+- :data:`ENCODE_ERRORS`: what msgspec raises for a value it cannot encode, to
+  translate into ``EncodingError``.
 """
 
 from __future__ import annotations
@@ -29,16 +32,18 @@ from actorflow.runtime.actors._actor import (
     handler_for,
     state_type,
 )
+from actorflow.runtime.actors._cell import ENCODE_ERRORS
 from actorflow.runtime.actors._envelope import Reply
 from actorflow.runtime.actors._mailbox import MailboxStatistics
 from actorflow.runtime.actors._protocol import AgentRef, AgentReply
 from actorflow.runtime.actors._ref import ActorRef
-from actorflow.runtime.actors._registry import class_name, lookup, register
+from actorflow.runtime.actors._registry import class_name, is_abstract, lookup, register
 from actorflow.runtime.actors._scope import ActorScope
 from actorflow.runtime.actors._supervisor import SupervisorPolicy
 from actorflow.runtime.actors._system import ActorSystem
 
 __all__ = [
+    "ENCODE_ERRORS",
     "Actor",
     "ActorRef",
     "ActorScope",
@@ -53,6 +58,7 @@ __all__ = [
     "current_message_meta",
     "handler",
     "handler_for",
+    "is_abstract",
     "lookup",
     "register",
     "state_type",

@@ -18,9 +18,11 @@ from actorflow import _log
 from actorflow.errors import (
     ActorFailedError,
     ActorStoppedError,
+    EncodingError,
     EscalationError,
     UnhandledMessageError,
 )
+from actorflow.errors._text import describe, error_message
 from actorflow.runtime.actors._actor import Actor, NoneType, message_meta
 from actorflow.runtime.actors._mailbox import CLOSED, Mailbox
 from actorflow.runtime.actors._supervisor import RestartTracker
@@ -30,11 +32,31 @@ if TYPE_CHECKING:
     from actorflow.runtime.actors._envelope import Envelope, Reply
     from actorflow.runtime.actors._supervisor import SupervisorPolicy
 
-__all__ = ["NONE_BYTES", "ActorCell", "CellOwner", "decoder_for", "encoder"]
+__all__ = [
+    "ENCODE_ERRORS",
+    "NONE_BYTES",
+    "ActorCell",
+    "CellOwner",
+    "decoder_for",
+    "encode_state",
+    "encoder",
+]
 
 logger = _log.get_logger("actorflow.runtime")
 encoder: Final = msgspec.msgpack.Encoder()
 NONE_BYTES: Final = encoder.encode(None)
+# what msgspec raises for a value it cannot encode: an unsupported type, a lone
+# surrogate (UnicodeEncodeError), an int over 64 bits, nesting deeper than the stack
+ENCODE_ERRORS: Final = (TypeError, ValueError, OverflowError, RecursionError, msgspec.EncodeError)
+
+
+def encode_state(state: object, actor: str) -> bytes:
+    """An actor's state as MessagePack, or an ``EncodingError`` naming the actor."""
+    try:
+        return encoder.encode(state)
+    except ENCODE_ERRORS as exc:
+        raise EncodingError(f"state of actor {actor!r}", error_message(exc)) from exc
+
 
 # A handler that never awaits could otherwise hold the event loop for as long
 # as its mailbox refills; yield once per this many messages handled back to back.
@@ -165,7 +187,7 @@ class ActorCell:
         try:
             await self.actor.on_start()
             if self.has_state:
-                self.good = encoder.encode(self.actor.state)
+                self.good = encode_state(self.actor.state, self.name)
         except Exception as exc:
             return exc
         return None
@@ -205,7 +227,12 @@ class ActorCell:
             try:
                 result = await fn(actor, msg)
                 if has_state:
-                    self.good = encode(actor.state)
+                    try:
+                        self.good = encode(actor.state)
+                    except ENCODE_ERRORS as exc:
+                        raise EncodingError(
+                            f"state of actor {self.name!r}", error_message(exc)
+                        ) from exc
             except Exception as exc:
                 self._inflight = None
                 if reply is not None:
@@ -235,7 +262,7 @@ class ActorCell:
             "actor_failed",
             actor=self.name,
             scope=self.scope.id,
-            error=f"{type(failure).__name__}: {failure}",
+            error=describe(failure),
             action=action,
         )
         if action == "restart":
@@ -268,7 +295,7 @@ class ActorCell:
             logger.warning(
                 "actor_on_stop_failed",
                 actor=self.name,
-                error=f"{type(exc).__name__}: {exc}",
+                error=describe(exc),
             )
 
     # --- stopping ----------------------------------------------------------

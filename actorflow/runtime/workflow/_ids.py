@@ -17,6 +17,8 @@ from typing import Any
 import msgspec
 
 from actorflow.errors import EncodingError
+from actorflow.errors._text import error_message
+from actorflow.runtime.actors import ENCODE_ERRORS
 
 __all__ = [
     "Namespace",
@@ -108,8 +110,8 @@ def message_hash(kind: str, target: str, message: object) -> str:
     cls = type(message)
     try:
         payload = _encode_message(message)
-    except (TypeError, msgspec.EncodeError) as exc:
-        raise EncodingError(f"message {cls.__qualname__}", str(exc)) from exc
+    except ENCODE_ERRORS as exc:
+        raise EncodingError(f"message {cls.__qualname__}", error_message(exc)) from exc
     key = (cls, kind, target)
     suffix = _suffixes.get(key)
     if suffix is None:

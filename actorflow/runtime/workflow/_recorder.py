@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from actorflow.runtime.actors import class_name, state_type
+from actorflow.errors._text import error_message
+from actorflow.runtime.actors import ENCODE_ERRORS, class_name, state_type
 from actorflow.runtime.workflow._config import Durability
 from actorflow.runtime.workflow._triggers import TriggerPolicy
 from actorflow.storage import StateRef, StepRecord, state_version
@@ -216,10 +217,11 @@ def encode(value: object, what: str, detail: str | None = None) -> bytes:
     """
     try:
         return _encoder.encode(value)
-    except (TypeError, msgspec.EncodeError) as exc:
+    except ENCODE_ERRORS as exc:
         from actorflow.errors import EncodingError
 
-        raise EncodingError(what if detail is None else f"{what} {detail}", str(exc)) from exc
+        where = what if detail is None else f"{what} {detail}"
+        raise EncodingError(where, error_message(exc)) from exc
 
 
 _decoders: dict[Any, msgspec.msgpack.Decoder[Any]] = {}
