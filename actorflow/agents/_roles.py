@@ -27,6 +27,8 @@ class Orchestrator(Actor):
     """
 
     role: ClassVar[str] = "orchestrator"
+    # a base to subclass: a stored run never resolves to it
+    __actorflow_abstract__: ClassVar[bool] = True
 
     async def run(self, ctx: RunContext, input: Any) -> Any:
         """The workflow; override it."""
@@ -39,6 +41,7 @@ class Specialist(Actor):
     """Does one kind of work; shares no state with other agents."""
 
     role: ClassVar[str] = "specialist"
+    __actorflow_abstract__: ClassVar[bool] = True
 
     @property
     def step(self) -> StepInfo | None:
@@ -62,3 +65,4 @@ class Evaluator(Specialist):
     """Scores work; replies carry a ``confidence`` between 0 and 1 the triggers read."""
 
     role: ClassVar[str] = "evaluator"
+    __actorflow_abstract__: ClassVar[bool] = True

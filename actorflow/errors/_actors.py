@@ -5,6 +5,7 @@ from __future__ import annotations
 import anyio
 
 from actorflow.errors._base import ActorflowError
+from actorflow.errors._text import describe
 
 __all__ = [
     "ActorError",
@@ -47,7 +48,7 @@ class ActorFailedError(ActorError):
 
     def __init__(self, actor: str, error: BaseException) -> None:
         self.error = error
-        super().__init__(actor, f"actor {actor!r} failed: {type(error).__name__}: {error}")
+        super().__init__(actor, f"actor {actor!r} failed: {describe(error)}")
 
 
 class ActorStoppedError(ActorError):
@@ -115,5 +116,5 @@ class EscalationError(ActorError):
         super().__init__(
             actor,
             f"actor {actor!r} failed {restarts + 1} times within {within:g}s, over its restart "
-            f"budget; last error: {type(error).__name__}: {error}",
+            f"budget; last error: {describe(error)}",
         )

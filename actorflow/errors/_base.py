@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from actorflow.errors._text import safe_repr
+
 __all__ = [
     "ActorDefinitionError",
     "ActorflowError",
@@ -24,7 +26,7 @@ class ConfigurationError(ActorflowError, ValueError):
         self.option = option
         self.value = value
         self.expected = expected
-        super().__init__(f"invalid value {value!r} for {option}: expected {expected}")
+        super().__init__(f"invalid value {safe_repr(value)} for {option}: expected {expected}")
 
 
 class InvalidNameError(ActorflowError, ValueError):

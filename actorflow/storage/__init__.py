@@ -7,7 +7,13 @@ backend is a package assembled by composition: ``file`` and ``s3``.
 
 from __future__ import annotations
 
-from actorflow.storage._codec import decode_value, decoder_for, encode_value, encoder
+from actorflow.storage._codec import (
+    ENCODE_ERRORS,
+    decode_value,
+    decoder_for,
+    encode_value,
+    encoder,
+)
 from actorflow.storage._logwriter import LogWriter
 from actorflow.storage._memory import MemoryStore
 from actorflow.storage._open import open_store
@@ -37,6 +43,7 @@ from actorflow.storage.file import FileStore, FileSystem, OSFileSystem
 from actorflow.storage.s3 import S3Store  # aioboto3 is imported only when one is made
 
 __all__ = [
+    "ENCODE_ERRORS",
     "FORMAT_VERSION",
     "AgentSnapshot",
     "Codec",

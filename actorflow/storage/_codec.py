@@ -16,11 +16,17 @@ from typing import Any
 
 import msgspec
 
-from actorflow.errors import CheckpointCorruptedError, CorruptedDataError, EncodingError
+from actorflow.errors import (
+    CheckpointCorruptedError,
+    CorruptedDataError,
+    EncodingError,
+    error_message,
+)
 from actorflow.storage._protocol import Lease
 from actorflow.storage._records import LogRecord, RunManifest, Snapshot
 
 __all__ = [
+    "ENCODE_ERRORS",
     "decode_lease",
     "decode_manifest",
     "decode_plain_record",
@@ -39,7 +45,9 @@ __all__ = [
 encoder = msgspec.msgpack.Encoder()
 """The package's one MessagePack encoder."""
 
-_ENCODE_ERRORS = (TypeError, ValueError, OverflowError, msgspec.EncodeError)
+ENCODE_ERRORS = (TypeError, ValueError, OverflowError, RecursionError, msgspec.EncodeError)
+"""What msgspec raises for a value it cannot encode (a lone surrogate is a ValueError,
+nesting deeper than the stack a RecursionError, a huge int an OverflowError)."""
 _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError)
 _decoders: dict[Any, msgspec.msgpack.Decoder[Any]] = {}
 
@@ -70,8 +78,8 @@ def encode_value(value: object, what: str, detail: str | None = None) -> bytes:
     """
     try:
         return encoder.encode(value)
-    except _ENCODE_ERRORS as exc:
-        raise EncodingError(_label(what, detail), str(exc)) from exc
+    except ENCODE_ERRORS as exc:
+        raise EncodingError(_label(what, detail), error_message(exc)) from exc
 
 
 def decode_value(data: bytes, type_: Any, what: str, detail: str | None = None) -> Any:
@@ -119,17 +127,17 @@ def encode_record(record: LogRecord) -> bytes:
     """MessagePack of one log record (on every append's path: no label unless it fails)."""
     try:
         return encoder.encode(record)
-    except _ENCODE_ERRORS as exc:
-        raise EncodingError(type(record).__name__, str(exc)) from exc
+    except ENCODE_ERRORS as exc:
+        raise EncodingError(type(record).__name__, error_message(exc)) from exc
 
 
 def encode_snapshot(snapshot: Snapshot) -> bytes:
     """MessagePack of a snapshot."""
     try:
         return encoder.encode(snapshot)
-    except _ENCODE_ERRORS as exc:
+    except ENCODE_ERRORS as exc:
         what = f"checkpoint {snapshot.snapshot_id!r} of run {snapshot.run_id!r}"
-        raise EncodingError(what, str(exc)) from exc
+        raise EncodingError(what, error_message(exc)) from exc
 
 
 def encode_lease(lease: Lease) -> bytes:

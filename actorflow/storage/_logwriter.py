@@ -50,7 +50,8 @@ def _needs_shield(store: Store) -> bool:
     # An append's outcome must be known even when its caller is cancelled.
     # On asyncio a cancellation must still be raised where it lands, so the
     # shield stays; on trio it comes back at the caller's next checkpoint.
-    marked = getattr(type(store).append, _MARK, False)
+    # (a wrapper that delegates through __getattr__ has no class attribute `append`)
+    marked = getattr(getattr(type(store), "append", None), _MARK, False)
     return not (marked and sniffio.current_async_library() == "trio")
 
 

@@ -14,7 +14,7 @@ from typing import Final
 
 import msgspec
 
-from actorflow.errors import InvalidRunIdError
+from actorflow.errors import InvalidRunIdError, error_message
 
 __all__ = [
     "FORMAT_VERSION",
@@ -91,8 +91,13 @@ class ErrorInfo(msgspec.Struct, frozen=True, kw_only=True):
 
     @classmethod
     def of(cls, error: BaseException) -> ErrorInfo:
-        """Describe ``error`` for storage."""
-        return cls(type=type(error).__name__, message=str(error))
+        """Describe ``error`` for storage, safely: never raises.
+
+        The message is capped at ``MAX_ERROR_MESSAGE`` (4096) characters, with a
+        marker saying how many were cut; an error whose ``__str__`` raises is
+        stored as ``<unprintable TypeName>``.
+        """
+        return cls(type=type(error).__name__, message=error_message(error))
 
 
 class SnapshotInfo(msgspec.Struct, frozen=True, kw_only=True):

@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from actorflow.errors import EncodingError, IncompatibleStateError
-from actorflow.storage._codec import decoder_for, encoder
+from actorflow.errors import EncodingError, IncompatibleStateError, error_message
+from actorflow.storage._codec import ENCODE_ERRORS, decoder_for, encoder
 
 __all__ = ["decode_state", "encode_state", "state_version"]
 
@@ -49,8 +49,9 @@ def encode_state(value: object, *, what: str = "state") -> bytes:
     """
     try:
         return encoder.encode(value)
-    except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as exc:
-        raise EncodingError(f"{what} of type {type(value).__qualname__}", str(exc)) from exc
+    except ENCODE_ERRORS as exc:
+        what = f"{what} of type {type(value).__qualname__}"
+        raise EncodingError(what, error_message(exc)) from exc
 
 
 def _plain() -> msgspec.msgpack.Decoder[Any]:
@@ -88,4 +89,4 @@ def decode_state(data: bytes, state_type: type[T], *, version: int = 1) -> T:
         raw = upgrade(_plain().decode(data), version)
         return msgspec.convert(raw, state_type)
     except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError) as exc:
-        raise IncompatibleStateError(name, version, current, str(exc)) from exc
+        raise IncompatibleStateError(name, version, current, error_message(exc)) from exc

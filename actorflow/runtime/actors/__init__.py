@@ -16,7 +16,8 @@ For the engine:
 - :func:`current_message_meta`: the meta a handler's message came with.
 - :func:`handler_for`, :func:`state_type`: an actor class's handler for a message
   type, and its state type.
-- :func:`class_name`, :func:`lookup`, :func:`register`: classes by stable name.
+- :func:`class_name`, :func:`lookup`, :func:`register`: classes by stable name;
+  :func:`is_abstract`: a base class no run may resolve to.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from actorflow.runtime.actors._envelope import Reply
 from actorflow.runtime.actors._mailbox import MailboxStatistics
 from actorflow.runtime.actors._protocol import AgentRef, AgentReply
 from actorflow.runtime.actors._ref import ActorRef
-from actorflow.runtime.actors._registry import class_name, lookup, register
+from actorflow.runtime.actors._registry import class_name, is_abstract, lookup, register
 from actorflow.runtime.actors._scope import ActorScope
 from actorflow.runtime.actors._supervisor import SupervisorPolicy
 from actorflow.runtime.actors._system import ActorSystem
@@ -53,6 +54,7 @@ __all__ = [
     "current_message_meta",
     "handler",
     "handler_for",
+    "is_abstract",
     "lookup",
     "register",
     "state_type",

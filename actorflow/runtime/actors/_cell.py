@@ -18,12 +18,16 @@ from actorflow import _log
 from actorflow.errors import (
     ActorFailedError,
     ActorStoppedError,
+    EncodingError,
     EscalationError,
     UnhandledMessageError,
+    describe,
+    error_message,
 )
 from actorflow.runtime.actors._actor import Actor, NoneType, message_meta
 from actorflow.runtime.actors._mailbox import CLOSED, Mailbox
 from actorflow.runtime.actors._supervisor import RestartTracker
+from actorflow.storage import ENCODE_ERRORS
 from actorflow.storage import decoder_for as shared_decoder_for
 from actorflow.storage import encoder as shared_encoder
 
@@ -32,11 +36,29 @@ if TYPE_CHECKING:
     from actorflow.runtime.actors._envelope import Envelope, Reply
     from actorflow.runtime.actors._supervisor import SupervisorPolicy
 
-__all__ = ["NONE_BYTES", "ActorCell", "CellOwner", "decoder_for", "encoder"]
+__all__ = [
+    "NONE_BYTES",
+    "ActorCell",
+    "CellOwner",
+    "decoder_for",
+    "encode_state",
+    "encoder",
+]
 
 logger = _log.get_logger("actorflow.runtime")
 encoder: Final = shared_encoder  # the package's one MessagePack encoder
 NONE_BYTES: Final = encoder.encode(None)
+# what msgspec raises for a value it cannot encode: an unsupported type, a lone
+# surrogate (UnicodeEncodeError), an int over 64 bits, nesting deeper than the stack
+
+
+def encode_state(state: object, actor: str) -> bytes:
+    """An actor's state as MessagePack, or an ``EncodingError`` naming the actor."""
+    try:
+        return encoder.encode(state)
+    except ENCODE_ERRORS as exc:
+        raise EncodingError(f"state of actor {actor!r}", error_message(exc)) from exc
+
 
 # A handler that never awaits could otherwise hold the event loop for as long
 # as its mailbox refills; yield once per this many messages handled back to back.
@@ -161,7 +183,7 @@ class ActorCell:
         try:
             await self.actor.on_start()
             if self.has_state:
-                self.good = encoder.encode(self.actor.state)
+                self.good = encode_state(self.actor.state, self.name)
         except Exception as exc:
             return exc
         return None
@@ -201,7 +223,12 @@ class ActorCell:
             try:
                 result = await fn(actor, msg)
                 if has_state:
-                    self.good = encode(actor.state)
+                    try:
+                        self.good = encode(actor.state)
+                    except ENCODE_ERRORS as exc:
+                        raise EncodingError(
+                            f"state of actor {self.name!r}", error_message(exc)
+                        ) from exc
             except Exception as exc:
                 self._inflight = None
                 if reply is not None:
@@ -231,7 +258,7 @@ class ActorCell:
             "actor_failed",
             actor=self.name,
             scope=self.scope.id,
-            error=f"{type(failure).__name__}: {failure}",
+            error=describe(failure),
             action=action,
         )
         if action == "restart":
@@ -264,7 +291,7 @@ class ActorCell:
             logger.warning(
                 "actor_on_stop_failed",
                 actor=self.name,
-                error=f"{type(exc).__name__}: {exc}",
+                error=describe(exc),
             )
 
     # --- stopping ----------------------------------------------------------

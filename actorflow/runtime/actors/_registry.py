@@ -5,7 +5,9 @@ class is found under ``__actorflow_name__`` if it sets one, else its
 ``__qualname__``, so ``python app.py``, ``python -m app`` and ``--app app:rt``
 agree. A class defined again under the same module and name replaces the old
 one; a name shared by classes of two different modules is an error only when
-a run looks it up.
+a run looks it up. A base class that sets ``__actorflow_abstract__ = True`` in
+its own body (``Orchestrator``, ``Specialist``, ``Evaluator``) is never found:
+a stored name must not resolve to a class no run can use.
 """
 
 from __future__ import annotations
@@ -14,10 +16,17 @@ from typing import Any
 
 from actorflow.errors import RegistryError
 
-__all__ = ["class_name", "lookup", "register"]
+__all__ = ["class_name", "is_abstract", "lookup", "register"]
 
 # name -> {module: class}
 _classes: dict[str, dict[str, type[Any]]] = {}
+# name -> abstract base class, kept only to say why such a name is refused
+_abstract: dict[str, type[Any]] = {}
+
+
+def is_abstract(cls: type[Any]) -> bool:
+    """Whether ``cls`` is a base class to subclass (it sets ``__actorflow_abstract__``)."""
+    return cls.__dict__.get("__actorflow_abstract__") is True
 
 
 def class_name(cls: type[Any]) -> str:
@@ -27,7 +36,13 @@ def class_name(cls: type[Any]) -> str:
 
 
 def register(cls: type[Any]) -> type[Any]:
-    """Make ``cls`` findable by its stable name; returns it (usable as a decorator)."""
+    """Make ``cls`` findable by its stable name; returns it (usable as a decorator).
+
+    An abstract base class is not made findable (see :func:`is_abstract`).
+    """
+    if is_abstract(cls):
+        _abstract[class_name(cls)] = cls
+        return cls
     modules = _classes.setdefault(class_name(cls), {})
     module = cls.__module__
     if module == "__main__" or module.endswith(".__main__"):
@@ -46,6 +61,14 @@ def lookup(name: str) -> type[Any]:
             it first), or two modules define different classes with it.
     """
     modules = _classes.get(name)
+    if not modules and name in _abstract:
+        base = _abstract[name]
+        raise RegistryError(
+            name,
+            f"names the base class {base.__module__}.{base.__qualname__}, which no run "
+            "can use; a workflow or agent is a subclass of it (defining `run` for a "
+            "workflow)",
+        )
     if not modules:
         raise RegistryError(
             name,

@@ -19,11 +19,11 @@ from actorflow.errors import (
     ActorStoppedError,
     ConfigurationError,
     DuplicateActorNameError,
-    EncodingError,
     EscalationError,
+    error_message,
 )
 from actorflow.runtime.actors._actor import Actor, NoneType, dispatch_table, state_type
-from actorflow.runtime.actors._cell import NONE_BYTES, ActorCell, decoder_for, encoder
+from actorflow.runtime.actors._cell import NONE_BYTES, ActorCell, decoder_for, encode_state
 from actorflow.runtime.actors._names import validate_name
 from actorflow.runtime.actors._ref import ActorRef
 
@@ -214,17 +214,16 @@ def _initial_state(
         except Exception as exc:
             raise ActorDefinitionError(
                 actor_cls.__qualname__,
-                f"its state type {state_cls!r} cannot be built without arguments ({exc}); "
-                "give a default to every field or pass `state=` to spawn",
+                f"its state type {state_cls!r} cannot be built without arguments "
+                f"({error_message(exc)}); give a default to every field or pass `state=` to spawn",
             ) from exc
-    try:
-        data = encoder.encode(state)
-    except (TypeError, msgspec.EncodeError) as exc:
-        raise EncodingError(f"state of actor {name!r}", str(exc)) from exc
+    data = encode_state(state, name)
     if given:
         # a decoded copy: the caller's object is never shared with the actor
         try:
             state = decoder_for(state_cls).decode(data)
         except msgspec.ValidationError as exc:
-            raise ConfigurationError("state", state, f"a valid {state_cls!r} ({exc})") from exc
+            raise ConfigurationError(
+                "state", state, f"a valid {state_cls!r} ({error_message(exc)})"
+            ) from exc
     return state, data

@@ -14,10 +14,13 @@ import anyio
 
 from actorflow import _log
 from actorflow.errors import (
+    MAX_ERROR_MESSAGE,
     ActorNotFoundError,
     ConfigurationError,
     EscalationError,
     RuntimeNotRunningError,
+    error_message,
+    safe_repr,
 )
 from actorflow.runtime.actors._actor import Actor
 from actorflow.runtime.actors._scope import ActorScope, stop_cells
@@ -153,7 +156,9 @@ class ActorSystem:
         ordered.sort(key=lambda e: not isinstance(e, KeyboardInterrupt | SystemExit))
         first = ordered[0]
         for other in ordered[1:]:
-            first.add_note(f"also raised as the actor system stopped: {other!r}")
+            first.add_note(
+                f"also raised as the actor system stopped: {safe_repr(other, MAX_ERROR_MESSAGE)}"
+            )
         return first
 
     async def _drain(self) -> None:
@@ -208,7 +213,7 @@ class ActorSystem:
         """An actor of the root scope escalated: the runtime fails as a whole."""
         if self._failure is None:
             self._failure = error
-            logger.error("runtime_failed", actor=error.actor, error=str(error))
+            logger.error("runtime_failed", actor=error.actor, error=error_message(error))
             if self._task_group is not None:
                 self._task_group.cancel_scope.cancel()
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from actorflow.errors import EncodingError, RunFailedError, RunPaused, StorageError
+from actorflow.errors import EncodingError, RunFailedError, RunPaused, StorageError, error_message
 from actorflow.runtime.actors import Actor, state_type
 from actorflow.runtime.workflow._agents import RunAgents
 from actorflow.runtime.workflow._checkpointer import CheckpointQueue
@@ -65,7 +65,7 @@ class _Outcome:
         if isinstance(exc, RunFailedError):
             self.error = exc
             return
-        self.error = RunFailedError(run_id, type(exc).__name__, str(exc))
+        self.error = RunFailedError(run_id, type(exc).__name__, error_message(exc))
         self.error.__cause__ = exc
 
 
@@ -180,7 +180,9 @@ class RunDriver:
             writer = LogWriter(store, run_id, start=view.position)
             scope = self._open_scope(
                 run_id,
-                lambda e: emit("agent_escalated", agent=e.actor, error=str(e), level="warning"),
+                lambda e: emit(
+                    "agent_escalated", agent=e.actor, error=error_message(e), level="warning"
+                ),
             )
             await self._attempt(handle, manifest, workflow, view, writer, outcome, scope)
         except BaseException as exc:
@@ -204,7 +206,7 @@ class RunDriver:
                     try:
                         await store.release(lease)
                     except StorageError as exc:
-                        emit("lease_release_failed", error=str(exc), level="warning")
+                        emit("lease_release_failed", error=error_message(exc), level="warning")
             handle.metrics.update(
                 elapsed=round(time.perf_counter() - started, 6), peak_memory=peak_memory()
             )

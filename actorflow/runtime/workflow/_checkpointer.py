@@ -20,6 +20,7 @@ import anyio
 import msgspec
 
 from actorflow._log import get_logger
+from actorflow.errors import describe
 from actorflow.runtime.actors import Actor, handler
 from actorflow.runtime.workflow._triggers import KEPT_TRIGGERS
 
@@ -153,7 +154,7 @@ class CheckpointQueue:
                 "checkpoint_failed",
                 snapshot_id=snapshot.snapshot_id,
                 position=snapshot.position,
-                error=f"{type(exc).__name__}: {exc}",
+                error=describe(exc),
                 level="warning",
             )
             return None

@@ -14,10 +14,8 @@ import hashlib
 from contextvars import ContextVar
 from typing import Any
 
-import msgspec
-
-from actorflow.errors import EncodingError
-from actorflow.storage import encoder
+from actorflow.errors import EncodingError, error_message
+from actorflow.storage import ENCODE_ERRORS, encoder
 
 __all__ = [
     "Namespace",
@@ -109,8 +107,8 @@ def message_hash(kind: str, target: str, message: object) -> str:
     cls = type(message)
     try:
         payload = _encode_message(message)
-    except (TypeError, msgspec.EncodeError) as exc:
-        raise EncodingError(f"message {cls.__qualname__}", str(exc)) from exc
+    except ENCODE_ERRORS as exc:
+        raise EncodingError(f"message {cls.__qualname__}", error_message(exc)) from exc
     key = (cls, kind, target)
     suffix = _suffixes.get(key)
     if suffix is None:

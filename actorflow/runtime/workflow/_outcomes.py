@@ -69,8 +69,11 @@ def taken(m: RunManifest, *, owner: str, limit: int | None) -> RunManifest:
     """``m`` as taken over by ``owner``: one write for status, owner and attempt.
 
     With ``limit`` (a recovery) the attempt counts; past the limit the run is
-    marked failed instead.
+    marked failed instead. A run that is no longer an orphan (it finished or
+    paused meanwhile) comes back unchanged: it must never run again.
     """
+    if m.status not in (RunStatus.RUNNING, RunStatus.INTERRUPTED):
+        return m
     now = time.time()
     if limit is None:
         return msgspec.structs.replace(m, status=RunStatus.RUNNING, owner=owner, updated=now)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from actorflow._log import get_logger
-from actorflow.errors import StorageError
+from actorflow.errors import StorageError, error_message
 from actorflow.storage import prune_run
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ class Pruner:
                 # log`); an explicit prune (`actorflow prune`) shortens logs
                 await prune_run(store, run_id, policy, keep_log=True)
             except StorageError as exc:
-                _log.warning("prune_failed", run_id=run_id, error=str(exc))
+                _log.warning("prune_failed", run_id=run_id, error=error_message(exc))
             finally:
                 self.pending -= 1
                 if not self.pending:

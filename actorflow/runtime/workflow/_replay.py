@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from actorflow.errors import CorruptedDataError, NonDeterminismError
+from actorflow.errors import CorruptedDataError, NonDeterminismError, error_message
 from actorflow.storage import (
     AgentSnapshot,
     DecisionRecord,
@@ -268,7 +268,7 @@ async def load_view(store: Store, run_id: str, emit: Callable[..., None]) -> tup
             emit(
                 "checkpoint_corrupted",
                 snapshot_id=info.snapshot_id,
-                error=str(exc),
+                error=error_message(exc),
                 level="warning",
             )
             continue

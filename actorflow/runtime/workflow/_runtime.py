@@ -15,14 +15,16 @@ import msgspec
 
 from actorflow._log import get_logger
 from actorflow.errors import (
+    ActorDefinitionError,
     ActorflowError,
     RecoveryFailedError,
     RunInputMismatchError,
     RunLockedError,
     RunNotFinishedError,
     RunNotFoundError,
+    error_message,
 )
-from actorflow.runtime.actors import ActorSystem, class_name, lookup, register
+from actorflow.runtime.actors import ActorSystem, class_name, is_abstract, lookup, register
 from actorflow.runtime.workflow._attempt import RunDriver
 from actorflow.runtime.workflow._checkpointer import Checkpointer
 from actorflow.runtime.workflow._config import RuntimeConfig
@@ -50,6 +52,8 @@ __all__ = ["Runtime"]
 _log = get_logger("actorflow.runtime")
 
 _ORPHANS = (RunStatus.RUNNING, RunStatus.INTERRUPTED)
+_SKIPPED: Any = object()
+"""What recovering a run that was no orphan after all gives: nothing to report."""
 KEPT_FINISHED_HANDLES = 1000
 """How many finished runs' handles a runtime keeps (live runs' handles are all kept)."""
 
@@ -151,7 +155,17 @@ class Runtime(ActorSystem):
 
         The run is recorded in the store before any of its code runs. See
         :meth:`run` for what an existing ``run_id`` does.
+
+        Raises:
+            ActorDefinitionError: ``workflow`` is a base class (``Orchestrator``
+                itself): subclass it and define ``run``.
         """
+        if is_abstract(workflow):
+            raise ActorDefinitionError(
+                class_name(workflow),
+                "is a base class; a workflow is a subclass of it that defines "
+                "`async def run(self, ctx, input)`",
+            )
         register(workflow)
         run_id = validate_run_id(run_id) if run_id is not None else uuid.uuid4().hex
         manifest = new_manifest(
@@ -174,6 +188,10 @@ class Runtime(ActorSystem):
             if await self.store.is_owned(stored.run_id):
                 raise RunLockedError(stored.run_id, stored.owner)
             return await self._launch(workflow, stored)
+        return self._ended(stored, workflow)
+
+    def _ended(self, stored: RunManifest, workflow: type[Any] | None = None) -> RunHandle:
+        """A handle on a run that is not to be driven: its stored result or what it ended as."""
         tracker = RunTracker(stored.run_id, stored.workflow)
         if stored.status is RunStatus.COMPLETED:
             tracker.finish(stored.status, result=decode_result(stored, workflow))
@@ -189,28 +207,60 @@ class Runtime(ActorSystem):
         fresh: bool = False,
         recovering: bool = False,
     ) -> RunHandle:
-        """Take the run, mark it running (counting a recovery attempt), drive it."""
+        """Take the run, mark it running (counting a recovery attempt), drive it.
+
+        A run that finished or paused while this process waited for its claim
+        (another process recovered it meanwhile) is never driven again: the
+        handle holds its stored outcome.
+        """
+        return (await self._take_and_drive(workflow, manifest, fresh=fresh, recovering=recovering))[
+            0
+        ]
+
+    async def _take_and_drive(
+        self, workflow: type[Any], manifest: RunManifest, *, fresh: bool, recovering: bool
+    ) -> tuple[RunHandle, bool]:
+        """``_launch``, also saying whether this process drives the run."""
         task_group = self.require_running("start a run")
         lease = await self.store.claim(manifest.run_id, self.owner)
         if not fresh:  # a new run's manifest was created running, with this owner
-            limit = self.config.max_recovery_attempts if recovering else None
             try:
-                manifest = await self.store.update_run(
-                    manifest.run_id, functools.partial(taken, owner=self.owner, limit=limit)
-                )
+                taken_over = await self._take(manifest.run_id, recovering=recovering)
             except BaseException:
                 await self.store.release(lease)
                 raise
-            if manifest.status is RunStatus.FAILED:
+            if taken_over.status is not RunStatus.RUNNING or taken_over.owner != self.owner:
                 await self.store.release(lease)
-                assert manifest.error is not None
-                raise RecoveryFailedError(manifest.run_id, manifest.error.message)
+                _log.info("run_not_orphaned", run_id=manifest.run_id, status=str(taken_over.status))
+                return self._ended(taken_over, workflow), False
+            manifest = taken_over
         tracker = RunTracker(manifest.run_id, manifest.workflow)
         self._runs[manifest.run_id] = tracker
         task_group.start_soon(
             self._runs_driver.drive_in_background, tracker, manifest, workflow, lease, fresh
         )
-        return tracker.handle
+        return tracker.handle, True
+
+    async def _take(self, run_id: str, *, recovering: bool) -> RunManifest:
+        """Mark a claimed run running with this owner, if it is still an orphan.
+
+        The status is read again under the claim: the manifest this process
+        listed may be stale by now (another process recovered the run while
+        this one waited for the claim). A run past ``max_recovery_attempts``
+        is marked failed (``RecoveryFailedError``); any other run that is no
+        longer an orphan comes back unchanged.
+        """
+        current = await self.store.read_run(run_id)
+        if current.status not in _ORPHANS:
+            return current
+        limit = self.config.max_recovery_attempts if recovering else None
+        manifest = await self.store.update_run(
+            run_id, functools.partial(taken, owner=self.owner, limit=limit)
+        )
+        if manifest.status is RunStatus.FAILED and manifest.attempt > current.attempt:
+            assert manifest.error is not None
+            raise RecoveryFailedError(manifest.run_id, manifest.error.message)
+        return manifest
 
     def _run_ended(self, tracker: RunTracker, prune: bool) -> None:
         """Apply retention if asked; keep the handle among the newest few (a service runs long)."""
@@ -235,27 +285,42 @@ class Runtime(ActorSystem):
         Returns ``{run_id: result}`` for every run that finishes. A run that
         pauses or fails is left in that state (see ``runs()``); one that has
         failed to recover ``max_recovery_attempts`` times is marked failed.
-        ``on_start`` is called with each resumed run's handle as it starts,
-        to follow its events (progress displays do).
+        A run another process finished while this one waited for its claim is
+        not run again: a completed one's stored result is returned, any other
+        is skipped. ``on_start`` is called with each resumed run's handle as
+        it starts, to follow its events (progress displays do).
 
         Raises:
             RunNotFoundError: ``run_id`` is given and unknown.
+            RunLockedError: ``run_id`` is given and a live process owns it.
         """
         if run_id is not None:
-            manifests = [await self.store.read_run(validate_run_id(run_id))]
-        else:
-            manifests = await self.store.list_runs(status=list(_ORPHANS))
+            manifest = await self.store.read_run(validate_run_id(run_id))
+            if manifest.status not in _ORPHANS:
+                return {}
+            try:
+                outcome = await self._recover_one(manifest, on_start)
+            except RunLockedError:
+                raise
+            except ActorflowError as exc:
+                _log.warning("run_not_recovered", run_id=run_id, error=error_message(exc))
+                return {}
+            return {} if outcome is _SKIPPED else {run_id: outcome}
+        manifests = await self.store.list_runs(status=list(_ORPHANS))
         results: dict[str, Any] = {}
 
         async def one(m: RunManifest) -> None:
             try:
-                results[m.run_id] = await self._recover_one(m, on_start)
+                outcome = await self._recover_one(m, on_start)
             except RunLockedError:
-                pass  # a live process owns it: not an orphan after all
+                return  # a live process owns it: not an orphan after all
             except ActorflowError as exc:
                 # one run that cannot be recovered (paused again, failed, its
                 # class not imported) never stops the others
-                _log.warning("run_not_recovered", run_id=m.run_id, error=str(exc))
+                _log.warning("run_not_recovered", run_id=m.run_id, error=error_message(exc))
+                return
+            if outcome is not _SKIPPED:
+                results[m.run_id] = outcome
 
         async with anyio.create_task_group() as tg:
             for m in manifests:
@@ -268,8 +333,14 @@ class Runtime(ActorSystem):
     async def _recover_one(
         self, manifest: RunManifest, on_start: Callable[[RunHandle], object] | None
     ) -> Any:
+        """The run's result once recovered, or ``_SKIPPED`` if it was no orphan after all."""
         workflow = lookup(manifest.workflow)
-        handle = await self._launch(workflow, manifest, recovering=True)
+        handle, driven = await self._take_and_drive(
+            workflow, manifest, fresh=False, recovering=True
+        )
+        if not driven:
+            # another process finished (or paused) it meanwhile
+            return await handle.result() if handle.status is RunStatus.COMPLETED else _SKIPPED
         if on_start is not None:
             on_start(handle)
         timeout = self.config.recovery_timeout

@@ -30,6 +30,8 @@ from actorflow.errors import (
     RunNotFinishedError,
     StepFailedError,
     UnawaitedStepError,
+    error_message,
+    safe_repr,
 )
 from actorflow.runtime.actors import class_name, state_type
 from actorflow.runtime.workflow._agents import reply_type
@@ -583,6 +585,8 @@ class DecideStep(Step[DecisionRecord]):
         alternatives: Sequence[str],
         agent: str,
     ) -> None:
+        if confidence is not None:
+            _check_confidence(type, confidence)  # before an id is taken: nothing is issued
         self.env = env
         self.ns = ns
         self.id = step_id = ns.next_step()
@@ -616,7 +620,9 @@ class DecideStep(Step[DecisionRecord]):
             # written now and refuse to load at recovery.
             record = msgspec.convert({**self._fields, "time": time.time()}, DecisionRecord)
         except msgspec.ValidationError as exc:
-            raise EncodingError(f"decision {self.hash!r}", str(exc)) from None
+            raise EncodingError(f"decision {self.hash!r}", error_message(exc)) from None
+        # a lone surrogate in a text field would otherwise fail in the log writer, later
+        encode(record, f"decision {self.hash!r}")
         rec = self.env.recorder
         rec.record(record)
         rec.emit(
@@ -624,6 +630,19 @@ class DecideStep(Step[DecisionRecord]):
         )
         await rec.output_barrier()
         return record
+
+
+def _check_confidence(decision: str, confidence: object) -> None:
+    """Refuse a confidence that is not a finite number in [0, 1] (NaN compares false)."""
+    if (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, int | float)
+        or not 0.0 <= confidence <= 1.0
+    ):
+        raise EncodingError(
+            f"decision {safe_repr(decision)}",
+            f"its confidence {safe_repr(confidence)} is not a number between 0 and 1",
+        )
 
 
 # --- waits ------------------------------------------------------------------------
