@@ -69,9 +69,7 @@ def start_command(
             "or its __actorflow_name__.",
         ),
     ],
-    input_json: Annotated[
-        str, typer.Option("--input", help="The run's input as JSON.")
-    ] = "null",
+    input_json: Annotated[str, typer.Option("--input", help="The run's input as JSON.")] = "null",
     run_id: Annotated[
         str | None, typer.Option("--run-id", help="Id of the new run (default: a new uuid).")
     ] = None,

@@ -230,7 +230,8 @@ def print_record(position: int, record: LogRecord, *, as_json: bool) -> None:
 def print_outcomes(outcomes: list[Any], *, as_json: bool) -> None:
     """What recover did: each run finished, paused, failed or left as it is."""
     if as_json:
-        print_json(outcomes)
+        done = [o for o in outcomes if o.status == "completed"]
+        print_json({"recovered": done, "not_finished": [o for o in outcomes if o not in done]})
         return
     for o in outcomes:
         print_outcome(o, verb="recovered")
