@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
+from rich.markup import escape
 from rich.table import Table
 
 from actorflow._demo._analysis import default_root
@@ -67,7 +68,8 @@ async def run_demo(
 def summary_table(summary: ReviewSummary, *, limit: int = 15) -> Table:
     """The review's least confident areas, with totals in the caption."""
     table = Table(
-        title=f"code review of {summary.root}",
+        # Paths and reasons come from the reviewed tree: never read as markup.
+        title=f"code review of {escape(summary.root)}",
         caption=(
             f"{summary.files} files ({summary.unparsable} unparsable), {summary.lines:,} lines, "
             f"{summary.functions:,} functions, {summary.classes:,} classes, "
@@ -82,12 +84,12 @@ def summary_table(summary: ReviewSummary, *, limit: int = 15) -> Table:
     for s in summary.areas[:limit]:
         style = "red" if s.confidence < 0.5 else "yellow" if s.confidence < 0.75 else "green"
         table.add_row(
-            s.area,
+            escape(s.area),
             str(s.files),
             f"[{style}]{s.confidence:.2f}[/]{'*' if s.strict else ' '}",
             str(s.risky_calls),
             str(s.missing_docstrings),
             str(s.max_complexity),
-            s.rationale.split("; ")[0],  # the full rationale is in the log and the report
+            escape(s.rationale.split("; ")[0]),  # the full rationale is in the log and the report
         )
     return table

@@ -4,23 +4,26 @@ An actorflow error ends a command with one line on stderr and its documented
 exit code (``--debug`` shows the traceback instead): 0 success; 1 any other
 actorflow error; 2 bad usage; 3 corrupt data found; 4 run or checkpoint not
 found; 5 the run failed; 6 the run is paused for input; 7 the run is owned by
-another live process; 130 interrupted.
+another live process; 8 the run has not finished yet; 130 interrupted.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated, Final, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import anyio
 import structlog
 import typer
 from rich.markup import escape
+from typer.core import TyperCommand
 
-from actorflow.cli._render import err
+from actorflow.cli._program import program
+from actorflow.cli._render import err, esc
 from actorflow.errors import (
     ActorflowError,
     CheckpointNotFoundError,
+    ConfigurationError,
     CorruptedDataError,
     RunFailedError,
     RunLockedError,
@@ -36,12 +39,14 @@ __all__ = [
     "EXIT_CODES",
     "AppOpt",
     "AppStoreOpt",
+    "BadValueError",
     "CheckpointArg",
     "DebugOpt",
     "JsonOpt",
     "RunArg",
     "StoreOpt",
     "app",
+    "command",
     "exit_code_for",
     "main",
     "run_command",
@@ -60,6 +65,7 @@ EXIT_CODES: Final[dict[str, int]] = {
     "run_failed": 5,
     "paused": 6,
     "locked": 7,
+    "not_finished": 8,
     "interrupted": 130,
 }
 
@@ -70,6 +76,41 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+class CliCommand(TyperCommand):
+    """A command whose help reads like docs/cli.md: ``RUN CHECKPOINT [B]``, flags with no type.
+
+    Typer writes a required argument as ``{run_id}`` and a flag as ``<bool>``;
+    here arguments show their metavar (``RUN``) and flags nothing.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if getattr(param, "is_flag", False):
+                param.metavar = ""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        """The ``--help`` flag, shown without a type like the others."""
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        """``[OPTIONS] RUN CHECKPOINT [B]``: required arguments bare, optional ones bracketed."""
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                name = param.metavar or (param.name or "ARG").upper()
+                pieces.append(name if param.required else f"[{name}]")
+        return pieces
+
+
+def command(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register a command on :data:`app` under ``name``, with docs/cli.md's help format."""
+    return app.command(name, cls=CliCommand)
 
 
 StoreOpt = Annotated[
@@ -83,11 +124,12 @@ StoreOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print data as JSON.")]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]
-RunArg = Annotated[str, typer.Argument(help="Run id (see `actorflow runs`).")]
+RunArg = Annotated[str, typer.Argument(metavar="RUN", help="Run id (see `actorflow runs`).")]
 CheckpointArg = Annotated[
     str,
     typer.Argument(
-        help="Checkpoint: an id, a unique prefix of one, `latest`, or `latest~N` (N before it)."
+        metavar="CHECKPOINT",
+        help="Checkpoint: an id, a unique prefix of one, `latest`, or `latest~N` (N before it).",
     ),
 ]
 AppOpt = Annotated[
@@ -109,9 +151,15 @@ AppStoreOpt = Annotated[
 ]
 
 
+class BadValueError(ConfigurationError):
+    """A command's option has a bad value: bad usage, exit code 2 (as for an unknown option)."""
+
+
 def exit_code_for(error: BaseException) -> int:
     """The documented exit code for ``error``."""
     match error:
+        case BadValueError():
+            return EXIT_CODES["usage"]
         case CorruptedDataError():
             return EXIT_CODES["corrupt"]
         case RunNotFoundError() | CheckpointNotFoundError():
@@ -142,11 +190,14 @@ def run_command(fn: Callable[[], Awaitable[T]], *, debug: bool, run_hint: str | 
     except ActorflowError as exc:
         if debug:
             raise
-        err().print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+        # The message carries user data (a run id, an exception's text): escaped.
+        err().print(f"[bold red]error:[/] {esc(exc)}")
         raise typer.Exit(exit_code_for(exc)) from None
     except KeyboardInterrupt:
         which = f" {run_hint}" if run_hint else ""
-        err().print(f"interrupted: `actorflow recover{which}` continues where it stopped")
+        err().print(
+            f"interrupted: `{esc(program())} recover{esc(which)}` continues where it stopped"
+        )
         raise typer.Exit(EXIT_CODES["interrupted"]) from None
 
 

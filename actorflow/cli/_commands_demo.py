@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 
-from actorflow.cli._app import DEFAULT_STORE, DebugOpt, JsonOpt, StoreOpt, app, run_command
-from actorflow.cli._render import err, out, print_json
+from actorflow.cli._app import DEFAULT_STORE, DebugOpt, JsonOpt, StoreOpt, command, run_command
+from actorflow.cli._program import program
+from actorflow.cli._render import err, esc, out, print_json
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 __all__: list[str] = []
 
 
-@app.command("demo")
+@command("demo")
 def demo_command(
     path: Annotated[
         str | None,
@@ -63,12 +63,15 @@ def demo_command(
         return
     out().print(summary_table(summary))
     # The commands shown must find this run: name the store unless it is the default.
-    where = "" if store == DEFAULT_STORE else escape(f" --store {shlex.quote(store)}")
+    where = "" if store == DEFAULT_STORE else esc(f" --store {shlex.quote(store)}")
+    # ... and run as the user ran this one (`.venv/bin/actorflow`, `python -m actorflow`).
+    me = esc(program())
+    data = Path(store).absolute() if "://" not in store else store
     out().print(
-        f"run [bold]{rid}[/] completed in {time.perf_counter() - started:.1f}s\n"
-        f"  report:      {summary.report_path}\n"
-        f"  data:        {Path(store).absolute() if '://' not in store else store}\n"
-        f"  look inside: actorflow runs{where}\n"
-        f"               actorflow checkpoints {rid}{where}\n"
-        f"               actorflow log {rid}{where}"
+        f"run [bold]{esc(rid)}[/] completed in {time.perf_counter() - started:.1f}s\n"
+        f"  report:      {esc(str(summary.report_path))}\n"
+        f"  data:        {esc(str(data))}\n"
+        f"  look inside: {me} runs{where}\n"
+        f"               {me} checkpoints {esc(rid)}{where}\n"
+        f"               {me} log {esc(rid)}{where}"
     )

@@ -19,19 +19,22 @@ from actorflow.cli import _inspect
 from actorflow.cli._app import (
     DEFAULT_STORE,
     EXIT_CODES,
+    BadValueError,
     CheckpointArg,
     DebugOpt,
     JsonOpt,
     RunArg,
     StoreOpt,
-    app,
+    command,
     run_command,
 )
 from actorflow.cli._loading import with_store
 from actorflow.cli._render import (
     err,
+    esc,
     manifest_row,
     out,
+    paused_text,
     print_diff,
     print_json,
     print_record,
@@ -39,7 +42,7 @@ from actorflow.cli._render import (
     status_text,
     when,
 )
-from actorflow.errors import CorruptedDataError
+from actorflow.errors import ConfigurationError, CorruptedDataError
 from actorflow.runtime import parse_duration
 from actorflow.storage import (
     PruneReport,
@@ -53,7 +56,7 @@ from actorflow.storage import (
 __all__: list[str] = []
 
 
-@app.command("runs")
+@command("runs")
 def runs_command(
     status: Annotated[
         list[str] | None, typer.Option("--status", help="Only runs with this status (repeatable).")
@@ -83,26 +86,31 @@ def runs_command(
     if as_json:
         print_json(rows)
         return
-    table = Table(title=f"runs in {store}")
+    table = Table(title=f"runs in {esc(store)}")
     table.add_column("run", overflow="fold", min_width=12)
     for col in ("workflow", "status", "phase", "started", "updated", "ckpts", "size"):
         right = col in ("ckpts", "size")
         table.add_column(col, justify="right" if right else "left", overflow="fold")
+    # A paused run waits for an answer: its prompt is what the reader needs.
+    prompts = any(r["prompt"] is not None for r in rows)
+    if prompts:
+        table.add_column("prompt", overflow="fold")
     for r in rows:
-        table.add_row(
-            r["run_id"],
-            r["workflow"],
+        cells = [
+            esc(r["run_id"]),
+            esc(r["workflow"]),
             status_text(r["status"]),
-            r["phase"] or "-",
+            esc(r["phase"] or "-"),
             when(r["started"]),
             when(r["updated"]),
             str(r["snapshots"]),
             size(r["size"]),
-        )
-    out().print(table if rows else f"no runs in {store}")
+        ]
+        table.add_row(*cells, *([esc(r["prompt"] or "")] if prompts else []))
+    out().print(table if rows else f"no runs in {esc(store)}")
 
 
-@app.command("checkpoints")
+@command("checkpoints")
 def checkpoints_command(
     run_id: RunArg,
     store: StoreOpt = DEFAULT_STORE,
@@ -127,26 +135,26 @@ def checkpoints_command(
     if as_json:
         print_json(rows)
         return
-    table = Table(title=f"checkpoints of {run_id}")
+    table = Table(title=f"checkpoints of {esc(run_id)}")
     for col in ("checkpoint", "position", "phase", "trigger", "time", "stored", "raw", "checksum"):
         right = col in ("position", "stored", "raw")
         table.add_column(col, justify="right" if right else "left")
     for r in rows:
         ok = r["checksum"] == "ok"
         table.add_row(
-            r["snapshot_id"],
+            esc(r["snapshot_id"]),
             str(r["position"]),
-            r["phase"] or "-",
-            r["trigger"],
+            esc(r["phase"] or "-"),
+            esc(r["trigger"]),
             when(r["created"]),
             size(r["stored_size"]),
             size(r["raw_size"]),
-            f"[green]{r['checksum']}[/]" if ok else f"[bold red]{r['checksum']}[/]",
+            f"[green]{esc(r['checksum'])}[/]" if ok else f"[bold red]{esc(r['checksum'])}[/]",
         )
-    out().print(table if rows else f"run {run_id} has no checkpoints")
+    out().print(table if rows else f"run {esc(run_id)} has no checkpoints")
 
 
-@app.command("show")
+@command("show")
 def show_command(
     run_id: RunArg,
     checkpoint: CheckpointArg,
@@ -162,11 +170,11 @@ def show_command(
     print_json(run_command(lambda: with_store(store, body), debug=debug))
 
 
-@app.command("diff")
+@command("diff")
 def diff_command(
     run_id: RunArg,
-    a: Annotated[str, typer.Argument(help="The older checkpoint.")],
-    b: Annotated[str, typer.Argument(help="The newer checkpoint.")] = "latest",
+    a: Annotated[str, typer.Argument(metavar="A", help="The older checkpoint.")],
+    b: Annotated[str, typer.Argument(metavar="B", help="The newer checkpoint.")] = "latest",
     store: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
@@ -185,9 +193,44 @@ def diff_command(
     print_diff(d)
 
 
-@app.command("validate")
+@command("result")
+def result_command(
+    run_id: RunArg,
+    store: StoreOpt = DEFAULT_STORE,
+    debug: DebugOpt = False,
+) -> None:
+    """Print a finished run's result as JSON, or what stops it having one (and exit 5, 6 or 8).
+
+    Completed: the result (exit 0). Failed or cancelled: its error (exit 5).
+    Paused: its prompt (exit 6). Running or interrupted: its status (exit 8).
+    """
+
+    async def body(s: Store) -> RunManifest:
+        return await s.read_run(run_id)
+
+    m = run_command(lambda: with_store(store, body), debug=debug)
+    if m.status is RunStatus.COMPLETED:
+        print_json(_inspect.decode_value(m.result))
+        return
+    error = {"type": m.error.type, "message": m.error.message} if m.error else None
+    print_json({"run_id": m.run_id, "status": str(m.status), "error": error, "prompt": m.prompt})
+    rid = esc(m.run_id)
+    if m.status is RunStatus.PAUSED:
+        err().print(paused_text(m.run_id, m.prompt))
+        raise typer.Exit(EXIT_CODES["paused"])
+    if m.status.finished:
+        why = f"{m.error.type}: {m.error.message}" if m.error else "no error recorded"
+        err().print(f"[red]{esc(m.status)}[/] {rid}: {esc(why)}")
+        raise typer.Exit(EXIT_CODES["run_failed"])
+    err().print(f"[yellow]not finished[/] {rid}: {esc(m.status)}")
+    raise typer.Exit(EXIT_CODES["not_finished"])
+
+
+@command("validate")
 def validate_command(
-    run_id: Annotated[str | None, typer.Argument(help="One run (default: every run).")] = None,
+    run_id: Annotated[
+        str | None, typer.Argument(metavar="RUN", help="One run (default: every run).")
+    ] = None,
     store: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
@@ -205,7 +248,7 @@ def validate_command(
         print_json({**msgspec.to_builtins(report), "ok": report.ok})
     else:
         for p in report.problems:
-            err().print(f"[bold red]corrupt:[/] run {p.run_id} {p.what}: {p.detail}")
+            err().print(f"[bold red]corrupt:[/] run {esc(p.run_id)} {esc(p.what)}: {esc(p.detail)}")
         verdict = "[green]ok[/]" if report.ok else f"[red]{len(report.problems)} problem(s)[/]"
         out().print(
             f"{verdict}: {report.runs} run(s), {report.records} log record(s), "
@@ -215,11 +258,14 @@ def validate_command(
         raise typer.Exit(EXIT_CODES["corrupt"])
 
 
-@app.command("log")
+@command("log")
 def log_command(
     run_id: RunArg,
     follow: Annotated[
-        bool, typer.Option("--follow", "-f", help="Keep printing until the run finishes.")
+        bool,
+        typer.Option(
+            "--follow", "-f", help="Keep printing until the run finishes or pauses for input."
+        ),
     ] = False,
     start: Annotated[int, typer.Option(help="First log position to print.")] = 0,
     store: StoreOpt = DEFAULT_STORE,
@@ -234,8 +280,9 @@ def log_command(
     async def body(s: Store) -> None:
         position = start
         while True:
-            # Status first: once finished, every record is already in the log we read next.
-            finished = (await s.read_run(run_id)).status.finished
+            # Status first: once it ended (or paused), every record is already in the log.
+            status = (await s.read_run(run_id)).status
+            finished = status.finished or status is RunStatus.PAUSED
             for record in await s.read_log(run_id, position):
                 print_record(position, record, as_json=as_json)
                 position += 1
@@ -250,7 +297,7 @@ def log_command(
 _FOLLOW_INTERVAL: Final = 0.5
 
 
-@app.command("prune")
+@command("prune")
 def prune_command(
     keep: Annotated[
         int | None, typer.Option("--keep", min=1, help="Newest checkpoints kept per run.")
@@ -261,7 +308,10 @@ def prune_command(
     ] = None,
     delete_completed: Annotated[
         bool,
-        typer.Option(help="Delete finished runs' data, keeping a small tombstone manifest."),
+        typer.Option(
+            "--delete-completed",
+            help="Delete finished runs' data, keeping a small tombstone manifest.",
+        ),
     ] = False,
     store: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
@@ -274,7 +324,10 @@ def prune_command(
     """
 
     async def body(s: Store) -> PruneReport:
-        age = parse_duration(max_age, option="--max-age") if max_age is not None else None
+        try:
+            age = parse_duration(max_age, option="--max-age") if max_age is not None else None
+        except ConfigurationError as exc:
+            raise BadValueError(exc.option, exc.value, exc.expected) from exc
         if keep is None and age is None and not delete_completed:
             policy = RetentionPolicy()  # the default: newest 5 per run
         else:

@@ -1,4 +1,4 @@
-"""Driving runs on a loaded runtime for ``recover``, ``fork`` and ``resume``.
+"""Driving runs on a loaded runtime for ``start``, ``recover``, ``fork`` and ``resume``.
 
 The commands are thin: they parse options and call these coroutines, which own
 the runtime and the live progress display; what becomes of each run is a
@@ -14,39 +14,144 @@ import msgspec
 
 from actorflow._demo import RichProgress, use_progress, watch_checkpoints
 from actorflow.cli._inspect import resolve_checkpoint
-from actorflow.errors import ActorflowError
+from actorflow.errors import RunFailedError, RunPaused
 from actorflow.storage import RunStatus
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from rich.console import Console
 
     from actorflow.runtime import RunHandle, Runtime
 
-__all__ = ["RunOutcome", "fork_run", "recover_runs", "resume_run"]
+__all__ = ["RunOutcome", "fork_run", "outcomes_exit", "recover_runs", "resume_run", "start_run"]
+
+
+_ORPHANS = [RunStatus.RUNNING, RunStatus.INTERRUPTED]
 
 
 class RunOutcome(msgspec.Struct, kw_only=True):
-    """What became of one run the CLI drove."""
+    """What became of one run the CLI drove.
+
+    ``checkpoint`` (and its log ``checkpoint_position``) is the checkpoint a
+    re-run restored; ``replayed_steps`` counts the log records replayed after it.
+    """
 
     run_id: str
     status: str
     replayed_steps: int = 0
+    checkpoint: str | None = None
+    checkpoint_position: int | None = None
     result: Any = None
     error: str | None = None
+    prompt: str | None = None
 
 
-def _outcome(runtime: Runtime, run_id: str, result: Any) -> RunOutcome:
-    try:
-        replayed = runtime.handle(run_id).replayed_steps
-    except ActorflowError:
-        replayed = 0
-    return RunOutcome(run_id=run_id, status="completed", replayed_steps=replayed, result=result)
+def outcomes_exit(outcomes: list[RunOutcome]) -> str:
+    """The :data:`EXIT_CODES` name for what became of ``outcomes``.
+
+    ``ok`` when every run completed, ``paused`` when the others wait for input,
+    else ``run_failed`` (a run failed, or could not be recovered).
+    """
+    left = [o for o in outcomes if o.status != "completed"]
+    if not left:
+        return "ok"
+    return "paused" if all(o.status == "paused" for o in left) else "run_failed"
 
 
-async def recover_runs(
-    runtime: Runtime, run_id: str | None, console: Console
-) -> tuple[list[RunOutcome], list[RunOutcome]]:
-    """Recover orphaned runs (or ``run_id``); return (finished, not finished) outcomes.
+class _Watch:
+    """What a run's events say about where a re-run started: checkpoint and replayed records."""
+
+    def __init__(self) -> None:
+        self.checkpoint: dict[str, tuple[str, int]] = {}
+
+    async def follow(self, handle: RunHandle) -> None:
+        async for event in handle.events():
+            if event.name == "checkpoint_restored":
+                where = (str(event["snapshot_id"]), int(event["position"]))
+                self.checkpoint[handle.run_id] = where
+
+    def outcome(self, handle: RunHandle, **fields: Any) -> RunOutcome:
+        checkpoint, position = self.checkpoint.get(handle.run_id, (None, None))
+        return RunOutcome(
+            run_id=handle.run_id,
+            replayed_steps=handle.replayed_steps,
+            checkpoint=checkpoint,
+            checkpoint_position=position,
+            **fields,
+        )
+
+
+async def _drive(
+    console: Console, go: Callable[[Callable[[RunHandle], None]], Awaitable[Any]]
+) -> RunOutcome:
+    """Run one run with the progress display on ``console``; return what became of it.
+
+    ``go(on_start)`` starts the run, calls ``on_start`` with its handle at once,
+    and returns its result.
+    """
+    watch = _Watch()
+    handles: list[RunHandle] = []
+    with RichProgress(console) as sink, use_progress(sink):
+        async with anyio.create_task_group() as tg:
+
+            def follow(handle: RunHandle) -> None:
+                handles.append(handle)
+                tg.start_soon(watch.follow, handle)
+                tg.start_soon(watch_checkpoints, handle, sink)
+
+            try:
+                result = await go(follow)
+            except (RunPaused, RunFailedError) as exc:
+                if not handles:  # it never started: nothing ran to report on
+                    raise
+                outcome = _stopped(watch, handles[0], exc)
+            else:
+                outcome = watch.outcome(handles[0], status="completed", result=result)
+    return outcome
+
+
+def _stopped(watch: _Watch, handle: RunHandle, exc: RunPaused | RunFailedError) -> RunOutcome:
+    if isinstance(exc, RunPaused):
+        return watch.outcome(handle, status="paused", prompt=exc.prompt)
+    status = str(handle.status) if handle.status.finished else "failed"
+    return watch.outcome(handle, status=status, error=f"{exc.error_type}: {exc.error_message}")
+
+
+async def _run_handle(
+    launch: Callable[[], Awaitable[RunHandle]], on_start: Callable[[RunHandle], None]
+) -> Any:
+    handle = await launch()
+    on_start(handle)
+    return await handle.result()
+
+
+async def start_run(
+    runtime: Runtime,
+    workflow: type[Any],
+    value: Any,
+    run_id: str | None,
+    console: Console,
+    *,
+    on_started: Callable[[str], None] | None = None,
+) -> RunOutcome:
+    """Start ``workflow`` on ``value`` and run it to its end (or pause).
+
+    ``on_started`` gets the run id once the run is recorded in the store.
+    """
+
+    async def launch() -> RunHandle:
+        handle = await runtime.start(workflow, value, run_id=run_id)
+        if on_started is not None:
+            on_started(handle.run_id)
+        return handle
+
+    async with runtime:
+        return await _drive(console, lambda on_start: _run_handle(launch, on_start))
+
+
+async def recover_runs(runtime: Runtime, run_id: str | None, console: Console) -> list[RunOutcome]:
+    """Recover orphaned runs (or ``run_id``); one outcome per run it tried, by run id.
 
     The progress display (the demo's, which any workflow's checkpoints also
     advance) goes to ``console``.
@@ -56,50 +161,61 @@ async def recover_runs(
             # Read it first: an unknown run fails before the progress display
             # shows, and a completed one is no orphan, so there is nothing to do.
             manifest = await runtime.store.read_run(run_id)
-            before = set() if manifest.status is RunStatus.COMPLETED else {run_id}
+            if manifest.status is RunStatus.COMPLETED:
+                return []
+            if manifest.status not in _ORPHANS:  # paused, failed...: say so, drive nothing
+                return [await _left(runtime, run_id)]
+            before = {run_id}
         else:
-            orphans = [RunStatus.RUNNING, RunStatus.INTERRUPTED]
-            before = {m.run_id for m in await runtime.runs(status=orphans)}
+            before = {m.run_id for m in await runtime.runs(status=_ORPHANS)}
         results: dict[str, Any] = {}
+        watch = _Watch()
+        handles: dict[str, RunHandle] = {}
         if before:
             with RichProgress(console) as sink, use_progress(sink):
                 async with anyio.create_task_group() as tg:
 
                     def follow(handle: RunHandle) -> None:
+                        handles[handle.run_id] = handle
+                        tg.start_soon(watch.follow, handle)
                         tg.start_soon(watch_checkpoints, handle, sink)
 
                     results = await runtime.recover(run_id, on_start=follow)
-        finished = [_outcome(runtime, rid, res) for rid, res in sorted(results.items())]
-        left = [await _left(runtime, rid) for rid in sorted(before - set(results))]
-    return finished, left
+        outcomes = []
+        for rid in sorted(before):
+            if rid in results:
+                done = watch.outcome(handles[rid], status="completed", result=results[rid])
+                outcomes.append(done)
+            else:
+                outcomes.append(await _left(runtime, rid))
+    return outcomes
 
 
 async def _left(runtime: Runtime, run_id: str) -> RunOutcome:
+    """A run recover did not finish, as the store has it now (paused, failed, interrupted...)."""
     manifest = await runtime.store.read_run(run_id)
     error = manifest.error
     return RunOutcome(
         run_id=run_id,
         status=str(manifest.status),
-        error=f"{error.type}: {error.message}" if error else manifest.prompt,
+        error=f"{error.type}: {error.message}" if error else None,
+        prompt=manifest.prompt,
     )
 
 
-async def fork_run(runtime: Runtime, run_id: str, checkpoint: str) -> RunOutcome:
+async def fork_run(runtime: Runtime, run_id: str, checkpoint: str, console: Console) -> RunOutcome:
     """Fork ``run_id`` at ``checkpoint`` (id, prefix, ``latest~N``...); run it to the end."""
     async with runtime:
         checkpoint_id = await resolve_checkpoint(runtime.store, run_id, checkpoint)
-        handle = await runtime.fork(run_id, checkpoint_id)
-        result = await handle.result()
-    return RunOutcome(
-        run_id=handle.run_id,
-        status=str(handle.status),
-        replayed_steps=handle.replayed_steps,
-        result=result,
-    )
+        return await _drive(
+            console,
+            lambda on_start: _run_handle(lambda: runtime.fork(run_id, checkpoint_id), on_start),
+        )
 
 
-async def resume_run(runtime: Runtime, run_id: str, response: str) -> RunOutcome:
-    """Answer a paused run and run it to its end."""
+async def resume_run(runtime: Runtime, run_id: str, response: str, console: Console) -> RunOutcome:
+    """Answer a paused run and run it to its end (or its next pause)."""
     async with runtime:
-        result = await runtime.resume(run_id, response)
-    return _outcome(runtime, run_id, result)
+        return await _drive(
+            console, lambda on_start: runtime.resume(run_id, response, on_start=on_start)
+        )

@@ -118,13 +118,18 @@ def with_app(
     store: str | None,
     debug: bool,
     call: Callable[[Runtime], Awaitable[T]],
+    *,
+    run_hint: str | None = None,
 ) -> T:
-    """Run ``call(runtime)`` on the app's runtime (``--store`` replacing its store)."""
+    """Run ``call(runtime)`` on the app's runtime (``--store`` replacing its store).
+
+    ``run_hint`` names the run an interruption leaves for ``recover``.
+    """
     # An explicit --store (or ACTORFLOW_STORE) replaces the app's own store.
     spec = store if store is not None else os.environ.get("ACTORFLOW_STORE")
 
     async def body() -> T:
         return await call(load_app(app_spec, spec if app_spec else (spec or DEFAULT_STORE)))
 
-    result: T = run_command(body, debug=debug)
+    result: T = run_command(body, debug=debug, run_hint=run_hint)
     return result

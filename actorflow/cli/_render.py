@@ -1,7 +1,10 @@
 """How the CLI shows things: consoles, tables, the decision log, diffs, outcomes.
 
 Commands fetch data; the functions here only render it,
-as rich tables for people or JSON for programs.
+as rich tables for people or JSON for programs. Text is Rich markup, so
+everything that comes from a user's data or an exception (results, errors,
+prompts, decisions, names, ids, triggers, phases) goes through :func:`esc`
+and is never read as markup; the consoles read no emoji codes either.
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ import sys
 from typing import TYPE_CHECKING, Any, Final
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from actorflow.cli import _inspect
+from actorflow.cli._program import program
 from actorflow.storage import (
     DecisionRecord,
     EventRecord,
@@ -29,10 +34,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "err",
+    "esc",
     "manifest_row",
     "out",
+    "paused_text",
     "print_diff",
     "print_json",
+    "print_outcome",
     "print_outcomes",
     "print_record",
     "print_result",
@@ -42,9 +50,24 @@ __all__ = [
 ]
 
 
+def esc(value: object) -> str:
+    """``value`` as text that Rich prints as it is, never as markup.
+
+    Rich's ``escape`` doubles a trailing backslash so that it cannot escape a
+    tag after it, which shows twice when no tag follows; here trailing
+    backslashes sit between a tag pair of their own, so they show as they are.
+    """
+    text = str(value)
+    body = text.rstrip("\\")
+    trailing = len(text) - len(body)
+    if not trailing:
+        return escape(body)
+    return escape(body) + "[none]" + "\\" * (2 * trailing) + "[/none]"
+
+
 def out() -> Console:
     """The console for results (stdout); made per call so it sees the current width."""
-    return Console(highlight=False, width=_pipe_width(sys.stdout))
+    return Console(highlight=False, emoji=False, width=_pipe_width(sys.stdout))
 
 
 def _pipe_width(stream: Any) -> int | None:
@@ -57,7 +80,7 @@ def _pipe_width(stream: Any) -> int | None:
 
 def err() -> Console:
     """The console for errors and progress (stderr)."""
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return Console(stderr=True, highlight=False, emoji=False, soft_wrap=True)
 
 
 def print_json(data: Any) -> None:
@@ -91,6 +114,7 @@ def manifest_row(m: RunManifest, snapshots: list[SnapshotInfo]) -> dict[str, Any
     return {
         "run_id": m.run_id,
         "workflow": m.workflow,
+        "code_version": m.code_version,
         "status": str(m.status),
         "phase": m.phase,
         "started": m.created,
@@ -115,43 +139,48 @@ _STATUS_STYLE: Final = {
 
 def status_text(status: str) -> str:
     """A run status in its colour."""
-    return f"[{_STATUS_STYLE.get(status, 'white')}]{status}[/]"
+    return f"[{_STATUS_STYLE.get(status, 'white')}]{esc(status)}[/]"
 
 
 def print_diff(d: dict[str, Any]) -> None:
     """A diff from :func:`actorflow.cli._inspect.diff_snapshots`, for people."""
     f, t = d["from"], d["to"]
     out().print(
-        f"[bold]{d['run_id']}[/]: {f['checkpoint']} (position {f['position']}, {f['phase']}) "
-        f"-> {t['checkpoint']} (position {t['position']}, {t['phase']})"
+        f"[bold]{esc(d['run_id'])}[/]: {esc(f['checkpoint'])} (position {f['position']}, "
+        f"{esc(f['phase'])}) -> {esc(t['checkpoint'])} (position {t['position']}, "
+        f"{esc(t['phase'])})"
     )
     if d["status"]:
-        out().print(f"status: {d['status'][0]} -> {d['status'][1]}")
+        out().print(f"status: {esc(d['status'][0])} -> {esc(d['status'][1])}")
     if d["phases_finished"]:
-        out().print("phases finished: " + ", ".join(d["phases_finished"]))
+        out().print("phases finished: " + ", ".join(esc(p) for p in d["phases_finished"]))
     table = Table(title="agents", show_lines=False)
     for col in ("agent", "change", "field", "before", "after"):
         table.add_column(col, overflow="fold")
     for name, change in d["agents"].items():
         if change["change"] != "changed":
-            table.add_row(name, change["change"], "", "", "")
+            table.add_row(esc(name), esc(change["change"]), "", "", "")
             continue
         for attr in ("status", "confidence", "type"):
             if attr in change:
-                table.add_row(name, "changed", attr, *(_cell(v) for v in change[attr]))
+                table.add_row(esc(name), "changed", attr, *(_cell(v) for v in change[attr]))
         for field, (old, new) in change.get("state", {}).items():
-            table.add_row(name, "state", field, _cell(old), _cell(new))
+            table.add_row(esc(name), "state", esc(field), _cell(old), _cell(new))
     out().print(table if d["agents"] else "agents: no change")
     for dec in d["decisions_added"]:
         conf = "" if dec["confidence"] is None else f" (confidence {dec['confidence']:.2f})"
-        out().print(f"decision [bold]{dec['type']}[/] by {dec['agent']}{conf}: {dec['rationale']}")
+        out().print(
+            f"decision [bold]{esc(dec['type'])}[/] by {esc(dec['agent'])}{conf}: "
+            f"{esc(dec['rationale'])}"
+        )
     for name, (old, new) in d["metrics"].items():
-        out().print(f"metric {name}: {old} -> {new}")
+        out().print(f"metric {esc(name)}: {esc(old)} -> {esc(new)}")
 
 
 def _cell(value: Any) -> str:
+    """A value as short JSON, escaped: a cell or a line's tail."""
     text = json.dumps(_inspect.plain(value), default=str)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return esc(text if len(text) <= 60 else text[:57] + "...")
 
 
 def print_record(position: int, record: LogRecord, *, as_json: bool) -> None:
@@ -163,47 +192,92 @@ def print_record(position: int, record: LogRecord, *, as_json: bool) -> None:
     match record:
         case DecisionRecord():
             conf = "" if record.confidence is None else f" confidence={record.confidence:.2f}"
-            alts = f" alternatives={list(record.alternatives)}" if record.alternatives else ""
+            alts = f" alternatives={esc(list(record.alternatives))}" if record.alternatives else ""
+            # The type leads: a decision outside any phase has the bare step id "0".
             out().print(
-                f"{position:>6} [bold magenta]decision[/] {record.step_id} {record.agent}: "
-                f"[bold]{record.type}[/]{conf}{alts}"
+                f"{position:>6} [bold magenta]decision[/] [bold]{esc(record.type)}[/] "
+                f"by {esc(record.agent)} (step {esc(record.step_id)}){conf}{alts}"
             )
             if record.description:
-                out().print(f"       {record.description}")
+                out().print(f"       {esc(record.description)}")
             if record.rationale:
-                out().print(f"       rationale: {record.rationale}")
+                out().print(f"       rationale: {esc(record.rationale)}")
         case StepRecord():
             outcome = (
-                f"[red]{record.error.type}: {record.error.message}[/]"
+                f"[red]{esc(record.error.type)}: {esc(record.error.message)}[/]"
                 if record.error
                 else _cell(data["result"])
             )
-            target = f" -> {record.target}" if record.target else ""
-            out().print(f"{position:>6} [cyan]{record.kind}[/] {record.step_id}{target}: {outcome}")
+            target = f" -> {esc(record.target)}" if record.target else ""
+            step = f"[cyan]{esc(record.kind)}[/] {esc(record.step_id)}"
+            out().print(f"{position:>6} {step}{target}: {outcome}")
         case PhaseEndRecord():
             out().print(
-                f"{position:>6} [green]phase end[/] {record.phase_id}: {_cell(data['result'])}"
+                f"{position:>6} [green]phase end[/] {esc(record.phase_id)}: {_cell(data['result'])}"
             )
         case MilestoneRecord():
-            out().print(f"{position:>6} milestone {record.agent} {record.key}")
+            out().print(f"{position:>6} milestone {esc(record.agent)} {esc(record.key)}")
         case EventRecord():
-            out().print(f"{position:>6} [yellow]event[/] {record.kind} {record.step_id or ''}")
+            # A wait's request (`input_requested`: the prompt) is what a reader came for.
+            detail = data["data"] if record.kind.endswith("_requested") else None
+            shown = f": {esc(detail)}" if isinstance(detail, str) else ""
+            out().print(
+                f"{position:>6} [yellow]event[/] {esc(record.kind)} "
+                f"{esc(record.step_id or '')}{shown}"
+            )
 
 
-def print_outcomes(finished: list[Any], left: list[Any], *, as_json: bool) -> None:
-    """What recover did: each run finished (with replayed steps) or left as it is."""
+def print_outcomes(outcomes: list[Any], *, as_json: bool) -> None:
+    """What recover did: each run finished, paused, failed or left as it is."""
     if as_json:
-        print_json({"recovered": finished, "not_finished": left})
-    for o in finished if not as_json else ():
-        out().print(
-            f"[green]recovered[/] {o.run_id}: completed, replayed {o.replayed_steps} "
-            "recorded step(s) from the log"
-        )
-        print_result(o.result)
-    for o in left if not as_json else ():
-        out().print(f"[yellow]not finished[/] {o.run_id}: {o.status} {o.error or ''}")
-    if not as_json and not finished and not left:
+        done = [o for o in outcomes if o.status == "completed"]
+        print_json({"recovered": done, "not_finished": [o for o in outcomes if o not in done]})
+        return
+    for o in outcomes:
+        print_outcome(o, verb="recovered")
+    if not outcomes:
         out().print("no orphaned runs to recover")
+
+
+def print_outcome(o: Any, *, verb: str) -> None:
+    """One run the CLI drove (a ``RunOutcome``): one line, then its result or what it waits for.
+
+    ``verb`` (markup, escaped by the caller) heads a completed run's line.
+    Every command says the same of a run that paused (:func:`paused_text`).
+    """
+    run = esc(o.run_id)
+    if o.status == "completed":
+        out().print(f"[green]{verb}[/] {run}: completed{_restored(o)}")
+        print_result(o.result)
+    elif o.status == "paused":
+        out().print(paused_text(o.run_id, o.prompt))
+    elif o.status in ("failed", "cancelled"):
+        out().print(f"[red]{esc(o.status)}[/] {run}: {esc(o.error)}")
+    else:
+        why = f" {esc(o.error)}" if o.error else ""
+        out().print(f"[yellow]not finished[/] {run}: {esc(o.status)}{why}")
+
+
+def paused_text(run_id: str, prompt: str | None) -> str:
+    """What every command says of a paused run: its prompt, and how to answer it."""
+    run = esc(run_id)
+    return (
+        f"[yellow]paused[/] {run}: waiting for input: {esc(prompt)}\n"
+        f"  answer it: {esc(program())} resume {run} --response TEXT"
+    )
+
+
+def _restored(o: Any) -> str:
+    """What a re-run took from the store: a checkpoint, and the log records after it."""
+    steps = f"{o.replayed_steps} recorded step(s)"
+    if o.checkpoint is not None:
+        return (
+            f"; restored checkpoint {esc(o.checkpoint)} (the log up to position "
+            f"{o.checkpoint_position}) and replayed {steps} logged after it"
+        )
+    if o.replayed_steps:
+        return f"; replayed {steps} from the log (no checkpoint)"
+    return ""
 
 
 def print_result(result: Any) -> None:
@@ -213,8 +287,7 @@ def print_result(result: Any) -> None:
 
     if isinstance(result, ReviewSummary):
         out().print(summary_table(result))
-        out().print(f"  report: {result.report_path}")
+        out().print(f"  report: {esc(result.report_path)}")
     elif result is not None:
-        out().print(
-            _cell(result) if len(_cell(result)) < 60 else json.dumps(_inspect.plain(result))
-        )
+        text = json.dumps(_inspect.plain(result), default=str)
+        out().print(esc(text))

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from actorflow.cli import EXIT_CODES, app, exit_code_for
+from actorflow.cli._program import program
 from actorflow.errors import (
     CheckpointCorruptedError,
     CheckpointNotFoundError,
@@ -115,8 +116,37 @@ def test_help_says_where_the_app_store_comes_from(command: str) -> None:
     assert "[default: $ACTORFLOW_STORE, else the app's store, else ./.actorflow]" in result.output
 
 
-def test_help_shows_no_markup_of_docstrings() -> None:
-    for command in ("runs", "checkpoints", "show", "diff", "validate", "log", "prune", "demo"):
-        result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
-        assert result.exit_code == 0
-        assert "``" not in result.output, command
+ALL_COMMANDS = ["runs", "checkpoints", "show", "result", "diff", "validate", "log", "prune"]
+ALL_COMMANDS += ["demo", "start", "recover", "fork", "resume"]
+
+
+@pytest.mark.parametrize("command", ALL_COMMANDS)
+def test_help_shows_no_markup_of_docstrings(command: str) -> None:
+    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    assert "``" not in result.output, command
+    # flags show no type, arguments their names as docs/cli.md writes them
+    assert "<bool>" not in result.output
+    assert "{" not in result.output
+
+
+def test_usage_names_arguments_as_the_docs_do() -> None:
+    result = runner.invoke(app, ["diff", "--help"], env={"COLUMNS": "200"})
+    assert "Usage: actorflow diff [OPTIONS] RUN A [B]" in result.output
+
+
+class TestProgramInHints:
+    """Suggested commands run as the user ran this one."""
+
+    def test_a_path_off_path_is_kept(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(sys, "argv", [".venv/bin/actorflow", "demo"])
+        monkeypatch.setenv("PATH", "")
+        assert program() == ".venv/bin/actorflow"
+
+    def test_python_dash_m(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(sys, "argv", ["/x/actorflow/__main__.py", "demo"])
+        assert program().endswith(" -m actorflow")
+
+    def test_anything_else_is_the_plain_name(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(sys, "argv", ["pytest"])
+        assert program() == "actorflow"

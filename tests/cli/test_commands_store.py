@@ -141,7 +141,13 @@ class TestReaders:
         rows = json.loads(cli("checkpoints", "run-a", "--store", store_dir, "--json").stdout)
         assert [r["snapshot_id"] for r in rows] == ["0003-done"]
 
-    def test_prune_rejects_a_bad_age_in_one_line(self, store_dir: str) -> None:
+    def test_prune_rejects_a_bad_age_in_one_line_as_bad_usage(self, store_dir: str) -> None:
+        result = cli("prune", "--max-age", "3x", "--store", store_dir)
+        assert result.exit_code == EXIT_CODES["usage"]
+        assert result.output == (
+            "error: invalid value '3x' for --max-age: expected a duration such as "
+            "30s, 10m, 2h or 7d\n"
+        )
         result = cli("prune", "--max-age", "soon", "--store", store_dir)
-        assert result.exit_code == EXIT_CODES["error"]
+        assert result.exit_code == EXIT_CODES["usage"]
         assert "invalid value 'soon' for --max-age" in result.output

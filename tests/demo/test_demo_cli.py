@@ -220,7 +220,9 @@ def test_ctrl_c_marks_the_demo_interrupted_and_recover_finishes_it(tmp_path: Pat
     demo.send_signal(signal.SIGINT)
     _, stderr = demo.communicate(timeout=TIMEOUT)
     assert demo.returncode == 130, stderr
-    assert "interrupted: `actorflow recover ctrl-c` continues where it stopped" in stderr
+    # the hint names the command as it was run (here `python -m actorflow`)
+    assert "interrupted: `" in stderr
+    assert " -m actorflow recover ctrl-c` continues where it stopped" in stderr
     [row] = json.loads(ok("runs", "--store", store, "--json"))
     assert row["status"] == "interrupted"
     out = ok("recover", "ctrl-c", "--store", store)

@@ -361,8 +361,17 @@ class Runtime(ActorSystem):
 
     # --- pause, resume, fork, cancel -----------------------------------------
 
-    async def resume(self, run_id: str, response: str) -> Any:
+    async def resume(
+        self,
+        run_id: str,
+        response: str,
+        *,
+        on_start: Callable[[RunHandle], object] | None = None,
+    ) -> Any:
         """Answer a paused run's ``wait_for_input`` and run it on to the end.
+
+        ``on_start`` is called with the run's handle as it starts again, to
+        follow its events (as in :meth:`recover`).
 
         Raises:
             RunNotFoundError: no such run.
@@ -382,6 +391,8 @@ class Runtime(ActorSystem):
             run_id, lambda m: msgspec.structs.replace(m, status=RunStatus.INTERRUPTED, prompt=None)
         )
         handle = await self._launch(workflow, manifest)
+        if on_start is not None:
+            on_start(handle)
         return await handle.result()
 
     async def fork(

@@ -1,0 +1,65 @@
+"""docs/cli.md describes the CLI exactly: its commands, their arguments and options, exit codes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from actorflow.cli import EXIT_CODES, app
+
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+
+# Options the docs give once, in "Options every command takes", not in each heading.
+EVERY = {"--store", "--debug", "--json"}
+# Commands whose output is JSON already: the table says they take no --json.
+ALWAYS_JSON = {"show", "result"}
+
+
+def documented() -> dict[str, tuple[list[str], set[str]]]:
+    """Each ``### `actorflow CMD ...` `` heading: its arguments (``[B]`` optional) and options."""
+    found: dict[str, tuple[list[str], set[str]]] = {}
+    for name, rest in re.findall(r"^### `actorflow (\w+)(.*)`$", DOC, flags=re.MULTILINE):
+        arguments: list[str] = []
+        options: set[str] = set()
+        after_option = False
+        for token in rest.replace("|", " ").split():
+            bare = token.strip("[]")
+            if bare.startswith("--"):
+                options.add(bare)
+                after_option = not token.endswith("]")  # `[--keep N]`: N is its value
+                continue
+            if after_option or bare in ("...",):
+                after_option = False
+                continue
+            arguments.append(token if token.startswith("[") else bare)
+        found[name] = (arguments, options | EVERY - ({"--json"} if name in ALWAYS_JSON else set()))
+    return found
+
+
+def actual() -> dict[str, tuple[list[str], set[str]]]:
+    """The same, read from the typer app's click command tree."""
+    group: Any = typer.main.get_command(app)
+    found: dict[str, tuple[list[str], set[str]]] = {}
+    for name, command in group.commands.items():
+        arguments: list[str] = []
+        options: set[str] = set()
+        for param in command.params:
+            if param.param_type_name == "argument":
+                arguments.append(param.metavar if param.required else f"[{param.metavar}]")
+            elif not param.hidden:
+                options.update(o for o in [*param.opts, *param.secondary_opts] if o[:2] == "--")
+        found[name] = (arguments, options)
+    return found
+
+
+def test_every_command_is_documented_with_its_arguments_and_options() -> None:
+    assert documented() == actual()
+
+
+def test_the_documented_exit_codes_are_the_cli_s() -> None:
+    table = DOC[DOC.index("## Exit codes") :].split("\n\n")[1]
+    codes = {int(code) for code in re.findall(r"^\| (\d+) \|", table, flags=re.MULTILINE)}
+    assert codes == set(EXIT_CODES.values())
