@@ -1,7 +1,7 @@
 """Imports run one way, with no cycle, counting those under ``TYPE_CHECKING`` too.
 
 The layers (docs: DESIGN "Layout"): ``agents`` → ``runtime`` → ``storage`` →
-``errors`` and ``_log``; inside ``runtime``, the actor kernel (``runtime.actors``)
+``errors``, ``_log`` and ``_text``; inside ``runtime``, the actor kernel (``runtime.actors``)
 never imports the workflow engine (``runtime.workflow``) nor ``actorflow.runtime``
 (which re-exports the engine). The graph is read from the source with ``ast``:
 every import statement counts, at module level, in a function or under
@@ -20,7 +20,7 @@ KERNEL = "actorflow.runtime.actors"
 
 # lower layers first; a module may import its own layer and those below it
 LAYERS = (
-    ("actorflow.errors", "actorflow._log"),
+    ("actorflow.errors", "actorflow._log", "actorflow._text"),
     ("actorflow.storage",),
     ("actorflow.runtime",),
     ("actorflow.agents",),

@@ -94,16 +94,8 @@ from actorflow.errors._storage import (
     StorageError,
     StoreUnavailableError,
 )
-from actorflow.errors._text import (
-    MAX_ERROR_MESSAGE,
-    cap,
-    describe,
-    error_message,
-    safe_repr,
-)
 
 __all__ = [
-    "MAX_ERROR_MESSAGE",
     "ActorDefinitionError",
     "ActorError",
     "ActorFailedError",
@@ -143,14 +135,9 @@ __all__ = [
     "StoreUnavailableError",
     "UnawaitedStepError",
     "UnhandledMessageError",
-    "cap",
-    "describe",
-    "error_message",
-    "safe_repr",
 ]
 
 # Users import these from here, and here is where tracebacks should say they live.
 for _name in __all__:
-    if isinstance(globals()[_name], type) or callable(globals()[_name]):
-        globals()[_name].__module__ = __name__
+    globals()[_name].__module__ = __name__
 del _name

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import anyio
 
+from actorflow._text import describe
 from actorflow.errors._base import ActorflowError
-from actorflow.errors._text import describe
 
 __all__ = [
     "ActorError",

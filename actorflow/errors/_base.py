@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from actorflow.errors._text import safe_repr
+from actorflow._text import safe_repr
 
 __all__ = [
     "ActorDefinitionError",

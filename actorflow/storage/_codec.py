@@ -16,12 +16,8 @@ from typing import Any
 
 import msgspec
 
-from actorflow.errors import (
-    CheckpointCorruptedError,
-    CorruptedDataError,
-    EncodingError,
-    error_message,
-)
+from actorflow._text import error_message
+from actorflow.errors import CheckpointCorruptedError, CorruptedDataError, EncodingError
 from actorflow.storage._protocol import Lease
 from actorflow.storage._records import LogRecord, RunManifest, Snapshot
 

@@ -14,7 +14,8 @@ from typing import Final
 
 import msgspec
 
-from actorflow.errors import InvalidRunIdError, error_message
+from actorflow._text import error_message
+from actorflow.errors import InvalidRunIdError
 
 __all__ = [
     "FORMAT_VERSION",

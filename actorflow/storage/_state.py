@@ -25,7 +25,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from actorflow.errors import EncodingError, IncompatibleStateError, error_message
+from actorflow._text import error_message
+from actorflow.errors import EncodingError, IncompatibleStateError
 from actorflow.storage._codec import ENCODE_ERRORS, decoder_for, encoder
 
 __all__ = ["decode_state", "encode_state", "state_version"]

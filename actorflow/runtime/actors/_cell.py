@@ -15,14 +15,13 @@ import msgspec
 from anyio.lowlevel import checkpoint
 
 from actorflow import _log
+from actorflow._text import describe, error_message
 from actorflow.errors import (
     ActorFailedError,
     ActorStoppedError,
     EncodingError,
     EscalationError,
     UnhandledMessageError,
-    describe,
-    error_message,
 )
 from actorflow.runtime.actors._actor import Actor, NoneType, message_meta
 from actorflow.runtime.actors._mailbox import CLOSED, Mailbox

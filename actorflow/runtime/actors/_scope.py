@@ -14,13 +14,13 @@ import anyio
 import msgspec
 
 from actorflow import _log
+from actorflow._text import error_message
 from actorflow.errors import (
     ActorDefinitionError,
     ActorStoppedError,
     ConfigurationError,
     DuplicateActorNameError,
     EscalationError,
-    error_message,
 )
 from actorflow.runtime.actors._actor import Actor, NoneType, dispatch_table, state_type
 from actorflow.runtime.actors._cell import NONE_BYTES, ActorCell, decoder_for, encode_state

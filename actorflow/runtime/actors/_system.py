@@ -13,14 +13,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 
 from actorflow import _log
+from actorflow._text import MAX_ERROR_MESSAGE, error_message, safe_repr
 from actorflow.errors import (
-    MAX_ERROR_MESSAGE,
     ActorNotFoundError,
     ConfigurationError,
     EscalationError,
     RuntimeNotRunningError,
-    error_message,
-    safe_repr,
 )
 from actorflow.runtime.actors._actor import Actor
 from actorflow.runtime.actors._scope import ActorScope, stop_cells

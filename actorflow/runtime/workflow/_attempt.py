@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from actorflow.errors import EncodingError, RunFailedError, RunPaused, StorageError, error_message
+from actorflow._text import error_message
+from actorflow.errors import EncodingError, RunFailedError, RunPaused, StorageError
 from actorflow.runtime.actors import Actor, state_type
 from actorflow.runtime.workflow._agents import RunAgents
 from actorflow.runtime.workflow._checkpointer import CheckpointQueue

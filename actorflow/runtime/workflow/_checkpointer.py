@@ -20,7 +20,7 @@ import anyio
 import msgspec
 
 from actorflow._log import get_logger
-from actorflow.errors import describe
+from actorflow._text import describe
 from actorflow.runtime.actors import Actor, handler
 from actorflow.runtime.workflow._triggers import KEPT_TRIGGERS
 

@@ -14,7 +14,8 @@ import hashlib
 from contextvars import ContextVar
 from typing import Any
 
-from actorflow.errors import EncodingError, error_message
+from actorflow._text import error_message
+from actorflow.errors import EncodingError
 from actorflow.storage import ENCODE_ERRORS, encoder
 
 __all__ = [

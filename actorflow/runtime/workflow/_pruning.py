@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 import anyio
 
 from actorflow._log import get_logger
-from actorflow.errors import StorageError, error_message
+from actorflow._text import error_message
+from actorflow.errors import StorageError
 from actorflow.storage import prune_run
 
 if TYPE_CHECKING:

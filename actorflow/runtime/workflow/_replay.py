@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from actorflow.errors import CorruptedDataError, NonDeterminismError, error_message
+from actorflow._text import error_message
+from actorflow.errors import CorruptedDataError, NonDeterminismError
 from actorflow.storage import (
     AgentSnapshot,
     DecisionRecord,

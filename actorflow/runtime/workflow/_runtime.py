@@ -14,6 +14,7 @@ import anyio
 import msgspec
 
 from actorflow._log import get_logger
+from actorflow._text import error_message
 from actorflow.errors import (
     ActorDefinitionError,
     ActorflowError,
@@ -22,7 +23,6 @@ from actorflow.errors import (
     RunLockedError,
     RunNotFinishedError,
     RunNotFoundError,
-    error_message,
 )
 from actorflow.runtime.actors import ActorSystem, class_name, is_abstract, lookup, register
 from actorflow.runtime.workflow._attempt import RunDriver

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import anyio
 import msgspec
 
+from actorflow._text import error_message, safe_repr
 from actorflow.errors import (
     ActorError,
     ActorFailedError,
@@ -30,8 +31,6 @@ from actorflow.errors import (
     RunNotFinishedError,
     StepFailedError,
     UnawaitedStepError,
-    error_message,
-    safe_repr,
 )
 from actorflow.runtime.actors import class_name, state_type
 from actorflow.runtime.workflow._agents import reply_type

@@ -28,8 +28,8 @@ from actorflow import (
     _log,
     handler,
 )
+from actorflow._text import MAX_ERROR_MESSAGE
 from actorflow.errors import (
-    MAX_ERROR_MESSAGE,
     ActorDefinitionError,
     ActorFailedError,
     EncodingError,
