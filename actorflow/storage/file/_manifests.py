@@ -111,8 +111,9 @@ class ManifestFiles:
         return freed
 
     def _tree_size(self, path: str) -> int:
-        total = 0
-        for name in self._fs.listdir(path):
-            child = os.path.join(path, name)
-            total += self._tree_size(child) if self._fs.is_dir(child) else self._fs.size(child)
-        return total
+        if not self._fs.is_dir(path):  # a file, or a link: counted as itself, never followed
+            try:
+                return self._fs.size(path)
+            except FileNotFoundError:
+                return 0
+        return sum(self._tree_size(os.path.join(path, n)) for n in self._fs.listdir(path))

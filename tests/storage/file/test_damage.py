@@ -1,0 +1,134 @@
+"""A file store with damage in it: links, foreign files, temp files, lost manifests.
+
+Each test plants the damage with real files, then checks that the store
+reports it and goes on with everything else.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import TYPE_CHECKING
+
+import pytest
+
+from actorflow.storage import (
+    EventRecord,
+    FileStore,
+    OSFileSystem,
+    RetentionPolicy,
+    RunManifest,
+    RunStatus,
+    Snapshot,
+)
+from actorflow.storage.file._fs import write_atomic
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def manifest(run_id: str, status: RunStatus = RunStatus.RUNNING) -> RunManifest:
+    return RunManifest(run_id=run_id, workflow="w", input=b"", input_hash="", status=status)
+
+
+def rec(i: int) -> EventRecord:
+    return EventRecord(kind="e", data=b"%d" % i)
+
+
+async def finished_run(store: FileStore, run_id: str) -> None:
+    """A completed run with a log, a blob and a snapshot."""
+    await store.create_run(manifest(run_id, RunStatus.COMPLETED))
+    await store.append(run_id, [rec(0), rec(1)])
+    await store.put_blob(run_id, b"state of " + run_id.encode())
+    await store.write_snapshot(
+        Snapshot(run_id=run_id, snapshot_id="s1", position=2, created=0.0, trigger="t")
+    )
+
+
+def outside_folder(tmp_path: Path) -> Path:
+    outside = tmp_path / "precious"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("mine")
+    (outside / "sub").mkdir()
+    (outside / "sub" / "also.txt").write_text("mine too")
+    return outside
+
+
+def leftovers(root: Path, prefix: str) -> list[Path]:
+    return [p for p in root.rglob("*") if p.name.startswith(prefix)]
+
+
+class TestLinks:
+    """Deleting never follows a link out of the store."""
+
+    async def test_deleting_a_run_removes_planted_links_not_their_targets(
+        self, tmp_path: Path
+    ) -> None:
+        store = FileStore(tmp_path / "store")
+        await finished_run(store, "r1")
+        outside = outside_folder(tmp_path)
+        run = tmp_path / "store/runs/r1"
+        (run / "blobs" / "evil").symlink_to(outside, target_is_directory=True)
+        (run / "log" / "evil-file").symlink_to(outside / "keep.txt")
+        (run / "snapshots" / "dangling").symlink_to(tmp_path / "nowhere")
+        report = await store.prune(RetentionPolicy(delete_completed=True))
+        assert report.runs_deleted == 1
+        assert (outside / "keep.txt").read_text() == "mine"
+        assert (outside / "sub" / "also.txt").read_text() == "mine too"
+        assert not leftovers(tmp_path / "store", ".trash-")
+        assert [os.listdir(run / part) for part in ("blobs", "log", "snapshots")] == [[], [], []]
+        assert (await store.read_run("r1")).tombstone
+        await store.aclose()
+
+    async def test_a_run_part_that_is_a_link_is_unlinked_not_emptied(self, tmp_path: Path) -> None:
+        store = FileStore(tmp_path / "store")
+        await finished_run(store, "r1")
+        outside = outside_folder(tmp_path)
+        blobs = tmp_path / "store/runs/r1/blobs"
+        for name in os.listdir(blobs):
+            os.unlink(blobs / name)
+        blobs.rmdir()
+        blobs.symlink_to(outside, target_is_directory=True)
+        await store.delete_run("r1", tombstone=False)
+        assert (outside / "keep.txt").read_text() == "mine"
+        assert (outside / "sub" / "also.txt").read_text() == "mine too"
+        assert not (tmp_path / "store/runs/r1").exists()
+        assert not leftovers(tmp_path / "store", ".trash-")
+        await store.aclose()
+
+
+class FullDisk(OSFileSystem):
+    """Every write fails as on a full disk, after writing half of it."""
+
+    def write(self, handle: int, data: bytes) -> None:
+        super().write(handle, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+class FailingFsync(OSFileSystem):
+    def fsync(self, handle: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+
+class TestTempFiles:
+    """A failed write leaves no temp file behind."""
+
+    @pytest.mark.parametrize("fs", [FullDisk(), FailingFsync()], ids=["write", "fsync"])
+    def test_a_failed_atomic_write_removes_its_temp_file(
+        self, tmp_path: Path, fs: OSFileSystem
+    ) -> None:
+        with pytest.raises(OSError, match=r"space|Input"):
+            write_atomic(fs, str(tmp_path / "target"), b"x" * 10_000)
+        assert os.listdir(tmp_path) == []
+
+    async def test_a_blob_written_to_a_full_disk_leaves_no_partial_file(
+        self, tmp_path: Path
+    ) -> None:
+        store = FileStore(tmp_path)
+        await store.create_run(manifest("r1"))
+        full = FileStore(tmp_path, fs=FullDisk())
+        with pytest.raises(Exception, match="No space left"):
+            await full.put_blob("r1", b"a state" * 1000)
+        assert os.listdir(tmp_path / "runs/r1/blobs") == []
+        await store.aclose()
+        await full.aclose()
