@@ -11,7 +11,14 @@ from actorflow.storage._codec import decode_value, decoder_for, encode_value, en
 from actorflow.storage._logwriter import LogWriter
 from actorflow.storage._memory import MemoryStore
 from actorflow.storage._open import open_store
-from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, Store, StoreContext
+from actorflow.storage._protocol import (
+    Lease,
+    PruneReport,
+    RetentionPolicy,
+    Store,
+    StoreContext,
+    UnreadableEntry,
+)
 from actorflow.storage._records import (
     FORMAT_VERSION,
     AgentSnapshot,
@@ -64,6 +71,7 @@ __all__ = [
     "StepRecord",
     "Store",
     "StoreContext",
+    "UnreadableEntry",
     "decode_state",
     "decode_value",
     "decoder_for",

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from actorflow._log import get_logger
 from actorflow.errors import InvalidNameError, StorageError
+from actorflow.storage._protocol import UnreadableEntry
 from actorflow.storage._records import (
     RunManifest,
     RunStatus,
@@ -20,16 +22,24 @@ from actorflow.storage._records import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from actorflow.errors import CorruptedDataError
+
 __all__ = [
     "add_snapshot",
+    "corrupt_manifest",
+    "data_without_manifest",
     "live_snapshots",
     "mark_snapshot",
     "matches",
+    "not_a_run",
     "snapshot_info",
     "tombstone",
     "validate_blob_ref",
     "validate_snapshot_id",
+    "warn_unreadable",
 ]
+
+_log = get_logger(__name__)
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 _BLOB = re.compile(r"(?:[A-Za-z0-9_.\-]{1,64}\.)?[0-9a-f]{64}")
@@ -117,3 +127,42 @@ def matches(
     if isinstance(status, RunStatus):
         return manifest.status is status
     return manifest.status in status
+
+
+def not_a_run(location: str) -> UnreadableEntry:
+    """An entry among the runs whose name is not a run id (``lost+found``, a stray file)."""
+    return UnreadableEntry(
+        location=location,
+        problem="not a run (its name is not a run id, or it is not a folder); "
+        "move it out of the store's runs",
+    )
+
+
+def corrupt_manifest(run_id: str, exc: CorruptedDataError) -> UnreadableEntry:
+    """A run whose manifest fails its checksum or does not decode."""
+    return UnreadableEntry(
+        location=exc.location,
+        run_id=run_id,
+        problem=f"the run's manifest is corrupt ({exc.cause_text}), so the run is not "
+        "listed or recovered; restore the manifest from a backup, or move the run's "
+        "folder out of the store",
+    )
+
+
+def data_without_manifest(run_id: str, location: str) -> UnreadableEntry:
+    """A run's data whose manifest is missing (deleted or lost)."""
+    return UnreadableEntry(
+        location=location,
+        run_id=run_id,
+        problem="run data without a manifest (deleted or lost), so the run is not listed "
+        "or recovered and its id cannot start a new run; restore the manifest from a "
+        "backup, or move the data out of the store",
+    )
+
+
+def warn_unreadable(entries: Sequence[UnreadableEntry]) -> None:
+    """Log each entry ``list_runs`` skips, so one damaged entry never hides the others."""
+    for entry in entries:
+        _log.warning(
+            "run_unreadable", location=entry.location, run_id=entry.run_id, problem=entry.problem
+        )

@@ -11,7 +11,9 @@ import os
 from typing import TYPE_CHECKING
 
 import pytest
+from structlog.testing import capture_logs
 
+from actorflow.errors import CorruptedDataError, RunFolderNotEmptyError
 from actorflow.storage import (
     EventRecord,
     FileStore,
@@ -52,6 +54,12 @@ def outside_folder(tmp_path: Path) -> Path:
     (outside / "sub").mkdir()
     (outside / "sub" / "also.txt").write_text("mine too")
     return outside
+
+
+def flip(path: Path, at: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
 
 
 def leftovers(root: Path, prefix: str) -> list[Path]:
@@ -132,3 +140,97 @@ class TestTempFiles:
         assert os.listdir(tmp_path / "runs/r1/blobs") == []
         await store.aclose()
         await full.aclose()
+
+
+class TestListing:
+    """One damaged entry never hides the other runs; each is named."""
+
+    async def test_a_damaged_manifest_is_skipped_with_a_warning_and_listed_as_unreadable(
+        self, tmp_path: Path
+    ) -> None:
+        store = FileStore(tmp_path)
+        await finished_run(store, "good")
+        await finished_run(store, "bad")
+        flip(tmp_path / "runs/bad/manifest", 40)
+        with capture_logs() as logs:
+            assert [m.run_id for m in await store.list_runs()] == ["good"]
+        [warning] = [e for e in logs if e["event"] == "run_unreadable"]
+        assert warning["log_level"] == "warning"
+        assert warning["location"] == str(tmp_path / "runs/bad/manifest")
+        assert "restore the manifest" in warning["problem"]
+        [entry] = await store.list_unreadable()
+        assert (entry.run_id, entry.location) == ("bad", str(tmp_path / "runs/bad/manifest"))
+        with pytest.raises(CorruptedDataError):
+            await store.read_run("bad")  # reading it by name still says what is wrong
+        await store.aclose()
+
+    async def test_entries_that_are_not_runs_are_skipped_and_named(self, tmp_path: Path) -> None:
+        store = FileStore(tmp_path)
+        await finished_run(store, "good")
+        for name in ("lost+found", "bad dir"):
+            (tmp_path / "runs" / name).mkdir()
+        (tmp_path / "runs" / "stray").write_text("not a run")
+        with capture_logs():
+            assert [m.run_id for m in await store.list_runs()] == ["good"]
+        found = {e.location: e for e in await store.list_unreadable()}
+        assert sorted(found) == [
+            str(tmp_path / "runs" / n) for n in ("bad dir", "lost+found", "stray")
+        ]
+        assert all(e.run_id is None and "not a run" in e.problem for e in found.values())
+        await store.aclose()
+
+    async def test_prune_goes_on_past_damaged_entries(self, tmp_path: Path) -> None:
+        store = FileStore(tmp_path)
+        await finished_run(store, "good")
+        await finished_run(store, "bad")
+        flip(tmp_path / "runs/bad/manifest", 40)
+        (tmp_path / "runs/lost+found").mkdir()
+        with capture_logs():
+            report = await store.prune(RetentionPolicy(delete_completed=True))
+        assert report.runs_deleted == 1
+        assert (await store.read_run("good")).tombstone
+        assert os.listdir(tmp_path / "runs/bad/log")  # unreadable: left as it is
+        await store.aclose()
+
+
+class TestLostManifest:
+    """A run folder whose manifest is gone is reported, never reused."""
+
+    async def test_a_run_folder_without_its_manifest_is_listed_as_unreadable(
+        self, tmp_path: Path
+    ) -> None:
+        store = FileStore(tmp_path)
+        await finished_run(store, "r1")
+        (tmp_path / "runs/r1/manifest").unlink()
+        with capture_logs() as logs:
+            assert await store.list_runs() == []
+        assert [e["run_id"] for e in logs if e["event"] == "run_unreadable"] == ["r1"]
+        [entry] = await store.list_unreadable()
+        assert entry.run_id == "r1"
+        assert "without a manifest" in entry.problem
+        await store.aclose()
+
+    async def test_a_new_run_never_starts_in_a_folder_holding_an_earlier_runs_data(
+        self, tmp_path: Path
+    ) -> None:
+        store = FileStore(tmp_path)
+        await finished_run(store, "r1")
+        (tmp_path / "runs/r1/manifest").unlink()
+        before = sorted(p.name for p in (tmp_path / "runs/r1").rglob("*"))
+        with pytest.raises(RunFolderNotEmptyError, match="move the folder") as info:
+            await store.create_run(manifest("r1"))
+        assert info.value.location == str(tmp_path / "runs/r1")
+        assert isinstance(info.value, CorruptedDataError)
+        assert sorted(p.name for p in (tmp_path / "runs/r1").rglob("*")) == before
+        await store.aclose()
+
+    async def test_empty_folders_of_an_interrupted_creation_are_reused(
+        self, tmp_path: Path
+    ) -> None:
+        for part in ("log", "blobs", "snapshots"):
+            (tmp_path / "runs/r1" / part).mkdir(parents=True)
+        store = FileStore(tmp_path)
+        assert await store.list_unreadable() == []
+        _, created = await store.create_run(manifest("r1"))
+        assert created
+        await store.aclose()
