@@ -20,12 +20,13 @@ from actorflow.storage._records import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
     from actorflow.errors import CorruptedDataError
 
 __all__ = [
     "add_snapshot",
+    "blob_addresses",
     "corrupt_manifest",
     "data_without_manifest",
     "live_snapshots",
@@ -65,6 +66,25 @@ def validate_blob_ref(ref: str) -> str:
     if not isinstance(ref, str) or not _BLOB.fullmatch(ref) or ".." in ref:
         raise StorageError("blob", f"{ref!r} is not a blob address returned by put_blob")
     return ref
+
+
+def blob_addresses(names: Iterable[str], folder: str) -> list[str]:
+    """The ``names`` that are blob addresses; any other is skipped with a ``blob_foreign`` warning.
+
+    Retention deletes what it lists, so a file actorflow did not write must
+    never be listed, nor stop the listing of the others.
+    """
+    kept = []
+    for name in names:
+        if _BLOB.fullmatch(name) and ".." not in name:
+            kept.append(name)
+        else:
+            _log.warning(
+                "blob_foreign",
+                location=f"{folder}/{name}",
+                problem="not a blob actorflow wrote; left alone (move it out of the store)",
+            )
+    return kept
 
 
 def snapshot_info(snapshot: Snapshot, *, stored_size: int, raw_size: int) -> SnapshotInfo:

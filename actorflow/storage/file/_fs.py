@@ -16,10 +16,20 @@ import stat
 import time
 from typing import Literal
 
-__all__ = ["TEMP_PREFIX", "FileSystem", "OSFileSystem", "remove_file", "write_atomic"]
+__all__ = [
+    "TEMP_PREFIX",
+    "TRASH_PREFIX",
+    "FileSystem",
+    "OSFileSystem",
+    "remove_file",
+    "write_atomic",
+]
 
 TEMP_PREFIX = ".tmp-"
 """Names of files being written; renamed into place once whole (see :func:`write_atomic`)."""
+
+TRASH_PREFIX = ".trash-"
+"""Names of folders renamed away to be deleted (a crash may leave one; ``prune`` removes it)."""
 
 Mode = Literal["append", "create", "write"]
 

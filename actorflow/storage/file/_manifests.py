@@ -19,7 +19,7 @@ from actorflow.errors import (
 from actorflow.storage._manifests import corrupt_manifest, data_without_manifest, not_a_run
 from actorflow.storage._manifests import tombstone as make_tombstone
 from actorflow.storage._records import validate_run_id
-from actorflow.storage.file._fs import write_atomic
+from actorflow.storage.file._fs import TRASH_PREFIX, write_atomic
 from actorflow.storage.file._layout import RUN_PARTS
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ class ManifestFiles:
         freed = 0
         for folder in doomed:
             # Renamed away first, so a crash midway never leaves half a run looking whole.
-            trash = os.path.join(self._folders.root, f".trash-{secrets.token_hex(8)}")
+            trash = os.path.join(self._folders.root, f"{TRASH_PREFIX}{secrets.token_hex(8)}")
             freed += self._tree_size(folder)
             self._fs.rename(folder, trash)
             self._fs.fsync_dir(os.path.dirname(folder))

@@ -11,6 +11,7 @@ files written once go through temp file, fsync, rename and folder fsync.
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING
 
 from actorflow.storage._logwriter import finishes_when_cancelled
@@ -31,6 +32,7 @@ from actorflow.storage.file._layout import RunFolders
 from actorflow.storage.file._logs import LogFiles
 from actorflow.storage.file._manifests import ManifestFiles
 from actorflow.storage.file._snapshots import SnapshotFiles
+from actorflow.storage.file._sweep import sweep
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -300,5 +302,11 @@ class FileStore(StoreContext):
     # --- retention ------------------------------------------------------------------
 
     async def prune(self, policy: RetentionPolicy) -> PruneReport:
-        """See :meth:`Store.prune`."""
-        return await prune_by_policy(self, policy)
+        """See :meth:`Store.prune`; then removes what crashed writers left.
+
+        That is ``.trash-*`` folders of interrupted deletes, and temp files
+        older than :data:`~actorflow.storage.file._sweep.TEMP_MAX_AGE`.
+        """
+        report = await prune_by_policy(self, policy)
+        report.bytes_freed += await self._folders.call("prune", sweep, self._folders, time.time())
+        return report

@@ -24,6 +24,7 @@ from actorflow.storage import (
     Snapshot,
 )
 from actorflow.storage.file._fs import write_atomic
+from actorflow.storage.file._sweep import TEMP_MAX_AGE
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -233,4 +234,62 @@ class TestLostManifest:
         assert await store.list_unreadable() == []
         _, created = await store.create_run(manifest("r1"))
         assert created
+        await store.aclose()
+
+
+def age(path: Path, seconds: float) -> None:
+    """Make ``path`` look ``seconds`` old (its modification time)."""
+    then = os.stat(path).st_mtime - seconds
+    os.utime(path, (then, then), follow_symlinks=False)
+
+
+class TestLeftovers:
+    """`prune` collects what crashed writers left, and nothing a live one may still use."""
+
+    async def test_prune_removes_stale_temp_files_and_keeps_fresh_ones(
+        self, tmp_path: Path
+    ) -> None:
+        store = FileStore(tmp_path)
+        await finished_run(store, "r1")
+        run = tmp_path / "runs/r1"
+        stale = [run / ".tmp-a", run / "blobs/.tmp-b", run / "snapshots/.tmp-c"]
+        for path in stale:
+            path.write_bytes(b"partial")
+            age(path, TEMP_MAX_AGE + 60)
+        fresh = run / "blobs/.tmp-live"
+        fresh.write_bytes(b"being written")
+        report = await store.prune(RetentionPolicy())
+        assert [p.exists() for p in stale] == [False, False, False]
+        assert fresh.exists()
+        assert report.bytes_freed >= 3 * len(b"partial")
+        await store.aclose()
+
+    async def test_prune_removes_trash_left_by_an_interrupted_delete(self, tmp_path: Path) -> None:
+        store = FileStore(tmp_path)
+        await finished_run(store, "r1")
+        trash = tmp_path / "runs/.trash-0123456789abcdef"
+        (trash / "blobs").mkdir(parents=True)
+        (trash / "blobs" / "x").write_bytes(b"old")
+        outside = outside_folder(tmp_path)
+        (trash / "link").symlink_to(outside, target_is_directory=True)
+        await store.prune(RetentionPolicy())
+        assert not leftovers(tmp_path, ".trash-")
+        assert (outside / "sub" / "also.txt").read_text() == "mine too"
+        await store.aclose()
+
+    async def test_a_foreign_file_among_blobs_is_skipped_and_named_not_fatal(
+        self, tmp_path: Path
+    ) -> None:
+        store = FileStore(tmp_path)
+        await finished_run(store, "r1")
+        blobs = tmp_path / "runs/r1/blobs"
+        [unreferenced] = os.listdir(blobs)  # no snapshot or record points at it
+        (blobs / "notes.txt").write_text("mine")
+        with capture_logs() as logs:
+            report = await store.prune(RetentionPolicy())
+        assert report.blobs_deleted == 1
+        assert os.listdir(blobs) == ["notes.txt"]
+        [warning] = [e for e in logs if e["event"] == "blob_foreign"]
+        assert warning["location"] == str(blobs / "notes.txt")
+        assert unreferenced not in os.listdir(blobs)
         await store.aclose()

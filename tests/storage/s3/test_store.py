@@ -22,7 +22,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from actorflow.errors import LeaseLostError, RunLockedError, StorageError, StoreUnavailableError
-from actorflow.storage._records import RunManifest, Snapshot, StepRecord
+from actorflow.storage._protocol import RetentionPolicy
+from actorflow.storage._records import RunManifest, RunStatus, Snapshot, StepRecord
 from actorflow.storage._sealing import Codec
 from actorflow.storage.s3._store import S3Store
 from actorflow.storage.s3._wire import NotFound, PreconditionFailed
@@ -267,6 +268,23 @@ class TestDamage:
         assert found[f"{url}bad dir"].run_id is None
         await store.aclose()
         await other.aclose()
+
+    async def test_a_foreign_object_among_blobs_is_skipped_not_fatal(
+        self, server: S3Server
+    ) -> None:
+        store = open_s3_store(server)
+        await store.create_run(manifest("r1", status=RunStatus.COMPLETED))
+        await store.put_blob("r1", b"an unreferenced state")
+        key = f"{store.prefix}runs/r1/blobs/notes.txt"
+        server.client().put_object(Bucket=server.bucket, Key=key, Body=b"mine")
+        with capture_logs() as logs:
+            report = await store.prune(RetentionPolicy())
+        assert report.blobs_deleted == 1
+        assert [e["location"] for e in logs if e["event"] == "blob_foreign"] == [
+            f"s3://{server.bucket}/{key}"
+        ]
+        assert server.client().head_object(Bucket=server.bucket, Key=key)["ContentLength"] == 4
+        await store.aclose()
 
 
 class TestLeases:
