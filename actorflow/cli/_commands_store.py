@@ -238,17 +238,23 @@ def validate_command(
     """Verify every checksum (log, checkpoints, state blobs); exit 3 naming any corruption."""
 
     async def body(s: Store) -> _inspect.ValidationReport:
-        ids = [run_id] if run_id else [m.run_id for m in await s.list_runs()]
         if run_id:
             await s.read_run(run_id)
-        return await _inspect.validate_store(s, ids)
+            return await _inspect.validate_store(s, [run_id])
+        # what the listing skips (damaged manifests, strays, data without a manifest)
+        # is named here too, so one bad entry never hides the others
+        unreadable = await s.list_unreadable()
+        ids = [m.run_id for m in await s.list_runs()]
+        return await _inspect.validate_store(s, ids, unreadable)
 
     report = run_command(lambda: with_store(store, body), debug=debug)
     if as_json:
         print_json({**msgspec.to_builtins(report), "ok": report.ok})
     else:
         for p in report.problems:
-            err().print(f"[bold red]corrupt:[/] run {esc(p.run_id)} {esc(p.what)}: {esc(p.detail)}")
+            where = f"run {p.run_id} {p.what}" if p.run_id else p.what
+            # names from the disk may hold brackets: never read them as markup
+            err().print(f"[bold red]corrupt:[/] {esc(where)}: {esc(p.detail)}")
         verdict = "[green]ok[/]" if report.ok else f"[red]{len(report.problems)} problem(s)[/]"
         out().print(
             f"{verdict}: {report.runs} run(s), {report.records} log record(s), "

@@ -23,7 +23,16 @@ from actorflow.storage import (
 )
 
 if TYPE_CHECKING:
-    from actorflow.storage import LogRecord, Snapshot, SnapshotInfo, StateRef, Store
+    from collections.abc import Sequence
+
+    from actorflow.storage import (
+        LogRecord,
+        Snapshot,
+        SnapshotInfo,
+        StateRef,
+        Store,
+        UnreadableEntry,
+    )
 
 __all__ = [
     "Problem",
@@ -132,9 +141,9 @@ async def snapshot_to_dict(store: Store, snapshot: Snapshot) -> dict[str, Any]:
 
 
 class Problem(msgspec.Struct, frozen=True, kw_only=True):
-    """One thing ``validate`` found wrong."""
+    """One thing ``validate`` found wrong (``run_id`` is None for an entry that is no run)."""
 
-    run_id: str
+    run_id: str | None
     what: str
     detail: str
 
@@ -154,14 +163,21 @@ class ValidationReport(msgspec.Struct, kw_only=True):
         return not self.problems
 
 
-async def validate_store(store: Store, run_ids: list[str]) -> ValidationReport:
+async def validate_store(
+    store: Store, run_ids: list[str], unreadable: Sequence[UnreadableEntry] = ()
+) -> ValidationReport:
     """Read and verify every record, snapshot and blob of ``run_ids``.
 
     Every checksum is checked by reading through the store, which verifies
     before it decodes; each failure becomes a :class:`Problem`, and checking
-    goes on with the next item.
+    goes on with the next item. Each of ``unreadable`` (what the store's
+    listing skipped) is a problem too.
     """
     report = ValidationReport()
+    for entry in unreadable:
+        report.problems.append(
+            Problem(run_id=entry.run_id, what=entry.location, detail=entry.problem)
+        )
     for run_id in run_ids:
         report.runs += 1
         try:

@@ -22,7 +22,8 @@ The tree::
     │   ├── StoreUnavailableError       the store cannot be reached
     │   ├── CorruptedDataError          stored bytes fail their checksum or do not decode
     │   │   ├── CheckpointCorruptedError    a snapshot is corrupt
-    │   │   └── LogCorruptedError           a log record in the middle is corrupt
+    │   │   ├── LogCorruptedError           a log record in the middle is corrupt
+    │   │   └── RunFolderNotEmptyError      a run's folder holds data but no manifest
     │   ├── CheckpointNotFoundError     no such snapshot (also LookupError)
     │   ├── EncodingError               a value cannot be encoded (also TypeError)
     │   ├── CheckpointTooLargeError     a snapshot is over the size limit
@@ -90,6 +91,7 @@ from actorflow.errors._storage import (
     IncompatibleStateError,
     LeaseLostError,
     LogCorruptedError,
+    RunFolderNotEmptyError,
     RunLockedError,
     StorageError,
     StoreUnavailableError,
@@ -124,6 +126,7 @@ __all__ = [
     "RegistryError",
     "RunError",
     "RunFailedError",
+    "RunFolderNotEmptyError",
     "RunInputMismatchError",
     "RunLockedError",
     "RunNotFinishedError",

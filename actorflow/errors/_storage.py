@@ -14,6 +14,7 @@ __all__ = [
     "IncompatibleStateError",
     "LeaseLostError",
     "LogCorruptedError",
+    "RunFolderNotEmptyError",
     "RunLockedError",
     "StorageError",
     "StoreUnavailableError",
@@ -52,6 +53,27 @@ class CheckpointCorruptedError(CorruptedDataError):
 
 class LogCorruptedError(CorruptedDataError):
     """A log record before the tail is corrupt; the log cannot be read past it."""
+
+
+class RunFolderNotEmptyError(CorruptedDataError):
+    """A run's folder (or S3 prefix) holds data but no manifest; no new run starts on it.
+
+    .. versionadded:: 0.2
+    """
+
+    def __init__(self, run_id: str, location: str) -> None:
+        self.run_id = run_id
+        self.location = location
+        self.cause_text = "data but no manifest"
+        # not CorruptedDataError's message: nothing was loaded, and nothing falls back
+        StorageError.__init__(
+            self,
+            "create run",
+            f"{location} holds data of an earlier run {run_id!r} but no manifest (it was "
+            "deleted or lost), so a new run with this id cannot start there; restore the "
+            "manifest from a backup, or move the folder out of the store "
+            "(`actorflow validate` lists such folders)",
+        )
 
 
 class CheckpointNotFoundError(StorageError, LookupError):

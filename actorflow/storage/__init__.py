@@ -17,7 +17,14 @@ from actorflow.storage._codec import (
 from actorflow.storage._logwriter import LogWriter
 from actorflow.storage._memory import MemoryStore
 from actorflow.storage._open import open_store
-from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, Store, StoreContext
+from actorflow.storage._protocol import (
+    Lease,
+    PruneReport,
+    RetentionPolicy,
+    Store,
+    StoreContext,
+    UnreadableEntry,
+)
 from actorflow.storage._records import (
     FORMAT_VERSION,
     AgentSnapshot,
@@ -71,6 +78,7 @@ __all__ = [
     "StepRecord",
     "Store",
     "StoreContext",
+    "UnreadableEntry",
     "decode_state",
     "decode_value",
     "decoder_for",

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from actorflow._log import get_logger
 from actorflow.errors import InvalidNameError, StorageError
+from actorflow.storage._protocol import UnreadableEntry
 from actorflow.storage._records import (
     RunManifest,
     RunStatus,
@@ -18,18 +20,27 @@ from actorflow.storage._records import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
+
+    from actorflow.errors import CorruptedDataError
 
 __all__ = [
     "add_snapshot",
+    "blob_addresses",
+    "corrupt_manifest",
+    "data_without_manifest",
     "live_snapshots",
     "mark_snapshot",
     "matches",
+    "not_a_run",
     "snapshot_info",
     "tombstone",
     "validate_blob_ref",
     "validate_snapshot_id",
+    "warn_unreadable",
 ]
+
+_log = get_logger(__name__)
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 _BLOB = re.compile(r"(?:[A-Za-z0-9_.\-]{1,64}\.)?[0-9a-f]{64}")
@@ -55,6 +66,25 @@ def validate_blob_ref(ref: str) -> str:
     if not isinstance(ref, str) or not _BLOB.fullmatch(ref) or ".." in ref:
         raise StorageError("blob", f"{ref!r} is not a blob address returned by put_blob")
     return ref
+
+
+def blob_addresses(names: Iterable[str], folder: str) -> list[str]:
+    """The ``names`` that are blob addresses; any other is skipped with a ``blob_foreign`` warning.
+
+    Retention deletes what it lists, so a file actorflow did not write must
+    never be listed, nor stop the listing of the others.
+    """
+    kept = []
+    for name in names:
+        if _BLOB.fullmatch(name) and ".." not in name:
+            kept.append(name)
+        else:
+            _log.warning(
+                "blob_foreign",
+                location=f"{folder}/{name}",
+                problem="not a blob actorflow wrote; left alone (move it out of the store)",
+            )
+    return kept
 
 
 def snapshot_info(snapshot: Snapshot, *, stored_size: int, raw_size: int) -> SnapshotInfo:
@@ -117,3 +147,42 @@ def matches(
     if isinstance(status, RunStatus):
         return manifest.status is status
     return manifest.status in status
+
+
+def not_a_run(location: str) -> UnreadableEntry:
+    """An entry among the runs whose name is not a run id (``lost+found``, a stray file)."""
+    return UnreadableEntry(
+        location=location,
+        problem="not a run (its name is not a run id, or it is not a folder); "
+        "move it out of the store's runs",
+    )
+
+
+def corrupt_manifest(run_id: str, exc: CorruptedDataError) -> UnreadableEntry:
+    """A run whose manifest fails its checksum or does not decode."""
+    return UnreadableEntry(
+        location=exc.location,
+        run_id=run_id,
+        problem=f"the run's manifest is corrupt ({exc.cause_text}), so the run is not "
+        "listed or recovered; restore the manifest from a backup, or move the run's "
+        "folder out of the store",
+    )
+
+
+def data_without_manifest(run_id: str, location: str) -> UnreadableEntry:
+    """A run's data whose manifest is missing (deleted or lost)."""
+    return UnreadableEntry(
+        location=location,
+        run_id=run_id,
+        problem="run data without a manifest (deleted or lost), so the run is not listed "
+        "or recovered and its id cannot start a new run; restore the manifest from a "
+        "backup, or move the data out of the store",
+    )
+
+
+def warn_unreadable(entries: Sequence[UnreadableEntry]) -> None:
+    """Log each entry ``list_runs`` skips, so one damaged entry never hides the others."""
+    for entry in entries:
+        _log.warning(
+            "run_unreadable", location=entry.location, run_id=entry.run_id, problem=entry.problem
+        )

@@ -31,7 +31,13 @@ from actorflow.storage._manifests import (
     validate_snapshot_id,
 )
 from actorflow.storage._manifests import tombstone as make_tombstone
-from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, StoreContext
+from actorflow.storage._protocol import (
+    Lease,
+    PruneReport,
+    RetentionPolicy,
+    StoreContext,
+    UnreadableEntry,
+)
 from actorflow.storage._records import SnapshotStatus, validate_run_id
 from actorflow.storage._retention import prune as prune_by_policy
 from actorflow.storage._sealing import Codec
@@ -128,6 +134,11 @@ class MemoryStore(StoreContext):
         manifests = [self._manifest(rid, run) for rid, run in self._runs.items()]
         manifests.sort(key=lambda m: (m.created, self._created[m.run_id]))
         return [m for m in manifests if matches(m, status, workflow)]
+
+    async def list_unreadable(self) -> list[UnreadableEntry]:
+        """See :meth:`Store.list_unreadable`: nothing outside this process can damage it."""
+        await anyio.lowlevel.checkpoint()
+        return []
 
     async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:
         """See :meth:`Store.delete_run`."""

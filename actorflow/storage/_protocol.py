@@ -23,7 +23,7 @@ if TYPE_CHECKING:
         SnapshotInfo,
     )
 
-__all__ = ["Lease", "PruneReport", "RetentionPolicy", "Store", "StoreContext"]
+__all__ = ["Lease", "PruneReport", "RetentionPolicy", "Store", "StoreContext", "UnreadableEntry"]
 
 
 class Lease(msgspec.Struct, frozen=True, kw_only=True):
@@ -67,6 +67,25 @@ class PruneReport(msgspec.Struct, kw_only=True):
     blobs_deleted: int = 0
     runs_deleted: int = 0
     bytes_freed: int = 0
+
+
+class UnreadableEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """Something among a store's runs that is not a readable run, so ``list_runs`` skips it.
+
+    A damaged manifest, a folder or object whose name is not a run id, or a
+    run's data without its manifest. ``actorflow validate`` lists them.
+
+    Attributes:
+        location: the file, folder or object (a path, or an ``s3://`` URL).
+        problem: what is wrong with it, and what to do about it.
+        run_id: the run it belongs to, when its name is a run id.
+
+    .. versionadded:: 0.2
+    """
+
+    location: str
+    problem: str
+    run_id: str | None = None
 
 
 @runtime_checkable
@@ -117,7 +136,22 @@ class Store(Protocol):
         status: RunStatus | Sequence[RunStatus] | None = None,
         workflow: str | None = None,
     ) -> list[RunManifest]:
-        """Manifests of every run, optionally filtered, oldest first."""
+        """Manifests of every run, optionally filtered, oldest first.
+
+        What cannot be read as a run (see :meth:`list_unreadable`) is skipped
+        with a ``run_unreadable`` warning naming it, so one damaged entry never
+        hides the others.
+        """
+        ...
+
+    async def list_unreadable(self) -> list[UnreadableEntry]:
+        """What ``list_runs`` skips, each entry naming where it is and what is wrong.
+
+        Damaged manifests, entries that are not runs, and run data whose
+        manifest is missing.
+
+        .. versionadded:: 0.2
+        """
         ...
 
     async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:

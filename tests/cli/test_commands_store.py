@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from structlog.testing import capture_logs
 from typer.testing import CliRunner, Result
 
 from actorflow.cli import EXIT_CODES, app
@@ -151,3 +152,55 @@ class TestReaders:
         result = cli("prune", "--max-age", "soon", "--store", store_dir)
         assert result.exit_code == EXIT_CODES["usage"]
         assert "invalid value 'soon' for --max-age" in result.output
+
+
+def _flip(path: Path, at: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+class TestDamagedStore:
+    """One damaged entry never blocks the others, and `validate` names each one."""
+
+    def test_a_damaged_manifest_and_a_stray_folder_hide_no_other_run(self, store_dir: str) -> None:
+        runs = Path(store_dir) / "runs"
+        _flip(runs / "run-b" / "manifest", 40)
+        (runs / "lost+found").mkdir()
+        with capture_logs() as logs:  # the warnings, kept out of the JSON on stdout
+            listed = cli("runs", "--store", store_dir, "--json")
+            result = cli("validate", "--store", store_dir)
+            report = json.loads(cli("validate", "--store", store_dir, "--json").stdout)
+        assert listed.exit_code == 0, listed.output
+        assert [r["run_id"] for r in json.loads(listed.stdout)] == ["run-a"]
+        assert {e["location"] for e in logs if e["event"] == "run_unreadable"} == {
+            str(runs / "run-b" / "manifest"),
+            str(runs / "lost+found"),
+        }
+        assert result.exit_code == EXIT_CODES["corrupt"]
+        assert f"run run-b {runs / 'run-b' / 'manifest'}" in result.output
+        assert f"{runs / 'lost+found'}: not a run" in result.output
+        assert report["runs"] == 1  # run-a was still checked
+        assert sorted(p["run_id"] or "" for p in report["problems"]) == ["", "run-b"]
+
+    def test_validate_names_a_run_folder_whose_manifest_is_gone(self, store_dir: str) -> None:
+        (Path(store_dir) / "runs" / "run-a" / "manifest").unlink()
+        with capture_logs():
+            result = cli("validate", "--store", store_dir)
+        assert result.exit_code == EXIT_CODES["corrupt"]
+        assert "run run-a" in result.output
+        assert "without a manifest" in result.output
+
+    def test_prune_never_follows_a_link_out_of_the_store(
+        self, store_dir: str, tmp_path: Path
+    ) -> None:
+        outside = tmp_path / "precious"
+        (outside / "sub").mkdir(parents=True)
+        (outside / "sub" / "keep.txt").write_text("mine")
+        (Path(store_dir) / "runs" / "run-a" / "blobs" / "evil").symlink_to(outside)
+        result = cli("prune", "--delete-completed", "--store", store_dir, "--json")
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["runs_deleted"] == 1
+        assert (outside / "sub" / "keep.txt").read_text() == "mine"
+        assert not list((Path(store_dir) / "runs").glob(".trash-*"))
+        assert cli("validate", "--store", store_dir).exit_code == 0

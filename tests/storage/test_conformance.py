@@ -132,6 +132,13 @@ class TestManifests:
         both = await store.list_runs(status=[RunStatus.FAILED, RunStatus.RUNNING], workflow="x")
         assert [m.run_id for m in both] == ["b", "c"]
 
+    async def test_intact_runs_leave_nothing_unreadable(self, store: Store) -> None:
+        await store.create_run(manifest("a"))
+        await store.append("a", [step(0)])
+        await store.delete_run("a")  # a tombstone: a run still
+        await store.create_run(manifest("b"))
+        assert await store.list_unreadable() == []
+
     @pytest.mark.parametrize("bad", ["", "../x", "a/b", "a\\b", "..", "x" * 129, "a b", ".hidden"])
     async def test_bad_run_ids_are_refused_everywhere(self, store: Store, bad: str) -> None:
         with pytest.raises(InvalidRunIdError, match="invalid run id"):

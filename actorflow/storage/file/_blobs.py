@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from actorflow.errors import RunNotFoundError, StorageError
+from actorflow.storage._manifests import blob_addresses
 from actorflow.storage.file._fs import remove_file, write_atomic
 
 if TYPE_CHECKING:
@@ -62,9 +63,10 @@ class BlobFiles:
         return self._fs.exists(path)
 
     def addresses(self, run_id: str) -> list[str]:
-        """The addresses of the run's blobs."""
-        names = self._fs.listdir(self._folders.run(run_id, "blobs"))
-        return [n for n in names if not n.startswith(".")]
+        """The addresses of the run's blobs; foreign files are skipped with a warning."""
+        folder = self._folders.run(run_id, "blobs")
+        names = [n for n in self._fs.listdir(folder) if not n.startswith(".")]  # temp files
+        return blob_addresses(names, folder)
 
     def delete(self, path: str) -> int:
         """Remove the blob at ``path``; the bytes freed (0 if it was absent)."""

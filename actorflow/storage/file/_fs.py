@@ -12,9 +12,24 @@ import errno
 import fcntl
 import os
 import secrets
+import stat
+import time
 from typing import Literal
 
-__all__ = ["FileSystem", "OSFileSystem", "remove_file", "write_atomic"]
+__all__ = [
+    "TEMP_PREFIX",
+    "TRASH_PREFIX",
+    "FileSystem",
+    "OSFileSystem",
+    "remove_file",
+    "write_atomic",
+]
+
+TEMP_PREFIX = ".tmp-"
+"""Names of files being written; renamed into place once whole (see :func:`write_atomic`)."""
+
+TRASH_PREFIX = ".trash-"
+"""Names of folders renamed away to be deleted (a crash may leave one; ``prune`` removes it)."""
 
 Mode = Literal["append", "create", "write"]
 
@@ -67,15 +82,25 @@ class FileSystem:
         raise NotImplementedError
 
     def size(self, path: str) -> int:
-        """The file's size. Raises FileNotFoundError."""
+        """The file's size (a link's own, never its target's). Raises FileNotFoundError."""
         raise NotImplementedError
+
+    def modified(self, path: str) -> float:
+        """When the entry was last changed (seconds since the epoch). Raises FileNotFoundError.
+
+        Only housekeeping reads it (``prune`` collects stale temp files). The
+        default says "just now", so a file layer without it never collects one.
+        """
+        if not self.exists(path):
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", path)
+        return time.time()
 
     def exists(self, path: str) -> bool:
         """Whether a file or folder exists at ``path``."""
         raise NotImplementedError
 
     def is_dir(self, path: str) -> bool:
-        """Whether ``path`` is a folder."""
+        """Whether ``path`` is a folder; a link to one is not (deleting never follows links)."""
         raise NotImplementedError
 
     def listdir(self, path: str) -> list[str]:
@@ -129,13 +154,16 @@ class FileSystem:
             self.fsync_dir(parent)
 
     def remove_tree(self, path: str) -> None:
-        """Remove a folder and everything under it."""
+        """Remove a folder and everything under it.
+
+        Never follows a link: a link is removed, never what it points at, so a
+        link planted in the store cannot make pruning delete files outside it.
+        """
+        if not self.is_dir(path):
+            self.unlink(path)  # a file, or a link (the link itself)
+            return
         for name in self.listdir(path):
-            child = os.path.join(path, name)
-            if self.is_dir(child):
-                self.remove_tree(child)
-            else:
-                self.unlink(child)
+            self.remove_tree(os.path.join(path, name))
         self.rmdir(path)
 
 
@@ -152,14 +180,19 @@ def write_atomic(
         False only with ``exclusive`` when ``path`` already existed.
     """
     folder = os.path.dirname(path)
-    temp = os.path.join(folder, f".tmp-{secrets.token_hex(8)}")
+    temp = os.path.join(folder, f"{TEMP_PREFIX}{secrets.token_hex(8)}")
     handle = fs.open(temp, "create")
     try:
-        fs.write(handle, data)
-        if durable:
-            fs.fsync(handle)
-    finally:
-        fs.close(handle)
+        try:
+            fs.write(handle, data)
+            if durable:
+                fs.fsync(handle)
+        finally:
+            fs.close(handle)
+    except BaseException:
+        # a full disk or a failed fsync must not leave a partial file behind
+        _unlink_quietly(fs, temp)
+        raise
     try:
         if exclusive:
             created = fs.link(temp, path)
@@ -168,11 +201,19 @@ def write_atomic(
             fs.rename(temp, path)
             created = True
     except BaseException:
-        fs.unlink(temp)
+        _unlink_quietly(fs, temp)
         raise
     if durable:
         fs.fsync_dir(folder)
     return created
+
+
+def _unlink_quietly(fs: FileSystem, path: str) -> None:
+    # Cleanup on a failure path: the first error is the one the caller must see.
+    try:
+        fs.unlink(path)
+    except OSError:
+        pass
 
 
 def remove_file(fs: FileSystem, path: str) -> int:
@@ -229,10 +270,17 @@ class OSFileSystem(FileSystem):
             return f.read()
 
     def size(self, path: str) -> int:
-        return os.stat(path).st_size
+        return os.lstat(path).st_size
+
+    def modified(self, path: str) -> float:
+        return os.lstat(path).st_mtime
 
     def is_dir(self, path: str) -> bool:
-        return os.path.isdir(path)
+        # lstat, not os.path.isdir: a link to a folder is removed, never entered
+        try:
+            return stat.S_ISDIR(os.lstat(path).st_mode)
+        except FileNotFoundError:
+            return False
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)

@@ -9,14 +9,23 @@ import os
 import secrets
 from typing import TYPE_CHECKING
 
-from actorflow.errors import RunNotFoundError, StorageError
+from actorflow.errors import (
+    CorruptedDataError,
+    InvalidRunIdError,
+    RunFolderNotEmptyError,
+    RunNotFoundError,
+    StorageError,
+)
+from actorflow.storage._manifests import corrupt_manifest, data_without_manifest, not_a_run
 from actorflow.storage._manifests import tombstone as make_tombstone
-from actorflow.storage.file._fs import write_atomic
+from actorflow.storage._records import validate_run_id
+from actorflow.storage.file._fs import TRASH_PREFIX, write_atomic
 from actorflow.storage.file._layout import RUN_PARTS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from actorflow.storage._protocol import UnreadableEntry
     from actorflow.storage._records import RunManifest
     from actorflow.storage._sealing import Codec
     from actorflow.storage.file._layout import RunFolders
@@ -70,6 +79,11 @@ class ManifestFiles:
         """Make the run's folders and its manifest, unless it exists: ``(stored, created)``."""
         if self._folders.exists(run_id):
             return self.read(run_id), False
+        if self._has_data(run_id):
+            if self._folders.exists(run_id):  # another creator got there first and wrote
+                return self.read(run_id), False
+            # an earlier run's data: its snapshot ids and log would mix with the new run's
+            raise RunFolderNotEmptyError(run_id, self._folders.run(run_id))
         self._fs.makedirs(self._folders.run(run_id))
         for sub in RUN_PARTS:
             # made durable by the run folder's fsync that commits the manifest
@@ -80,14 +94,44 @@ class ManifestFiles:
             return self.read(run_id), False
         return manifest, True
 
-    def read_all(self) -> list[RunManifest]:
-        """Every run's manifest, in no particular order."""
-        found = []
+    def read_all(self) -> tuple[list[RunManifest], list[UnreadableEntry]]:
+        """Every run's manifest (in no particular order), and what is not a readable run."""
+        found: list[RunManifest] = []
+        unreadable: list[UnreadableEntry] = []
         for name in self._fs.listdir(self._folders.root):
-            if name.startswith(".") or not self._folders.exists(name):
+            if name.startswith("."):
+                continue  # the store's own temp files and trash (run ids never start with .)
+            path = os.path.join(self._folders.root, name)
+            try:
+                validate_run_id(name)
+            except InvalidRunIdError:
+                unreadable.append(not_a_run(path))
                 continue
-            found.append(self.read(name))
-        return found
+            if not self._folders.exists(name):
+                if not self._fs.is_dir(path):
+                    unreadable.append(not_a_run(path))
+                elif self._has_data(name):
+                    unreadable.append(data_without_manifest(name, path))
+                # else: empty folders of a creation that crashed; create_run reuses them
+                continue
+            try:
+                found.append(self.read(name))
+            except CorruptedDataError as exc:
+                unreadable.append(corrupt_manifest(name, exc))
+            except RunNotFoundError:
+                pass  # deleted while we listed
+        return found, unreadable
+
+    def _has_data(self, run_id: str) -> bool:
+        """Whether the run's folder holds traces of a run: anything but its empty parts.
+
+        A creation writes nothing else before the manifest (but its temp file, a
+        dot-name); a run's log, blobs, snapshots, lock and owner files come after.
+        """
+        names = [n for n in self._fs.listdir(self._folders.run(run_id)) if not n.startswith(".")]
+        if any(n not in RUN_PARTS for n in names):
+            return True
+        return any(self._fs.listdir(self._folders.run(run_id, sub)) for sub in names)
 
     def delete_run(self, run_id: str, tombstone: bool) -> int:
         """Delete the run's data (all of it, or all but a tombstone manifest); bytes freed."""
@@ -100,7 +144,7 @@ class ManifestFiles:
         freed = 0
         for folder in doomed:
             # Renamed away first, so a crash midway never leaves half a run looking whole.
-            trash = os.path.join(self._folders.root, f".trash-{secrets.token_hex(8)}")
+            trash = os.path.join(self._folders.root, f"{TRASH_PREFIX}{secrets.token_hex(8)}")
             freed += self._tree_size(folder)
             self._fs.rename(folder, trash)
             self._fs.fsync_dir(os.path.dirname(folder))
@@ -111,8 +155,9 @@ class ManifestFiles:
         return freed
 
     def _tree_size(self, path: str) -> int:
-        total = 0
-        for name in self._fs.listdir(path):
-            child = os.path.join(path, name)
-            total += self._tree_size(child) if self._fs.is_dir(child) else self._fs.size(child)
-        return total
+        if not self._fs.is_dir(path):  # a file, or a link: counted as itself, never followed
+            try:
+                return self._fs.size(path)
+            except FileNotFoundError:
+                return 0
+        return sum(self._tree_size(os.path.join(path, n)) for n in self._fs.listdir(path))

@@ -11,10 +11,16 @@ files written once go through temp file, fsync, rename and folder fsync.
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING
 
 from actorflow.storage._logwriter import finishes_when_cancelled
-from actorflow.storage._manifests import matches, validate_blob_ref, validate_snapshot_id
+from actorflow.storage._manifests import (
+    matches,
+    validate_blob_ref,
+    validate_snapshot_id,
+    warn_unreadable,
+)
 from actorflow.storage._protocol import StoreContext
 from actorflow.storage._records import validate_run_id
 from actorflow.storage._retention import prune as prune_by_policy
@@ -26,11 +32,12 @@ from actorflow.storage.file._layout import RunFolders
 from actorflow.storage.file._logs import LogFiles
 from actorflow.storage.file._manifests import ManifestFiles
 from actorflow.storage.file._snapshots import SnapshotFiles
+from actorflow.storage.file._sweep import sweep
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy
+    from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, UnreadableEntry
     from actorflow.storage._records import (
         LogRecord,
         RunManifest,
@@ -88,6 +95,10 @@ class FileStore(StoreContext):
     async def create_run(self, manifest: RunManifest) -> tuple[RunManifest, bool]:
         """See :meth:`Store.create_run`.
 
+        Raises:
+            RunFolderNotEmptyError: the run's folder holds an earlier run's data
+                but no manifest; a new run never mixes with it.
+
         A new run whose manifest names an ``owner`` is claimed for it in the
         same call: no other process can take it for an orphan before its
         owner's ``claim``, which then costs nothing.
@@ -128,10 +139,16 @@ class FileStore(StoreContext):
         status: RunStatus | Sequence[RunStatus] | None = None,
         workflow: str | None = None,
     ) -> list[RunManifest]:
-        """See :meth:`Store.list_runs`."""
-        manifests = await self._folders.call("list runs", self._manifests.read_all)
+        """See :meth:`Store.list_runs`: what cannot be read is skipped with a warning."""
+        manifests, unreadable = await self._folders.call("list runs", self._manifests.read_all)
+        warn_unreadable(unreadable)
         manifests.sort(key=lambda m: (m.created, m.run_id))
         return [m for m in manifests if matches(m, status, workflow)]
+
+    async def list_unreadable(self) -> list[UnreadableEntry]:
+        """See :meth:`Store.list_unreadable`: entries of ``runs/`` that are not readable runs."""
+        _, unreadable = await self._folders.call("list runs", self._manifests.read_all)
+        return unreadable
 
     async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:
         """See :meth:`Store.delete_run`."""
@@ -285,5 +302,11 @@ class FileStore(StoreContext):
     # --- retention ------------------------------------------------------------------
 
     async def prune(self, policy: RetentionPolicy) -> PruneReport:
-        """See :meth:`Store.prune`."""
-        return await prune_by_policy(self, policy)
+        """See :meth:`Store.prune`; then removes what crashed writers left.
+
+        That is ``.trash-*`` folders of interrupted deletes, and temp files
+        older than :data:`~actorflow.storage.file._sweep.TEMP_MAX_AGE`.
+        """
+        report = await prune_by_policy(self, policy)
+        report.bytes_freed += await self._folders.call("prune", sweep, self._folders, time.time())
+        return report

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import anyio.to_thread
 
 from actorflow.errors import StorageError
-from actorflow.storage._manifests import validate_blob_ref
+from actorflow.storage._manifests import blob_addresses, validate_blob_ref
 from actorflow.storage.s3._wire import NotFound, PreconditionFailed
 
 if TYPE_CHECKING:
@@ -60,10 +60,11 @@ class BlobObjects:
         return await self._objects.head("has blob", self._key(run_id, ref)) is not None
 
     async def addresses(self, run_id: str) -> list[str]:
-        """The addresses of the run's blobs, sorted."""
+        """The addresses of the run's blobs, sorted; foreign objects are skipped with a warning."""
         prefix = self._objects.key(run_id, "blobs", "")
         listed = await self._objects.list_objects("list blobs", prefix)
-        return sorted(o.key[len(prefix) :] for o in listed)
+        names = sorted(o.key[len(prefix) :] for o in listed)
+        return blob_addresses(names, self._objects.location(prefix.rstrip("/")))
 
     async def delete(self, run_id: str, ref: str) -> int:
         """Delete the blob ``ref``; the bytes freed (0 if it was absent)."""

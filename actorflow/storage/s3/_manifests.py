@@ -13,13 +13,15 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from actorflow.errors import RunNotFoundError, StorageError
+from actorflow.errors import CorruptedDataError, InvalidRunIdError, RunNotFoundError, StorageError
+from actorflow.storage._manifests import corrupt_manifest, data_without_manifest, not_a_run
+from actorflow.storage._protocol import UnreadableEntry
+from actorflow.storage._records import RunManifest, validate_run_id
 from actorflow.storage.s3._wire import NotFound, PreconditionFailed, drop_idle_lock
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from actorflow.storage._records import RunManifest
     from actorflow.storage._sealing import Codec
     from actorflow.storage.s3._objects import S3Objects
 
@@ -101,23 +103,41 @@ class ManifestObjects:
                 return new
         raise StorageError("update run", f"run {run_id!r}: the manifest kept changing; try again")
 
-    async def read_all(self) -> list[RunManifest]:
-        """Every run's manifest (one LIST, then concurrent GETs), in no particular order."""
+    async def read_all(self) -> tuple[list[RunManifest], list[UnreadableEntry]]:
+        """Every run's manifest (one LIST, then concurrent GETs), in no particular order,
+        and what is not a readable run."""
         root = self._objects.root
-        objects = await self._objects.list_objects("list runs", root)
-        run_ids = [
-            o.key[len(root) :].split("/", 1)[0]
-            for o in objects
-            if o.key.endswith("/manifest") and o.key.count("/", len(root)) == 1
-        ]
-        found = await self._objects.gather([partial(self._read_or_none, r) for r in run_ids])
-        return [m for m in found if m is not None]
+        folders: defaultdict[str, set[str]] = defaultdict(set)
+        for o in await self._objects.list_objects("list runs", root):
+            name, slash, rest = o.key[len(root) :].partition("/")
+            folders[name].add(rest if slash else "/")  # "/": an object named like a run
+        run_ids: list[str] = []
+        unreadable: list[UnreadableEntry] = []
+        for name, rests in folders.items():
+            location = self._objects.location(f"{root}{name}")
+            try:
+                validate_run_id(name)
+            except InvalidRunIdError:
+                unreadable.append(not_a_run(location))
+                continue
+            if "manifest" in rests:
+                run_ids.append(name)
+            elif "/" in rests:
+                unreadable.append(not_a_run(location))
+            else:
+                unreadable.append(data_without_manifest(name, f"{location}/"))
+        found = await self._objects.gather([partial(self._read_or_entry, r) for r in run_ids])
+        manifests = [m for m in found if isinstance(m, RunManifest)]
+        unreadable.extend(e for e in found if isinstance(e, UnreadableEntry))
+        return manifests, unreadable
 
-    async def _read_or_none(self, run_id: str) -> RunManifest | None:
+    async def _read_or_entry(self, run_id: str) -> RunManifest | UnreadableEntry | None:
         try:
             manifest, _ = await self.read(run_id)
         except RunNotFoundError:
             return None  # deleted while we listed
+        except CorruptedDataError as exc:
+            return corrupt_manifest(run_id, exc)
         return manifest
 
     def forget(self, run_id: str) -> None:

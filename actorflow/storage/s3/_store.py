@@ -36,6 +36,7 @@ from actorflow.storage._manifests import (
     matches,
     snapshot_info,
     validate_snapshot_id,
+    warn_unreadable,
 )
 from actorflow.storage._manifests import tombstone as make_tombstone
 from actorflow.storage._protocol import StoreContext
@@ -53,7 +54,7 @@ from actorflow.storage.s3._wire import S3Options, S3Wire
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-    from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy
+    from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, UnreadableEntry
     from actorflow.storage._records import (
         LogRecord,
         RunManifest,
@@ -172,10 +173,19 @@ class S3Store(StoreContext):
         status: RunStatus | Sequence[RunStatus] | None = None,
         workflow: str | None = None,
     ) -> list[RunManifest]:
-        """See :meth:`Store.list_runs` (oldest first by ``created``, then run id)."""
-        found = await self._manifests.read_all()
+        """See :meth:`Store.list_runs` (oldest first by ``created``, then run id).
+
+        What cannot be read as a run is skipped with a ``run_unreadable`` warning.
+        """
+        found, unreadable = await self._manifests.read_all()
+        warn_unreadable(unreadable)
         manifests = [m for m in found if matches(m, status, workflow)]
         return sorted(manifests, key=lambda m: (m.created, m.run_id))
+
+    async def list_unreadable(self) -> list[UnreadableEntry]:
+        """See :meth:`Store.list_unreadable`: keys under ``runs/`` that are not readable runs."""
+        _, unreadable = await self._manifests.read_all()
+        return unreadable
 
     async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:
         """See :meth:`Store.delete_run`; with ``tombstone`` the manifest and lease stay."""

@@ -19,9 +19,11 @@ import anyio
 import anyio.lowlevel
 import msgspec
 import pytest
+from structlog.testing import capture_logs
 
 from actorflow.errors import LeaseLostError, RunLockedError, StorageError, StoreUnavailableError
-from actorflow.storage._records import RunManifest, Snapshot, StepRecord
+from actorflow.storage._protocol import RetentionPolicy
+from actorflow.storage._records import RunManifest, RunStatus, Snapshot, StepRecord
 from actorflow.storage._sealing import Codec
 from actorflow.storage.s3._store import S3Store
 from actorflow.storage.s3._wire import NotFound, PreconditionFailed
@@ -232,6 +234,56 @@ class TestConditionalWrites:
             await store.append("run-1", [step(i)])
         assert await store.read_log("run-1") == [step(i) for i in range(7)]
         assert await store.log_length("run-1") == 7
+        await store.aclose()
+
+
+class TestDamage:
+    """One object that does not decode never hides the other runs."""
+
+    async def test_unreadable_entries_are_skipped_with_a_warning_and_named(
+        self, server: S3Server
+    ) -> None:
+        store = open_s3_store(server)
+        await store.create_run(manifest("good"))
+        await store.create_run(manifest("bad"))
+        await store.create_run(manifest("orphan"))
+        await store.append("orphan", [step(0)])
+        root = f"{store.prefix}runs/"
+        client = server.client()
+        sealed = client.get_object(Bucket=server.bucket, Key=f"{root}bad/manifest")["Body"].read()
+        damaged = sealed[:40] + bytes([sealed[40] ^ 0xFF]) + sealed[41:]
+        client.put_object(Bucket=server.bucket, Key=f"{root}bad/manifest", Body=damaged)
+        client.put_object(Bucket=server.bucket, Key=f"{root}bad dir/x", Body=b"stray")
+        client.delete_object(Bucket=server.bucket, Key=f"{root}orphan/manifest")
+        other = sibling(store, server)  # remembers nothing of these runs
+        with capture_logs() as logs:
+            assert [m.run_id for m in await other.list_runs()] == ["good"]
+        url = f"s3://{server.bucket}/{root}"
+        warned = {e["location"] for e in logs if e["event"] == "run_unreadable"}
+        assert warned == {f"{url}bad/manifest", f"{url}bad dir", f"{url}orphan/"}
+        found = {e.location: e for e in await other.list_unreadable()}
+        assert sorted(found) == sorted(warned)
+        assert found[f"{url}bad/manifest"].run_id == "bad"
+        assert "without a manifest" in found[f"{url}orphan/"].problem
+        assert found[f"{url}bad dir"].run_id is None
+        await store.aclose()
+        await other.aclose()
+
+    async def test_a_foreign_object_among_blobs_is_skipped_not_fatal(
+        self, server: S3Server
+    ) -> None:
+        store = open_s3_store(server)
+        await store.create_run(manifest("r1", status=RunStatus.COMPLETED))
+        await store.put_blob("r1", b"an unreferenced state")
+        key = f"{store.prefix}runs/r1/blobs/notes.txt"
+        server.client().put_object(Bucket=server.bucket, Key=key, Body=b"mine")
+        with capture_logs() as logs:
+            report = await store.prune(RetentionPolicy())
+        assert report.blobs_deleted == 1
+        assert [e["location"] for e in logs if e["event"] == "blob_foreign"] == [
+            f"s3://{server.bucket}/{key}"
+        ]
+        assert server.client().head_object(Bucket=server.bucket, Key=key)["ContentLength"] == 4
         await store.aclose()
 
 
