@@ -87,7 +87,13 @@ def _entry(module: str, name: str, obj: Any) -> list[str]:
         out.append(_doc(obj) + "\n")
     else:
         out.append(f"### `{name}`\n")
-        out.append(f"`{module}.{name}` = `{obj!r}`\n")
+        # a value's repr may hold its memory address: name its type instead
+        shown = (
+            repr(obj)
+            if isinstance(obj, int | float | str | tuple | frozenset)
+            else (f"a {type(obj).__module__}.{type(obj).__qualname__}")
+        )
+        out.append(f"`{module}.{name}` = `{shown}`\n")
     return out
 
 
