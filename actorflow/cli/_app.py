@@ -4,11 +4,12 @@ An actorflow error ends a command with one line on stderr and its documented
 exit code (``--debug`` shows the traceback instead): 0 success; 1 any other
 actorflow error; 2 bad usage; 3 corrupt data found; 4 run or checkpoint not
 found; 5 the run failed; 6 the run is paused for input; 7 the run is owned by
-another live process; 8 the run has not finished yet; 130 interrupted.
+another live process; 8 the run has not finished yet; 130 interrupted (Ctrl-C or SIGTERM).
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
@@ -177,10 +178,14 @@ def exit_code_for(error: BaseException) -> int:
 
 
 def run_command(fn: Callable[[], Awaitable[T]], *, debug: bool, run_hint: str | None = None) -> T:
-    """Run ``fn`` on an event loop; an error becomes one line and its exit code."""
+    """Run ``fn`` on an event loop; an error becomes one line and its exit code.
+
+    SIGTERM stops ``fn`` as Ctrl-C does: a runtime it runs marks its live runs
+    interrupted, and the command exits with the "interrupted" code.
+    """
     try:
         try:
-            return anyio.run(fn)
+            return anyio.run(_terminable, fn)
         except BaseExceptionGroup as group:
             # A task group around the work wraps its error; one actorflow error is the story.
             errors = _leaves(group)
@@ -199,6 +204,43 @@ def run_command(fn: Callable[[], Awaitable[T]], *, debug: bool, run_hint: str | 
             f"interrupted: `{esc(program())} recover{esc(which)}` continues where it stopped"
         )
         raise typer.Exit(EXIT_CODES["interrupted"]) from None
+
+
+async def _terminable(fn: Callable[[], Awaitable[T]]) -> T:
+    """``await fn()``; SIGINT or SIGTERM cancels it and leaves as ``KeyboardInterrupt``.
+
+    Cancelled, ``async with Runtime()`` in ``fn`` interrupts its runs (stored
+    ``interrupted``, for ``recover``). Ctrl-C is received too, not left to
+    Python: on trio a ``KeyboardInterrupt`` can be raised inside any task
+    (a run's, halfway through a store call), a cancellation only where it can wait.
+    """
+    if sys.platform == "win32":  # no signal receivers on Windows' event loops
+        return await fn()
+    work = anyio.CancelScope()
+    terminated = False
+
+    async def watch() -> None:
+        nonlocal terminated
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for _ in signals:
+                terminated = True
+                work.cancel()
+                return
+
+    error: Exception | None = None
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch)
+        with work:
+            try:
+                value = await fn()
+            except Exception as exc:  # raised as itself below, not in the group's wrapper
+                error = exc
+        tg.cancel_scope.cancel()
+    if error is not None:
+        raise error
+    if terminated:
+        raise KeyboardInterrupt
+    return value
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:

@@ -214,10 +214,13 @@ def _start_demo(root: Path, store: str, trace: Path, run_id: str) -> subprocess.
 
 
 @pytest.mark.slow
-def test_ctrl_c_marks_the_demo_interrupted_and_recover_finishes_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_marks_the_demo_interrupted_and_recover_finishes_it(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
     store, trace = str(tmp_path / "store"), tmp_path / "trace"
     demo = _start_demo(analysis.default_root() / "idlelib", store, trace, "ctrl-c")
-    demo.send_signal(signal.SIGINT)
+    demo.send_signal(signum)
     _, stderr = demo.communicate(timeout=TIMEOUT)
     assert demo.returncode == 130, stderr
     # the hint names the command as it was run (here `python -m actorflow`)

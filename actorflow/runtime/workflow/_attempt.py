@@ -12,14 +12,19 @@ go through ``RunDriver.drive``.
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
 
 from actorflow._text import error_message
-from actorflow.errors import EncodingError, RunFailedError, RunPaused, StorageError
+from actorflow.errors import (
+    CorruptedDataError,
+    EncodingError,
+    RunFailedError,
+    RunPaused,
+    StorageError,
+)
 from actorflow.runtime.actors import Actor, state_type
 from actorflow.runtime.workflow._agents import RunAgents
 from actorflow.runtime.workflow._checkpointer import CheckpointQueue
@@ -42,7 +47,7 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._checkpointer import Checkpointer
     from actorflow.runtime.workflow._config import RuntimeConfig
     from actorflow.runtime.workflow._handle import RunTracker
-    from actorflow.storage import Lease, RetentionPolicy, Store
+    from actorflow.storage import Lease, RetentionPolicy, Snapshot, Store
 
 __all__ = ["RunDriver"]
 
@@ -114,19 +119,23 @@ class RunDriver:
         """
         renew = self.store.renew_interval
         prune = False
-        try:
-            if renew is None:
-                # no lease to renew: no heartbeat, so no task group to host one
-                prune = await self._drive_caught(handle, manifest, workflow, lease, fresh)
-                return
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(_heartbeat, self.store, lease, renew)
-                try:
+        # the runtime interrupts the run through this scope as it stops (RunTracker.interrupt)
+        with anyio.CancelScope() as interruptible:
+            handle.attach_driver(interruptible)
+            try:
+                if renew is None:
+                    # no lease to renew: no heartbeat, so no task group to host one
                     prune = await self._drive_caught(handle, manifest, workflow, lease, fresh)
-                finally:
-                    tg.cancel_scope.cancel()
-        finally:
-            self._on_finished(handle, prune)
+                    return
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_heartbeat, self.store, lease, renew)
+                    try:
+                        prune = await self._drive_caught(handle, manifest, workflow, lease, fresh)
+                    finally:
+                        tg.cancel_scope.cancel()
+            finally:
+                handle.attach_driver(None)
+                self._on_finished(handle, prune)
 
     async def _drive_caught(
         self,
@@ -187,7 +196,13 @@ class RunDriver:
             )
             await self._attempt(handle, manifest, workflow, view, writer, outcome, scope)
         except BaseException as exc:
-            if isinstance(exc, anyio.get_cancelled_exc_class()):
+            # whatever a run stopped by its runtime raised on its way out (a
+            # cancellation, or an error caused by it), it was interrupted; so
+            # was one whose task trio chose to raise Ctrl-C's KeyboardInterrupt in
+            stopped_here = isinstance(
+                exc, anyio.get_cancelled_exc_class() | KeyboardInterrupt | SystemExit
+            )
+            if handle.interrupt_requested or stopped_here:
                 with anyio.CancelScope(shield=True):
                     if scope is not None:  # agents stop before the run is marked
                         stopped = True
@@ -251,13 +266,20 @@ class RunDriver:
         # before the run's task group: a state that cannot be restored (an
         # IncompatibleStateError) reaches the caller as itself
         restored = await agents.restore_all()
-        value = decode(manifest.input, input_type, f"input of run {run_id}")
+        value: object = None
+        try:
+            value = decode(manifest.input, input_type, f"input of run {run_id}")
+        except CorruptedDataError as exc:
+            # no attempt can ever start from this input: the run fails, with the cause stored
+            outcome.failed(run_id, exc)
         async with anyio.create_task_group() as tg:
             env = StepEnv(recorder=recorder, agents=agents, config=self.config, task_group=tg)
             ctx = RunContext(env)
-            handle.emit("run_started", workflow=manifest.workflow, agents_restored=restored)
-            result = await _execute(handle, env, cls, value, ctx, outcome)
-            await _store_outcome(store, recorder, queue, checkpointer.send_nowait, outcome, result)
+            result = None
+            if outcome.status is RunStatus.RUNNING:
+                handle.emit("run_started", workflow=manifest.workflow, agents_restored=restored)
+                result = await _execute(handle, env, cls, value, ctx, outcome)
+            await _store_outcome(handle, recorder, queue, checkpointer.send_nowait, outcome, result)
         handle.metrics.update(
             view.metrics,
             checkpoints=queue.written,
@@ -321,6 +343,8 @@ async def _execute(
                 # run stays as the store has it, for `recover()` to pick up later.
                 outcome.error = exc
         except Exception as exc:
+            if handle.interrupt_requested:
+                raise  # a consequence of the runtime stopping the run: it is interrupted
             outcome.failed(run_id, exc)
     # cancelling now changes nothing; the handle (kept by the runtime) lets go of
     # the scope and the tasks and scopes it still points to
@@ -344,7 +368,7 @@ async def _orchestrate(env: StepEnv, cls: type[Any], value: object, ctx: RunCont
 
 
 async def _store_outcome(
-    store: Store,
+    handle: RunTracker,
     recorder: Recorder,
     queue: CheckpointQueue,
     send: Callable[[object], None],
@@ -355,6 +379,8 @@ async def _store_outcome(
 
     One manifest write lists the final snapshot and records the status (and
     result); if that snapshot cannot be written, the status is written alone.
+    So it is if the runtime stops meanwhile and the final snapshot is still
+    queued when the grace it gives (``shutdown_timeout``) is over.
     """
     status, error = outcome.status, outcome.error
     if status is RunStatus.RUNNING:
@@ -366,13 +392,28 @@ async def _store_outcome(
         info = ErrorInfo.of(error.__cause__ or error)
     prompt = error.prompt if isinstance(error, RunPaused) else None
     change = status_change(status, result, info, prompt=prompt, phase=recorder.view.phase)
-    # a completed run's outcome may be interrupted (it is then marked
-    # interrupted); any other is made durable whatever happens
-    with nullcontext() if status is RunStatus.COMPLETED else anyio.CancelScope(shield=True):
+    store = queue.store
+    final: Snapshot | None = None
+    if status is RunStatus.COMPLETED:
+        # a completed run's outcome may be interrupted (it is then marked interrupted)
         await recorder.flush()
         final = recorder.view.snapshot(final_trigger(status))
         await queue.write_last(final, send, change)
         if final.snapshot_id not in queue.applied:
+            await store.update_run(run_id, change)
+        return
+    # any other is made durable whatever happens, but waits for the checkpoint
+    # actor only as long as the runtime lets it (``RunTracker.shield``)
+    with anyio.CancelScope(shield=True) as shielded:
+        handle.shield(shielded)
+        try:
+            await recorder.flush()
+            final = recorder.view.snapshot(final_trigger(status))
+            await queue.write_last(final, send, change)
+        finally:
+            handle.shield(None)
+    if final is None or final.snapshot_id not in queue.applied:
+        with anyio.CancelScope(shield=True):
             await store.update_run(run_id, change)
 
 

@@ -45,10 +45,14 @@ class RunTracker:
         self.metrics: dict[str, float] = {}
         self.replayed_steps = 0
         self.cancel_requested = False
+        self.interrupt_requested = False
         self.result: Any = None
         self.error: BaseException | None = None
         self.ended = anyio.Event()
         self._cancel_scope: anyio.CancelScope | None = None
+        self._drive_scope: anyio.CancelScope | None = None
+        self._shielded: anyio.CancelScope | None = None
+        self._grace = 0.0
         self._subscribers: list[MemoryObjectSendStream[RunEvent]] = []
         # late subscribers see the recent past (events(replay=True))
         self._history: deque[RunEvent] = deque(maxlen=256)
@@ -92,6 +96,35 @@ class RunTracker:
         self.cancel_requested = True
         if self._cancel_scope is not None:
             self._cancel_scope.cancel()
+
+    def attach_driver(self, scope: anyio.CancelScope | None) -> None:
+        """The cancel scope the whole attempt runs in (what ``interrupt`` cancels)."""
+        self._drive_scope = scope
+        if scope is not None and self.interrupt_requested:
+            scope.cancel()
+
+    def shield(self, scope: anyio.CancelScope | None) -> None:
+        """A shielded scope the attempt is in (storing its outcome), or None once left.
+
+        An interrupt gives it ``grace`` seconds, then cancels it: shielded
+        work that waits for others (the checkpoint actor) must not hold up
+        the runtime's shutdown.
+        """
+        self._shielded = scope
+        if scope is not None and self.interrupt_requested:
+            scope.deadline = min(scope.deadline, anyio.current_time() + self._grace)
+
+    def interrupt(self, grace: float) -> None:
+        """Stop the run because its runtime stops: it is marked interrupted, for ``recover()``.
+
+        Shielded work in progress (storing an outcome) gets ``grace`` seconds.
+        """
+        self.interrupt_requested = True
+        self._grace = grace
+        if self._drive_scope is not None:
+            self._drive_scope.cancel()
+        if self._shielded is not None:
+            self.shield(self._shielded)
 
     def finish(
         self, status: RunStatus, result: Any = None, error: BaseException | None = None

@@ -14,18 +14,18 @@ import anyio
 import msgspec
 
 from actorflow._log import get_logger
-from actorflow._text import error_message
+from actorflow._text import describe
 from actorflow.errors import (
     ActorDefinitionError,
-    ActorflowError,
     RecoveryFailedError,
     RunInputMismatchError,
     RunLockedError,
     RunNotFinishedError,
     RunNotFoundError,
+    RuntimeNotRunningError,
 )
 from actorflow.runtime.actors import ActorSystem, class_name, is_abstract, lookup, register
-from actorflow.runtime.workflow._attempt import RunDriver
+from actorflow.runtime.workflow._attempt import RunDriver, status_change
 from actorflow.runtime.workflow._checkpointer import Checkpointer
 from actorflow.runtime.workflow._config import RuntimeConfig
 from actorflow.runtime.workflow._fork import copy_for_fork
@@ -44,6 +44,8 @@ from actorflow.storage import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Self
+
+    from anyio.abc import TaskGroup
 
     from actorflow.runtime.actors import ActorRef
 
@@ -87,6 +89,7 @@ class Runtime(ActorSystem):
         self._checkpointer: ActorRef[Checkpointer] | None = None
         self._pruner = Pruner()
         self._driver: RunDriver | None = None
+        self._stopping = False
 
     @property
     def store(self) -> Store:
@@ -98,16 +101,37 @@ class Runtime(ActorSystem):
         return self._store
 
     async def __aexit__(self, *exc_info: Any) -> None:
+        self._stopping = True
         try:
             if exc_info[1] is None and self._pruner.pending:
                 # let retention finish what finished runs started, within the deadline
                 with anyio.move_on_after(self.shutdown_timeout):
                     await self._pruner.wait()
+            await self._interrupt_runs()
             await super().__aexit__(*exc_info)
         finally:
             if self._store is not None and not isinstance(self._store_spec, Store):
                 with anyio.CancelScope(shield=True):
                     await self._store.aclose()
+
+    async def _interrupt_runs(self) -> None:
+        """Interrupt every live run and wait for each to be marked so (bounded).
+
+        Runs stop before any actor does: a run whose agents (or checkpoint
+        actor) stopped first would see its steps fail and be stored failed,
+        or wait for a snapshot nobody writes. Each run gets ``shutdown_timeout``
+        for what it does shielded (storing its outcome) and again for its
+        agents to stop; what is still running after that is the actor
+        system's to cancel.
+        """
+        live = [tracker for tracker in self._runs.values() if not tracker.done]
+        for tracker in live:
+            tracker.interrupt(self.shutdown_timeout)
+        # shielded: a body cancelled from outside (Ctrl-C on asyncio) still stops its runs
+        with anyio.CancelScope(shield=True) as scope:
+            scope.deadline = anyio.current_time() + 2 * self.shutdown_timeout
+            for tracker in live:
+                await tracker.ended.wait()
 
     @property
     def _runs_driver(self) -> RunDriver:
@@ -167,6 +191,7 @@ class Runtime(ActorSystem):
                 "`async def run(self, ctx, input)`",
             )
         register(workflow)
+        self._accepting_runs()  # before the run is recorded: none is left behind unstarted
         run_id = validate_run_id(run_id) if run_id is not None else uuid.uuid4().hex
         manifest = new_manifest(
             workflow, input, run_id=run_id, owner=self.owner, code_version=self.config.code_version
@@ -175,6 +200,16 @@ class Runtime(ActorSystem):
         if not created:
             return await self._existing(workflow, stored, manifest.input_hash)
         return await self._launch(workflow, stored, fresh=True)
+
+    def _accepting_runs(self) -> TaskGroup:
+        """The task group runs go in; refused once the runtime began to stop.
+
+        Raises:
+            RuntimeNotRunningError: outside ``async with``, or leaving it.
+        """
+        if self._stopping:  # a run started now would be interrupted at once
+            raise RuntimeNotRunningError("start a run")
+        return self.require_running("start a run")
 
     async def _existing(
         self, workflow: type[Any], stored: RunManifest, input_hash: str
@@ -221,7 +256,17 @@ class Runtime(ActorSystem):
         self, workflow: type[Any], manifest: RunManifest, *, fresh: bool, recovering: bool
     ) -> tuple[RunHandle, bool]:
         """``_launch``, also saying whether this process drives the run."""
-        task_group = self.require_running("start a run")
+        try:
+            task_group = self._accepting_runs()
+        except RuntimeNotRunningError:
+            if fresh and self._stopping:
+                # recorded by `start` just before the runtime began to stop:
+                # interrupted, like every run the stop caught, for recover()
+                with anyio.CancelScope(shield=True):
+                    await self.store.update_run(
+                        manifest.run_id, status_change(RunStatus.INTERRUPTED)
+                    )
+            raise
         lease = await self.store.claim(manifest.run_id, self.owner)
         if not fresh:  # a new run's manifest was created running, with this owner
             try:
@@ -302,8 +347,8 @@ class Runtime(ActorSystem):
                 outcome = await self._recover_one(manifest, on_start)
             except RunLockedError:
                 raise
-            except ActorflowError as exc:
-                _log.warning("run_not_recovered", run_id=run_id, error=error_message(exc))
+            except Exception as exc:
+                _log.warning("run_not_recovered", run_id=run_id, error=describe(exc))
                 return {}
             return {} if outcome is _SKIPPED else {run_id: outcome}
         manifests = await self.store.list_runs(status=list(_ORPHANS))
@@ -314,10 +359,10 @@ class Runtime(ActorSystem):
                 outcome = await self._recover_one(m, on_start)
             except RunLockedError:
                 return  # a live process owns it: not an orphan after all
-            except ActorflowError as exc:
+            except Exception as exc:
                 # one run that cannot be recovered (paused again, failed, its
-                # class not imported) never stops the others
-                _log.warning("run_not_recovered", run_id=m.run_id, error=error_message(exc))
+                # class not imported, its store or code broken) never stops the others
+                _log.warning("run_not_recovered", run_id=m.run_id, error=describe(exc))
                 return
             if outcome is not _SKIPPED:
                 results[m.run_id] = outcome
@@ -480,4 +525,5 @@ class Runtime(ActorSystem):
 
     async def __aenter__(self) -> Self:
         await super().__aenter__()
+        self._stopping = False
         return self
