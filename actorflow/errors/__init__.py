@@ -34,6 +34,7 @@ The tree::
     ├── RunError                        something about one workflow run
     │   ├── RunNotFoundError            no run with that id (also LookupError)
     │   ├── RunNotFinishedError         the run has no result yet
+    │   │   └── RunNotPausedError       resume of a run that is not paused
     │   ├── RunFailedError              the run ended in failure; carries the cause
     │   ├── RunInputMismatchError       a run id reused with different input
     │   ├── StepFailedError             a step of the run failed
@@ -77,6 +78,7 @@ from actorflow.errors._runs import (
     RunInputMismatchError,
     RunNotFinishedError,
     RunNotFoundError,
+    RunNotPausedError,
     RunPaused,
     StepFailedError,
     UnawaitedStepError,
@@ -131,6 +133,7 @@ __all__ = [
     "RunLockedError",
     "RunNotFinishedError",
     "RunNotFoundError",
+    "RunNotPausedError",
     "RunPaused",
     "RuntimeNotRunningError",
     "StepFailedError",

@@ -41,6 +41,19 @@ class RunNotFinishedError(RunError):
         super().__init__(run_id, f"run {run_id!r} has not finished (status: {status})")
 
 
+class RunNotPausedError(RunNotFinishedError):
+    """``resume`` of a run that is not paused (a ``RunNotFinishedError`` for older code)."""
+
+    def __init__(self, run_id: str, status: str) -> None:
+        self.status = status
+        RunError.__init__(
+            self,
+            run_id,
+            f"run {run_id!r} is {status}, not paused: only a paused run can be resumed "
+            f"(`actorflow result {run_id}` shows how it ended)",
+        )
+
+
 class RunFailedError(RunError):
     """The run ended in failure; ``error_type`` and ``error_message`` say why."""
 

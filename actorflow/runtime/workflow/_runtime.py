@@ -22,6 +22,7 @@ from actorflow.errors import (
     RunLockedError,
     RunNotFinishedError,
     RunNotFoundError,
+    RunNotPausedError,
     RuntimeNotRunningError,
 )
 from actorflow.runtime.actors import ActorSystem, class_name, is_abstract, lookup, register
@@ -420,11 +421,11 @@ class Runtime(ActorSystem):
 
         Raises:
             RunNotFoundError: no such run.
-            RunNotFinishedError: the run is not paused (its status says why).
+            RunNotPausedError: the run is not paused (its status says why).
         """
         manifest = await self.store.read_run(validate_run_id(run_id))
         if manifest.status is not RunStatus.PAUSED:
-            raise RunNotFinishedError(run_id, f"{manifest.status}, not paused")
+            raise RunNotPausedError(run_id, str(manifest.status))
         workflow = lookup(manifest.workflow)
         lease = await self.store.claim(run_id, self.owner)
         try:

@@ -27,6 +27,7 @@ from actorflow.errors import (
     RunLockedError,
     RunNotFinishedError,
     RunNotFoundError,
+    RunNotPausedError,
     RunPaused,
 )
 from actorflow.storage import (
@@ -312,6 +313,20 @@ async def test_a_paused_run_resumes_with_the_response() -> None:
         assert await runtime.resume("approve", "yes") == "hello:yes"
         with pytest.raises(RunNotFinishedError):
             await runtime.resume("approve", "again")
+
+
+async def test_resuming_a_completed_run_says_it_is_completed_not_unfinished() -> None:
+    store = MemoryStore()
+    async with Runtime(store=store) as runtime:
+        with pytest.raises(RunPaused):
+            await runtime.run(Approval, "hi", run_id="done-once")
+        assert await runtime.resume("done-once", "yes") == "hi:yes"
+        with pytest.raises(RunNotPausedError) as info:
+            await runtime.resume("done-once", "again")
+    message = str(info.value)
+    assert "is completed, not paused" in message
+    assert "has not finished" not in message
+    assert info.value.status == "completed"
 
 
 async def test_fork_starts_a_new_run_from_an_old_checkpoint() -> None:
