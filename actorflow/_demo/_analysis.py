@@ -15,6 +15,7 @@ import json
 import os
 import site
 import sysconfig
+import threading
 from importlib import resources
 from pathlib import Path
 from typing import Final
@@ -39,6 +40,14 @@ _EXCLUDED_DIRS: Final = frozenset(
     {"site-packages", "dist-packages", "__pycache__", "node_modules", ".git", ".hg", ".tox"}
 )
 _EXCLUDED_SUFFIXES: Final = (".dist-info", ".egg-info")
+
+# CPython 3.11 keeps the AST constructor's recursion depth in state shared by all
+# threads; if a garbage collection inside one parse runs Python code (finalizers,
+# plentiful while Ctrl-C unwinds the runtime) and another thread parses meanwhile,
+# one of them fails with "SystemError: AST constructor recursion depth mismatch"
+# (python/cpython#106905, fixed in 3.12). Parsing holds the GIL throughout, so
+# taking turns costs no parallelism.
+_PARSE_LOCK: Final = threading.Lock()
 
 # Calls the review flags in the code it reads, by qualified name, with why: data,
 # kept beside this module (nothing here imports or calls them).
@@ -169,7 +178,8 @@ def analyse_file(root: Path | str, path: str, *, strict: bool = False) -> FileRe
     area = area_of(path)
     try:
         source = (Path(root) / path).read_bytes()
-        tree = ast.parse(source, filename=path)
+        with _PARSE_LOCK:
+            tree = ast.parse(source, filename=path)
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         # Test data in the standard library is deliberately broken; report, not crash.
         return FileReport(path=path, area=area, error=f"{type(exc).__name__}: {exc}", strict=strict)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gc
+import sys
 import textwrap
+import threading
 from typing import TYPE_CHECKING
 
 import pytest
@@ -23,6 +26,7 @@ from actorflow._demo._analysis import (
 
 if TYPE_CHECKING:
     from pathlib import Path
+    from types import FrameType
 
 
 def write(root: Path, rel: str, source: str | bytes) -> None:
@@ -230,3 +234,69 @@ class TestScoreArea:
     )
     def test_confidence_stays_between_zero_and_one(self, reports: list[FileReport]) -> None:
         assert 0.0 <= score_area("a", reports).confidence <= 1.0
+
+
+def _inside_ast_parse() -> bool:
+    """Whether the calling thread is inside ``ast.parse`` (a gc callback runs there)."""
+    frame: FrameType | None = sys._getframe()
+    while frame is not None:
+        if frame.f_code.co_name == "parse" and frame.f_code.co_filename.endswith("ast.py"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def test_parses_in_threads_never_trip_the_shared_ast_depth(tmp_path: Path) -> None:
+    """Two reviewers parsing at once, one paused by a collection mid-parse (as when
+    Ctrl-C unwinds the runtime and finalizers run): CPython 3.11's AST constructor
+    shares its depth counter between threads, so without turns one parse raised
+    SystemError "recursion depth mismatch" and the reviewer actor crashed."""
+    body = "\n".join(
+        f"def f{i}(x):\n    if x:\n        return [y for y in range(x) if y]\n    return {i}\n"
+        for i in range(300)
+    )
+    write(tmp_path, "big.py", body)
+    expected = analyse_file(tmp_path, "big.py")
+    b_paused, b_release, b_done = threading.Event(), threading.Event(), threading.Event()
+    paused: set[str] = set()
+    results: dict[str, FileReport | BaseException] = {}
+
+    def on_collect(phase: str, info: dict[str, int]) -> None:
+        name = threading.current_thread().name
+        if phase != "start" or name in paused or not _inside_ast_parse():
+            return
+        paused.add(name)
+        if name == "B":
+            b_paused.set()
+            # Unserialised, A parses now and releases us from inside its own parse;
+            # serialised, A waits for our turn to end, so this wait runs out.
+            b_release.wait(2)
+        elif name == "A":
+            b_release.set()
+            b_done.wait(10)
+
+    def review(name: str) -> None:
+        if name == "A":
+            b_paused.wait(10)
+        try:
+            results[name] = analyse_file(tmp_path, "big.py")
+        except BaseException as exc:  # the test reports what escaped
+            results[name] = exc
+        finally:
+            if name == "B":
+                b_done.set()
+
+    threshold = gc.get_threshold()
+    gc.set_threshold(50)
+    gc.callbacks.append(on_collect)
+    try:
+        threads = [threading.Thread(target=review, args=(n,), name=n) for n in "BA"]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+    finally:
+        gc.callbacks.remove(on_collect)
+        gc.set_threshold(*threshold)
+    assert b_paused.is_set(), "the collection never paused B inside ast.parse"
+    assert results == {"A": expected, "B": expected}
