@@ -25,6 +25,7 @@ PUBLIC = (
     "actorflow.storage",
     "actorflow.errors",
     "actorflow.testing",
+    "actorflow.testing.conformance",
 )
 
 

@@ -1,4 +1,4 @@
-"""Helpers for testing your own workflows' recovery.
+"""Helpers for testing your own workflows' recovery, and your own stores.
 
 Crash a run at every point of its log, recover it in a fresh runtime and
 compare with a run that never crashed::
@@ -23,6 +23,10 @@ instant), the run's claims are dropped as the operating system would drop a
 dead process's locks, and the runtime is torn down. Recovery then runs on the
 same data. For crashes of real processes, kill a child process with SIGKILL
 and call ``runtime.recover()`` in a new one (see docs/recovery.md).
+
+A store of your own runs the conformance suite every store passes:
+``actorflow.testing.conformance`` (it needs pytest, so it is imported only by
+name; see docs/storage.md, "Writing your own store").
 """
 
 from __future__ import annotations
