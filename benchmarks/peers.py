@@ -1,8 +1,9 @@
 """Peers side by side: actorflow, LangGraph and DBOS on the same small durable run.
 
-Run: ``python benchmarks/peers.py [--quick] [--only=125] [--backend=asyncio|trio]``
-with the peers installed (``pip install -e '.[bench]'``); without them only
-actorflow's rows are printed. The full run takes a few minutes on 2 cores.
+Run: ``python benchmarks/peers.py [--quick] [--only=125] [--backend=asyncio|trio]
+[--strace]`` with the peers installed (``pip install -e '.[bench]'``); without
+them only actorflow's rows are printed. ``--only`` picks shapes 1 (with 3 and
+4), 2 and 5. The full run takes a few minutes on 2 cores.
 
 Every shape is written in each library's own idiom, in one process, and the
 variants take turns in rounds (their order rotates every round), so a slower
@@ -17,8 +18,9 @@ process that times its own runs and hands the figures back between turns.
    ``SqliteSaver`` (``ainvoke`` needs ``AsyncSqliteSaver`` and its aiosqlite
    thread). actorflow: an orchestrator calling 10 ``@phase`` methods on a
    FileStore, ``Durability.SYNC`` ("phases"); and the same with each unit's
-   record coming from an ``ask`` step ("asks"), because in ``sync`` mode a
-   phase's result is durable only once a later step or a snapshot needs it.
+   record coming from an ``ask`` step ("asks"): ``sync`` waits for steps, not
+   for phase ends, whose records reach the disk with the next step's append
+   or snapshot, so a run of bare phases has nothing durable until its end.
    DBOS: 10 ``@DBOS.step`` calls in a ``@DBOS.workflow`` on its SQLite
    system database.
 2. The same in default modes: actorflow ``batched``, LangGraph ``async``
@@ -29,7 +31,9 @@ process that times its own runs and hands the figures back between turns.
    benchmark (the FileStore's worker threads call them; SQLite's own syncs
    are made in C and are not seen). A separate pass records who called each
    one and whether ``run()`` was still awaited then or had returned
-   (retention, off the run's path).
+   (retention, off the run's path). ``--strace`` adds every library's
+   counts from ``strace -f -c`` of a child process (SQLite's included): the
+   child with 3n runs minus the child with n, over 2n.
 4. The floor: the count of syncs of 3 replayed alone, one after another,
    each a new 1 KB temp file written and fsynced in a trip to the FileStore's
    worker thread, timed like a run.
@@ -51,6 +55,7 @@ import shutil
 import signal
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -74,7 +79,7 @@ if TYPE_CHECKING:
 
 QUICK = "--quick" in sys.argv
 UNITS, CRASH_AT = 10, 4  # the crash comes as the fifth unit (index 4) starts
-ROUNDS = 2 if QUICK else 10
+ROUNDS = 2 if QUICK else 12
 RUNS = 3 if QUICK else 5  # timed runs per variant per round, after one warm-up
 CRASHES = 1 if QUICK else 3  # crash-and-resume samples per variant per round
 COUNTED_RUNS = 3 if QUICK else 10  # runs of the by-caller pass, per variant
@@ -411,8 +416,8 @@ def lg_resume(builder: Any, db: str) -> tuple[float, float, int]:
 # --- DBOS, in a child process ------------------------------------------------------
 
 
-def dbos_child(conn: Connection, folder: str) -> None:
-    """Serve ``n`` → a list of ``n`` per-run seconds (after one warm-up) until ``0``."""
+def dbos_launch(folder: str) -> Callable[[int], int]:
+    """DBOS on a SQLite system database in ``folder``; returns the 10-step workflow."""
     from dbos import DBOS
 
     DBOS(
@@ -435,17 +440,29 @@ def dbos_child(conn: Connection, folder: str) -> None:
             records = step(k, records)
         return len(records)
 
-    workflow = DBOS.workflow()(linear)
+    workflow: Callable[[int], int] = DBOS.workflow()(linear)
     DBOS.launch()
+    return workflow
+
+
+def dbos_runs(workflow: Callable[[int], int], n: int) -> list[float]:
+    assert workflow(UNITS) == UNITS
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        workflow(UNITS)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def dbos_child(conn: Connection, folder: str) -> None:
+    """Serve ``n`` → a list of ``n`` per-run seconds (after one warm-up) until ``0``."""
+    from dbos import DBOS
+
+    workflow = dbos_launch(folder)
     try:
         while n := conn.recv():
-            assert workflow(UNITS) == UNITS
-            times = []
-            for _ in range(n):
-                start = time.perf_counter()
-                workflow(UNITS)
-                times.append(time.perf_counter() - start)
-            conn.send(times)
+            conn.send(dbos_runs(workflow, n))
     finally:
         DBOS.destroy()
 
@@ -466,6 +483,95 @@ class Dbos:
     def close(self) -> None:
         self.conn.send(0)
         self.child.join(60)
+
+
+# --- every library's syncs, under strace ------------------------------------------
+
+STRACED = ("actorflow phases", "actorflow asks", "LangGraph sync", "LangGraph async", "DBOS")
+STRACE_CALLS = {
+    "fsync": "fsync",
+    "fdatasync": "fdatasync",
+    "rename": "renames",
+    "renameat": "renames",
+    "renameat2": "renames",
+    "link": "links",
+    "linkat": "links",
+}
+
+
+def strace_child(variant: str, n: int, folder: str) -> None:
+    """``--strace-child``: set up ``variant``, one warm-up run, ``n`` runs, nothing else."""
+    if variant.startswith("actorflow"):
+        workflow = variant.split()[1]
+        anyio.run(af_runs, os.path.join(folder, "af"), workflow, Durability.SYNC, n)
+    elif variant.startswith("LangGraph"):
+        lg_runs(lg_builder(), os.path.join(folder, "lg.db"), variant.split()[1], n)
+    else:
+        from dbos import DBOS
+
+        dbos_runs(dbos_launch(folder), n)
+        DBOS.destroy()
+
+
+def strace_per_run(variant: str, n: int) -> Counter[str]:
+    """Calls per run: the child traced with ``3n`` runs minus with ``n``, over ``2n``."""
+    totals = []
+    for runs in (n, 3 * n):
+        with tempfile.TemporaryDirectory(prefix="af-strace-", dir=os.environ.get("BENCH_DIR")) as d:
+            out = os.path.join(d, "strace.txt")
+            command = [
+                "strace",
+                "-f",
+                "-c",
+                "-o",
+                out,
+                "-e",
+                "trace=" + ",".join(STRACE_CALLS),
+                sys.executable,
+                __file__,
+                f"--strace-child={variant}",
+                f"--runs={runs}",
+                f"--dir={d}",
+            ]
+            subprocess.run(command, check=True, timeout=600, capture_output=True)
+            counts: Counter[str] = Counter()
+            with open(out) as f:
+                for line in f:
+                    fields = line.split()
+                    if fields and fields[-1] in STRACE_CALLS:
+                        calls = int(fields[3] if len(fields) == 6 else fields[-2])
+                        counts[STRACE_CALLS[fields[-1]]] += calls
+            totals.append(counts)
+    per_run: Counter[str] = Counter()
+    for name in ("fsync", "fdatasync", "renames", "links"):
+        per_run[name] = round((totals[1][name] - totals[0][name]) / (2 * n))
+    return per_run
+
+
+def report_strace() -> None:
+    rows = []
+    for variant in STRACED:
+        if variant.startswith("LangGraph") and not _installed("langgraph"):
+            continue
+        if variant == "DBOS" and not _installed("dbos"):
+            continue
+        c = strace_per_run(variant, 2 if QUICK else 5)
+        syncs = c["fsync"] + c["fdatasync"]
+        rows.append(
+            [
+                variant + (" sync" if variant.startswith("actorflow") else ""),
+                str(c["fsync"]),
+                str(c["fdatasync"]),
+                str(syncs),
+                str(c["renames"]),
+                str(c["links"]),
+            ]
+        )
+    _table(
+        "3b. per sync run, every library, counted by strace -f -c (SQLite's syncs too)",
+        ["variant", "fsync", "fdatasync", "syncs", "renames", "links"],
+        rows,
+    )
 
 
 # --- rounds -------------------------------------------------------------------------
@@ -596,7 +702,7 @@ class Bench:
         return job
 
     def run(self) -> None:
-        for r in range(ROUNDS):
+        for r in range(ROUNDS if self.jobs else 0):
             shift = r % len(self.jobs)
             for _, job in self.jobs[shift:] + self.jobs[:shift]:
                 gc.collect()
@@ -648,14 +754,19 @@ def _table(title: str, header: list[str], rows: list[list[str]]) -> None:
 
 
 def _ratio(a: Samples, b: Samples | None) -> str:
-    """p50 of ``a`` over p50 of ``b``, with the range of the per-round ratios."""
+    """p50 of ``a`` over p50 of ``b``; then the ratio of the two in each round.
+
+    Both took their turns in every round, so the per-round ratios show how far
+    the machine's load moved the comparison: their median and range.
+    """
     if b is None or not b.rounds:
         return ""
     overall = statistics.median(a.all()) / statistics.median(b.all())
     per_round = [
         statistics.median(x) / statistics.median(y) for x, y in zip(a.rounds, b.rounds, strict=True)
     ]
-    return f"{overall:.2f}x ({min(per_round):.2f}-{max(per_round):.2f})"
+    low, mid, high = min(per_round), statistics.median(per_round), max(per_round)
+    return f"{overall:.2f}x | {mid:.2f} ({low:.2f}-{high:.2f})"
 
 
 def _spread(s: Samples) -> str:
@@ -666,7 +777,7 @@ def _spread(s: Samples) -> str:
 def report(bench: Bench) -> None:
     samples = bench.samples
     backends = _backends()
-    header = ["variant", "p50 ms", "p90 ms", "round p50s", "x LangGraph p50 (rounds)"]
+    header = ["variant", "p50 ms", "p90 ms", "round p50s", "x LangGraph p50 | rounds"]
     for key, lg_mode, title in [
         ("1", "sync", "1. 10-unit linear run, durable after every unit (sync)"),
         ("2", "async", "2. the same, default modes (actorflow batched, LangGraph async)"),
@@ -707,7 +818,7 @@ def report(bench: Bench) -> None:
         _table(
             "4. the floor: the same count of syncs alone (new 1 KB file + fsync, one "
             "worker-thread trip each)",
-            ["floor", "p50 ms", "p90 ms", "round p50s", "actorflow sync / floor (rounds)"],
+            ["floor", "p50 ms", "p90 ms", "round p50s", "actorflow sync / floor | rounds"],
             rows,
         )
     if "5" in bench.only:
@@ -730,7 +841,14 @@ def report(bench: Bench) -> None:
         _table(
             "5. crash after unit 4 of 10, finish in a fresh runtime / connection (sync): "
             "the resume",
-            ["variant", "p50 ms", "p90 ms", "open+resume p50", "units redone", "x LangGraph p50"],
+            [
+                "variant",
+                "p50 ms",
+                "p90 ms",
+                "open+resume p50",
+                "units redone",
+                "x LangGraph p50 | rounds",
+            ],
             rows,
         )
 
@@ -778,7 +896,8 @@ def report_targets(bench: Bench) -> None:
     if "1" in bench.only:
         syncs = bench.counted["phases", _backends()[0]][0]
         rows.append(["fsyncs+fdatasyncs per sync run", f"≤ {UNITS + 5}", f"{syncs:.0f}"])
-    _table("targets (issue 13), units as phases", ["measure", "target", "today (rounds)"], rows)
+    if rows:
+        _table("targets (issue 13), units as phases", ["measure", "target", "today | rounds"], rows)
 
 
 def _report_syncs(bench: Bench, backends: list[str]) -> None:
@@ -829,7 +948,14 @@ def _version(name: str) -> str:
         return "not installed"
 
 
+def _arg(name: str, default: str) -> str:
+    return next((a.split("=", 1)[1] for a in sys.argv if a.startswith(f"--{name}=")), default)
+
+
 def main() -> None:
+    if child := _arg("strace-child", ""):
+        strace_child(child, int(_arg("runs", "1")), _arg("dir", ""))
+        return
     only = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--only=")), "125")
     peers = ", ".join(
         f"{name} {_version(name)}" for name in ("langgraph", "langgraph-checkpoint-sqlite", "dbos")
@@ -852,6 +978,8 @@ def main() -> None:
             bench.close()
             TAP.uninstall()
         report(bench)
+        if "--strace" in sys.argv:
+            report_strace()
         report_targets(bench)
     print(
         f"\n{ROUNDS} rounds of {RUNS} runs per variant ({CRASHES} crashes); "
