@@ -47,10 +47,12 @@ process that times its own runs and hands the figures back between turns.
 
 from __future__ import annotations
 
+import base64
 import gc
 import importlib.util
 import multiprocessing
 import os
+import random
 import shutil
 import signal
 import sqlite3
@@ -61,7 +63,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypedDict
 
 import anyio
 import msgspec
@@ -88,8 +90,12 @@ WORK = [0]  # units' work done in this process (a unit's record produced)
 
 
 def record(k: int) -> str:
-    """Unit ``k``'s 1 KB record (the same bytes in every library)."""
-    return (f"{k:04d}" * 256)[:1024]
+    """Unit ``k``'s 1 KB record, the same in every library.
+
+    Random bytes in base64: repeated text would let actorflow's snapshots
+    compress to almost nothing, which no real record does.
+    """
+    return base64.b64encode(random.Random(k).randbytes(768)).decode()
 
 
 def _installed(module: str) -> bool:
@@ -109,12 +115,16 @@ class Tap:
         self.counts: Counter[str] = Counter()
         self.by_caller: Counter[tuple[str, str, str]] | None = None
         self.stage = "during run()"
+        self.written = 0  # bytes through os.write and os.pwrite while by_caller is on
         self._original: dict[str, Callable[..., Any]] = {}
 
     def install(self) -> None:
         for name in FILE_CALLS:
             self._original[name] = original = getattr(os, name)
             setattr(os, name, self._wrap(name, original))
+        for name in ("write", "pwrite"):
+            self._original[name] = original = getattr(os, name)
+            setattr(os, name, self._wrap_write(original))
 
     def uninstall(self) -> None:
         for name, original in self._original.items():
@@ -128,6 +138,15 @@ class Tap:
             if self.by_caller is not None:
                 self.by_caller[(self.stage, name, _caller(sys._getframe(1)))] += 1
             return original(*args, **kwargs)
+
+        return counted
+
+    def _wrap_write(self, original: Callable[..., int]) -> Callable[..., int]:
+        def counted(fd: int, data: Any, *args: Any) -> int:
+            done = original(fd, data, *args)
+            if self.by_caller is not None:
+                self.written += done
+            return done
 
         return counted
 
@@ -254,7 +273,7 @@ async def af_by_caller(path: str, workflow: str, n: int) -> None:
     async with Runtime(store=FileStore(path), config=_config(Durability.SYNC)) as runtime:
         await runtime.run(cls, UNITS)
         await runtime._pruner.wait()
-        TAP.by_caller = Counter()
+        TAP.by_caller, TAP.written = Counter(), 0
         for _ in range(n):
             TAP.stage = "during run()"
             await runtime.run(cls, UNITS)
@@ -582,6 +601,15 @@ def _backends() -> list[str]:
     return chosen or ["asyncio", "trio"]
 
 
+class Counted(NamedTuple):
+    """What the by-caller pass saw of one variant."""
+
+    syncs: float  # per run
+    calls: Counter[str]  # in all its runs
+    by_caller: Counter[tuple[str, str, str]]  # (when, call, caller) in all its runs
+    kb_written: float  # per run
+
+
 class Bench:
     """Every variant of every shape, their samples, and the turns they take."""
 
@@ -594,10 +622,7 @@ class Bench:
         self.dbos: Dbos | None = None
         self.floor_syncs: dict[str, int] = {}
         self.crashed: dict[str, str] = {}
-        # (workflow, backend) -> syncs per run, calls counted, calls by caller
-        self.counted: dict[
-            tuple[str, str], tuple[float, Counter[str], Counter[tuple[str, str, str]]]
-        ] = {}
+        self.counted: dict[tuple[str, str], Counted] = {}  # by (workflow, backend)
 
     def path(self, name: str) -> str:
         return os.path.join(self.tmp, name.replace(" ", "-").replace(",", ""))
@@ -614,7 +639,7 @@ class Bench:
                 for workflow in WORKFLOWS:
                     anyio.run(self._count_pass, workflow, backend, backend=backend)
             for workflow in WORKFLOWS:
-                self.floor_syncs[workflow] = round(self.counted[workflow, backends[0]][0])
+                self.floor_syncs[workflow] = round(self.counted[workflow, backends[0]].syncs)
         builder = lg_builder() if self.lg else None
         modes = [("1", Durability.SYNC, "sync"), ("2", Durability.BATCHED, "async")]
         for key, durability, lg_mode in modes:
@@ -653,7 +678,8 @@ class Bench:
         for (_, call, _), n in by_caller.items():
             counts[call] += n
         total = sum(counts[n] for n in SYNC_CALLS) / COUNTED_RUNS
-        self.counted[workflow, backend] = (total, counts, by_caller)
+        kb = TAP.written / COUNTED_RUNS / 1024
+        self.counted[workflow, backend] = Counted(total, counts, by_caller, kb)
 
     def _lg_job(self, builder: Any, mode: str) -> Callable[[Samples], None]:
         db = self.path(f"lg-{mode}.db")
@@ -894,7 +920,7 @@ def report_targets(bench: Bench) -> None:
                 ]
             )
     if "1" in bench.only:
-        syncs = bench.counted["phases", _backends()[0]][0]
+        syncs = bench.counted["phases", _backends()[0]].syncs
         rows.append(["fsyncs+fdatasyncs per sync run", f"≤ {UNITS + 5}", f"{syncs:.0f}"])
     if rows:
         _table("targets (issue 13), units as phases", ["measure", "target", "today | rounds"], rows)
@@ -904,7 +930,7 @@ def _report_syncs(bench: Bench, backends: list[str]) -> None:
     rows = []
     for backend in backends:
         for workflow in WORKFLOWS:
-            total, counts, _ = bench.counted[workflow, backend]
+            total, counts, _, kb = bench.counted[workflow, backend]
             timed = bench.samples[f"actorflow {workflow} sync, {backend}"].counts
             n = COUNTED_RUNS
             rows.append(
@@ -916,16 +942,17 @@ def _report_syncs(bench: Bench, backends: list[str]) -> None:
                     f"{min(timed):.1f}-{max(timed):.1f}",
                     f"{counts['rename'] / n + counts['replace'] / n:.1f}",
                     f"{counts['link'] / n:.1f}",
+                    f"{kb:.0f}",
                 ]
             )
     _table(
         f"3. syncs per actorflow sync run (os calls counted in-process; {COUNTED_RUNS} runs "
         "attributed, and the timed runs' totals)",
-        ["variant", "fsync", "fdatasync", "syncs", "timed runs", "renames", "links"],
+        ["variant", "fsync", "fdatasync", "syncs", "timed runs", "renames", "links", "KB written"],
         rows,
     )
     for workflow in WORKFLOWS:
-        _, _, by_caller = bench.counted[workflow, backends[0]]
+        by_caller = bench.counted[workflow, backends[0]].by_caller
         rows = [
             [f"{count / COUNTED_RUNS:.1f}", stage, call, where]
             for (stage, call, where), count in sorted(
