@@ -253,6 +253,8 @@ def print_outcome(o: Any, *, verb: str) -> None:
         out().print(paused_text(o.run_id, o.prompt))
     elif o.status in ("failed", "cancelled"):
         out().print(f"[red]{esc(o.status)}[/] {run}: {esc(o.error)}")
+    elif getattr(o, "corrupt", False):
+        out().print(f"[red]not recovered[/] {run}: {esc(o.error)}")
     else:
         why = f" {esc(o.error)}" if o.error else ""
         out().print(f"[yellow]not finished[/] {run}: {esc(o.status)}{why}")

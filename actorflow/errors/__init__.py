@@ -22,7 +22,7 @@ The tree::
     │   ├── StoreUnavailableError       the store cannot be reached
     │   ├── CorruptedDataError          stored bytes fail their checksum or do not decode
     │   │   ├── CheckpointCorruptedError    a snapshot is corrupt
-    │   │   ├── LogCorruptedError           a log record in the middle is corrupt
+    │   │   ├── LogCorruptedError           a log record a reader needs is corrupt
     │   │   └── RunFolderNotEmptyError      a run's folder holds data but no manifest
     │   ├── CheckpointNotFoundError     no such snapshot (also LookupError)
     │   ├── EncodingError               a value cannot be encoded (also TypeError)

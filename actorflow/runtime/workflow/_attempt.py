@@ -11,6 +11,7 @@ go through ``RunDriver.drive``.
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from actorflow._text import error_message
 from actorflow.errors import (
     CorruptedDataError,
     EncodingError,
+    RecoveryFailedError,
     RunFailedError,
     RunPaused,
     StorageError,
@@ -30,7 +32,7 @@ from actorflow.runtime.workflow._agents import RunAgents
 from actorflow.runtime.workflow._checkpointer import CheckpointQueue
 from actorflow.runtime.workflow._context import RunContext
 from actorflow.runtime.workflow._env import StepEnv
-from actorflow.runtime.workflow._outcomes import run_signature
+from actorflow.runtime.workflow._outcomes import recovery_failed, run_signature
 from actorflow.runtime.workflow._recorder import Recorder
 from actorflow.runtime.workflow._replay import RunView, load_view
 from actorflow.runtime.workflow._steps import PauseRun, close_namespace
@@ -50,6 +52,9 @@ if TYPE_CHECKING:
     from actorflow.storage import Lease, RetentionPolicy, Snapshot, Store
 
 __all__ = ["RunDriver"]
+
+_CAUSE_CHARS = 1000
+"""Characters of a cause's message kept in the message of the error it caused."""
 
 
 class _Outcome:
@@ -210,6 +215,14 @@ class RunDriver:
                     await store.update_run(run_id, status_change(RunStatus.INTERRUPTED))
                 emit("run_interrupted")
                 outcome.status = RunStatus.INTERRUPTED
+            elif isinstance(exc, Exception) and not fresh:
+                # the run stays as it was, for a later recover(); what stopped it is kept
+                error = _unrecoverable(run_id, exc)
+                with anyio.CancelScope(shield=True):
+                    await self._note_recovery_error(run_id, exc, emit)
+                if error is not exc:
+                    outcome.error = error
+                    raise error from exc
             outcome.error = exc
             raise
         finally:
@@ -233,6 +246,16 @@ class RunDriver:
             return False
         written = int(handle.metrics.get("checkpoints", 0))
         return not (fresh and _nothing_to_prune(policy, written))
+
+    async def _note_recovery_error(
+        self, run_id: str, cause: BaseException, emit: Callable[..., None]
+    ) -> None:
+        """Keep why this attempt failed in the manifest (``recovery_errors``), if the store can."""
+        change = functools.partial(recovery_failed, cause=ErrorInfo.of(cause))
+        try:
+            await self.store.update_run(run_id, change)
+        except StorageError as exc:
+            emit("recovery_error_not_kept", error=error_message(exc), level="warning")
 
     async def _attempt(
         self,
@@ -288,6 +311,22 @@ class RunDriver:
             checkpoint_write_ms=round(queue.write_seconds * 1000, 3),
             recoveries=manifest.attempt,
         )
+
+
+def _unrecoverable(run_id: str, exc: Exception) -> Exception:
+    """What a failed attempt at a recorded run raises: damaged data as ``RecoveryFailedError``.
+
+    Damage that the newest valid checkpoint does not cover (a log record
+    after it, a state blob it needs) stops every attempt the same way, so the
+    error says it is the recorded data, with the cause chained. Anything else
+    is raised as itself.
+    """
+    if not isinstance(exc, CorruptedDataError):
+        return exc
+    cause = f"{type(exc).__name__}: {error_message(exc, _CAUSE_CHARS)}"
+    error = RecoveryFailedError(run_id, f"what it recorded cannot be read: {cause}")
+    error.__cause__ = exc
+    return error
 
 
 async def _heartbeat(store: Store, lease: Lease, interval: float) -> None:

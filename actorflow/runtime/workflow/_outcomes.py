@@ -9,13 +9,26 @@ from typing import Any
 
 import msgspec
 
+from actorflow._text import cap
 from actorflow.errors import ActorDefinitionError, RunFailedError, RunNotFinishedError, RunPaused
 from actorflow.runtime.actors import class_name, lookup
 from actorflow.storage import ErrorInfo, RunManifest, RunStatus
 from actorflow.storage import decode_value as decode
 from actorflow.storage import encode_value as encode
 
-__all__ = ["decode_result", "finished_error", "new_manifest", "run_signature", "taken"]
+__all__ = [
+    "KEPT_RECOVERY_ERRORS",
+    "decode_result",
+    "finished_error",
+    "new_manifest",
+    "recovery_failed",
+    "run_signature",
+    "taken",
+]
+
+KEPT_RECOVERY_ERRORS = 10
+"""How many causes of failed recovery attempts a manifest keeps (the newest)."""
+_CAUSE_CHARS = 1000
 
 
 _signatures: dict[type[Any], tuple[Any, Any]] = {}
@@ -80,6 +93,9 @@ def taken(m: RunManifest, *, owner: str, limit: int | None) -> RunManifest:
     attempt = m.attempt + 1
     if attempt > limit:
         reason = f"{attempt - 1} recovery attempts failed (max_recovery_attempts={limit})"
+        if m.recovery_errors:
+            last = m.recovery_errors[-1]
+            reason += f"; the last with {last.type}: {cap(last.message, _CAUSE_CHARS)}"
         error = ErrorInfo(type="RecoveryFailedError", message=reason)
         return msgspec.structs.replace(
             m, attempt=attempt, status=RunStatus.FAILED, error=error, owner=None, updated=now
@@ -87,6 +103,17 @@ def taken(m: RunManifest, *, owner: str, limit: int | None) -> RunManifest:
     return msgspec.structs.replace(
         m, attempt=attempt, status=RunStatus.RUNNING, owner=owner, updated=now
     )
+
+
+def recovery_failed(m: RunManifest, *, cause: ErrorInfo) -> RunManifest:
+    """``m`` with ``cause`` kept among the causes of its failed recovery attempts.
+
+    The run stays as it is, for a later ``recover()``; the newest causes are
+    kept so that the error of a run that used up ``max_recovery_attempts``
+    can say why.
+    """
+    errors = (*m.recovery_errors, cause)[-KEPT_RECOVERY_ERRORS:]
+    return msgspec.structs.replace(m, recovery_errors=errors, updated=time.time())
 
 
 def decode_result(manifest: RunManifest, workflow: type[Any] | None = None) -> Any:
