@@ -28,6 +28,7 @@ __all__ = ["RunOutcome", "fork_run", "outcomes_exit", "recover_runs", "resume_ru
 
 
 _ORPHANS = [RunStatus.RUNNING, RunStatus.INTERRUPTED]
+_TRIED = [*_ORPHANS, RunStatus.BLOCKED]  # what recover(run_id) takes
 
 
 class RunOutcome(msgspec.Struct, kw_only=True):
@@ -119,7 +120,8 @@ async def _drive(
 def _stopped(watch: _Watch, handle: RunHandle, exc: RunPaused | RunFailedError) -> RunOutcome:
     if isinstance(exc, RunPaused):
         return watch.outcome(handle, status="paused", prompt=exc.prompt)
-    status = str(handle.status) if handle.status.finished else "failed"
+    finished = handle.status.finished or handle.status is RunStatus.BLOCKED
+    status = str(handle.status) if finished else "failed"
     return watch.outcome(handle, status=status, error=f"{exc.error_type}: {exc.error_message}")
 
 
@@ -168,11 +170,17 @@ async def recover_runs(runtime: Runtime, run_id: str | None, console: Console) -
             manifest = await runtime.store.read_run(run_id)
             if manifest.status is RunStatus.COMPLETED:
                 return []
-            if manifest.status not in _ORPHANS:  # paused, failed...: say so, drive nothing
+            if manifest.status not in _TRIED:  # paused, failed...: say so, drive nothing
                 return [await _left(runtime, run_id)]
             before = {run_id}
         else:
-            before = {m.run_id for m in await runtime.runs(status=_ORPHANS)}
+            # as recover() chooses: a blocked run only under other code than blocked it
+            version = runtime.config.code_version
+            before = {
+                m.run_id
+                for m in await runtime.runs(status=_TRIED)
+                if m.status is not RunStatus.BLOCKED or m.blocked_code_version != version
+            }
         results: dict[str, Any] = {}
         watch = _Watch()
         handles: dict[str, RunHandle] = {}

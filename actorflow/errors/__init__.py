@@ -36,6 +36,7 @@ The tree::
     │   ├── RunNotFinishedError         the run has no result yet
     │   │   └── RunNotPausedError       resume of a run that is not paused
     │   ├── RunFailedError              the run ended in failure; carries the cause
+    │   │   └── RunBlockedError         its code no longer replays its log; it waits, not failed
     │   ├── RunInputMismatchError       a run id reused with different input
     │   ├── StepFailedError             a step of the run failed
     │   ├── NonDeterminismError         re-run code diverged from the recorded log
@@ -73,6 +74,7 @@ from actorflow.errors._base import (
 from actorflow.errors._runs import (
     NonDeterminismError,
     RecoveryFailedError,
+    RunBlockedError,
     RunError,
     RunFailedError,
     RunInputMismatchError,
@@ -126,6 +128,7 @@ __all__ = [
     "NonDeterminismError",
     "RecoveryFailedError",
     "RegistryError",
+    "RunBlockedError",
     "RunError",
     "RunFailedError",
     "RunFolderNotEmptyError",

@@ -27,6 +27,7 @@ from actorflow.errors import (
 from actorflow.storage import (
     AgentSnapshot,
     DecisionRecord,
+    ErrorInfo,
     EventRecord,
     RetentionPolicy,
     RunManifest,
@@ -131,6 +132,22 @@ class TestManifests:
         assert [m.run_id for m in await store.list_runs(status=RunStatus.FAILED)] == ["c"]
         both = await store.list_runs(status=[RunStatus.FAILED, RunStatus.RUNNING], workflow="x")
         assert [m.run_id for m in both] == ["b", "c"]
+
+    async def test_a_blocked_run_keeps_its_error_and_code_version(self, store: Store) -> None:
+        await store.create_run(manifest())
+        await store.create_run(manifest("other", created=1.0))
+        blocked = await store.update_run(
+            "run-1",
+            lambda m: msgspec.structs.replace(
+                m,
+                status=RunStatus.BLOCKED,
+                error=ErrorInfo(type="NonDeterminismError", message="step 2 differs"),
+                blocked_code_version="v2",
+            ),
+        )
+        assert await store.read_run("run-1") == blocked
+        assert await store.list_runs(status=RunStatus.BLOCKED) == [blocked]
+        assert not RunStatus.BLOCKED.finished  # nothing is done with it as with a finished run
 
     async def test_intact_runs_leave_nothing_unreadable(self, store: Store) -> None:
         await store.create_run(manifest("a"))
@@ -425,6 +442,16 @@ class TestRetention:
         assert await store.list_snapshots("run-1") == []
         assert len(await store.list_snapshots("run-2")) == 2
         assert (await store.prune(RetentionPolicy(delete_completed=True))).runs_deleted == 0
+
+    async def test_delete_completed_keeps_blocked_runs(self, store: Store) -> None:
+        await self.fill(store, 2)
+        await store.update_run(
+            "run-1", lambda m: msgspec.structs.replace(m, status=RunStatus.BLOCKED)
+        )
+        report = await store.prune(RetentionPolicy(delete_completed=True))
+        assert report.runs_deleted == 0
+        assert not (await store.read_run("run-1")).tombstone
+        assert len(await store.list_snapshots("run-1")) == 2
 
     async def test_size_budget_drops_oldest_first_finished_runs_first(self, store: Store) -> None:
         await self.fill(store, 3)

@@ -22,7 +22,9 @@ from actorflow._text import error_message
 from actorflow.errors import (
     CorruptedDataError,
     EncodingError,
+    NonDeterminismError,
     RecoveryFailedError,
+    RunBlockedError,
     RunFailedError,
     RunPaused,
     StorageError,
@@ -60,12 +62,13 @@ _CAUSE_CHARS = 1000
 class _Outcome:
     """How an attempt ended, handed to the run's handle once the run is let go."""
 
-    __slots__ = ("error", "result", "status")
+    __slots__ = ("code_version", "error", "result", "status")
 
     def __init__(self) -> None:
         self.status = RunStatus.RUNNING
         self.result: Any = None
         self.error: BaseException | None = None
+        self.code_version: str | None = None
 
     def cancelled(self, run_id: str) -> None:
         self.status = RunStatus.CANCELLED
@@ -77,6 +80,13 @@ class _Outcome:
             self.error = exc
             return
         self.error = RunFailedError(run_id, type(exc).__name__, error_message(exc))
+        self.error.__cause__ = exc
+
+    def blocked(self, run_id: str, exc: NonDeterminismError, code_version: str | None) -> None:
+        # not failed: code that replays the log (a rollback) may continue it
+        self.status = RunStatus.BLOCKED
+        self.code_version = code_version
+        self.error = RunBlockedError(run_id, type(exc).__name__, error_message(exc), code_version)
         self.error.__cause__ = exc
 
 
@@ -384,13 +394,36 @@ async def _execute(
         except Exception as exc:
             if handle.interrupt_requested:
                 raise  # a consequence of the runtime stopping the run: it is interrupted
-            outcome.failed(run_id, exc)
+            diverged = _divergence(exc)
+            if diverged is not None:
+                outcome.blocked(run_id, diverged, env.config.code_version)
+                handle.emit(
+                    "run_blocked",
+                    step_id=diverged.step_id,
+                    error=error_message(diverged),
+                    code_version=env.config.code_version,
+                    level="warning",
+                )
+            else:
+                outcome.failed(run_id, exc)
     # cancelling now changes nothing; the handle (kept by the runtime) lets go of
     # the scope and the tasks and scopes it still points to
     handle.attach(None)
     if cancel_scope.cancel_called and outcome.status is RunStatus.RUNNING:
         outcome.cancelled(run_id)
     return encoded
+
+
+def _divergence(exc: Exception) -> NonDeterminismError | None:
+    """The ``NonDeterminismError`` that ``exc`` is, or holds among others (from a task group)."""
+    if isinstance(exc, NonDeterminismError):
+        return exc
+    if isinstance(exc, ExceptionGroup):
+        for inner in exc.exceptions:
+            found = _divergence(inner)
+            if found is not None:
+                return found
+    return None
 
 
 async def _orchestrate(env: StepEnv, cls: type[Any], value: object, ctx: RunContext) -> object:
@@ -427,10 +460,17 @@ async def _store_outcome(
     run_id = recorder.run_id
     recorder.view.status = status
     info = None
-    if status is RunStatus.FAILED and error is not None:
+    if status in (RunStatus.FAILED, RunStatus.BLOCKED) and error is not None:
         info = ErrorInfo.of(error.__cause__ or error)
     prompt = error.prompt if isinstance(error, RunPaused) else None
-    change = status_change(status, result, info, prompt=prompt, phase=recorder.view.phase)
+    change = status_change(
+        status,
+        result,
+        info,
+        prompt=prompt,
+        phase=recorder.view.phase,
+        code_version=outcome.code_version,
+    )
     store = queue.store
     final: Snapshot | None = None
     if status is RunStatus.COMPLETED:
@@ -463,8 +503,12 @@ def status_change(
     *,
     prompt: str | None = None,
     phase: str | None = None,
+    code_version: str | None = None,
 ) -> Callable[[RunManifest], RunManifest]:
-    """The manifest change that records how an attempt ended (pure: may run twice)."""
+    """The manifest change that records how an attempt ended (pure: may run twice).
+
+    ``code_version`` is the code a ``blocked`` run was blocked under.
+    """
 
     def change(m: RunManifest) -> RunManifest:
         return msgspec.structs.replace(
@@ -476,6 +520,7 @@ def status_change(
             phase=phase if phase is not None else m.phase,
             updated=time.time(),
             owner=None,
+            blocked_code_version=code_version if status is RunStatus.BLOCKED else None,
         )
 
     return change

@@ -216,7 +216,11 @@ class RunHandle(metaclass=_NoPublicConstructor):
 
         Raises:
             RunPaused: the run waits for input.
+            RunBlockedError: its code no longer replays its log; the run waits
+                for code that does (the ``NonDeterminismError`` is chained).
             RunFailedError: the run failed (the cause is chained).
+            RecoveryFailedError: what the run recorded cannot be read (the
+                cause is chained); it stays as it was.
             StorageError: the run's log could not be written.
         """
         tracker = self._tracker

@@ -10,7 +10,13 @@ from typing import Any
 import msgspec
 
 from actorflow._text import cap
-from actorflow.errors import ActorDefinitionError, RunFailedError, RunNotFinishedError, RunPaused
+from actorflow.errors import (
+    ActorDefinitionError,
+    RunBlockedError,
+    RunFailedError,
+    RunNotFinishedError,
+    RunPaused,
+)
 from actorflow.runtime.actors import class_name, lookup
 from actorflow.storage import ErrorInfo, RunManifest, RunStatus
 from actorflow.storage import decode_value as decode
@@ -78,16 +84,27 @@ def new_manifest(
     )
 
 
-def taken(m: RunManifest, *, owner: str, limit: int | None) -> RunManifest:
+def taken(m: RunManifest, *, owner: str, limit: int | None, unblock: bool = False) -> RunManifest:
     """``m`` as taken over by ``owner``: one write for status, owner and attempt.
 
     With ``limit`` (a recovery) the attempt counts; past the limit the run is
     marked failed instead. A run that is no longer an orphan (it finished or
-    paused meanwhile) comes back unchanged: it must never run again.
+    paused meanwhile) comes back unchanged: it must never run again. With
+    ``unblock`` a blocked run is taken too, its divergence cleared; that
+    counts no attempt (new code is tried, nothing crashed).
     """
+    now = time.time()
+    if m.status is RunStatus.BLOCKED and unblock:
+        return msgspec.structs.replace(
+            m,
+            status=RunStatus.RUNNING,
+            owner=owner,
+            error=None,
+            blocked_code_version=None,
+            updated=now,
+        )
     if m.status not in (RunStatus.RUNNING, RunStatus.INTERRUPTED):
         return m
-    now = time.time()
     if limit is None:
         return msgspec.structs.replace(m, status=RunStatus.RUNNING, owner=owner, updated=now)
     attempt = m.attempt + 1
@@ -128,10 +145,18 @@ def decode_result(manifest: RunManifest, workflow: type[Any] | None = None) -> A
 
 
 def finished_error(manifest: RunManifest) -> BaseException:
-    """What waiting on a run that is not completed raises: paused, failed or not finished."""
+    """What waiting on a run that is not completed raises: paused, failed, blocked, not finished."""
     run_id = manifest.run_id
     if manifest.status is RunStatus.PAUSED:
         return RunPaused(run_id, manifest.prompt or "")
+    if manifest.status is RunStatus.BLOCKED:
+        error = manifest.error
+        return RunBlockedError(
+            run_id,
+            error.type if error else "NonDeterminismError",
+            error.message if error else "its code no longer replays its log",
+            manifest.blocked_code_version,
+        )
     if manifest.status in (RunStatus.FAILED, RunStatus.CANCELLED):
         error = manifest.error
         return RunFailedError(
