@@ -2,7 +2,8 @@
 
 On the file store and on a real S3 server: every file and object name of the
 run (and of a fork of it) is free of the user's words, while listing with the
-key gives them back, and a fork from the reasoned checkpoint runs.
+key (the store's, and ``actorflow checkpoints``') gives them back, and a fork
+from the reasoned checkpoint runs.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import anyio
 import pytest
 
 from actorflow import Orchestrator, RunContext, Runtime
+from actorflow.cli._inspect import checkpoint_rows
 from actorflow.storage import Codec, FileStore, S3Store
 from tests.storage.factories_s3 import open_s3_store
 
@@ -92,6 +94,12 @@ async def test_an_encrypted_run_names_no_phase_or_reason_and_forks_from_its_chec
         assert reasoned.phase is not None
         assert PHASE in reasoned.phase
         assert any(i.phase and PHASE in i.phase and i.trigger == "phase_end" for i in infos)
+        # what `actorflow checkpoints` shows, given the key
+        rows = await checkpoint_rows(store, "secret")
+        [row] = [r for r in rows if r["snapshot_id"] == reasoned.snapshot_id]
+        assert (row["phase"], row["trigger"]) == (reasoned.phase, f"manual:{REASON}")
+        assert row["checksum"] == "ok"
+        assert row["forkable"]
         handle = await runtime.fork("secret", reasoned.snapshot_id, new_run_id="secret-fork")
         assert await handle.result() == "MEMO!"
     assert_no_words(names())
