@@ -43,7 +43,7 @@ from actorflow.cli._render import (
     status_text,
     when,
 )
-from actorflow.errors import ConfigurationError, CorruptedDataError
+from actorflow.errors import ConfigurationError
 from actorflow.runtime import parse_duration
 from actorflow.storage import (
     PruneReport,
@@ -134,26 +134,16 @@ def checkpoints_command(
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """List a run's checkpoints: id, phase, trigger, time, sizes, checksum status."""
-
-    async def body(s: Store) -> list[dict[str, Any]]:
-        await s.read_run(run_id)
-        rows = []
-        for info in _inspect.live_snapshots(await s.list_snapshots(run_id)):
-            try:
-                await s.read_snapshot(run_id, info.snapshot_id)
-                check = "ok"
-            except CorruptedDataError as exc:
-                check = f"corrupt: {exc.cause_text}"
-            rows.append({**msgspec.to_builtins(info), "checksum": check})
-        return rows
-
-    rows = run_command(lambda: with_store(store, body), debug=debug)
+    """List a run's checkpoints: id, phase, trigger, time, sizes, checksum, usable by fork."""
+    rows = run_command(
+        lambda: with_store(store, lambda s: _inspect.checkpoint_rows(s, run_id)), debug=debug
+    )
     if as_json:
         print_json(rows)
         return
     table = Table(title=f"checkpoints of {esc(run_id)}")
-    for col in ("checkpoint", "position", "phase", "trigger", "time", "stored", "raw", "checksum"):
+    columns = ("checkpoint", "position", "phase", "trigger", "time", "stored", "raw", "checksum")
+    for col in (*columns, "fork"):
         right = col in ("position", "stored", "raw")
         table.add_column(col, justify="right" if right else "left")
     for r in rows:
@@ -167,6 +157,7 @@ def checkpoints_command(
             size(r["stored_size"]),
             size(r["raw_size"]),
             f"[green]{esc(r['checksum'])}[/]" if ok else f"[bold red]{esc(r['checksum'])}[/]",
+            "yes" if r["forkable"] else "[bold red]no[/]",
         )
     out().print(table if rows else f"run {esc(run_id)} has no checkpoints")
 

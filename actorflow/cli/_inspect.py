@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Problem",
     "ValidationReport",
+    "checkpoint_rows",
     "decode_value",
     "diff_snapshots",
     "live_snapshots",
@@ -80,6 +81,39 @@ def decode_value(data: bytes | None) -> Any:
 def live_snapshots(infos: list[SnapshotInfo]) -> list[SnapshotInfo]:
     """The snapshots that still exist (not expired or deleted), oldest first."""
     return [i for i in infos if i.status is SnapshotStatus.CREATED]
+
+
+async def checkpoint_rows(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """The run's checkpoints, oldest first, each read and verified.
+
+    Each row is the listing's entry plus ``checksum`` (``ok`` or what is
+    corrupt) and ``forkable``: whether ``fork`` can start a run from it, that
+    is, it verifies and the state blobs a fork copies are all there.
+
+    Raises:
+        RunNotFoundError: no such run.
+    """
+    await store.read_run(run_id)
+    blobs = set(await store.list_blobs(run_id))
+    rows = []
+    for info in live_snapshots(await store.list_snapshots(run_id)):
+        try:
+            snapshot = await store.read_snapshot(run_id, info.snapshot_id)
+        except CorruptedDataError as exc:
+            check, forkable = f"corrupt: {exc.cause_text}", False
+        else:
+            check, forkable = "ok", _blobs_a_fork_copies(snapshot) <= blobs
+        rows.append({**msgspec.to_builtins(info), "checksum": check, "forkable": forkable})
+    return rows
+
+
+def _blobs_a_fork_copies(snapshot: Snapshot) -> set[str]:
+    # what runtime.fork copies into the new run: its agents' states kept as blobs
+    return {
+        a.state.blob
+        for a in snapshot.agents.values()
+        if a.state is not None and a.state.data is None and a.state.blob
+    }
 
 
 async def resolve_checkpoint(store: Store, run_id: str, checkpoint: str) -> str:

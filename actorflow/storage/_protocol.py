@@ -51,6 +51,13 @@ class RetentionPolicy(msgspec.Struct, frozen=True, kw_only=True):
         delete_completed: delete finished runs' data, leaving a tombstone manifest.
         max_total_bytes: size budget for the whole store; oldest snapshots of
             finished runs go first, then of others, never a run's newest one.
+        keep_phase_ends: keep the snapshot at the end of each phase (the ones
+            ``fork`` starts a run from the middle with) beside ``keep_last``'s,
+            while the run is younger than ``max_age``; always without one. The
+            size budget may still take them.
+
+    .. versionchanged:: 0.2
+       ``keep_phase_ends``, on by default: a finished run can be forked from any phase's end.
     """
 
     keep_last: int | None = 5
@@ -58,6 +65,7 @@ class RetentionPolicy(msgspec.Struct, frozen=True, kw_only=True):
     max_age: float | None = None
     delete_completed: bool = False
     max_total_bytes: int | None = None
+    keep_phase_ends: bool = True
 
 
 class PruneReport(msgspec.Struct, kw_only=True):

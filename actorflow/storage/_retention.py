@@ -4,7 +4,8 @@
 it. Runs with a live owner keep their blobs (a blob is put before the record
 that references it is appended, so collecting then would race) and their
 data is never deleted on completion. The log is cut only below the oldest
-snapshot kept, never for a run without snapshots.
+snapshot kept, never for a run without snapshots. Phase ends are kept while
+a run is young (``keep_phase_ends``): they are what a fork starts from.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from actorflow.storage._protocol import Store
 
 __all__ = [
+    "PHASE_END",
     "chosen_snapshots",
     "prune",
     "prune_run",
@@ -34,13 +36,20 @@ __all__ = [
 
 _log = get_logger(__name__)
 
+PHASE_END = "phase_end"
+"""The trigger of the snapshot the engine takes at each phase's end."""
+
 
 def chosen_snapshots(
-    snapshots: list[SnapshotInfo], policy: RetentionPolicy, now: float
+    snapshots: list[SnapshotInfo], policy: RetentionPolicy, now: float, *, run_created: float
 ) -> list[SnapshotInfo]:
-    """Which of a run's snapshots (oldest first) keep-N and max-age keep.
+    """Which of a run's snapshots (oldest first) the policy keeps.
 
-    The newest snapshot is always kept: a run never loses its last restart point.
+    The newest snapshot is always kept: a run never loses its last restart
+    point. With ``keep_phase_ends``, so is each phase's end while the run
+    (created at ``run_created``) is younger than ``max_age``, or always
+    without one: a finished run can still be forked from its middle, and a
+    run has one such snapshot per phase.
     """
     if not snapshots:
         return []
@@ -57,9 +66,11 @@ def chosen_snapshots(
             keep = snapshots[-policy.keep_last :] if policy.keep_last > 0 else []
     if policy.max_age is not None:
         keep = [s for s in keep if now - s.created <= policy.max_age]
-    newest = snapshots[-1]
-    if newest not in keep:
-        keep.append(newest)
+    kept = {s.snapshot_id for s in keep}
+    keep.extend(s for s in snapshots[-1:] if s.snapshot_id not in kept)
+    if policy.keep_phase_ends and (policy.max_age is None or now - run_created <= policy.max_age):
+        kept = {s.snapshot_id for s in keep}
+        keep.extend(s for s in snapshots if s.trigger == PHASE_END and s.snapshot_id not in kept)
     return sorted(keep, key=lambda s: (s.position, s.created, s.snapshot_id))
 
 
@@ -150,7 +161,7 @@ async def _prune_run(
 ) -> None:
     run_id = manifest.run_id
     snapshots = await store.list_snapshots(run_id)
-    keep = chosen_snapshots(snapshots, policy, now)
+    keep = chosen_snapshots(snapshots, policy, now, run_created=manifest.created)
     kept_ids = {s.snapshot_id for s in keep}
     for info in snapshots:
         if info.snapshot_id not in kept_ids:

@@ -137,8 +137,10 @@ class Codec:
         self._ciphers: dict[str, Any] = {}
         self.key_id: str | None = None
         self._address_key: bytes | None = None
+        self._nonce_key: bytes | None = None
         if keys:
             self._ciphers, self.key_id, self._address_key = load_keys(keys, key_id)
+            self._nonce_key = hmac.digest(self._address_key, b"actorflow label nonce", "sha256")
         elif key_id is not None:
             raise ConfigurationError("key_id", key_id, "a key id listed in keys=")
         # zstandard's (de)compressors are not thread-safe, and stores seal and
@@ -169,6 +171,34 @@ class Codec:
             return hashlib.sha256(data).hexdigest()
         digest = hmac.digest(self._address_key, data, "sha256").hex()
         return f"{self.key_id}.{digest}"
+
+    # --- labels: short texts sealed into names ----------------------------------
+
+    def seal_label(self, text: bytes, *, run_id: str, slot: str) -> tuple[str, bytes] | None:
+        """``text`` encrypted for a name; ``(key id, nonce + ciphertext + tag)``.
+
+        None with encryption off. The nonce is a keyed hash of the place and the
+        text (a synthetic IV), so one label always seals to the same bytes: a
+        name written twice is one name, and a nonce repeats only with its text.
+        """
+        if self.key_id is None or self._nonce_key is None:
+            return None
+        place = context(run_id, slot)
+        nonce = hmac.digest(self._nonce_key, place + b"\x00" + text, "sha256")[:NONCE]
+        return self.key_id, nonce + self._ciphers[self.key_id].encrypt(nonce, text, place)
+
+    def open_label(self, key_id: str, sealed: bytes, *, run_id: str, slot: str) -> bytes | None:
+        """The text :meth:`seal_label` sealed; None without that key or if it does not verify."""
+        cipher = self._ciphers.get(key_id)
+        if cipher is None or len(sealed) < NONCE + 16:
+            return None
+        from cryptography.exceptions import InvalidTag  # installed: the cipher exists
+
+        try:
+            text: bytes = cipher.decrypt(sealed[:NONCE], sealed[NONCE:], context(run_id, slot))
+        except InvalidTag:
+            return None
+        return text
 
     # --- sealing ----------------------------------------------------------------
 

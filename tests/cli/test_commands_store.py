@@ -44,6 +44,26 @@ class TestReaders:
         assert table.exit_code == 0
         assert "0002-review" in table.output
 
+    def test_checkpoints_say_which_ones_fork_can_use(self, store_dir: str) -> None:
+        def forkable() -> list[bool]:
+            rows = json.loads(cli("checkpoints", "run-a", "--store", store_dir, "--json").stdout)
+            return [r["forkable"] for r in rows]
+
+        assert forkable() == [True, True, True]
+        table = cli("checkpoints", "run-a", "--store", store_dir)
+        assert "fork" in table.output
+        assert table.output.count(" yes ") == 3
+        [snap] = Path(store_dir).glob("runs/run-a/snapshots/*0001-research*")
+        data = bytearray(snap.read_bytes())
+        data[-5] ^= 0xFF
+        snap.write_bytes(bytes(data))
+        assert forkable() == [False, True, True]
+        # the two later ones keep the researcher's state in a blob, which a fork copies
+        [blob] = Path(store_dir).glob("runs/run-a/blobs/*")
+        blob.unlink()
+        assert forkable() == [False, False, False]
+        assert " yes " not in cli("checkpoints", "run-a", "--store", store_dir).output
+
     def test_checkpoints_of_an_unknown_run_exits_4(self, store_dir: str) -> None:
         result = cli("checkpoints", "nope", "--store", store_dir)
         assert result.exit_code == EXIT_CODES["not_found"]
@@ -137,6 +157,10 @@ class TestReaders:
 
     def test_prune_keeps_the_newest_checkpoints(self, store_dir: str) -> None:
         result = cli("prune", "--keep", "1", "--store", store_dir, "--json")
+        assert result.exit_code == 0, result.output
+        # the two others are phase ends, which fork starts from: kept without an age limit
+        assert json.loads(result.stdout)["snapshots_deleted"] == 0
+        result = cli("prune", "--keep", "1", "--max-age", "1d", "--store", store_dir, "--json")
         assert result.exit_code == 0, result.output
         assert json.loads(result.stdout)["snapshots_deleted"] == 2
         rows = json.loads(cli("checkpoints", "run-a", "--store", store_dir, "--json").stdout)

@@ -156,6 +156,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
             _check_bool(retention, "keep_per_phase")
             _check_number(retention, "max_age", minimum=0.0, optional=True)
             _check_bool(retention, "delete_completed")
+            _check_bool(retention, "keep_phase_ends")
             _check_int(retention, "max_total_bytes", minimum=1, optional=True)
         _check_int(self, "step_retries", minimum=0)
         _check_number(self, "retry_backoff", minimum=0.0)
@@ -287,10 +288,12 @@ def _parse_retention(text: str) -> RetentionPolicy | None:
             values["delete_completed"] = value.strip() in ("1", "true", "yes", "on")
         elif key == "per_phase":
             values["keep_per_phase"] = value.strip() in ("1", "true", "yes", "on")
+        elif key == "phase_ends":
+            values["keep_phase_ends"] = value.strip() in ("1", "true", "yes", "on")
         else:
             raise ConfigurationError(
                 "ACTORFLOW_RETENTION",
                 text,
-                "keys keep, max_age, max_bytes, delete_completed, per_phase",
+                "keys keep, max_age, max_bytes, delete_completed, per_phase, phase_ends",
             )
     return RetentionPolicy(**values)

@@ -3,10 +3,17 @@
 The flock is the claim: the operating system ends it with its process, so it
 needs no renewal. The ``owner`` file beside it only names the owner (and its
 epoch) for ``RunLockedError``.
+
+A forked child (``multiprocessing``'s default on Linux) holds none of its
+parent's claims: the file layer closes the child's copies of the locks, and
+the child's stores forget them, so a dead owner never looks alive because a
+child of it lives on.
 """
 
 from __future__ import annotations
 
+import os
+import weakref
 from typing import TYPE_CHECKING
 
 from actorflow.errors import CorruptedDataError, LeaseLostError, RunLockedError
@@ -20,6 +27,16 @@ if TYPE_CHECKING:
     from actorflow.storage.file._layout import RunFolders
 
 __all__ = ["Claims"]
+
+_live: weakref.WeakSet[Claims] = weakref.WeakSet()
+
+
+def _forget_in_child() -> None:
+    for claims in list(_live):
+        claims.forget_all()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 class Claims:
@@ -35,6 +52,7 @@ class Claims:
         self._held: dict[str, tuple[Lease, int]] = {}
         # new runs claimed by create_run for the owner their manifest names
         self._created: dict[str, tuple[Lease, int]] = {}
+        _live.add(self)
 
     # --- taking and probing locks (blocking) ---------------------------------------
 
@@ -139,6 +157,11 @@ class Claims:
         if self.owns(lease):
             _lease, handle = self._held.pop(lease.run_id)
             self._fs.unlock(handle)
+
+    def forget_all(self) -> None:
+        """Hold nothing, without unlocking: in a forked child, whose locks are its parent's."""
+        self._held.clear()
+        self._created.clear()
 
     def release_all(self) -> None:
         """Let go of every claim (the store closes)."""

@@ -13,6 +13,7 @@ import fcntl
 import os
 import secrets
 import stat
+import threading
 import time
 from typing import Literal
 
@@ -32,6 +33,33 @@ TRASH_PREFIX = ".trash-"
 """Names of folders renamed away to be deleted (a crash may leave one; ``prune`` removes it)."""
 
 Mode = Literal["append", "create", "write"]
+
+_held_locks: set[int] = set()
+"""Descriptors of the flocks this process holds through :class:`OSFileSystem`."""
+_held_locks_guard = threading.Lock()
+"""Held while a lock's descriptor opens or closes, and across ``fork()``."""
+
+
+def _drop_inherited_locks() -> None:
+    # A flock belongs to the open file description, which a forked child shares:
+    # while the child kept its copy, the lock would outlive a dead parent and make
+    # it look alive. Closing the child's copy leaves the parent's lock as it is.
+    for fd in _held_locks:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _held_locks.clear()
+    _held_locks_guard.release()  # taken by this thread before the fork
+
+
+# The guard makes a descriptor's opening (or closing) and its noting one step
+# that a fork in another thread never splits.
+os.register_at_fork(
+    before=_held_locks_guard.acquire,
+    after_in_parent=_held_locks_guard.release,
+    after_in_child=_drop_inherited_locks,
+)
 
 
 class FileSystem:
@@ -327,27 +355,39 @@ class OSFileSystem(FileSystem):
         finally:
             os.close(fd)
 
+    # Locks never pass to another process: O_CLOEXEC keeps them from an exec'd
+    # program, and a forked child closes its copies (_drop_inherited_locks).
+
     def try_lock(self, path: str) -> int | None:
         # flock, not lockf: lockf lets this process take its own lock again and
         # drops every lock of the file when any descriptor of it closes.
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = self._open_lock(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
-            os.close(fd)
+            self.unlock(fd)
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 return None
             raise
         return fd
 
     def lock(self, path: str) -> int:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = self._open_lock(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
         except BaseException:
-            os.close(fd)
+            self.unlock(fd)
             raise
         return fd
 
     def unlock(self, handle: int) -> None:
-        os.close(handle)  # closing the only descriptor drops the flock
+        with _held_locks_guard:
+            _held_locks.discard(handle)
+            os.close(handle)  # closing the only descriptor drops the flock
+
+    @staticmethod
+    def _open_lock(path: str) -> int:
+        with _held_locks_guard:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            _held_locks.add(fd)
+        return fd

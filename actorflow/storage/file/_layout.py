@@ -10,7 +10,8 @@ Layout::
         log/00000000000000000000.seg  append-only segments, named by first position
         blobs/<address>               content-addressed states, written once
         snapshots/000000042_20260125T101500Z_draft%231_<id>~<trigger>~<time>~<sizes>.ckpt
-                                      each name lists its snapshot (see _snapshot_names)
+                                      each name lists its snapshot; with encryption on,
+                                      phase and trigger are sealed (see _snapshot_names)
 """
 
 from __future__ import annotations

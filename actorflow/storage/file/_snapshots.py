@@ -25,7 +25,7 @@ from actorflow.storage._manifests import (
     snapshot_info,
 )
 from actorflow.storage._records import SnapshotStatus
-from actorflow.storage._snapshot_names import SUFFIX, entry_name, parse_entry, snapshot_file_name
+from actorflow.storage._snapshot_names import SUFFIX, SnapshotNames, listed_names
 from actorflow.storage.file._fs import remove_file, write_atomic
 
 if TYPE_CHECKING:
@@ -41,17 +41,23 @@ __all__ = ["SnapshotFiles", "SnapshotFolder"]
 
 
 class SnapshotFolder:
-    """The self-listing snapshots of one run, in ``path``. Called from worker threads."""
+    """The self-listing snapshots of run ``run_id``, in ``path``. Called from worker threads."""
 
-    def __init__(self, fs: FileSystem, path: str) -> None:
+    def __init__(self, fs: FileSystem, path: str, run_id: str, names: SnapshotNames) -> None:
         self.fs = fs
         self.path = path
+        self.run_id = run_id
+        self.names = names
+
+    def parse(self, name: str) -> SnapshotInfo | None:
+        """The entry ``name`` carries; None for a file that is not a self-listing snapshot."""
+        return self.names.parse(self.run_id, name)
 
     def entries(self) -> dict[str, tuple[str, SnapshotInfo]]:
         """``{snapshot id: (file name, entry)}``; of two files with one id, the newer."""
         found: dict[str, tuple[str, SnapshotInfo]] = {}
         for name in self.fs.listdir(self.path):
-            info = parse_entry(name)
+            info = self.parse(name)
             if info is None:
                 continue
             seen = found.get(info.snapshot_id)
@@ -77,10 +83,19 @@ class SnapshotFolder:
             name
             for name in names
             if marker in name
-            and (info := parse_entry(name)) is not None
+            and (info := self.parse(name)) is not None
             and info.snapshot_id == snapshot_id
         ]
         return own, any(name.endswith(older) for name in names)
+
+    def newest(self, names: list[str]) -> str:
+        """Of several files of one id, the one written last."""
+
+        def created(name: str) -> tuple[float, str]:
+            info = self.parse(name)
+            return (info.created if info is not None else 0.0, name)
+
+        return max(names, key=created)
 
     def write(self, name: str, sealed: bytes) -> None:
         """Write one snapshot durably (its file, then the folder's entry)."""
@@ -115,6 +130,7 @@ class SnapshotFiles:
         self._fs = folders.fs
         self._manifests = manifests
         self._codec = codec
+        self._names = SnapshotNames(codec)
 
     async def write(
         self, snapshot: Snapshot, update: Callable[[RunManifest], RunManifest] | None
@@ -122,7 +138,7 @@ class SnapshotFiles:
         """Write a snapshot (ids already checked); see ``FileStore.write_snapshot``."""
         if update is None:
             return await self._folders.call("write checkpoint", self._seal_and_write, snapshot)
-        if _names_itself(snapshot):
+        if self._names_itself(snapshot):
             return await self._write_with_update(snapshot, update)
         sealed, raw = self._codec.dump_snapshot(snapshot)
         info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
@@ -136,7 +152,7 @@ class SnapshotFiles:
         # for large buffers, so a big state compresses beside the loop.
         sealed, raw = self._codec.dump_snapshot(snapshot)
         info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
-        name = entry_name(info)
+        name = self._names.entry(snapshot.run_id, info)
         if name is None:
             self._write_listed(info, snapshot, sealed, None)
         else:
@@ -212,7 +228,7 @@ class SnapshotFiles:
             if update is not None:
                 self._manifests.change(run_id, update)
             return
-        path = self._folders.run(run_id, "snapshots", snapshot_file_name(info))
+        path = self._folders.run(run_id, "snapshots", self._names.listed(info))
         write_atomic(self._fs, path, sealed)
         listed = (
             (lambda m: add_snapshot(m, info))
@@ -222,13 +238,19 @@ class SnapshotFiles:
         self._manifests.change(run_id, listed)
 
     def _folder(self, run_id: str) -> SnapshotFolder:
-        return SnapshotFolder(self._fs, self._folders.run(run_id, "snapshots"))
+        return SnapshotFolder(self._fs, self._folders.run(run_id, "snapshots"), run_id, self._names)
+
+    def _names_itself(self, snapshot: Snapshot) -> bool:
+        """Whether the snapshot's entry fits a file name, whatever its sizes turn out to be."""
+        probe = snapshot_info(snapshot, stored_size=_LARGEST, raw_size=_LARGEST)
+        return self._names.entry(snapshot.run_id, probe) is not None
 
     def _snapshot_path(self, run_id: str, snapshot_id: str) -> str:
         self._folders.require(run_id)
-        named, maybe_listed = self._folder(run_id).find(snapshot_id)
+        folder = self._folder(run_id)
+        named, maybe_listed = folder.find(snapshot_id)
         if named:  # of two (a crash between writes of one id), the newer
-            return self._folders.run(run_id, "snapshots", max(named, key=_created))
+            return self._folders.run(run_id, "snapshots", folder.newest(named))
         if maybe_listed:
             return self._listed_path(run_id, snapshot_id)
         raise CheckpointNotFoundError(run_id, snapshot_id)
@@ -237,7 +259,9 @@ class SnapshotFiles:
         """Where a snapshot the manifest lists (written the older way) lives."""
         for info in live_snapshots(self._manifests.read(run_id)):
             if info.snapshot_id == snapshot_id:
-                return self._folders.run(run_id, "snapshots", snapshot_file_name(info))
+                # sealed or not, as the store that wrote it was
+                paths = [self._folders.run(run_id, "snapshots", n) for n in listed_names(info)]
+                return next((p for p in paths if self._fs.exists(p)), paths[-1])
         raise CheckpointNotFoundError(run_id, snapshot_id)
 
     def read(self, run_id: str, snapshot_id: str) -> Snapshot:
@@ -272,14 +296,3 @@ class SnapshotFiles:
 
 
 _LARGEST = 10**15  # bytes: more digits than any snapshot's sizes will have
-
-
-def _names_itself(snapshot: Snapshot) -> bool:
-    """Whether the snapshot's entry fits a file name, whatever its sizes turn out to be."""
-    probe = snapshot_info(snapshot, stored_size=_LARGEST, raw_size=_LARGEST)
-    return entry_name(probe) is not None
-
-
-def _created(name: str) -> tuple[float, str]:
-    info = parse_entry(name)
-    return (info.created if info is not None else 0.0, name)

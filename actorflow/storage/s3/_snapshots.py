@@ -1,11 +1,12 @@
 """Where a run's snapshots live on S3: keys that list themselves.
 
 A snapshot's key is ``snapshots/{entry}``, where ``entry`` is the name the file
-store gives it (``_snapshot_names.entry_name``: position, time, phase, id, trigger,
-exact creation time, sizes), so one LIST under the run's ``snapshots/`` prefix
-lists them and writing one is one PUT: the manifest is not rewritten. Older
-snapshots, and any whose entry is too long for a name, are ``snapshots/{id}``
-and listed by the manifest, as before.
+store gives it (``_snapshot_names.SnapshotNames``: position, time, phase, id,
+trigger, exact creation time, sizes; phase and trigger sealed with encryption
+on), so one LIST under the run's ``snapshots/`` prefix lists them and writing
+one is one PUT: the manifest is not rewritten. Older snapshots, and any whose
+entry is too long for a name, are ``snapshots/{id}`` and listed by the
+manifest, as before.
 
 A listing is cached per run (:class:`SnapshotObjects`). A cached key is only a
 hint for reading (a 404 lists again), but its *absence* is trusted when a
@@ -28,7 +29,7 @@ import anyio
 from actorflow._log import get_logger
 from actorflow.errors import CheckpointNotFoundError, InvalidNameError, StorageError
 from actorflow.storage._manifests import validate_snapshot_id
-from actorflow.storage._snapshot_names import entry_name, parse_entry
+from actorflow.storage._snapshot_names import SnapshotNames
 from actorflow.storage.s3._wire import PreconditionFailed, drop_idle_lock
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ class SnapshotObjects:
     def __init__(self, objects: S3Objects, codec: Codec) -> None:
         self._objects = objects
         self._codec = codec
+        self._names = SnapshotNames(codec)
         self._known: dict[str, dict[str, list[Stored]]] = {}
         self._locks: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
 
@@ -75,14 +77,14 @@ class SnapshotObjects:
 
     def key_for(self, run_id: str, info: SnapshotInfo) -> tuple[str, bool]:
         """Where to write a snapshot, and whether that key lists it (else the manifest must)."""
-        name = entry_name(info)
+        name = self._names.entry(run_id, info)
         if name is None:
             return self._objects.key(run_id, "snapshots", info.snapshot_id), False
         return self._objects.key(run_id, "snapshots", name), True
 
-    def _parse(self, prefix: str, key: str, size: int) -> Stored | None:
+    def _parse(self, run_id: str, prefix: str, key: str, size: int) -> Stored | None:
         name = key[len(prefix) :]
-        info = parse_entry(name)
+        info = self._names.parse(run_id, name)
         if info is not None:
             return Stored(info.snapshot_id, key, size, info)
         try:
@@ -95,7 +97,7 @@ class SnapshotObjects:
         prefix = self.prefix(run_id)
         found: dict[str, list[Stored]] = {}
         for o in await self._objects.list_objects(operation, prefix):
-            stored = self._parse(prefix, o.key, o.size)
+            stored = self._parse(run_id, prefix, o.key, o.size)
             if stored is not None:
                 found.setdefault(stored.snapshot_id, []).append(stored)
         self._known[run_id] = found

@@ -215,3 +215,13 @@ def test_from_env_overrides_are_validated_like_the_constructor() -> None:
         RuntimeConfig.from_env({}, durability="bogus")
     with pytest.raises(ConfigurationError, match="step_retries"):
         RuntimeConfig.from_env({"ACTORFLOW_STEP_RETRIES": "1"}, step_retries="x")
+
+
+def test_retention_from_env_can_let_phase_ends_go() -> None:
+    config = RuntimeConfig.from_env({"ACTORFLOW_RETENTION": "keep=2,phase_ends=0"})
+    assert config.retention == RetentionPolicy(keep_last=2, keep_phase_ends=False)
+    assert RuntimeConfig.from_env({"ACTORFLOW_RETENTION": "keep=2"}).retention == RetentionPolicy(
+        keep_last=2
+    )
+    with pytest.raises(ConfigurationError, match="keep_phase_ends"):
+        RuntimeConfig(retention=RetentionPolicy(keep_phase_ends="no"))  # type: ignore[arg-type]

@@ -521,15 +521,16 @@ async def test_a_run_that_keeps_crashing_is_marked_failed_after_max_attempts() -
     assert manifest.attempt == 3
 
 
-async def test_retention_applies_to_a_run_when_it_finishes() -> None:
+@pytest.mark.parametrize("phase_ends", [True, False])
+async def test_retention_applies_to_a_run_when_it_finishes(phase_ends: bool) -> None:
     from actorflow.storage import RetentionPolicy
 
     store = MemoryStore()
-    config = RuntimeConfig(retention=RetentionPolicy(keep_last=1))
+    config = RuntimeConfig(retention=RetentionPolicy(keep_last=1, keep_phase_ends=phase_ends))
     async with Runtime(store=store, config=config) as runtime:
         await runtime.run(Journal, 4, run_id="kept")
-    [only] = await store.list_snapshots("kept")
-    assert only.trigger == "completed"
+    triggers = [i.trigger for i in await store.list_snapshots("kept")]
+    assert triggers == ["phase_end"] * 4 * phase_ends + ["completed"]
     async with Runtime(store=store) as runtime:
         assert await runtime.result("kept") == (4, 4)
 
@@ -540,7 +541,8 @@ async def test_retention_counts_the_checkpoints_of_earlier_attempts_too() -> Non
     store = MemoryStore()
     await crash_then(store, Journal, 6, "twice", after=14)
     first = len(await store.list_snapshots("twice"))
-    config = RuntimeConfig(retention=RetentionPolicy(keep_last=first))
+    # phase ends aside (kept whatever keep_last says), to count every checkpoint
+    config = RuntimeConfig(retention=RetentionPolicy(keep_last=first, keep_phase_ends=False))
     async with Runtime(store=store, config=config) as runtime:  # waits for pruning on exit
         await runtime.recover("twice")
         written = runtime.handle("twice").metrics["checkpoints"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import uuid
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import anyio
 import anyio.lowlevel
@@ -20,8 +21,9 @@ import pytest
 from actorflow.errors import CheckpointNotFoundError, LeaseLostError, StorageError
 from actorflow.storage._manifests import add_snapshot, snapshot_info
 from actorflow.storage._records import RunManifest, RunStatus, Snapshot, SnapshotStatus
+from actorflow.storage._sealing import Codec
 from actorflow.storage._snapshot_names import entry_name
-from tests.storage.factories_s3 import lost_at, open_s3_store, sibling
+from tests.storage.factories_s3 import KEY, lost_at, open_s3_store, sibling
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -356,6 +358,28 @@ class TestLongEntries:
         assert await fresh.list_snapshots("r1") == [info]
         assert await fresh.read_snapshot("r1", "ck_1.a") == s
         for x in (store, fresh):
+            await x.aclose()
+
+
+class TestSealedKeys:
+    async def test_with_encryption_keys_hold_no_phase_or_reason_and_list_them(
+        self, server: S3Server
+    ) -> None:
+        sealed = open_s3_store(server, Codec(keys={"k1": KEY}))
+        await sealed.create_run(manifest())
+        s = snap("ck-1", 3, phase="Nightingale_~%41/..", trigger="manual:ACME merger ~ 100%")
+        info = await sealed.write_snapshot(s)
+        (key,) = keys(sealed, server)
+        for text in (key, unquote(key)):
+            assert "nightingale" not in text.lower(), key
+            assert "acme" not in text.lower(), key
+        assert key.startswith("000000003_")
+        assert "_sealed_ck-1~k1~" in key
+        fresh = sibling(sealed, server)
+        assert await fresh.list_snapshots("r1") == [info]
+        assert (info.phase, info.trigger) == (s.phase, s.trigger)
+        assert await fresh.read_snapshot("r1", "ck-1") == s
+        for x in (sealed, fresh):
             await x.aclose()
 
 
