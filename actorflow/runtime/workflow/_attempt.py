@@ -276,9 +276,15 @@ class RunDriver:
             env = StepEnv(recorder=recorder, agents=agents, config=self.config, task_group=tg)
             ctx = RunContext(env)
             result = None
-            if outcome.status is RunStatus.RUNNING:
-                handle.emit("run_started", workflow=manifest.workflow, agents_restored=restored)
-                result = await _execute(handle, env, cls, value, ctx, outcome)
+            recorder.flush_behind(tg)
+            try:
+                if outcome.status is RunStatus.RUNNING:
+                    handle.emit("run_started", workflow=manifest.workflow, agents_restored=restored)
+                    result = await _execute(handle, env, cls, value, ctx, outcome)
+            finally:
+                # the outcome's own flush carries what is left; a waiting timer
+                # would only hold the task group open
+                recorder.stop_flushing_behind()
             await _store_outcome(handle, recorder, queue, checkpointer.send_nowait, outcome, result)
         handle.metrics.update(
             view.metrics,

@@ -111,6 +111,10 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         durability: see :class:`Durability`.
+        flush_delay: in ``batched`` mode, the longest a recorded result stays
+            only in memory, in seconds: a group commit starts this long after
+            the first record it carries, whether or not anything depends on it.
+            ``0`` starts it at the next turn of the event loop.
         triggers: see :class:`CheckpointTriggers`.
         retention: applied off the run's path after each finished run (``None``: never).
         step_retries: times a failed agent task is retried before ``StepFailedError``.
@@ -122,6 +126,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
     """
 
     durability: Durability = Durability.BATCHED
+    flush_delay: float = 0.02
     triggers: CheckpointTriggers = CheckpointTriggers()
     retention: RetentionPolicy | None = RetentionPolicy()
     step_retries: int = 2
@@ -157,6 +162,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
             _check_number(retention, "max_age", minimum=0.0, optional=True)
             _check_bool(retention, "delete_completed")
             _check_int(retention, "max_total_bytes", minimum=1, optional=True)
+        _check_number(self, "flush_delay", minimum=0.0)
         _check_int(self, "step_retries", minimum=0)
         _check_number(self, "retry_backoff", minimum=0.0)
         _check_int(self, "max_recovery_attempts", minimum=1)
@@ -171,6 +177,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
         """Read ``ACTORFLOW_*`` variables; keyword ``overrides`` win over them.
 
         Variables: ``ACTORFLOW_DURABILITY`` (sync|batched|phase),
+        ``ACTORFLOW_FLUSH_DELAY`` (a duration such as ``20ms``),
         ``ACTORFLOW_RETENTION`` (``keep=5,max_age=7d`` or ``off``),
         ``ACTORFLOW_STEP_RETRIES``, ``ACTORFLOW_MAX_RECOVERY_ATTEMPTS``,
         ``ACTORFLOW_RECOVERY_TIMEOUT`` (a duration), ``ACTORFLOW_CHECKPOINT_EVERY_STEPS``,
@@ -188,6 +195,8 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
                 raise ConfigurationError(
                     "ACTORFLOW_DURABILITY", v, "sync, batched or phase"
                 ) from None
+        if (v := env.get("ACTORFLOW_FLUSH_DELAY")) is not None:
+            values["flush_delay"] = parse_duration(v, option="ACTORFLOW_FLUSH_DELAY")
         if (v := env.get("ACTORFLOW_RETENTION")) is not None:
             values["retention"] = _parse_retention(v)
         for var, field in (
@@ -221,6 +230,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 _VARIABLES = {
     "durability": "ACTORFLOW_DURABILITY",
+    "flush_delay": "ACTORFLOW_FLUSH_DELAY",
     "step_retries": "ACTORFLOW_STEP_RETRIES",
     "max_recovery_attempts": "ACTORFLOW_MAX_RECOVERY_ATTEMPTS",
     "recovery_timeout": "ACTORFLOW_RECOVERY_TIMEOUT",
