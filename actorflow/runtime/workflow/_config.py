@@ -86,6 +86,10 @@ class CheckpointTriggers(msgspec.Struct, frozen=True, kw_only=True):
         confidence_threshold: when an evaluator's confidence crosses it.
         on_error: when a step fails.
         memory_bytes: when the process's peak memory passes this (``None``: off).
+        min_interval: seconds; a step's trigger (every one above) that fires
+            sooner than this after the previous snapshot waits for the first
+            record after the interval, so a burst of them makes one snapshot.
+            ``ctx.checkpoint``, phase and final snapshots never wait.
     """
 
     every_steps: int | None = 100
@@ -95,6 +99,7 @@ class CheckpointTriggers(msgspec.Struct, frozen=True, kw_only=True):
     confidence_threshold: float | None = 0.75
     on_error: bool = True
     memory_bytes: int | None = None
+    min_interval: float = 1.0
 
     def __post_init__(self) -> None:
         _check_int(self, "every_steps", minimum=1, optional=True)
@@ -104,6 +109,7 @@ class CheckpointTriggers(msgspec.Struct, frozen=True, kw_only=True):
         _check_number(self, "confidence_threshold", minimum=0.0, maximum=1.0, optional=True)
         _check_bool(self, "on_error")
         _check_int(self, "memory_bytes", minimum=1, optional=True)
+        _check_number(self, "min_interval", minimum=0.0)
 
 
 class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -181,7 +187,8 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
         ``ACTORFLOW_RETENTION`` (``keep=5,max_age=7d`` or ``off``),
         ``ACTORFLOW_STEP_RETRIES``, ``ACTORFLOW_MAX_RECOVERY_ATTEMPTS``,
         ``ACTORFLOW_RECOVERY_TIMEOUT`` (a duration), ``ACTORFLOW_CHECKPOINT_EVERY_STEPS``,
-        ``ACTORFLOW_CHECKPOINT_EVERY`` (a duration), ``ACTORFLOW_CODE_VERSION``.
+        ``ACTORFLOW_CHECKPOINT_EVERY`` (a duration),
+        ``ACTORFLOW_CHECKPOINT_MIN_INTERVAL`` (a duration), ``ACTORFLOW_CODE_VERSION``.
 
         Raises:
             ConfigurationError: a variable has a value that cannot be used.
@@ -214,6 +221,8 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
             triggers["every_steps"] = _parse_int("ACTORFLOW_CHECKPOINT_EVERY_STEPS", v) or None
         if (v := env.get("ACTORFLOW_CHECKPOINT_EVERY")) is not None:
             triggers["every_seconds"] = parse_duration(v, option="ACTORFLOW_CHECKPOINT_EVERY")
+        if (v := env.get("ACTORFLOW_CHECKPOINT_MIN_INTERVAL")) is not None:
+            triggers["min_interval"] = parse_duration(v, option="ACTORFLOW_CHECKPOINT_MIN_INTERVAL")
         try:
             if triggers:
                 values["triggers"] = CheckpointTriggers(**triggers)
@@ -237,6 +246,7 @@ _VARIABLES = {
     "code_version": "ACTORFLOW_CODE_VERSION",
     "every_steps": "ACTORFLOW_CHECKPOINT_EVERY_STEPS",
     "every_seconds": "ACTORFLOW_CHECKPOINT_EVERY",
+    "min_interval": "ACTORFLOW_CHECKPOINT_MIN_INTERVAL",
     "keep_last": "ACTORFLOW_RETENTION",
     "max_age": "ACTORFLOW_RETENTION",
     "max_total_bytes": "ACTORFLOW_RETENTION",
