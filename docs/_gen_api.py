@@ -19,6 +19,7 @@ MODULES = (
     "actorflow.agents",
     "actorflow.storage",
     "actorflow.testing",
+    "actorflow.testing.conformance",
     "actorflow.errors",
 )
 INTRO = """\

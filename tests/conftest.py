@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-# s3_servers: the session-scoped S3-compatible servers (SeaweedFS, moto) the S3 tests use.
-pytest_plugins = ["anyio", "tests.storage.s3_servers"]
+# s3_servers: the session-scoped S3-compatible servers (SeaweedFS, moto) the S3 tests use;
+# pytester: runs pytest on test modules a user would write (the shipped conformance suite).
+pytest_plugins = ["anyio", "pytester", "tests.storage.s3_servers"]
 
 
 @pytest.fixture(

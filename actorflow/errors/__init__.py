@@ -40,7 +40,8 @@ The tree::
     │   ├── StepFailedError             a step of the run failed
     │   ├── NonDeterminismError         re-run code diverged from the recorded log
     │   ├── UnawaitedStepError          a step was issued but never awaited
-    │   └── RecoveryFailedError         a run could not be recovered
+    │   ├── RecoveryFailedError         a run could not be recovered
+    │   └── MissingResponseError        a test run paused and no response answers it
     ├── RegistryError                   workflow or agent class lookup failed
     └── RunPaused                       control flow: the run waits for input
 
@@ -71,6 +72,7 @@ from actorflow.errors._base import (
     RuntimeNotRunningError,
 )
 from actorflow.errors._runs import (
+    MissingResponseError,
     NonDeterminismError,
     RecoveryFailedError,
     RunError,
@@ -123,6 +125,7 @@ __all__ = [
     "LogCorruptedError",
     "MailboxClosedError",
     "MailboxFullError",
+    "MissingResponseError",
     "NonDeterminismError",
     "RecoveryFailedError",
     "RegistryError",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from actorflow.errors._base import ActorflowError
 
 __all__ = [
+    "MissingResponseError",
     "NonDeterminismError",
     "RecoveryFailedError",
     "RunError",
@@ -119,6 +120,21 @@ class RecoveryFailedError(RunError):
     def __init__(self, run_id: str, reason: str) -> None:
         self.reason = reason
         super().__init__(run_id, f"run {run_id!r} could not be recovered: {reason}")
+
+
+class MissingResponseError(RunError, LookupError):
+    """A test run paused for a prompt that the responses given to it do not answer.
+
+    Raised by ``actorflow.testing``'s ``crash_and_recover`` and ``run_in_memory``.
+    """
+
+    def __init__(self, run_id: str, prompt: str) -> None:
+        self.prompt = prompt
+        super().__init__(
+            run_id,
+            f"run {run_id!r} paused for input {prompt!r} and no response answers it: "
+            f"pass responses={{{prompt!r}: ...}} (or a function of the prompt)",
+        )
 
 
 class RunPaused(ActorflowError):

@@ -1,9 +1,10 @@
 """The ``Store`` protocol every backend implements, and its small value types.
 
 Every store (memory, file, S3) passes one conformance suite
-(``tests/storage/test_conformance.py``), so code written against this protocol
-works unchanged on each. All methods are async and safe to call concurrently
-from many tasks; each either completes durably or raises a ``StorageError``.
+(``actorflow.testing.conformance``, which a store of your own can run too), so
+code written against this protocol works unchanged on each. All methods are
+async and safe to call concurrently from many tasks; each either completes
+durably or raises a ``StorageError``.
 """
 
 from __future__ import annotations

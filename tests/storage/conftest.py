@@ -1,5 +1,8 @@
 """The ``store`` fixture: every conformance test runs once per registered store factory.
 
+``test_conformance.py`` hands it to the shipped suite
+(``actorflow.testing.conformance.StoreConformance``), as a third party would.
+
 Adding a backend (for example the S3 store)
 -------------------------------------------
 Put a module named ``factories_<name>.py`` in this folder with a dict ``FACTORIES``

@@ -417,7 +417,9 @@ class Runtime(ActorSystem):
         """Answer a paused run's ``wait_for_input`` and run it on to the end.
 
         ``on_start`` is called with the run's handle as it starts again, to
-        follow its events (as in :meth:`recover`).
+        follow its events (as in :meth:`recover`). If an earlier ``resume``
+        recorded its response and crashed before the run went on, the run
+        goes on with that recorded response and ``response`` is not used.
 
         Raises:
             RunNotFoundError: no such run.
@@ -430,7 +432,8 @@ class Runtime(ActorSystem):
         lease = await self.store.claim(run_id, self.owner)
         try:
             request = manifest.prompt.encode() if manifest.prompt is not None else None
-            await answer_wait(self.store, run_id, "input", response, request)
+            if not await answer_wait(self.store, run_id, "input", response, request):
+                _log.warning("resume_response_already_recorded", run_id=run_id)
         finally:
             await self.store.release(lease)
         manifest = await self.store.update_run(

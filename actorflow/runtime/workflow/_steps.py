@@ -678,28 +678,33 @@ class WaitStep(Step[T]):
 
 async def answer_wait(
     store: Store, run_id: str, wait: str, answer: object, request: bytes | None
-) -> None:
+) -> bool:
     """Record ``answer`` for the run's pending wait of kind ``wait`` (the caller owns the run).
 
     With several waits pending (phases gathered concurrently), the one whose
     request is ``request`` (as the run reported it) is answered, else the first.
+    Returns False, recording nothing, if the paused run's request already has
+    an answer: an earlier caller recorded it and stopped (crashed) before the
+    run went on, and the recorded answer stands.
 
     Raises:
-        RunNotFinishedError: no such wait without an answer is recorded.
+        RunNotFinishedError: no wait of kind ``wait`` is recorded.
     """
     view, _ = await load_view(store, run_id, lambda *a, **k: None)
-    waiting = [
-        e
-        for e in view.events.values()
-        if e.kind == f"{wait}_requested" and e.step_id is not None and e.step_id not in view.steps
+    requests = [
+        e for e in view.events.values() if e.kind == f"{wait}_requested" and e.step_id is not None
     ]
+    waiting = [e for e in requests if e.step_id not in view.steps]
     if not waiting:
+        if any(request is None or e.data == request for e in requests):
+            return False
         raise RunNotFinishedError(run_id, f"paused, but no unanswered {wait} request is recorded")
     reported = [e for e in waiting if request is not None and e.data == request]
     step_id = (reported or waiting)[0].step_id
     assert step_id is not None
     record = StepRecord(step_id=step_id, kind=wait, result=encode(answer, wait), time=time.time())
     await store.append(run_id, [record])
+    return True
 
 
 # --- evolving code -----------------------------------------------------------------

@@ -38,7 +38,7 @@ from actorflow.storage import (
     SnapshotInfo,
     StepRecord,
 )
-from actorflow.testing import CrashingStore, crash_and_recover
+from actorflow.testing import CrashingStore, SimulatedCrashError, crash_and_recover
 from tests.runtime.workflow.workflows import AREAS, Lead, Pipeline
 
 if TYPE_CHECKING:
@@ -313,6 +313,21 @@ async def test_a_paused_run_resumes_with_the_response() -> None:
         assert await runtime.resume("approve", "yes") == "hello:yes"
         with pytest.raises(RunNotFinishedError):
             await runtime.resume("approve", "again")
+
+
+async def test_a_resume_that_crashed_after_recording_its_response_can_be_resumed_again() -> None:
+    store = MemoryStore()
+    async with Runtime(store=store) as runtime:
+        with pytest.raises(RunPaused):
+            await runtime.run(Approval, "hello", run_id="approve")
+    crashing = CrashingStore(store, crash_after=1)  # dies right after the response's record
+    async with Runtime(store=crashing) as runtime:
+        with pytest.raises(SimulatedCrashError):
+            await runtime.resume("approve", "yes")
+    assert (await store.read_run("approve")).status is RunStatus.PAUSED
+    async with Runtime(store=store) as runtime:
+        # the recorded response stands: the run goes on with it, never asks again
+        assert await runtime.resume("approve", "no") == "hello:yes"
 
 
 async def test_resuming_a_completed_run_says_it_is_completed_not_unfinished() -> None:
