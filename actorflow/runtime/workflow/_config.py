@@ -64,7 +64,7 @@ def _check_bool(obj: msgspec.Struct, name: str) -> None:
 class Durability(enum.StrEnum):
     """When log records reach the disk.
 
-    ``sync``: before the orchestrator sees a step's result. ``batched``: in
+    ``sync``: before the orchestrator sees a step's or a phase's result. ``batched``: in
     groups, and always before anything that could depend on them leaves the
     orchestrator (a message to an agent, a decision, the run's result).
     ``phase``: at phase ends; a crash repeats the open phase's steps.

@@ -194,8 +194,12 @@ class Recorder:
             await self.writer.flush()
 
     async def after_phase(self) -> None:
-        """In ``phase`` mode a phase's records are durable before its result is seen."""
-        if self.durability is Durability.PHASE:
+        """In ``sync`` and ``phase`` modes a phase's end is durable before its result is seen.
+
+        (In ``sync`` mode a phase without steps inside, a unit of pure work,
+        would otherwise stay in memory until something depended on it.)
+        """
+        if self.durability is not Durability.BATCHED:
             await self.writer.flush()
 
     # --- agent states ------------------------------------------------------

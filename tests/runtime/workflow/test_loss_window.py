@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING
 
 import anyio
 import pytest
 
-from actorflow import Orchestrator, Request, RunContext, Runtime, RuntimeConfig, Specialist, handler
+from actorflow import (
+    Orchestrator,
+    Request,
+    RunContext,
+    Runtime,
+    RuntimeConfig,
+    Specialist,
+    handler,
+    phase,
+)
 from actorflow.errors import ConfigurationError
+from actorflow.runtime import Durability
 from actorflow.storage import MemoryStore, StepRecord
 
 if TYPE_CHECKING:
@@ -99,3 +110,36 @@ def test_flush_delay_is_read_from_the_environment() -> None:
     assert RuntimeConfig().flush_delay == 0.02
     with pytest.raises(ConfigurationError, match="ACTORFLOW_FLUSH_DELAY"):
         RuntimeConfig.from_env({"ACTORFLOW_FLUSH_DELAY": "-1s"})
+
+
+class Units(Orchestrator):
+    """Ten phases of pure work: no step inside any of them (LangGraph's benchmark shape)."""
+
+    __actorflow_name__ = "tests.loss_window.Units"
+
+    @phase
+    async def unit(self, ctx: RunContext, k: int, items: list[str]) -> list[str]:
+        SEEN.append(len(await SEEN_STORE.read_log(ctx.run_id)))
+        return [*items, f"record {k}"]
+
+    async def run(self, ctx: RunContext, n: int) -> list[str]:
+        items: list[str] = []
+        for k in range(n):
+            items = await self.unit(ctx, k, items)
+        return items
+
+
+SEEN: list[int] = []
+SEEN_STORE = MemoryStore()
+
+
+async def test_in_sync_mode_a_phase_end_is_durable_before_the_phase_returns() -> None:
+    """A run made of phases alone wrote nothing durable until it ended: a crash at
+    unit 5 ran all ten units again."""
+    SEEN.clear()
+    store = SEEN_STORE
+    async with Runtime(store=store, config=RuntimeConfig(durability=Durability.SYNC)) as runtime:
+        result = await runtime.run(Units, 4, run_id=f"units-{len(await store.list_runs())}")
+    assert result == [f"record {k}" for k in range(4)]
+    # each unit sees every earlier unit's end in the log: one durable record more each time
+    assert [b - a for a, b in itertools.pairwise(SEEN)] == [1, 1, 1]
