@@ -26,6 +26,7 @@ from actorflow.errors import (
     CheckpointNotFoundError,
     ConfigurationError,
     CorruptedDataError,
+    RecoveryFailedError,
     RunFailedError,
     RunLockedError,
     RunNotFoundError,
@@ -162,6 +163,8 @@ def exit_code_for(error: BaseException) -> int:
         case BadValueError():
             return EXIT_CODES["usage"]
         case CorruptedDataError():
+            return EXIT_CODES["corrupt"]
+        case RecoveryFailedError() if isinstance(error.__cause__, CorruptedDataError):
             return EXIT_CODES["corrupt"]
         case RunNotFoundError() | CheckpointNotFoundError():
             return EXIT_CODES["not_found"]

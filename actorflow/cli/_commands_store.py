@@ -29,6 +29,7 @@ from actorflow.cli._app import (
     run_command,
 )
 from actorflow.cli._loading import with_store
+from actorflow.cli._program import program
 from actorflow.cli._render import (
     err,
     esc,
@@ -95,6 +96,10 @@ def runs_command(
     prompts = any(r["prompt"] is not None for r in rows)
     if prompts:
         table.add_column("prompt", overflow="fold")
+    # A blocked run waits for code that replays its log: what diverged, and under which code.
+    blocked = any(r["status"] == RunStatus.BLOCKED for r in rows)
+    if blocked:
+        table.add_column("blocked by", overflow="fold")
     for r in rows:
         cells = [
             esc(r["run_id"]),
@@ -106,8 +111,20 @@ def runs_command(
             str(r["snapshots"]),
             size(r["size"]),
         ]
-        table.add_row(*cells, *([esc(r["prompt"] or "")] if prompts else []))
+        table.add_row(
+            *cells,
+            *([esc(r["prompt"] or "")] if prompts else []),
+            *([_blocked_by(r)] if blocked else []),
+        )
     out().print(table if rows else f"no runs in {esc(store)}")
+
+
+def _blocked_by(row: dict[str, Any]) -> str:
+    """A blocked run's divergence and the code_version it was blocked under, else nothing."""
+    if row["status"] != RunStatus.BLOCKED:
+        return ""
+    version = row["blocked_code_version"]
+    return esc(f"code_version {version}: {row['error']}" if version else row["error"])
 
 
 @command("checkpoints")
@@ -201,7 +218,7 @@ def result_command(
 ) -> None:
     """Print a finished run's result as JSON, or what stops it having one (and exit 5, 6 or 8).
 
-    Completed: the result (exit 0). Failed or cancelled: its error (exit 5).
+    Completed: the result (exit 0). Failed, cancelled or blocked: its error (exit 5).
     Paused: its prompt (exit 6). Running or interrupted: its status (exit 8).
     """
 
@@ -218,9 +235,11 @@ def result_command(
     if m.status is RunStatus.PAUSED:
         err().print(paused_text(m.run_id, m.prompt))
         raise typer.Exit(EXIT_CODES["paused"])
-    if m.status.finished:
+    if m.status.finished or m.status is RunStatus.BLOCKED:
         why = f"{m.error.type}: {m.error.message}" if m.error else "no error recorded"
         err().print(f"[red]{esc(m.status)}[/] {rid}: {esc(why)}")
+        if m.status is RunStatus.BLOCKED:
+            err().print(f"  with code that replays its log: {esc(program())} recover {rid}")
         raise typer.Exit(EXIT_CODES["run_failed"])
     err().print(f"[yellow]not finished[/] {rid}: {esc(m.status)}")
     raise typer.Exit(EXIT_CODES["not_finished"])
@@ -288,7 +307,7 @@ def log_command(
         while True:
             # Status first: once it ended (or paused), every record is already in the log.
             status = (await s.read_run(run_id)).status
-            finished = status.finished or status is RunStatus.PAUSED
+            finished = status.finished or status in (RunStatus.PAUSED, RunStatus.BLOCKED)
             for record in await s.read_log(run_id, position):
                 print_record(position, record, as_json=as_json)
                 position += 1

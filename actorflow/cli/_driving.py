@@ -14,7 +14,7 @@ import msgspec
 
 from actorflow._demo import RichProgress, use_progress, watch_checkpoints
 from actorflow.cli._inspect import resolve_checkpoint
-from actorflow.errors import RunFailedError, RunPaused
+from actorflow.errors import CorruptedDataError, RecoveryFailedError, RunFailedError, RunPaused
 from actorflow.storage import RunStatus
 
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ __all__ = ["RunOutcome", "fork_run", "outcomes_exit", "recover_runs", "resume_ru
 
 
 _ORPHANS = [RunStatus.RUNNING, RunStatus.INTERRUPTED]
+_TRIED = [*_ORPHANS, RunStatus.BLOCKED]  # what recover(run_id) takes
 
 
 class RunOutcome(msgspec.Struct, kw_only=True):
@@ -35,6 +36,7 @@ class RunOutcome(msgspec.Struct, kw_only=True):
 
     ``checkpoint`` (and its log ``checkpoint_position``) is the checkpoint a
     re-run restored; ``replayed_steps`` counts the log records replayed after it.
+    ``corrupt``: the run could not go on because what it recorded is damaged.
     """
 
     run_id: str
@@ -45,17 +47,21 @@ class RunOutcome(msgspec.Struct, kw_only=True):
     result: Any = None
     error: str | None = None
     prompt: str | None = None
+    corrupt: bool = False
 
 
 def outcomes_exit(outcomes: list[RunOutcome]) -> str:
     """The :data:`EXIT_CODES` name for what became of ``outcomes``.
 
-    ``ok`` when every run completed, ``paused`` when the others wait for input,
-    else ``run_failed`` (a run failed, or could not be recovered).
+    ``ok`` when every run completed, ``corrupt`` when one could not go on
+    because its recorded data is damaged, ``paused`` when the others wait for
+    input, else ``run_failed`` (a run failed, or could not be recovered).
     """
     left = [o for o in outcomes if o.status != "completed"]
     if not left:
         return "ok"
+    if any(o.corrupt for o in left):
+        return "corrupt"
     return "paused" if all(o.status == "paused" for o in left) else "run_failed"
 
 
@@ -114,7 +120,8 @@ async def _drive(
 def _stopped(watch: _Watch, handle: RunHandle, exc: RunPaused | RunFailedError) -> RunOutcome:
     if isinstance(exc, RunPaused):
         return watch.outcome(handle, status="paused", prompt=exc.prompt)
-    status = str(handle.status) if handle.status.finished else "failed"
+    finished = handle.status.finished or handle.status is RunStatus.BLOCKED
+    status = str(handle.status) if finished else "failed"
     return watch.outcome(handle, status=status, error=f"{exc.error_type}: {exc.error_message}")
 
 
@@ -163,11 +170,17 @@ async def recover_runs(runtime: Runtime, run_id: str | None, console: Console) -
             manifest = await runtime.store.read_run(run_id)
             if manifest.status is RunStatus.COMPLETED:
                 return []
-            if manifest.status not in _ORPHANS:  # paused, failed...: say so, drive nothing
+            if manifest.status not in _TRIED:  # paused, failed...: say so, drive nothing
                 return [await _left(runtime, run_id)]
             before = {run_id}
         else:
-            before = {m.run_id for m in await runtime.runs(status=_ORPHANS)}
+            # as recover() chooses: a blocked run only under other code than blocked it
+            version = runtime.config.code_version
+            before = {
+                m.run_id
+                for m in await runtime.runs(status=_TRIED)
+                if m.status is not RunStatus.BLOCKED or m.blocked_code_version != version
+            }
         results: dict[str, Any] = {}
         watch = _Watch()
         handles: dict[str, RunHandle] = {}
@@ -187,19 +200,32 @@ async def recover_runs(runtime: Runtime, run_id: str | None, console: Console) -
                 done = watch.outcome(handles[rid], status="completed", result=results[rid])
                 outcomes.append(done)
             else:
-                outcomes.append(await _left(runtime, rid))
+                outcomes.append(await _left(runtime, rid, handles.get(rid)))
     return outcomes
 
 
-async def _left(runtime: Runtime, run_id: str) -> RunOutcome:
-    """A run recover did not finish, as the store has it now (paused, failed, interrupted...)."""
+async def _left(runtime: Runtime, run_id: str, handle: RunHandle | None = None) -> RunOutcome:
+    """A run recover did not finish, as the store has it now (paused, failed, interrupted...).
+
+    Left running or interrupted, its error is why the attempt ended (the
+    error of ``handle``, the attempt this process made, if any).
+    """
     manifest = await runtime.store.read_run(run_id)
-    error = manifest.error
+    error = f"{manifest.error.type}: {manifest.error.message}" if manifest.error else None
+    corrupt = False
+    if handle is not None and handle.done and manifest.status in _ORPHANS:
+        try:
+            await handle.result()
+        except Exception as exc:  # the attempt's error; actorflow's messages are capped
+            error = f"{type(exc).__name__}: {exc}"
+            cause = exc.__cause__ if isinstance(exc, RecoveryFailedError) else exc
+            corrupt = isinstance(cause, CorruptedDataError)
     return RunOutcome(
         run_id=run_id,
         status=str(manifest.status),
-        error=f"{error.type}: {error.message}" if error else None,
+        error=error,
         prompt=manifest.prompt,
+        corrupt=corrupt,
     )
 
 

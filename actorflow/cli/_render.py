@@ -124,6 +124,7 @@ def manifest_row(m: RunManifest, snapshots: list[SnapshotInfo]) -> dict[str, Any
         "parent": m.parent,
         "error": f"{m.error.type}: {m.error.message}" if m.error else None,
         "prompt": m.prompt,
+        "blocked_code_version": m.blocked_code_version,
     }
 
 
@@ -134,6 +135,7 @@ _STATUS_STYLE: Final = {
     "interrupted": "yellow",
     "failed": "red",
     "cancelled": "dim",
+    "blocked": "magenta",
 }
 
 
@@ -251,8 +253,10 @@ def print_outcome(o: Any, *, verb: str) -> None:
         print_result(o.result)
     elif o.status == "paused":
         out().print(paused_text(o.run_id, o.prompt))
-    elif o.status in ("failed", "cancelled"):
+    elif o.status in ("failed", "cancelled", "blocked"):
         out().print(f"[red]{esc(o.status)}[/] {run}: {esc(o.error)}")
+    elif getattr(o, "corrupt", False):
+        out().print(f"[red]not recovered[/] {run}: {esc(o.error)}")
     else:
         why = f" {esc(o.error)}" if o.error else ""
         out().print(f"[yellow]not finished[/] {run}: {esc(o.status)}{why}")

@@ -22,7 +22,7 @@ The tree::
     │   ├── StoreUnavailableError       the store cannot be reached
     │   ├── CorruptedDataError          stored bytes fail their checksum or do not decode
     │   │   ├── CheckpointCorruptedError    a snapshot is corrupt
-    │   │   ├── LogCorruptedError           a log record in the middle is corrupt
+    │   │   ├── LogCorruptedError           a log record a reader needs is corrupt
     │   │   └── RunFolderNotEmptyError      a run's folder holds data but no manifest
     │   ├── CheckpointNotFoundError     no such snapshot (also LookupError)
     │   ├── EncodingError               a value cannot be encoded (also TypeError)
@@ -36,6 +36,7 @@ The tree::
     │   ├── RunNotFinishedError         the run has no result yet
     │   │   └── RunNotPausedError       resume of a run that is not paused
     │   ├── RunFailedError              the run ended in failure; carries the cause
+    │   │   └── RunBlockedError         its code no longer replays its log; it waits, not failed
     │   ├── RunInputMismatchError       a run id reused with different input
     │   ├── StepFailedError             a step of the run failed
     │   ├── NonDeterminismError         re-run code diverged from the recorded log
@@ -75,6 +76,7 @@ from actorflow.errors._runs import (
     MissingResponseError,
     NonDeterminismError,
     RecoveryFailedError,
+    RunBlockedError,
     RunError,
     RunFailedError,
     RunInputMismatchError,
@@ -129,6 +131,7 @@ __all__ = [
     "NonDeterminismError",
     "RecoveryFailedError",
     "RegistryError",
+    "RunBlockedError",
     "RunError",
     "RunFailedError",
     "RunFolderNotEmptyError",

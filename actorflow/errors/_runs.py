@@ -8,6 +8,7 @@ __all__ = [
     "MissingResponseError",
     "NonDeterminismError",
     "RecoveryFailedError",
+    "RunBlockedError",
     "RunError",
     "RunFailedError",
     "RunInputMismatchError",
@@ -62,6 +63,35 @@ class RunFailedError(RunError):
         self.error_type = error_type
         self.error_message = error_message
         super().__init__(run_id, f"run {run_id!r} failed: {error_type}: {error_message}")
+
+
+class RunBlockedError(RunFailedError):
+    """The run is ``blocked``: its code no longer replays its log (``NonDeterminismError``).
+
+    The run is kept, not failed: code that replays its log (a rollback, or the
+    change guarded with ``ctx.patched``) continues it with ``recover()``.
+    A ``RunFailedError`` for code that catches those; ``error_type`` and
+    ``error_message`` are the divergence as recorded, ``code_version`` the
+    version of the code that diverged.
+
+    .. versionadded:: 0.2
+    """
+
+    def __init__(
+        self, run_id: str, error_type: str, error_message: str, code_version: str | None
+    ) -> None:
+        self.error_type = error_type
+        self.error_message = error_message
+        self.code_version = code_version
+        under = f" under code_version {code_version!r}" if code_version is not None else ""
+        RunError.__init__(
+            self,
+            run_id,
+            f"run {run_id!r} is blocked{under}: {error_type}: {error_message}. Deploy code "
+            "that replays its log (roll the change back, or guard it with ctx.patched), then "
+            f"recover it: `actorflow recover {run_id}` or `runtime.recover({run_id!r})`; "
+            "or fork it from a checkpoint before the change",
+        )
 
 
 class RunInputMismatchError(RunError):

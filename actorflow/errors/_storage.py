@@ -37,22 +37,38 @@ class StoreUnavailableError(StorageError):
 class CorruptedDataError(StorageError):
     """Stored bytes failed their checksum or could not be decoded; never loaded."""
 
+    advice = "Run `actorflow validate` to list corrupt data."
+    """What the user can do about it, after the location and cause (each subclass says)."""
+
     def __init__(self, location: str, cause: str) -> None:
         self.location = location
         self.cause_text = cause
         super().__init__(
-            "read",
-            f"{location} is corrupt ({cause}); it was not loaded. "
-            "Run `actorflow validate` to list corrupt data; recovery falls back to older data.",
+            "read", f"{location} is corrupt ({cause}); it was not loaded. {self.advice}"
         )
 
 
 class CheckpointCorruptedError(CorruptedDataError):
     """A snapshot failed its checksum or could not be decoded."""
 
+    advice = (
+        "Recovery uses the newest checkpoint that verifies instead (or the log from its "
+        "start); `actorflow validate` lists corrupt data."
+    )
+
 
 class LogCorruptedError(CorruptedDataError):
-    """A log record before the tail is corrupt; the log cannot be read past it."""
+    """A log record is corrupt; a reader that needs it cannot go past it.
+
+    Recovery reads the log only from a run's newest checkpoint on, so a damaged
+    record before it does not stop the run.
+    """
+
+    advice = (
+        "A run recovers past damage before its newest checkpoint, not after it: restore "
+        "the file from a backup, or `actorflow fork` the run from its newest checkpoint "
+        "(what was recorded after it runs again). `actorflow validate` lists corrupt data."
+    )
 
 
 class RunFolderNotEmptyError(CorruptedDataError):

@@ -63,6 +63,7 @@ __all__ = [
     "digest",
     "load_keys",
     "pick_compression",
+    "sealed_size",
     "verify_envelope",
     "zstd_available",
 ]
@@ -211,8 +212,23 @@ def load_keys(keys: Mapping[str, bytes], key_id: str | None) -> tuple[dict[str, 
     return ciphers, key_id, address_key
 
 
+def sealed_size(data: memoryview) -> int | None:
+    """How long the envelope ``data`` starts with says it is; ``None`` without a known header.
+
+    Nothing is verified: check the envelope of that length before trusting it.
+    """
+    if len(data) < FIXED.size:
+        return None
+    magic, version, _, _, _, alg, kid_len, _, _, body_len = FIXED.unpack_from(data)
+    checksum = _CHECKSUMS.get(alg)
+    if magic != MAGIC or version != ENVELOPE_VERSION or checksum is None:
+        return None
+    size: int = FIXED.size + kid_len + _DIGEST_SIZE[checksum] + body_len
+    return size
+
+
 def verify_envelope(
-    data: bytes, location: str, max_decoded_bytes: int
+    data: bytes | memoryview, location: str, max_decoded_bytes: int
 ) -> tuple[SealedHeader, memoryview]:
     """Check magic, lengths and checksum without decrypting or decoding anything.
 

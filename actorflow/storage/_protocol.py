@@ -178,9 +178,12 @@ class Store(Protocol):
         """Records from position ``start`` (absolute, also after pruning) to the end.
 
         A torn tail (an incomplete or corrupt last record) is not returned.
+        Records before ``start`` are not checked: a damaged one there (one a
+        checkpoint covers) is stepped over when where it ends is certain.
 
         Raises:
-            LogCorruptedError: a record before the tail is corrupt.
+            LogCorruptedError: a record at or after ``start`` is corrupt (before
+                the tail), or damage before it hides where those records begin.
             StorageError: ``start`` is below the first record retention kept.
         """
         ...

@@ -61,7 +61,13 @@ def validate_run_id(run_id: object) -> str:
 
 
 class RunStatus(enum.StrEnum):
-    """Where a run stands."""
+    """Where a run stands.
+
+    ``blocked``: re-running its code diverged from its log
+    (``NonDeterminismError``); it waits for code that replays the log, and
+    ``recover()`` takes it up again under another ``code_version``, or when
+    named. (``blocked`` is new in 0.2.)
+    """
 
     RUNNING = "running"
     PAUSED = "paused"
@@ -69,10 +75,11 @@ class RunStatus(enum.StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    BLOCKED = "blocked"
 
     @property
     def finished(self) -> bool:
-        """True for completed, failed and cancelled: nothing left to resume."""
+        """True for completed, failed and cancelled: nothing left to resume (blocked is not)."""
         return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
@@ -118,6 +125,9 @@ class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", ta
     """One run: what it runs, on what input, and where it stands.
 
     ``input`` and ``result`` are MessagePack bytes of the user's values.
+    ``recovery_errors`` are the causes of the newest failed recovery attempts;
+    ``blocked_code_version`` is the ``code_version`` of the runtime that
+    found a ``blocked`` run's code diverging from its log (``error`` says how).
     """
 
     run_id: str
@@ -139,6 +149,7 @@ class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", ta
     snapshots: tuple[SnapshotInfo, ...] = ()
     tombstone: bool = False
     recovery_errors: tuple[ErrorInfo, ...] = ()
+    blocked_code_version: str | None = None
 
 
 class StateRef(msgspec.Struct, frozen=True, kw_only=True):

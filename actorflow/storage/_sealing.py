@@ -55,6 +55,7 @@ from actorflow.storage._envelope import (
     digest,
     load_keys,
     pick_compression,
+    sealed_size,
     verify_envelope,
     zstd_available,
 )
@@ -241,6 +242,22 @@ class Codec:
             CorruptedDataError: the envelope is damaged or truncated.
         """
         return verify_envelope(data, location, self.max_decoded_bytes)
+
+    def measure(self, data: memoryview) -> int | None:
+        """The length of the sound envelope ``data`` starts with, or ``None``.
+
+        Sound means its checksum verifies over exactly that length (nothing is
+        decrypted or decoded). The file store uses it to find where a log
+        record ends when the frame around it is damaged.
+        """
+        size = sealed_size(data)
+        if size is None or size > len(data):
+            return None
+        try:
+            verify_envelope(data[:size], "", self.max_decoded_bytes)
+        except CorruptedDataError:
+            return None
+        return size
 
     # --- whole objects ------------------------------------------------------------
 

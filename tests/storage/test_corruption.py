@@ -176,9 +176,10 @@ async def three_records(tmp_path: Path, codec: Codec) -> tuple[FileStore, Path, 
     return FileStore(tmp_path / "s", codec=codec), path, offsets
 
 
-@pytest.mark.parametrize(
-    ("region", "delta"), [("length", 1), ("payload-crc", 5), ("header-crc", 9), ("payload", 40)]
-)
+FRAME_REGIONS = [("length", 1), ("payload-crc", 5), ("header-crc", 9), ("payload", 40)]
+
+
+@pytest.mark.parametrize(("region", "delta"), FRAME_REGIONS)
 async def test_a_damaged_record_in_the_middle_is_an_error_naming_file_and_offset(
     tmp_path: Path, codec: Codec, region: str, delta: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -190,7 +191,45 @@ async def test_a_damaged_record_in_the_middle_is_an_error_naming_file_and_offset
     assert caught.value.location == f"{path} at byte {offsets[1]}"
     assert spy.calls.count("_record_decoder") <= 1  # record 0 may decode; record 1 never
     with pytest.raises(LogCorruptedError):
-        await store.append(RUN, [rec(9)])  # never appends past damage
+        await store.read_log(RUN, 1)
+
+
+@pytest.mark.parametrize(("region", "delta"), FRAME_REGIONS)
+async def test_a_damaged_record_is_stepped_over_by_reads_from_after_it_and_keeps_its_position(
+    tmp_path: Path, codec: Codec, region: str, delta: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # whichever part of its frame is hit, where the record ends is certain:
+    # its header's length (checked by the header's crc), or else the length
+    # its sealed payload gives (checked by the payload's own checksum)
+    store, path, offsets = await three_records(tmp_path, codec)
+    flip(path, offsets[1] + delta)
+    spy = Spy(monkeypatch)
+    assert await store.read_log(RUN, 2) == [rec(2)]
+    assert spy.calls.count("_record_decoder") <= 1  # only record 2 is decoded
+    assert await store.log_length(RUN) == 3
+    assert await store.append(RUN, [rec(9)]) == 4  # after the damage, at the right position
+    assert await store.read_log(RUN, 2) == [rec(2), rec(9)]
+    with pytest.raises(LogCorruptedError):  # whoever needs it still learns of the damage
+        await store.read_log(RUN)
+    await store.aclose()
+
+
+async def test_damage_that_hides_where_the_next_record_begins_stops_readers_and_writers(
+    tmp_path: Path, codec: Codec
+) -> None:
+    # header and payload both damaged: the record's length is known from nowhere,
+    # so no position after it can be counted (guessing would misplace records)
+    store, path, offsets = await three_records(tmp_path, codec)
+    flip(path, offsets[1] + 1)
+    flip(path, offsets[1] + 40)
+    with pytest.raises(LogCorruptedError, match="where the records after it begin is unknown"):
+        await store.read_log(RUN, 2)
+    with pytest.raises(LogCorruptedError):
+        await store.log_length(RUN)
+    with pytest.raises(LogCorruptedError) as caught:
+        await store.append(RUN, [rec(9)])  # never appends past damage it cannot measure
+    assert caught.value.location == f"{path} at byte {offsets[1]}"
+    await store.aclose()
 
 
 async def test_a_record_whose_frame_checks_but_whose_seal_does_not_is_never_decoded(

@@ -11,6 +11,7 @@ go through ``RunDriver.drive``.
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,9 @@ from actorflow._text import error_message
 from actorflow.errors import (
     CorruptedDataError,
     EncodingError,
+    NonDeterminismError,
+    RecoveryFailedError,
+    RunBlockedError,
     RunFailedError,
     RunPaused,
     StorageError,
@@ -30,7 +34,7 @@ from actorflow.runtime.workflow._agents import RunAgents
 from actorflow.runtime.workflow._checkpointer import CheckpointQueue
 from actorflow.runtime.workflow._context import RunContext
 from actorflow.runtime.workflow._env import StepEnv
-from actorflow.runtime.workflow._outcomes import run_signature
+from actorflow.runtime.workflow._outcomes import recovery_failed, run_signature
 from actorflow.runtime.workflow._recorder import Recorder
 from actorflow.runtime.workflow._replay import RunView, load_view
 from actorflow.runtime.workflow._steps import PauseRun, close_namespace
@@ -51,16 +55,20 @@ if TYPE_CHECKING:
 
 __all__ = ["RunDriver"]
 
+_CAUSE_CHARS = 1000
+"""Characters of a cause's message kept in the message of the error it caused."""
+
 
 class _Outcome:
     """How an attempt ended, handed to the run's handle once the run is let go."""
 
-    __slots__ = ("error", "result", "status")
+    __slots__ = ("code_version", "error", "result", "status")
 
     def __init__(self) -> None:
         self.status = RunStatus.RUNNING
         self.result: Any = None
         self.error: BaseException | None = None
+        self.code_version: str | None = None
 
     def cancelled(self, run_id: str) -> None:
         self.status = RunStatus.CANCELLED
@@ -72,6 +80,13 @@ class _Outcome:
             self.error = exc
             return
         self.error = RunFailedError(run_id, type(exc).__name__, error_message(exc))
+        self.error.__cause__ = exc
+
+    def blocked(self, run_id: str, exc: NonDeterminismError, code_version: str | None) -> None:
+        # not failed: code that replays the log (a rollback) may continue it
+        self.status = RunStatus.BLOCKED
+        self.code_version = code_version
+        self.error = RunBlockedError(run_id, type(exc).__name__, error_message(exc), code_version)
         self.error.__cause__ = exc
 
 
@@ -210,6 +225,14 @@ class RunDriver:
                     await store.update_run(run_id, status_change(RunStatus.INTERRUPTED))
                 emit("run_interrupted")
                 outcome.status = RunStatus.INTERRUPTED
+            elif isinstance(exc, Exception) and not fresh:
+                # the run stays as it was, for a later recover(); what stopped it is kept
+                error = _unrecoverable(run_id, exc)
+                with anyio.CancelScope(shield=True):
+                    await self._note_recovery_error(run_id, exc, emit)
+                if error is not exc:
+                    outcome.error = error
+                    raise error from exc
             outcome.error = exc
             raise
         finally:
@@ -233,6 +256,16 @@ class RunDriver:
             return False
         written = int(handle.metrics.get("checkpoints", 0))
         return not (fresh and _nothing_to_prune(policy, written))
+
+    async def _note_recovery_error(
+        self, run_id: str, cause: BaseException, emit: Callable[..., None]
+    ) -> None:
+        """Keep why this attempt failed in the manifest (``recovery_errors``), if the store can."""
+        change = functools.partial(recovery_failed, cause=ErrorInfo.of(cause))
+        try:
+            await self.store.update_run(run_id, change)
+        except StorageError as exc:
+            emit("recovery_error_not_kept", error=error_message(exc), level="warning")
 
     async def _attempt(
         self,
@@ -296,6 +329,22 @@ class RunDriver:
         )
 
 
+def _unrecoverable(run_id: str, exc: Exception) -> Exception:
+    """What a failed attempt at a recorded run raises: damaged data as ``RecoveryFailedError``.
+
+    Damage that the newest valid checkpoint does not cover (a log record
+    after it, a state blob it needs) stops every attempt the same way, so the
+    error says it is the recorded data, with the cause chained. Anything else
+    is raised as itself.
+    """
+    if not isinstance(exc, CorruptedDataError):
+        return exc
+    cause = f"{type(exc).__name__}: {error_message(exc, _CAUSE_CHARS)}"
+    error = RecoveryFailedError(run_id, f"what it recorded cannot be read: {cause}")
+    error.__cause__ = exc
+    return error
+
+
 async def _heartbeat(store: Store, lease: Lease, interval: float) -> None:
     while True:
         await anyio.sleep(interval)
@@ -351,13 +400,36 @@ async def _execute(
         except Exception as exc:
             if handle.interrupt_requested:
                 raise  # a consequence of the runtime stopping the run: it is interrupted
-            outcome.failed(run_id, exc)
+            diverged = _divergence(exc)
+            if diverged is not None:
+                outcome.blocked(run_id, diverged, env.config.code_version)
+                handle.emit(
+                    "run_blocked",
+                    step_id=diverged.step_id,
+                    error=error_message(diverged),
+                    code_version=env.config.code_version,
+                    level="warning",
+                )
+            else:
+                outcome.failed(run_id, exc)
     # cancelling now changes nothing; the handle (kept by the runtime) lets go of
     # the scope and the tasks and scopes it still points to
     handle.attach(None)
     if cancel_scope.cancel_called and outcome.status is RunStatus.RUNNING:
         outcome.cancelled(run_id)
     return encoded
+
+
+def _divergence(exc: Exception) -> NonDeterminismError | None:
+    """The ``NonDeterminismError`` that ``exc`` is, or holds among others (from a task group)."""
+    if isinstance(exc, NonDeterminismError):
+        return exc
+    if isinstance(exc, ExceptionGroup):
+        for inner in exc.exceptions:
+            found = _divergence(inner)
+            if found is not None:
+                return found
+    return None
 
 
 async def _orchestrate(env: StepEnv, cls: type[Any], value: object, ctx: RunContext) -> object:
@@ -394,10 +466,17 @@ async def _store_outcome(
     run_id = recorder.run_id
     recorder.view.status = status
     info = None
-    if status is RunStatus.FAILED and error is not None:
+    if status in (RunStatus.FAILED, RunStatus.BLOCKED) and error is not None:
         info = ErrorInfo.of(error.__cause__ or error)
     prompt = error.prompt if isinstance(error, RunPaused) else None
-    change = status_change(status, result, info, prompt=prompt, phase=recorder.view.phase)
+    change = status_change(
+        status,
+        result,
+        info,
+        prompt=prompt,
+        phase=recorder.view.phase,
+        code_version=outcome.code_version,
+    )
     store = queue.store
     final: Snapshot | None = None
     if status is RunStatus.COMPLETED:
@@ -430,8 +509,12 @@ def status_change(
     *,
     prompt: str | None = None,
     phase: str | None = None,
+    code_version: str | None = None,
 ) -> Callable[[RunManifest], RunManifest]:
-    """The manifest change that records how an attempt ended (pure: may run twice)."""
+    """The manifest change that records how an attempt ended (pure: may run twice).
+
+    ``code_version`` is the code a ``blocked`` run was blocked under.
+    """
 
     def change(m: RunManifest) -> RunManifest:
         return msgspec.structs.replace(
@@ -443,6 +526,7 @@ def status_change(
             phase=phase if phase is not None else m.phase,
             updated=time.time(),
             owner=None,
+            blocked_code_version=code_version if status is RunStatus.BLOCKED else None,
         )
 
     return change

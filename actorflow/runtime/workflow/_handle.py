@@ -13,7 +13,7 @@ from actorflow._log import enabled, get_logger
 from actorflow.storage import RunStatus
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncGenerator
 
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -73,7 +73,9 @@ class RunTracker:
             try:
                 stream.send_nowait(record)
             except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                # its reader left (a loop over events() that broke out): let go of it, closed
                 self._subscribers.remove(stream)
+                stream.close()
 
     def subscribe(self, *, replay: bool) -> MemoryObjectReceiveStream[RunEvent]:
         """A stream of the run's events from now on (after the recent past, with ``replay``)."""
@@ -184,10 +186,16 @@ class RunHandle(metaclass=_NoPublicConstructor):
         """How many log records this attempt replayed instead of running."""
         return self._tracker.replayed_steps
 
-    async def events(self, *, replay: bool = True) -> AsyncIterator[RunEvent]:
+    async def events(self, *, replay: bool = True) -> AsyncGenerator[RunEvent, None]:
         """Yield the run's events as they happen, ending when the run ends.
 
-        With ``replay`` the events emitted before the call come first.
+        With ``replay`` the events emitted before the call come first. To stop
+        reading before the run ends, close it: ``async with
+        contextlib.aclosing(handle.events()) as events:`` (trio warns of an
+        async generator left suspended).
+
+        .. versionchanged:: 0.2
+           Typed as the async generator it is, so that ``aclosing`` takes it.
         """
         receive = self._tracker.subscribe(replay=replay)
         async with receive:
@@ -208,7 +216,11 @@ class RunHandle(metaclass=_NoPublicConstructor):
 
         Raises:
             RunPaused: the run waits for input.
+            RunBlockedError: its code no longer replays its log; the run waits
+                for code that does (the ``NonDeterminismError`` is chained).
             RunFailedError: the run failed (the cause is chained).
+            RecoveryFailedError: what the run recorded cannot be read (the
+                cause is chained); it stays as it was.
             StorageError: the run's log could not be written.
         """
         tracker = self._tracker

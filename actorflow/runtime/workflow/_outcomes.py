@@ -9,13 +9,32 @@ from typing import Any
 
 import msgspec
 
-from actorflow.errors import ActorDefinitionError, RunFailedError, RunNotFinishedError, RunPaused
+from actorflow._text import cap
+from actorflow.errors import (
+    ActorDefinitionError,
+    RunBlockedError,
+    RunFailedError,
+    RunNotFinishedError,
+    RunPaused,
+)
 from actorflow.runtime.actors import class_name, lookup
 from actorflow.storage import ErrorInfo, RunManifest, RunStatus
 from actorflow.storage import decode_value as decode
 from actorflow.storage import encode_value as encode
 
-__all__ = ["decode_result", "finished_error", "new_manifest", "run_signature", "taken"]
+__all__ = [
+    "KEPT_RECOVERY_ERRORS",
+    "decode_result",
+    "finished_error",
+    "new_manifest",
+    "recovery_failed",
+    "run_signature",
+    "taken",
+]
+
+KEPT_RECOVERY_ERRORS = 10
+"""How many causes of failed recovery attempts a manifest keeps (the newest)."""
+_CAUSE_CHARS = 1000
 
 
 _signatures: dict[type[Any], tuple[Any, Any]] = {}
@@ -65,21 +84,35 @@ def new_manifest(
     )
 
 
-def taken(m: RunManifest, *, owner: str, limit: int | None) -> RunManifest:
+def taken(m: RunManifest, *, owner: str, limit: int | None, unblock: bool = False) -> RunManifest:
     """``m`` as taken over by ``owner``: one write for status, owner and attempt.
 
     With ``limit`` (a recovery) the attempt counts; past the limit the run is
     marked failed instead. A run that is no longer an orphan (it finished or
-    paused meanwhile) comes back unchanged: it must never run again.
+    paused meanwhile) comes back unchanged: it must never run again. With
+    ``unblock`` a blocked run is taken too, its divergence cleared; that
+    counts no attempt (new code is tried, nothing crashed).
     """
+    now = time.time()
+    if m.status is RunStatus.BLOCKED and unblock:
+        return msgspec.structs.replace(
+            m,
+            status=RunStatus.RUNNING,
+            owner=owner,
+            error=None,
+            blocked_code_version=None,
+            updated=now,
+        )
     if m.status not in (RunStatus.RUNNING, RunStatus.INTERRUPTED):
         return m
-    now = time.time()
     if limit is None:
         return msgspec.structs.replace(m, status=RunStatus.RUNNING, owner=owner, updated=now)
     attempt = m.attempt + 1
     if attempt > limit:
         reason = f"{attempt - 1} recovery attempts failed (max_recovery_attempts={limit})"
+        if m.recovery_errors:
+            last = m.recovery_errors[-1]
+            reason += f"; the last with {last.type}: {cap(last.message, _CAUSE_CHARS)}"
         error = ErrorInfo(type="RecoveryFailedError", message=reason)
         return msgspec.structs.replace(
             m, attempt=attempt, status=RunStatus.FAILED, error=error, owner=None, updated=now
@@ -87,6 +120,17 @@ def taken(m: RunManifest, *, owner: str, limit: int | None) -> RunManifest:
     return msgspec.structs.replace(
         m, attempt=attempt, status=RunStatus.RUNNING, owner=owner, updated=now
     )
+
+
+def recovery_failed(m: RunManifest, *, cause: ErrorInfo) -> RunManifest:
+    """``m`` with ``cause`` kept among the causes of its failed recovery attempts.
+
+    The run stays as it is, for a later ``recover()``; the newest causes are
+    kept so that the error of a run that used up ``max_recovery_attempts``
+    can say why.
+    """
+    errors = (*m.recovery_errors, cause)[-KEPT_RECOVERY_ERRORS:]
+    return msgspec.structs.replace(m, recovery_errors=errors, updated=time.time())
 
 
 def decode_result(manifest: RunManifest, workflow: type[Any] | None = None) -> Any:
@@ -101,10 +145,18 @@ def decode_result(manifest: RunManifest, workflow: type[Any] | None = None) -> A
 
 
 def finished_error(manifest: RunManifest) -> BaseException:
-    """What waiting on a run that is not completed raises: paused, failed or not finished."""
+    """What waiting on a run that is not completed raises: paused, failed, blocked, not finished."""
     run_id = manifest.run_id
     if manifest.status is RunStatus.PAUSED:
         return RunPaused(run_id, manifest.prompt or "")
+    if manifest.status is RunStatus.BLOCKED:
+        error = manifest.error
+        return RunBlockedError(
+            run_id,
+            error.type if error else "NonDeterminismError",
+            error.message if error else "its code no longer replays its log",
+            manifest.blocked_code_version,
+        )
     if manifest.status in (RunStatus.FAILED, RunStatus.CANCELLED):
         error = manifest.error
         return RunFailedError(

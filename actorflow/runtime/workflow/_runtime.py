@@ -55,6 +55,7 @@ __all__ = ["Runtime"]
 _log = get_logger("actorflow.runtime")
 
 _ORPHANS = (RunStatus.RUNNING, RunStatus.INTERRUPTED)
+_RECOVERABLE = (*_ORPHANS, RunStatus.BLOCKED)
 _SKIPPED: Any = object()
 """What recovering a run that was no orphan after all gives: nothing to report."""
 KEPT_FINISHED_HANDLES = 1000
@@ -166,6 +167,8 @@ class Runtime(ActorSystem):
 
         Raises:
             RunPaused: the run waits for input (``resume`` it).
+            RunBlockedError: its code no longer replays its log (a ``RunFailedError``;
+                the ``NonDeterminismError`` is chained): see ``recover``.
             RunFailedError: the run failed; the cause is chained.
             RunLockedError: another live process owns the run.
             RunInputMismatchError: ``run_id`` exists with a different input.
@@ -294,14 +297,17 @@ class Runtime(ActorSystem):
         listed may be stale by now (another process recovered the run while
         this one waited for the claim). A run past ``max_recovery_attempts``
         is marked failed (``RecoveryFailedError``); any other run that is no
-        longer an orphan comes back unchanged.
+        longer an orphan comes back unchanged. A recovery takes a blocked
+        run too (``recover`` decided to try it).
         """
         current = await self.store.read_run(run_id)
-        if current.status not in _ORPHANS:
+        if current.status not in _ORPHANS and not (
+            recovering and current.status is RunStatus.BLOCKED
+        ):
             return current
         limit = self.config.max_recovery_attempts if recovering else None
         manifest = await self.store.update_run(
-            run_id, functools.partial(taken, owner=self.owner, limit=limit)
+            run_id, functools.partial(taken, owner=self.owner, limit=limit, unblock=recovering)
         )
         if manifest.status is RunStatus.FAILED and manifest.attempt > current.attempt:
             assert manifest.error is not None
@@ -326,7 +332,7 @@ class Runtime(ActorSystem):
         *,
         on_start: Callable[[RunHandle], object] | None = None,
     ) -> dict[str, Any]:
-        """Resume orphaned runs (running or interrupted, no live owner).
+        """Resume orphaned runs (running or interrupted, no live owner), and blocked ones.
 
         Returns ``{run_id: result}`` for every run that finishes. A run that
         pauses or fails is left in that state (see ``runs()``); one that has
@@ -336,13 +342,21 @@ class Runtime(ActorSystem):
         is skipped. ``on_start`` is called with each resumed run's handle as
         it starts, to follow its events (progress displays do).
 
+        A ``blocked`` run (its code diverged from its log) is tried again when
+        named as ``run_id``, or when this runtime's ``code_version`` differs
+        from the one it was blocked under; else it is skipped
+        (``run_blocked_skipped`` event). Code that still diverges blocks it again.
+
         Raises:
             RunNotFoundError: ``run_id`` is given and unknown.
             RunLockedError: ``run_id`` is given and a live process owns it.
+
+        .. versionchanged:: 0.2
+           Blocked runs.
         """
         if run_id is not None:
             manifest = await self.store.read_run(validate_run_id(run_id))
-            if manifest.status not in _ORPHANS:
+            if manifest.status not in _RECOVERABLE:
                 return {}
             try:
                 outcome = await self._recover_one(manifest, on_start)
@@ -352,7 +366,7 @@ class Runtime(ActorSystem):
                 _log.warning("run_not_recovered", run_id=run_id, error=describe(exc))
                 return {}
             return {} if outcome is _SKIPPED else {run_id: outcome}
-        manifests = await self.store.list_runs(status=list(_ORPHANS))
+        manifests = await self.store.list_runs(status=list(_RECOVERABLE))
         results: dict[str, Any] = {}
 
         async def one(m: RunManifest) -> None:
@@ -370,11 +384,25 @@ class Runtime(ActorSystem):
 
         async with anyio.create_task_group() as tg:
             for m in manifests:
-                if m.status in _ORPHANS:
+                if m.status is RunStatus.BLOCKED and not self._retries_blocked(m):
+                    continue
+                if m.status in _RECOVERABLE:
                     # taking the run (its lock or lease) is what tells an orphan
                     # from a run a live process owns
                     tg.start_soon(one, m)
         return results
+
+    def _retries_blocked(self, manifest: RunManifest) -> bool:
+        """Whether ``recover()`` tries a blocked run again: under other code than blocked it."""
+        if manifest.blocked_code_version != self.config.code_version:
+            return True
+        _log.warning(
+            "run_blocked_skipped",
+            run_id=manifest.run_id,
+            code_version=manifest.blocked_code_version,
+            error=manifest.error.message if manifest.error else None,
+        )
+        return False
 
     async def _recover_one(
         self, manifest: RunManifest, on_start: Callable[[RunHandle], object] | None
@@ -486,6 +514,7 @@ class Runtime(ActorSystem):
         Raises:
             RunNotFoundError: no such run.
             RunNotFinishedError: it has no result yet.
+            RunBlockedError: it is blocked: its code no longer replays its log.
             RunFailedError: it failed or was cancelled (with the cause).
         """
         manifest = await self.store.read_run(validate_run_id(run_id))

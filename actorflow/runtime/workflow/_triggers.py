@@ -40,10 +40,18 @@ class Trigger(enum.StrEnum):
     FAILED = "failed"
     PAUSED = "paused"
     CANCELLED = "cancelled"
+    BLOCKED = "blocked"
 
 
 KEPT_TRIGGERS = frozenset(
-    {Trigger.PHASE_END, Trigger.COMPLETED, Trigger.FAILED, Trigger.PAUSED, Trigger.CANCELLED}
+    {
+        Trigger.PHASE_END,
+        Trigger.COMPLETED,
+        Trigger.FAILED,
+        Trigger.PAUSED,
+        Trigger.CANCELLED,
+        Trigger.BLOCKED,
+    }
 )
 """Triggers whose snapshots a newer request never replaces: phase ends and final
 states stay available to fork from and to inspect."""

@@ -31,7 +31,7 @@ from actorflow._log import get_logger
 from actorflow.errors import CorruptedDataError, LogCorruptedError, StorageError
 from actorflow.storage._codec import encode_record
 from actorflow.storage._sealing import Codec, Kind
-from actorflow.storage.file._frames import HEADER_SIZE, frame, scan
+from actorflow.storage.file._frames import HEADER_SIZE, Scan, frame, scan
 from actorflow.storage.file._threads import run_in_thread
 
 if TYPE_CHECKING:
@@ -98,8 +98,14 @@ class FileLog:
     def read(self, start: int) -> list[LogRecord]:
         """Records from absolute position ``start``; a torn tail is left out.
 
+        Only what is at or after ``start`` is checked and decoded: a damaged
+        record before it (one a checkpoint covers) is stepped over, as long as
+        where it ends is certain.
+
         Raises:
-            LogCorruptedError: a bad record before the tail, naming file and offset.
+            LogCorruptedError: a bad record at or after ``start`` before the
+                tail, or damage before it that hides where the records after
+                it begin; naming file and offset.
             StorageError: ``start`` is below what retention kept.
         """
         segments = self._segments()
@@ -115,15 +121,22 @@ class FileLog:
             if not last and segments[i + 1] <= start:
                 continue
             path = self._path(seg)
-            found = scan(self.fs.read(path), location=path, last=last)
+            found = self._scan(path, last=last)
             if not last and seg + len(found.payloads) != segments[i + 1]:
                 raise LogCorruptedError(
                     path, "segment holds fewer records than the next one expects"
                 )
             for n, payload in enumerate(found.payloads):
-                if seg + n >= start:
-                    records.append(self._load(payload, seg + n, path, found.offsets[n]))
+                if seg + n < start:
+                    continue
+                if payload is None:
+                    raise LogCorruptedError(found.where(path, n), found.damaged[n])
+                records.append(self._load(payload, seg + n, path, found.offsets[n]))
         return records
+
+    def _scan(self, path: str, *, last: bool, content: bytes | None = None) -> Scan:
+        data = self.fs.read(path) if content is None else content
+        return scan(data, location=path, last=last, measure=self.codec.measure)
 
     def _load(self, payload: memoryview, position: int, path: str, offset: int) -> LogRecord:
         record = self.codec.load_plain_record(payload)
@@ -140,12 +153,11 @@ class FileLog:
             raise LogCorruptedError(location, exc.cause_text) from exc
 
     def length(self) -> int:
-        """Position just after the last good record."""
+        """Position just after the last record (a damaged one whose end is certain counts)."""
         segments = self._segments()
         if not segments:
             return 0
-        path = self._path(segments[-1])
-        return segments[-1] + len(scan(self.fs.read(path), location=path, last=True).payloads)
+        return segments[-1] + len(self._scan(self._path(segments[-1]), last=True).payloads)
 
     def drop_segments_before(self, position: int) -> int:
         """Delete whole segments that end at or below ``position``; return records dropped."""
@@ -161,14 +173,19 @@ class FileLog:
     # --- writing (this process's owner of the run) ------------------------------------
 
     def open_for_append(self) -> None:
-        """Find the end of the log, cutting a torn tail first (with a warning)."""
+        """Find the end of the log, cutting a torn tail first (with a warning).
+
+        A damaged record in the middle whose end is certain holds its position
+        (readers that need it report it); damage that hides where the records
+        after it begin raises ``LogCorruptedError``: the log's end is unknown.
+        """
         segments = self._segments()
         if not segments:
             return
         start = segments[-1]
         path = self._path(start)
         content = self.fs.read(path)
-        found = scan(content, location=path, last=True)
+        found = self._scan(path, last=True, content=content)
         handle = self.fs.open(path, "write")
         self._allocated = len(content)
         if found.torn:

@@ -12,7 +12,7 @@ from actorflow.errors import (
     RunLockedError,
     RunNotFoundError,
 )
-from actorflow.storage import RunStatus, Store
+from actorflow.storage import ErrorInfo, RunStatus, Store
 from actorflow.testing.conformance._samples import manifest, snapshot, step
 
 __all__ = ["ManifestTests", "OwnershipTests"]
@@ -71,6 +71,22 @@ class ManifestTests:
         assert [m.run_id for m in await store.list_runs(status=RunStatus.FAILED)] == ["c"]
         both = await store.list_runs(status=[RunStatus.FAILED, RunStatus.RUNNING], workflow="x")
         assert [m.run_id for m in both] == ["b", "c"]
+
+    async def test_a_blocked_run_keeps_its_error_and_code_version(self, store: Store) -> None:
+        await store.create_run(manifest())
+        await store.create_run(manifest("other", created=1.0))
+        blocked = await store.update_run(
+            "run-1",
+            lambda m: msgspec.structs.replace(
+                m,
+                status=RunStatus.BLOCKED,
+                error=ErrorInfo(type="NonDeterminismError", message="step 2 differs"),
+                blocked_code_version="v2",
+            ),
+        )
+        assert await store.read_run("run-1") == blocked
+        assert await store.list_runs(status=RunStatus.BLOCKED) == [blocked]
+        assert not RunStatus.BLOCKED.finished  # nothing is done with it as with a finished run
 
     async def test_intact_runs_leave_nothing_unreadable(self, store: Store) -> None:
         await store.create_run(manifest("a"))

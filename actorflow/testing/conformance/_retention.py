@@ -95,6 +95,16 @@ class RetentionTests:
         assert len(await store.list_snapshots("run-2")) == 2
         assert (await store.prune(RetentionPolicy(delete_completed=True))).runs_deleted == 0
 
+    async def test_delete_completed_keeps_blocked_runs(self, store: Store) -> None:
+        await self.fill(store, 2)
+        await store.update_run(
+            "run-1", lambda m: msgspec.structs.replace(m, status=RunStatus.BLOCKED)
+        )
+        report = await store.prune(RetentionPolicy(delete_completed=True))
+        assert report.runs_deleted == 0
+        assert not (await store.read_run("run-1")).tombstone
+        assert len(await store.list_snapshots("run-1")) == 2
+
     async def test_size_budget_drops_oldest_first_finished_runs_first(self, store: Store) -> None:
         await self.fill(store, 3)
         await self.fill(store, 3, run_id="run-2")

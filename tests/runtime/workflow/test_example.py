@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
+
 from actorflow import Runtime
 from actorflow.storage import MemoryStore, RunStatus
 from tests.runtime.workflow.workflows import Finding, Lead, Report
@@ -38,3 +41,13 @@ async def test_a_run_reports_its_metrics_and_lifecycle_events() -> None:
         assert name in events
     assert events[-1] == "run_finished"
     assert "checkpoint_saved" in events
+
+
+async def test_a_reader_that_leaves_the_event_stream_early_leaves_no_stream_open() -> None:
+    async with Runtime(store=MemoryStore()) as runtime:
+        handle = await runtime.start(Lead, "a;b;c")
+        async with contextlib.aclosing(handle.events()) as events:
+            async for _ in events:
+                break  # the run emits on: its stream to this reader must be let go of, closed
+        await handle.result()
+    gc.collect()  # an unclosed stream warns as it is collected (an error under pytest)

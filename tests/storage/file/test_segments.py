@@ -139,15 +139,34 @@ def test_scan_still_tells_damage_before_zeros() -> None:
     damaged = bytearray(frame(b"b" * 10))
     damaged[HEADER_SIZE + 2] ^= 0xFF
     later = frame(b"c" * 10)
-    # a damaged frame with a good one after it is corruption, zeros or not
-    with pytest.raises(LogCorruptedError):
-        scan(good + bytes(damaged) + later + bytes(300), location="x.seg", last=True)
+    # a damaged frame with a good one after it is damage in the middle, zeros or not:
+    # reported at its position (its header says where it ends), never a torn tail
+    found = scan(good + bytes(damaged) + later + bytes(300), location="x.seg", last=True)
+    assert found.payloads[1] is None
+    assert found.damaged == {1: "payload checksum mismatch"}
+    assert (len(found.payloads), found.torn, found.spare) == (3, 0, 300)
+    assert found.where("x.seg", 1) == f"x.seg at byte {len(good)}"
     # a damaged frame with only zeros after it is a torn tail
     found = scan(good + bytes(damaged) + bytes(300), location="x.seg", last=True)
-    assert (len(found.payloads), found.torn) == (1, len(damaged) + 300)
-    # and in an older segment it is an error
-    with pytest.raises(LogCorruptedError):
+    assert (len(found.payloads), found.torn, found.damaged) == (1, len(damaged) + 300, {})
+    # and in an older segment, which never has a torn tail, it is damage at its position
+    found = scan(good + bytes(damaged) + bytes(300), location="x.seg", last=False)
+    assert (len(found.payloads), found.damaged) == (2, {1: "payload checksum mismatch"})
+
+
+def test_scan_fails_where_damage_hides_where_the_next_frame_begins() -> None:
+    good = frame(b"a" * 10)
+    damaged = bytearray(frame(b"b" * 10))
+    damaged[1] ^= 0xFF  # the length: the header's crc fails, and no payload says how long it is
+    later = frame(b"c" * 10)
+    with pytest.raises(LogCorruptedError, match="unknown"):
+        scan(good + bytes(damaged) + later + bytes(300), location="x.seg", last=True)
+    with pytest.raises(LogCorruptedError, match="unknown"):
         scan(good + bytes(damaged) + bytes(300), location="x.seg", last=False)
+    # a payload that measures itself gives the frame's end back
+    found = scan(good + bytes(damaged) + later, location="x.seg", last=True, measure=lambda _: 10)
+    assert (len(found.payloads), found.damaged) == (3, {1: "bad frame header"})
+    assert bytes(found.payloads[2] or b"") == b"c" * 10
 
 
 class FullDisk(OSFileSystem):
