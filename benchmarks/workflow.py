@@ -15,11 +15,15 @@ measured in the same run: the same orchestration done with plain actors and
    records after its newest snapshot and 4 agents holding 1000 tasks in all;
    time from ``recover()`` called to the first live step's handler.
 4. 1,000 concurrent small runs in one runtime: runs/s and memory per live run.
+5. The flush delay of ``batched`` mode (the loss window), swept: durable
+   appends per run of benchmark 1's shape and runs/s of benchmark 4's, each
+   against no bound (``flush_delay=inf``, the rule alone), interleaved.
 """
 
 from __future__ import annotations
 
 import gc
+import math
 import os
 import shutil
 import statistics
@@ -52,6 +56,8 @@ REPS_1 = 3 if QUICK else 9
 RUNS_2 = 15 if QUICK else 50
 SAMPLES_3 = 8 if QUICK else 30
 RUNS_4 = 200 if QUICK else 1000
+REPS_5 = 2 if QUICK else 5
+DELAYS_5 = (0.0, 0.005, 0.02, 0.05, 0.1)
 RECOVERY_STEPS, RECOVERY_AGENTS, TASKS = 1000, 4, 1000
 
 _burn_n = 1  # calibrated by calibrate() so that burn() takes ~1 ms
@@ -592,6 +598,47 @@ async def bench_many(tmp: str) -> list[Row]:
     return rows
 
 
+# --- 5. the flush delay ---------------------------------------------------------------
+
+
+async def bench_flush_delay(tmp: str) -> list[Row]:
+    """Appends per run (benchmark 1's shape) and runs/s (4's) per delay, against no bound."""
+    delays = (math.inf, *DELAYS_5)
+    appends: dict[float, list[float]] = {d: [] for d in delays}
+    wall: dict[float, list[float]] = {d: [] for d in delays}
+    rates: dict[float, list[float]] = {d: [] for d in delays}
+    for rep in range(REPS_5):  # interleaved so load changes hit every delay alike
+        for delay in delays:
+            config = RuntimeConfig(flush_delay=delay, retention=None)
+            store = _AppendTap(os.path.join(tmp, f"b5-{rep}-{delay}"))
+            store.batches = []
+            async with Runtime(store=store, config=config) as rt:
+                start = time.perf_counter()
+                await rt.run(TenPhases, PHASES)
+                wall[delay].append(time.perf_counter() - start)
+            appends[delay].append(len(store.batches))
+            async with Runtime(
+                store=FileStore(os.path.join(tmp, f"b5-many-{rep}-{delay}")),
+                config=RuntimeConfig(flush_delay=delay),
+            ) as rt:
+                await rt.run(Small, "warm-up")
+                rates[delay].append(await many_runs(rt, RUNS_4))
+    a0, w0, r0 = (statistics.median(x[math.inf]) for x in (appends, wall, rates))
+    rows = [
+        Row("5 no bound: appends per run (bench 1 shape)", a0, None, "n"),
+        Row("5 no bound: ms per run (bench 1 shape)", w0 * 1e3, None, "ms"),
+        Row(f"5 no bound: {RUNS_4} runs, runs/s", r0, None, "rate"),
+    ]
+    for delay in DELAYS_5:
+        ms = f"{delay * 1e3:g} ms"
+        rows += [
+            Row(f"5 delay {ms}: appends per run", statistics.median(appends[delay]), a0, "n"),
+            Row(f"5 delay {ms}: ms per run", statistics.median(wall[delay]) * 1e3, w0 * 1e3, "ms"),
+            Row(f"5 delay {ms}: {RUNS_4} runs/s", statistics.median(rates[delay]), r0, "rate"),
+        ]
+    return rows
+
+
 # --- table --------------------------------------------------------------------------
 
 
@@ -629,6 +676,7 @@ async def run_backend(only: str | None) -> list[Row]:
         ("2", bench_short_run),
         ("3", bench_recovery),
         ("4", bench_many),
+        ("5", bench_flush_delay),
     ]
     with tempfile.TemporaryDirectory(prefix="af-wf-bench-", dir=os.environ.get("BENCH_DIR")) as tmp:
         for key, bench in benches:

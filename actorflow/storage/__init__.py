@@ -24,6 +24,7 @@ from actorflow.storage._protocol import (
     Store,
     StoreContext,
     UnreadableEntry,
+    update_run_unsynced,
 )
 from actorflow.storage._records import (
     FORMAT_VERSION,
@@ -90,6 +91,7 @@ __all__ = [
     "prune_run",
     "run_verifier",
     "state_version",
+    "update_run_unsynced",
     "validate_run_id",
     "verify_store",
 ]

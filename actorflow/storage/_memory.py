@@ -112,7 +112,7 @@ class MemoryStore(StoreContext):
         return self._manifest(run_id, self._run(run_id))
 
     async def update_run(
-        self, run_id: str, change: Callable[[RunManifest], RunManifest]
+        self, run_id: str, change: Callable[[RunManifest], RunManifest], *, durable: bool = True
     ) -> RunManifest:
         """See :meth:`Store.update_run`."""
         await anyio.lowlevel.checkpoint()

@@ -9,6 +9,7 @@ durably or raises a ``StorageError``.
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 
 import msgspec
@@ -24,7 +25,15 @@ if TYPE_CHECKING:
         SnapshotInfo,
     )
 
-__all__ = ["Lease", "PruneReport", "RetentionPolicy", "Store", "StoreContext", "UnreadableEntry"]
+__all__ = [
+    "Lease",
+    "PruneReport",
+    "RetentionPolicy",
+    "Store",
+    "StoreContext",
+    "UnreadableEntry",
+    "update_run_unsynced",
+]
 
 
 class Lease(msgspec.Struct, frozen=True, kw_only=True):
@@ -127,12 +136,16 @@ class Store(Protocol):
         ...
 
     async def update_run(
-        self, run_id: str, change: Callable[[RunManifest], RunManifest]
+        self, run_id: str, change: Callable[[RunManifest], RunManifest], *, durable: bool = True
     ) -> RunManifest:
         """Atomically replace the manifest with ``change(current)`` and return it.
 
         ``change`` may run more than once (compare-and-swap stores retry it),
-        so it must be a pure function of its argument.
+        so it must be a pure function of its argument. With ``durable=False``
+        the new manifest must still replace the old one atomically (a reader
+        sees one or the other), but a power loss may bring back the old one:
+        the runtime passes it where the log already holds what the change
+        says (a finished run's end), so the manifest is only a cache of it.
 
         Raises:
             RunNotFoundError: no such run.
@@ -322,3 +335,27 @@ class StoreContext:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+_takes_durable: dict[type, bool] = {}
+
+
+async def update_run_unsynced(
+    store: Store, run_id: str, change: Callable[[RunManifest], RunManifest]
+) -> RunManifest:
+    """``store.update_run(..., durable=False)``, or a durable update if the store predates it.
+
+    A store written before the keyword existed keeps working: its updates
+    are all durable, which is never wrong, only slower.
+    """
+    kind = type(store)
+    takes = _takes_durable.get(kind)
+    if takes is None:
+        try:
+            takes = "durable" in inspect.signature(store.update_run).parameters
+        except (TypeError, ValueError):
+            takes = False
+        _takes_durable[kind] = takes
+    if takes:
+        return await store.update_run(run_id, change, durable=False)
+    return await store.update_run(run_id, change)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from actorflow.errors import StorageError
+from actorflow.storage import update_run_unsynced
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -82,11 +83,13 @@ class CrashingStore:
         await self.inner.release(lease)
 
     async def update_run(
-        self, run_id: str, change: Callable[[RunManifest], RunManifest]
+        self, run_id: str, change: Callable[[RunManifest], RunManifest], *, durable: bool = True
     ) -> RunManifest:
         """Update the manifest unless crashed."""
         self._check()
-        return await self.inner.update_run(run_id, change)
+        if durable:
+            return await self.inner.update_run(run_id, change)
+        return await update_run_unsynced(self.inner, run_id, change)
 
     async def write_snapshot(
         self,

@@ -34,12 +34,18 @@ from actorflow.runtime.workflow._agents import RunAgents
 from actorflow.runtime.workflow._checkpointer import CheckpointQueue
 from actorflow.runtime.workflow._context import RunContext
 from actorflow.runtime.workflow._env import StepEnv
-from actorflow.runtime.workflow._outcomes import recovery_failed, run_signature
+from actorflow.runtime.workflow._outcomes import (
+    RunEnd,
+    end_record,
+    recorded_end,
+    recovery_failed,
+    run_signature,
+)
 from actorflow.runtime.workflow._recorder import Recorder
 from actorflow.runtime.workflow._replay import RunView, load_view
 from actorflow.runtime.workflow._steps import PauseRun, close_namespace
 from actorflow.runtime.workflow._triggers import final_trigger, peak_memory
-from actorflow.storage import ErrorInfo, LogWriter, RunManifest, RunStatus
+from actorflow.storage import ErrorInfo, LogWriter, RunManifest, RunStatus, update_run_unsynced
 from actorflow.storage import decode_value as decode
 from actorflow.storage import encode_value as encode
 
@@ -51,7 +57,7 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._checkpointer import Checkpointer
     from actorflow.runtime.workflow._config import RuntimeConfig
     from actorflow.runtime.workflow._handle import RunTracker
-    from actorflow.storage import Lease, RetentionPolicy, Snapshot, Store
+    from actorflow.storage import Lease, RetentionPolicy, Store
 
 __all__ = ["RunDriver"]
 
@@ -200,16 +206,21 @@ class RunDriver:
             else:
                 view, replayed = await load_view(store, run_id, emit)
             handle.replayed_steps = replayed
-            if replayed or view.position:
-                emit("recovery_started", position=view.position, records=replayed)
-            writer = LogWriter(store, run_id, start=view.position)
-            scope = self._open_scope(
-                run_id,
-                lambda e: emit(
-                    "agent_escalated", agent=e.actor, error=error_message(e), level="warning"
-                ),
-            )
-            await self._attempt(handle, manifest, workflow, view, writer, outcome, scope)
+            end = None if fresh else recorded_end(run_id, view.events)
+            if end is not None:
+                handle.replayed_steps = 0  # nothing replays: the log says how it ended
+                await _settle(handle, store, workflow, view, end, outcome)
+            else:
+                if replayed or view.position:
+                    emit("recovery_started", position=view.position, records=replayed)
+                writer = LogWriter(store, run_id, start=view.position)
+                scope = self._open_scope(
+                    run_id,
+                    lambda e: emit(
+                        "agent_escalated", agent=e.actor, error=error_message(e), level="warning"
+                    ),
+                )
+                await self._attempt(handle, manifest, workflow, view, writer, outcome, scope)
         except BaseException as exc:
             # whatever a run stopped by its runtime raised on its way out (a
             # cancellation, or an error caused by it), it was interrupted; so
@@ -309,13 +320,20 @@ class RunDriver:
             env = StepEnv(recorder=recorder, agents=agents, config=self.config, task_group=tg)
             ctx = RunContext(env)
             result = None
-            if outcome.status is RunStatus.RUNNING:
-                handle.emit("run_started", workflow=manifest.workflow, agents_restored=restored)
-                result = await _execute(handle, env, cls, value, ctx, outcome)
-            await _store_outcome(handle, recorder, queue, checkpointer.send_nowait, outcome, result)
+            recorder.flush_behind(tg)
+            try:
+                if outcome.status is RunStatus.RUNNING:
+                    handle.emit("run_started", workflow=manifest.workflow, agents_restored=restored)
+                    result = await _execute(handle, env, cls, value, ctx, outcome)
+            finally:
+                # the outcome's own flush carries what is left; a waiting timer
+                # would only hold the task group open
+                recorder.stop_flushing_behind()
+            await _store_outcome(handle, recorder, queue, outcome, result)
+        handle.checkpoints_written = queue.wait_idle
         handle.metrics.update(
             view.metrics,
-            checkpoints=queue.written,
+            checkpoints=queue.written + queue.queued,
             checkpoint_failures=queue.failed,
             checkpoint_bytes=queue.bytes_written,
             checkpoint_write_ms=round(queue.write_seconds * 1000, 3),
@@ -443,16 +461,18 @@ async def _store_outcome(
     handle: RunTracker,
     recorder: Recorder,
     queue: CheckpointQueue,
-    send: Callable[[object], None],
     outcome: _Outcome,
     result: bytes | None,
 ) -> None:
-    """Make the outcome durable: the final status goes with the final snapshot.
+    """Make the outcome durable, then tell the manifest and write the final snapshot.
 
-    One manifest write lists the final snapshot and records the status (and
-    result); if that snapshot cannot be written, the status is written alone.
-    So it is if the runtime stops meanwhile and the final snapshot is still
-    queued when the grace it gives (``shutdown_timeout``) is over.
+    A finished run (completed, failed, cancelled) ends its log with one
+    record holding its status and result: that append is the one durable
+    write of its end. The manifest is a cache of it, written without a sync
+    of its own (``recover()`` repairs it from the log after a power loss), and
+    the final snapshot, an optimisation, is written by the run itself without
+    waiting for the snapshots still queued. A paused or blocked run goes on
+    later, so its status goes to the manifest durably and no end is logged.
     """
     status, error = outcome.status, outcome.error
     if status is RunStatus.RUNNING:
@@ -471,29 +491,65 @@ async def _store_outcome(
         phase=recorder.view.phase,
         code_version=outcome.code_version,
     )
-    store = queue.store
-    final: Snapshot | None = None
+    # taken before the end record: a fork from it replays to the end, it does not inherit it
+    final = recorder.view.snapshot(final_trigger(status))
     if status is RunStatus.COMPLETED:
         # a completed run's outcome may be interrupted (it is then marked interrupted)
-        await recorder.flush()
-        final = recorder.view.snapshot(final_trigger(status))
-        await queue.write_last(final, send, change)
-        if final.snapshot_id not in queue.applied:
-            await store.update_run(run_id, change)
+        await _log_end(recorder, RunEnd(status=status, result=result), change)
+        await queue.write_final(final)
         return
-    # any other is made durable whatever happens, but waits for the checkpoint
-    # actor only as long as the runtime lets it (``RunTracker.shield``)
+    # any other is made durable whatever happens, but holds the runtime's
+    # shutdown only as long as the runtime lets it (``RunTracker.shield``)
     with anyio.CancelScope(shield=True) as shielded:
         handle.shield(shielded)
         try:
-            await recorder.flush()
-            final = recorder.view.snapshot(final_trigger(status))
-            await queue.write_last(final, send, change)
+            if status.finished:
+                await _log_end(recorder, RunEnd(status=status, error=info), change)
+            else:
+                await recorder.flush()
+                await recorder.store.update_run(run_id, change)
+            await queue.write_final(final)
         finally:
             handle.shield(None)
-    if final is None or final.snapshot_id not in queue.applied:
-        with anyio.CancelScope(shield=True):
-            await store.update_run(run_id, change)
+
+
+async def _settle(
+    handle: RunTracker,
+    store: Store,
+    workflow: type[Any],
+    view: RunView,
+    end: RunEnd,
+    outcome: _Outcome,
+) -> None:
+    """The log says the run finished but the manifest did not hear of it: repair it.
+
+    (A power loss can take the manifest's write, which follows the durable
+    end record without a sync of its own.) Nothing runs again: no agent is
+    restored, the orchestrator is not called.
+    """
+    run_id = view.run_id
+    change = status_change(end.status, end.result, end.error, phase=view.phase)
+    await store.update_run(run_id, change)
+    handle.emit("run_end_restored", status=str(end.status), level="warning")
+    if end.status is RunStatus.COMPLETED:
+        result_type = run_signature(workflow)[1]
+        outcome.result = decode(end.result or b"\xc0", result_type, f"result of run {run_id}")
+        outcome.status = RunStatus.COMPLETED
+    elif end.status is RunStatus.CANCELLED:
+        outcome.cancelled(run_id)
+    else:
+        error = end.error or ErrorInfo(type="RunFailedError", message="the run failed")
+        outcome.status = RunStatus.FAILED
+        outcome.error = RunFailedError(run_id, error.type, error.message)
+
+
+async def _log_end(
+    recorder: Recorder, end: RunEnd, change: Callable[[RunManifest], RunManifest]
+) -> None:
+    """Append the run's end and make it durable; then update the manifest, its cache."""
+    recorder.record(end_record(end))
+    await recorder.flush()
+    await update_run_unsynced(recorder.store, recorder.run_id, change)
 
 
 def status_change(

@@ -5,10 +5,11 @@ the run only building a frozen struct); requests that queue up while a write
 is in flight coalesce into the newest one. The actor writes a snapshot at log
 position ``p`` only after the log is durable through ``p``; encoding,
 compression, checksums and the store's I/O all happen here. The one
-exception is a run's final snapshot, which the run waits for anyway: with
-nothing of the run queued, the run's own task writes it (``write_last``), the
-same way. A failed write is reported (``checkpoint_failed``) and never stops
-the run.
+exception is a run's final snapshot: the run's own task writes it
+(``write_final``), the same way, at once. Snapshots still queued then are
+superseded by it and dropped, except phase ends, which the actor writes after
+the run has returned (``wait_idle`` waits for them). A failed write is
+reported (``checkpoint_failed``) and never stops the run.
 """
 
 from __future__ import annotations
@@ -27,9 +28,7 @@ from actorflow.runtime.workflow._triggers import KEPT_TRIGGERS
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from actorflow.storage import LogWriter, RunManifest, Snapshot, Store
-
-    Update = Callable[[RunManifest], RunManifest]
+    from actorflow.storage import LogWriter, Snapshot, Store
 
 __all__ = ["CheckpointQueue", "Checkpointer"]
 
@@ -56,25 +55,13 @@ class CheckpointQueue:
         self.bytes_written = 0
         self.write_seconds = 0.0
         self.last_error: BaseException | None = None
-        self.applied: set[str] = set()
-        """Ids of written snapshots whose manifest ``update`` was applied with them."""
-        self._updates: dict[str, Update] = {}
         self._last_position = -1
         self._draining = False
         # made only when someone waits for a drain in progress
         self._idle: anyio.Event | None = None
 
-    def offer(
-        self, snapshot: Snapshot, send: Callable[[object], None], *, update: Update | None = None
-    ) -> None:
-        """Queue ``snapshot``, coalescing with a waiting one where that loses nothing.
-
-        ``update`` goes to the store with the snapshot: a change to the run's
-        manifest made in the same write that lists it (the run's final status).
-        Whether it was applied shows in ``applied`` once the queue is idle.
-        """
-        if update is not None:
-            self._updates[snapshot.snapshot_id] = update
+    def offer(self, snapshot: Snapshot, send: Callable[[object], None]) -> None:
+        """Queue ``snapshot``, coalescing with a waiting one where that loses nothing."""
         if snapshot.position == self._last_position and snapshot.trigger not in KEPT_TRIGGERS:
             return
         self._last_position = snapshot.position
@@ -90,30 +77,23 @@ class CheckpointQueue:
             self._draining = True
             send(_Drain(self))
 
-    async def write_last(
-        self, snapshot: Snapshot, send: Callable[[object], None], update: Update
-    ) -> None:
-        """Write a run's final snapshot (with its manifest ``update``) and wait for it.
+    async def write_final(self, snapshot: Snapshot) -> None:
+        """Write a run's final snapshot now, whatever is queued.
 
-        With nothing of the run queued or being written, the waiting caller
-        writes it itself (the same write, events and counts, without two
-        trips through the checkpoint actor); otherwise it queues behind the rest.
+        Queued snapshots that are not kept, or are at its position, are
+        superseded by it and dropped; earlier phase ends stay queued for the
+        checkpoint actor, which writes them after the run has returned.
         """
-        if self._draining:
-            self.offer(snapshot, send, update=update)
-            await self.wait_idle()
-            return
+        self.pending = [
+            s for s in self.pending if s.trigger in KEPT_TRIGGERS and s.position < snapshot.position
+        ]
         self._last_position = snapshot.position
-        self._updates[snapshot.snapshot_id] = update
-        self._draining = True  # what is asked for meanwhile waits in `pending`
-        try:
-            await self.write(snapshot)
-        finally:
-            self._draining = False
-        if self.pending:
-            self._draining = True
-            send(_Drain(self))
-            await self.wait_idle()
+        await self.write(snapshot)
+
+    @property
+    def queued(self) -> int:
+        """Snapshots waiting to be written."""
+        return len(self.pending)
 
     async def wait_idle(self) -> None:
         """Wait until every queued snapshot was written (or failed)."""
@@ -141,12 +121,7 @@ class CheckpointQueue:
         try:
             # Never a snapshot ahead of the durable log it summarises.
             await self.writer.flush(snapshot.position)
-            update = self._updates.pop(snapshot.snapshot_id, None)
-            if update is None:
-                info = await self.store.write_snapshot(snapshot)
-            else:
-                info = await self.store.write_snapshot(snapshot, update=update)
-                self.applied.add(snapshot.snapshot_id)
+            info = await self.store.write_snapshot(snapshot)
         except Exception as exc:
             self.failed += 1
             self.last_error = exc

@@ -64,7 +64,7 @@ def _check_bool(obj: msgspec.Struct, name: str) -> None:
 class Durability(enum.StrEnum):
     """When log records reach the disk.
 
-    ``sync``: before the orchestrator sees a step's result. ``batched``: in
+    ``sync``: before the orchestrator sees a step's or a phase's result. ``batched``: in
     groups, and always before anything that could depend on them leaves the
     orchestrator (a message to an agent, a decision, the run's result).
     ``phase``: at phase ends; a crash repeats the open phase's steps.
@@ -86,6 +86,10 @@ class CheckpointTriggers(msgspec.Struct, frozen=True, kw_only=True):
         confidence_threshold: when an evaluator's confidence crosses it.
         on_error: when a step fails.
         memory_bytes: when the process's peak memory passes this (``None``: off).
+        min_interval: seconds; a step's trigger (every one above) that fires
+            sooner than this after the previous snapshot waits for the first
+            record after the interval, so a burst of them makes one snapshot.
+            ``ctx.checkpoint``, phase and final snapshots never wait.
     """
 
     every_steps: int | None = 100
@@ -95,6 +99,7 @@ class CheckpointTriggers(msgspec.Struct, frozen=True, kw_only=True):
     confidence_threshold: float | None = 0.75
     on_error: bool = True
     memory_bytes: int | None = None
+    min_interval: float = 1.0
 
     def __post_init__(self) -> None:
         _check_int(self, "every_steps", minimum=1, optional=True)
@@ -104,6 +109,7 @@ class CheckpointTriggers(msgspec.Struct, frozen=True, kw_only=True):
         _check_number(self, "confidence_threshold", minimum=0.0, maximum=1.0, optional=True)
         _check_bool(self, "on_error")
         _check_int(self, "memory_bytes", minimum=1, optional=True)
+        _check_number(self, "min_interval", minimum=0.0)
 
 
 class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -111,6 +117,10 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         durability: see :class:`Durability`.
+        flush_delay: in ``batched`` mode, the longest a recorded result stays
+            only in memory, in seconds: a group commit starts this long after
+            the first record it carries, whether or not anything depends on it.
+            ``0`` starts it at the next turn of the event loop.
         triggers: see :class:`CheckpointTriggers`.
         retention: applied off the run's path after each finished run (``None``: never).
         step_retries: times a failed agent task is retried before ``StepFailedError``.
@@ -122,6 +132,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
     """
 
     durability: Durability = Durability.BATCHED
+    flush_delay: float = 0.02
     triggers: CheckpointTriggers = CheckpointTriggers()
     retention: RetentionPolicy | None = RetentionPolicy()
     step_retries: int = 2
@@ -158,6 +169,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
             _check_bool(retention, "delete_completed")
             _check_bool(retention, "keep_phase_ends")
             _check_int(retention, "max_total_bytes", minimum=1, optional=True)
+        _check_number(self, "flush_delay", minimum=0.0)
         _check_int(self, "step_retries", minimum=0)
         _check_number(self, "retry_backoff", minimum=0.0)
         _check_int(self, "max_recovery_attempts", minimum=1)
@@ -172,10 +184,12 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
         """Read ``ACTORFLOW_*`` variables; keyword ``overrides`` win over them.
 
         Variables: ``ACTORFLOW_DURABILITY`` (sync|batched|phase),
+        ``ACTORFLOW_FLUSH_DELAY`` (a duration such as ``20ms``),
         ``ACTORFLOW_RETENTION`` (``keep=5,max_age=7d`` or ``off``),
         ``ACTORFLOW_STEP_RETRIES``, ``ACTORFLOW_MAX_RECOVERY_ATTEMPTS``,
         ``ACTORFLOW_RECOVERY_TIMEOUT`` (a duration), ``ACTORFLOW_CHECKPOINT_EVERY_STEPS``,
-        ``ACTORFLOW_CHECKPOINT_EVERY`` (a duration), ``ACTORFLOW_CODE_VERSION``.
+        ``ACTORFLOW_CHECKPOINT_EVERY`` (a duration),
+        ``ACTORFLOW_CHECKPOINT_MIN_INTERVAL`` (a duration), ``ACTORFLOW_CODE_VERSION``.
 
         Raises:
             ConfigurationError: a variable has a value that cannot be used.
@@ -189,6 +203,8 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
                 raise ConfigurationError(
                     "ACTORFLOW_DURABILITY", v, "sync, batched or phase"
                 ) from None
+        if (v := env.get("ACTORFLOW_FLUSH_DELAY")) is not None:
+            values["flush_delay"] = parse_duration(v, option="ACTORFLOW_FLUSH_DELAY")
         if (v := env.get("ACTORFLOW_RETENTION")) is not None:
             values["retention"] = _parse_retention(v)
         for var, field in (
@@ -206,6 +222,8 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
             triggers["every_steps"] = _parse_int("ACTORFLOW_CHECKPOINT_EVERY_STEPS", v) or None
         if (v := env.get("ACTORFLOW_CHECKPOINT_EVERY")) is not None:
             triggers["every_seconds"] = parse_duration(v, option="ACTORFLOW_CHECKPOINT_EVERY")
+        if (v := env.get("ACTORFLOW_CHECKPOINT_MIN_INTERVAL")) is not None:
+            triggers["min_interval"] = parse_duration(v, option="ACTORFLOW_CHECKPOINT_MIN_INTERVAL")
         try:
             if triggers:
                 values["triggers"] = CheckpointTriggers(**triggers)
@@ -222,12 +240,14 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 _VARIABLES = {
     "durability": "ACTORFLOW_DURABILITY",
+    "flush_delay": "ACTORFLOW_FLUSH_DELAY",
     "step_retries": "ACTORFLOW_STEP_RETRIES",
     "max_recovery_attempts": "ACTORFLOW_MAX_RECOVERY_ATTEMPTS",
     "recovery_timeout": "ACTORFLOW_RECOVERY_TIMEOUT",
     "code_version": "ACTORFLOW_CODE_VERSION",
     "every_steps": "ACTORFLOW_CHECKPOINT_EVERY_STEPS",
     "every_seconds": "ACTORFLOW_CHECKPOINT_EVERY",
+    "min_interval": "ACTORFLOW_CHECKPOINT_MIN_INTERVAL",
     "keep_last": "ACTORFLOW_RETENTION",
     "max_age": "ACTORFLOW_RETENTION",
     "max_total_bytes": "ACTORFLOW_RETENTION",

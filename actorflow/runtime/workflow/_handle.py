@@ -13,7 +13,7 @@ from actorflow._log import enabled, get_logger
 from actorflow.storage import RunStatus
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator
+    from collections.abc import AsyncGenerator, Awaitable, Callable
 
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -49,6 +49,8 @@ class RunTracker:
         self.result: Any = None
         self.error: BaseException | None = None
         self.ended = anyio.Event()
+        self.checkpoints_written: Callable[[], Awaitable[None]] | None = None
+        """Waits for the snapshots still queued when the run ended (retention waits on it)."""
         self._cancel_scope: anyio.CancelScope | None = None
         self._drive_scope: anyio.CancelScope | None = None
         self._shielded: anyio.CancelScope | None = None

@@ -12,21 +12,26 @@ import msgspec
 from actorflow._text import cap
 from actorflow.errors import (
     ActorDefinitionError,
+    CorruptedDataError,
     RunBlockedError,
     RunFailedError,
     RunNotFinishedError,
     RunPaused,
 )
 from actorflow.runtime.actors import class_name, lookup
-from actorflow.storage import ErrorInfo, RunManifest, RunStatus
+from actorflow.storage import ErrorInfo, EventRecord, RunManifest, RunStatus
 from actorflow.storage import decode_value as decode
 from actorflow.storage import encode_value as encode
 
 __all__ = [
+    "END_EVENT",
     "KEPT_RECOVERY_ERRORS",
+    "RunEnd",
     "decode_result",
+    "end_record",
     "finished_error",
     "new_manifest",
+    "recorded_end",
     "recovery_failed",
     "run_signature",
     "taken",
@@ -165,3 +170,43 @@ def finished_error(manifest: RunManifest) -> BaseException:
             error.message if error else f"the run was {manifest.status}",
         )
     return RunNotFinishedError(run_id, str(manifest.status))
+
+
+END_EVENT = "run_end"
+"""The kind of the event record that ends a finished run's log."""
+
+
+class RunEnd(msgspec.Struct, frozen=True, kw_only=True):
+    """How a run finished, as the last record of its log holds it.
+
+    The log is the truth; the manifest's status and result are a cache of
+    this record, written after it without a sync of their own and repaired
+    from it by ``recover()`` if a power loss took them.
+    """
+
+    status: RunStatus
+    result: bytes | None = None
+    error: ErrorInfo | None = None
+
+
+_end_decoder = msgspec.msgpack.Decoder(RunEnd)
+
+
+def end_record(end: RunEnd) -> EventRecord:
+    """The log record of a finished run's end (an event: older readers show it as one)."""
+    return EventRecord(kind=END_EVENT, data=msgspec.msgpack.encode(end), time=time.time())
+
+
+def recorded_end(run_id: str, events: typing.Mapping[str, EventRecord]) -> RunEnd | None:
+    """The end a run's log recorded (from a view's events), if it finished.
+
+    Raises:
+        CorruptedDataError: the record is there but does not decode.
+    """
+    record = events.get(END_EVENT)
+    if record is None or record.data is None:
+        return None
+    try:
+        return _end_decoder.decode(record.data)
+    except msgspec.DecodeError as exc:
+        raise CorruptedDataError(f"the end record of run {run_id!r}", str(exc)) from exc

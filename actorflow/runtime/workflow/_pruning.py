@@ -12,6 +12,8 @@ from actorflow.errors import StorageError
 from actorflow.storage import prune_run
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from anyio.abc import TaskGroup
 
     from actorflow.storage import RetentionPolicy, Store
@@ -29,12 +31,24 @@ class Pruner:
         self._idle = anyio.Event()
 
     def soon(
-        self, store: Store, run_id: str, policy: RetentionPolicy, task_group: TaskGroup
+        self,
+        store: Store,
+        run_id: str,
+        policy: RetentionPolicy,
+        task_group: TaskGroup,
+        *,
+        after: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        """Apply ``policy`` to the finished run ``run_id`` in ``task_group``."""
+        """Apply ``policy`` to the finished run ``run_id`` in ``task_group``, ``after`` it.
+
+        (``after``: the run's snapshots still being written; pruning meanwhile
+        would count them wrong.)
+        """
 
         async def prune() -> None:
             try:
+                if after is not None:
+                    await after()
                 # the finished run's decision log stays readable (`actorflow
                 # log`); an explicit prune (`actorflow prune`) shortens logs
                 await prune_run(store, run_id, policy, keep_log=True)

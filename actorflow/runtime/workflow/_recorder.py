@@ -4,6 +4,11 @@ Every step of a run ends here as a record. The recorder appends it to the
 run's ``LogWriter`` (durable by the durability mode's rule), applies it to the
 ``RunView`` (so replay lookups and snapshots see it at once) and asks the
 checkpoint actor for a snapshot when a trigger fires.
+
+In ``batched`` mode the output-commit rule says when a record *must* be
+durable (before anything depending on it leaves the orchestrator); the flush
+behind bounds how long it *may* stay in memory: ``flush_delay`` after the
+first record of a group, one append carries the group, dependency or not.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from actorflow._text import error_message
+from actorflow.errors import ActorflowError
 from actorflow.runtime.actors import class_name, state_type
 from actorflow.runtime.workflow._config import Durability
 from actorflow.runtime.workflow._triggers import TriggerPolicy
@@ -19,6 +26,8 @@ from actorflow.storage import StateRef, StepRecord, state_version
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from anyio.abc import TaskGroup
 
     from actorflow.runtime.actors import Actor
     from actorflow.runtime.workflow._config import RuntimeConfig
@@ -107,6 +116,9 @@ class Recorder:
         self.agent_types: dict[str, str] = {}
         self.agent_versions: dict[str, int] = {}
         self._turnstiles: dict[str, Turnstile] = {}
+        # the flush behind: where its timer runs, and the timer's scope while one is set
+        self._behind: TaskGroup | None = None
+        self._timer: anyio.CancelScope | None = None
 
     def turnstile(self, agent: str) -> Turnstile:
         """The record-ordering turnstile of ``agent``."""
@@ -120,6 +132,9 @@ class Recorder:
     def record(self, record: LogRecord) -> int:
         """Append ``record`` (buffered) and take it into the view; return its position."""
         position = self.writer.add(record)
+        if self._timer is None and self._behind is not None:
+            self._timer = anyio.CancelScope()
+            self._behind.start_soon(self._flush_behind, self._timer)
         if isinstance(record, StepRecord):
             view = self.view
             before = view.confidence_of(record.target)
@@ -134,6 +149,34 @@ class Recorder:
     async def flush(self) -> None:
         """Make every record so far durable (one shared fsync for all waiters)."""
         await self.writer.flush()
+
+    def flush_behind(self, task_group: TaskGroup) -> None:
+        """Start bounding the loss window (``batched`` mode; other modes ignore it).
+
+        Each group of records gets one timer in ``task_group``, started by its
+        first record; ``stop_flushing_behind`` cancels a timer still waiting.
+        """
+        if self.durability is Durability.BATCHED:
+            self._behind = task_group
+
+    def stop_flushing_behind(self) -> None:
+        """No more timers: the run's final flush carries whatever is left."""
+        self._behind = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    async def _flush_behind(self, timer: anyio.CancelScope) -> None:
+        with timer:
+            await anyio.sleep(self.config.flush_delay)
+            # records added from here on start the next timer (or ride on this append)
+            self._timer = None
+            try:
+                await self.writer.flush()
+            except ActorflowError as exc:
+                # the records stay buffered and the run's own next flush meets the
+                # error where it can act on it (retry, or stop a fenced writer)
+                self.emit("log_flush_failed", error=error_message(exc), level="warning")
 
     async def output_barrier(self) -> None:
         """Flush before something that depends on earlier records leaves the orchestrator."""
@@ -151,8 +194,12 @@ class Recorder:
             await self.writer.flush()
 
     async def after_phase(self) -> None:
-        """In ``phase`` mode a phase's records are durable before its result is seen."""
-        if self.durability is Durability.PHASE:
+        """In ``sync`` and ``phase`` modes a phase's end is durable before its result is seen.
+
+        (In ``sync`` mode a phase without steps inside, a unit of pure work,
+        would otherwise stay in memory until something depended on it.)
+        """
+        if self.durability is not Durability.BATCHED:
             await self.writer.flush()
 
     # --- agent states ------------------------------------------------------

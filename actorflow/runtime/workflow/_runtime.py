@@ -43,7 +43,7 @@ from actorflow.storage import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
     from typing import Self
 
     from anyio.abc import TaskGroup
@@ -317,7 +317,7 @@ class Runtime(ActorSystem):
     def _run_ended(self, tracker: RunTracker, prune: bool) -> None:
         """Apply retention if asked; keep the handle among the newest few (a service runs long)."""
         if prune:
-            self._prune_soon(tracker.run_id)
+            self._prune_soon(tracker.run_id, tracker.checkpoints_written)
         self._finished.append(tracker)
         while len(self._finished) > KEPT_FINISHED_HANDLES:
             old = self._finished.popleft()
@@ -550,11 +550,12 @@ class Runtime(ActorSystem):
 
     # --- housekeeping --------------------------------------------------------
 
-    def _prune_soon(self, run_id: str) -> None:
-        """Apply the retention policy to a finished run, off its path."""
+    def _prune_soon(self, run_id: str, after: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Apply the retention policy to a finished run, off its path (``after`` it settles)."""
         policy = self.config.retention
         if policy is not None and self.running:
-            self._pruner.soon(self.store, run_id, policy, self.require_running("prune a run"))
+            task_group = self.require_running("prune a run")
+            self._pruner.soon(self.store, run_id, policy, task_group, after=after)
 
     async def __aenter__(self) -> Self:
         await super().__aenter__()

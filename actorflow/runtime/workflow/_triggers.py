@@ -12,6 +12,8 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from actorflow.runtime.workflow._config import CheckpointTriggers
     from actorflow.runtime.workflow._replay import RunView
     from actorflow.storage import RunStatus, StepRecord
@@ -66,22 +68,44 @@ def final_trigger(status: RunStatus) -> Trigger:
 
 
 class TriggerPolicy:
-    """Decides, for each step record, whether it asks for a snapshot (and why)."""
+    """Decides, for each step record, whether it asks for a snapshot (and why).
 
-    __slots__ = ("_last_at", "_triggers")
+    A trigger that fires within ``min_interval`` of the previous snapshot is
+    owed, not dropped: the first step record after the interval takes it.
+    Nothing is lost meanwhile (the log holds every record); a burst of
+    evaluator replies simply makes one snapshot instead of one each.
+    """
 
-    def __init__(self, triggers: CheckpointTriggers) -> None:
+    __slots__ = ("_clock", "_last_at", "_owed", "_triggers")
+
+    def __init__(
+        self, triggers: CheckpointTriggers, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._triggers = triggers
-        self._last_at = time.monotonic()
+        self._clock = clock
+        self._last_at = clock()
+        self._owed: Trigger | None = None
 
     def taken(self) -> None:
-        """A snapshot was just requested: the interval trigger counts from now."""
-        self._last_at = time.monotonic()
+        """A snapshot was just requested: intervals count from now, nothing is owed."""
+        self._last_at = self._clock()
+        self._owed = None
 
     def after_step(
         self, record: StepRecord, view: RunView, confidence_before: float | None
     ) -> Trigger | None:
         """The trigger ``record`` fires, ``view`` having taken it in already, or None."""
+        fired = self._fired(record, view, confidence_before) or self._owed
+        if fired is None:
+            return None
+        if self._clock() - self._last_at < self._triggers.min_interval:
+            self._owed = fired
+            return None
+        return fired
+
+    def _fired(
+        self, record: StepRecord, view: RunView, confidence_before: float | None
+    ) -> Trigger | None:
         t = self._triggers
         role = view.roles.get(record.target or "")
         if record.error is not None and t.on_error:
@@ -95,7 +119,7 @@ class TriggerPolicy:
             return Trigger.SPECIALIST_DONE
         if t.every_steps and view.steps_since_snapshot >= t.every_steps:
             return Trigger.STEPS
-        if t.every_seconds is not None and time.monotonic() - self._last_at >= t.every_seconds:
+        if t.every_seconds is not None and self._clock() - self._last_at >= t.every_seconds:
             return Trigger.INTERVAL
         memory = t.memory_bytes
         if memory is not None and view.position % 64 == 0 and peak_memory() >= memory:

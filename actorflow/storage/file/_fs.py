@@ -196,13 +196,21 @@ class FileSystem:
 
 
 def write_atomic(
-    fs: FileSystem, path: str, data: bytes, *, exclusive: bool = False, durable: bool = True
+    fs: FileSystem,
+    path: str,
+    data: bytes,
+    *,
+    exclusive: bool = False,
+    durable: bool = True,
+    sync_folder: bool = True,
 ) -> bool:
     """Write ``data`` to ``path`` so a crash leaves the old file or the new one.
 
     Temp file, write, fsync, rename (or link with ``exclusive``), folder fsync.
     Without ``durable`` both fsyncs are skipped: for files whose loss after a
     crash is harmless (readers must then accept a missing or torn file).
+    Without ``sync_folder`` only the folder's is: a power loss may then bring
+    back the old file, but never a torn new one.
 
     Returns:
         False only with ``exclusive`` when ``path`` already existed.
@@ -231,7 +239,7 @@ def write_atomic(
     except BaseException:
         _unlink_quietly(fs, temp)
         raise
-    if durable:
+    if durable and sync_folder:
         fs.fsync_dir(folder)
     return created
 

@@ -55,11 +55,15 @@ class ManifestFiles:
             raise RunNotFoundError(run_id) from None
         return self._codec.load_manifest(data, run_id=run_id, location=path)
 
-    def _write(self, manifest: RunManifest) -> None:
+    def _write(self, manifest: RunManifest, *, durable: bool = True) -> None:
         path = self._folders.run(manifest.run_id, "manifest")
-        write_atomic(self._fs, path, self._codec.dump_manifest(manifest))
+        # Not durable: the new manifest's content is synced, its rename is not, so
+        # a power loss brings back the old one whole, never a torn new one.
+        write_atomic(self._fs, path, self._codec.dump_manifest(manifest), sync_folder=durable)
 
-    def change(self, run_id: str, change: Callable[[RunManifest], RunManifest]) -> RunManifest:
+    def change(
+        self, run_id: str, change: Callable[[RunManifest], RunManifest], durable: bool = True
+    ) -> RunManifest:
         """Read, change and write the manifest as one step across threads and processes."""
         # flock on a side file makes read-change-write atomic across threads and processes
         exists = self._folders.exists(run_id)
@@ -70,7 +74,7 @@ class ManifestFiles:
             new = change(self.read(run_id))
             if new.run_id != run_id:
                 raise StorageError("update run", f"change() may not rename run {run_id!r}")
-            self._write(new)
+            self._write(new, durable=durable)
             return new
         finally:
             self._fs.unlock(handle)

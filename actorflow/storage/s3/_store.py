@@ -161,9 +161,12 @@ class S3Store(StoreContext):
         return manifest
 
     async def update_run(
-        self, run_id: str, change: Callable[[RunManifest], RunManifest]
+        self, run_id: str, change: Callable[[RunManifest], RunManifest], *, durable: bool = True
     ) -> RunManifest:
-        """Replace the manifest by ETag compare-and-swap; ``change`` re-runs on conflict."""
+        """Replace the manifest by ETag compare-and-swap; ``change`` re-runs on conflict.
+
+        A PUT is durable once acknowledged, so ``durable`` changes nothing here.
+        """
         await self._leases.check(run_id)
         return await self._manifests.update(run_id, change)
 

@@ -285,8 +285,15 @@ def test_a_corrupt_newest_snapshot_falls_back_to_the_one_before(
     rng = random.Random(new_seed())
     results, _ = expected(CrashPipeline, tuple(AREAS), ("corrupt",))
     store = tmp_path / "store"
+    # held, the run cannot end before the kill lands (it would then need no recovery)
     first = run_child(
-        store, "corrupt", backend, "start", kill_after=rng.randint(11, 14), min_snapshots=3
+        store,
+        "corrupt",
+        backend,
+        "start",
+        kill_after=rng.randint(11, 14),
+        min_snapshots=3,
+        hold=True,
     )
     assert first.killed
 

@@ -1,20 +1,15 @@
-"""A run's final snapshot: written by the run itself when nothing is queued, else in turn."""
+"""A run's final snapshot: written by the run itself at once, whatever is queued."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import anyio
-import msgspec
 
 from actorflow import Runtime
 from actorflow.runtime.workflow._checkpointer import Checkpointer, CheckpointQueue
 from actorflow.runtime.workflow._replay import RunView
-from actorflow.storage import EventRecord, LogWriter, MemoryStore, RunManifest, RunStatus
-
-
-def completed(m: RunManifest) -> RunManifest:
-    return msgspec.structs.replace(m, status=RunStatus.COMPLETED)
+from actorflow.storage import EventRecord, LogWriter, MemoryStore, RunManifest
 
 
 async def new_queue(store: MemoryStore, saved: list[str | None]) -> tuple[CheckpointQueue, RunView]:
@@ -29,39 +24,44 @@ async def new_queue(store: MemoryStore, saved: list[str | None]) -> tuple[Checkp
     return queue, RunView("r")
 
 
-async def test_with_nothing_queued_the_run_writes_its_final_snapshot_itself() -> None:
-    store, saved, sent = MemoryStore(), list[str | None](), list[object]()
+async def test_the_run_writes_its_final_snapshot_itself() -> None:
+    store, saved = MemoryStore(), list[str | None]()
     queue, view = await new_queue(store, saved)
     final = view.snapshot("completed")
 
-    await queue.write_last(final, sent.append, completed)
+    await queue.write_final(final)
 
-    assert sent == []  # no trip through the checkpoint actor
     assert saved == ["completed"]
-    assert final.snapshot_id in queue.applied
-    assert (queue.written, queue.failed) == (1, 0)
-    manifest = await store.read_run("r")
-    assert manifest.status is RunStatus.COMPLETED
+    assert (queue.written, queue.failed, queue.queued) == (1, 0, 0)
     assert [i.snapshot_id for i in await store.list_snapshots("r")] == [final.snapshot_id]
 
 
-async def test_a_final_snapshot_waits_behind_one_the_checkpoint_actor_has_queued() -> None:
+async def test_the_final_snapshot_supersedes_queued_ones_but_phase_ends_are_still_written() -> None:
+    """It used to wait behind every queued snapshot; now the ones it supersedes are
+    dropped and the phase ends (kept for fork) are written after the run returned."""
     store, saved = MemoryStore(), list[str | None]()
     queue, view = await new_queue(store, saved)
     async with Runtime() as runtime:
         actor = await runtime.spawn(Checkpointer, name="checkpointer")
-        # a phase end (kept: never replaced by a newer request), then one more record
-        earlier = view.snapshot("phase_end")
+        sent: list[object] = []
+        # queued while a write is in flight: nothing reaches the actor until we let it
+        phase_end = view.snapshot("phase_end")
+        view.apply(EventRecord(kind="tick"))
+        evaluation = view.snapshot("evaluation")
         view.apply(EventRecord(kind="tick"))
         final = view.snapshot("completed")
-        queue.offer(earlier, actor.send_nowait)
-        async with anyio.create_task_group() as tg:
-            # the actor has the earlier one to write (taken or not yet, whichever
-            # way the scheduler went): the final one queues behind it
-            tg.start_soon(queue.write_last, final, actor.send_nowait, completed)
-        assert saved == ["phase_end", "completed"]  # in the order they were asked for
-        assert final.snapshot_id in queue.applied
-        assert actor._cell.actor.state.written == 2
-    assert (await store.read_run("r")).status is RunStatus.COMPLETED
+        queue.offer(phase_end, sent.append)
+        queue.offer(evaluation, sent.append)
+        assert queue.queued == 2
+
+        await queue.write_final(final)
+
+        assert saved == ["completed"], "the run did not wait for the queued snapshots"
+        assert queue.queued == 1, "the evaluation snapshot was superseded, the phase end kept"
+        for message in sent:  # now the checkpoint actor gets to the queue
+            actor.send_nowait(message)
+        with anyio.fail_after(10):
+            await queue.wait_idle()
+        assert saved == ["completed", "phase_end"]
     listed = [i.snapshot_id for i in await store.list_snapshots("r")]
-    assert listed == [earlier.snapshot_id, final.snapshot_id]
+    assert listed == [phase_end.snapshot_id, final.snapshot_id]

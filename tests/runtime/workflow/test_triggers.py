@@ -2,22 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from actorflow import CheckpointTriggers, RuntimeConfig
 from actorflow.runtime.workflow._recorder import Recorder
 from actorflow.runtime.workflow._replay import RunView
+from actorflow.runtime.workflow._triggers import TriggerPolicy
 from actorflow.storage import LogWriter, MemoryStore, Snapshot, StateRef, StepRecord
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 class Verdict(msgspec.Struct):
     confidence: float
 
 
-def recorder(triggers: CheckpointTriggers, taken: list[str]) -> Recorder:
+def recorder(
+    triggers: CheckpointTriggers, taken: list[str], clock: Callable[[], float] | None = None
+) -> Recorder:
+    """A recorder whose triggers fire at once (no ``min_interval``), or by ``clock``."""
     store = MemoryStore()
+    if clock is None:
+        triggers = msgspec.structs.replace(triggers, min_interval=0.0)
 
     def request(snapshot: Snapshot) -> None:
         taken.append(snapshot.trigger)
@@ -32,6 +41,8 @@ def recorder(triggers: CheckpointTriggers, taken: list[str]) -> Recorder:
         request_snapshot=request,
         emit=lambda *a, **k: None,
     )
+    if clock is not None:
+        rec.triggers = TriggerPolicy(triggers, clock=clock)
     view.roles.update({"judge": "evaluator", "worker": "specialist"})
     for agent in ("judge", "worker"):
         rec.record(
@@ -106,3 +117,56 @@ def test_manual_checkpoint_is_taken_at_the_current_position() -> None:
     rec.snapshot("manual:why")
     assert taken == ["manual:why"]
     assert rec.view.position == 3
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_burst_of_evaluations_makes_one_snapshot() -> None:
+    """Eight evaluator replies in quick succession used to make eight snapshots."""
+    taken: list[str] = []
+    clock = Clock()
+    triggers = CheckpointTriggers(every_steps=None, every_seconds=None, min_interval=1.0)
+    rec = recorder(triggers, taken, clock)
+    clock.now += 5.0
+    for n in range(8):
+        rec.record(ask("judge", n, Verdict(0.9)))
+        clock.now += 0.01
+    assert taken == ["evaluation"]
+
+
+def test_a_trigger_within_the_interval_is_owed_to_the_next_record_after_it() -> None:
+    taken: list[str] = []
+    clock = Clock()
+    triggers = CheckpointTriggers(every_steps=None, every_seconds=None, min_interval=1.0)
+    rec = recorder(triggers, taken, clock)
+    rec.record(ask("judge", 1, Verdict(0.9)))  # within the interval after the start
+    assert taken == []
+    clock.now += 0.5
+    rec.record(ask("worker", 2))  # fires nothing itself, and the interval is not over
+    assert taken == []
+    clock.now += 0.6
+    rec.record(ask("worker", 3))  # the interval is over: the owed snapshot is taken
+    assert taken == ["evaluation"]
+    clock.now += 5.0
+    rec.record(ask("worker", 4))  # nothing owed any more
+    assert taken == ["evaluation"]
+
+
+def test_manual_and_phase_snapshots_never_wait_and_settle_what_is_owed() -> None:
+    taken: list[str] = []
+    clock = Clock()
+    triggers = CheckpointTriggers(every_steps=None, every_seconds=None, min_interval=1.0)
+    rec = recorder(triggers, taken, clock)
+    rec.record(ask("judge", 1, Verdict(0.9)))
+    rec.snapshot("manual:now")
+    clock.now += 2.0
+    rec.record(ask("worker", 2))
+    assert taken == ["manual:now"], "the manual snapshot covered the owed evaluation"
