@@ -52,6 +52,7 @@ from actorflow.storage import (
     RunStatus,
     SnapshotInfo,
     Store,
+    UnreadableLister,
 )
 
 __all__: list[str] = []
@@ -253,7 +254,7 @@ def validate_command(
             return await _inspect.validate_store(s, [run_id])
         # what the listing skips (damaged manifests, strays, data without a manifest)
         # is named here too, so one bad entry never hides the others
-        unreadable = await s.list_unreadable()
+        unreadable = await s.list_unreadable() if isinstance(s, UnreadableLister) else []
         ids = [m.run_id for m in await s.list_runs()]
         return await _inspect.validate_store(s, ids, unreadable)
 

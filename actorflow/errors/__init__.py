@@ -27,7 +27,8 @@ The tree::
     │   ├── CheckpointNotFoundError     no such snapshot (also LookupError)
     │   ├── EncodingError               a value cannot be encoded (also TypeError)
     │   ├── CheckpointTooLargeError     a snapshot is over the size limit
-    │   ├── EncryptionKeyError          a missing or wrong key
+    │   ├── EncryptionKeyError          a wrong key, or:
+    │   │   └── EncryptionKeyMissingError   a key the store was not given
     │   ├── IncompatibleStateError      a stored state does not fit its class any more
     │   ├── RunLockedError              another live owner holds the run
     │   └── LeaseLostError              this owner's lease was taken over (fenced)
@@ -94,6 +95,7 @@ from actorflow.errors._storage import (
     CorruptedDataError,
     EncodingError,
     EncryptionKeyError,
+    EncryptionKeyMissingError,
     IncompatibleStateError,
     LeaseLostError,
     LogCorruptedError,
@@ -119,6 +121,7 @@ __all__ = [
     "DuplicateActorNameError",
     "EncodingError",
     "EncryptionKeyError",
+    "EncryptionKeyMissingError",
     "EscalationError",
     "IncompatibleStateError",
     "InvalidNameError",

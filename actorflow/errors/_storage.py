@@ -11,6 +11,7 @@ __all__ = [
     "CorruptedDataError",
     "EncodingError",
     "EncryptionKeyError",
+    "EncryptionKeyMissingError",
     "IncompatibleStateError",
     "LeaseLostError",
     "LogCorruptedError",
@@ -153,6 +154,23 @@ class EncryptionKeyError(StorageError):
     def __init__(self, key_id: str, detail: str) -> None:
         self.key_id = key_id
         super().__init__("decrypt", f"key {key_id!r}: {detail}")
+
+
+class EncryptionKeyMissingError(EncryptionKeyError):
+    """Data is encrypted with a key the store was not given (it may have been given none).
+
+    .. versionadded:: 0.2
+    """
+
+    def __init__(self, key_id: str) -> None:
+        self.key_id = key_id
+        StorageError.__init__(
+            self,
+            "decrypt",
+            f"this store is encrypted (key {key_id!r}) and was not given that key: give it "
+            "with --key-file FILE (the CLI), ACTORFLOW_KEYS or ACTORFLOW_KEY_FILE, or "
+            "Codec(keys={...}) in code",
+        )
 
 
 class RunLockedError(StorageError):

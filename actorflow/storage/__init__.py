@@ -1,12 +1,20 @@
 """Where runs live: records, codec, the ``Store`` protocol and its backends.
 
-Shared modules sit here (records, codec, envelope, protocol, log writer,
-retention, state versions, the memory store, ``open_store``); each persistent
+Shared modules sit here (records, codec, envelope, protocol and optional
+capabilities, log writer, retention, state versions, the memory store,
+``open_store``); each persistent
 backend is a package assembled by composition: ``file`` and ``s3``.
 """
 
 from __future__ import annotations
 
+from actorflow.storage._capabilities import (
+    ClaimInfo,
+    ClaimInspector,
+    SealCheck,
+    SealChecker,
+    UnreadableLister,
+)
 from actorflow.storage._codec import (
     ENCODE_ERRORS,
     decode_value,
@@ -54,6 +62,8 @@ __all__ = [
     "ENCODE_ERRORS",
     "FORMAT_VERSION",
     "AgentSnapshot",
+    "ClaimInfo",
+    "ClaimInspector",
     "Codec",
     "DecisionRecord",
     "ErrorInfo",
@@ -72,6 +82,8 @@ __all__ = [
     "RunManifest",
     "RunStatus",
     "S3Store",
+    "SealCheck",
+    "SealChecker",
     "Snapshot",
     "SnapshotInfo",
     "SnapshotStatus",
@@ -80,6 +92,7 @@ __all__ = [
     "Store",
     "StoreContext",
     "UnreadableEntry",
+    "UnreadableLister",
     "decode_state",
     "decode_value",
     "decoder_for",

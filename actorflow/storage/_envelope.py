@@ -37,7 +37,12 @@ import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from actorflow.errors import ConfigurationError, CorruptedDataError, EncryptionKeyError
+from actorflow.errors import (
+    ConfigurationError,
+    CorruptedDataError,
+    EncryptionKeyError,
+    EncryptionKeyMissingError,
+)
 
 if TYPE_CHECKING:
     import threading
@@ -285,7 +290,8 @@ def decrypt(
     """The plaintext of an encrypted ``body``, checked against its header and place.
 
     Raises:
-        EncryptionKeyError: ``ciphers`` lacks the header's key, the key is wrong,
+        EncryptionKeyMissingError: ``ciphers`` lacks the header's key.
+        EncryptionKeyError: the key is wrong,
             or the envelope was moved from another run or slot.
     """
     from cryptography.exceptions import InvalidTag
@@ -293,9 +299,7 @@ def decrypt(
     key_id = header.key_id or ""
     cipher = ciphers.get(key_id)
     if cipher is None:
-        raise EncryptionKeyError(
-            key_id, "this store has no such key; pass it in Codec(keys={...}) to read old data"
-        )
+        raise EncryptionKeyMissingError(key_id)
     prefix = memoryview(data)[: FIXED.size + len(key_id)]
     aad = bytes(prefix) + context(run_id, slot)
     try:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from actorflow._log import get_logger
-from actorflow.errors import InvalidNameError, StorageError
+from actorflow.errors import EncryptionKeyMissingError, InvalidNameError, StorageError
 from actorflow.storage._protocol import UnreadableEntry
 from actorflow.storage._records import (
     RunManifest,
@@ -22,13 +22,14 @@ from actorflow.storage._records import (
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from actorflow.errors import CorruptedDataError
+    from actorflow.errors import CorruptedDataError, EncryptionKeyError
 
 __all__ = [
     "add_snapshot",
     "blob_addresses",
     "corrupt_manifest",
     "data_without_manifest",
+    "encrypted_manifest",
     "live_snapshots",
     "mark_snapshot",
     "matches",
@@ -166,6 +167,19 @@ def corrupt_manifest(run_id: str, exc: CorruptedDataError) -> UnreadableEntry:
         problem=f"the run's manifest is corrupt ({exc.cause_text}), so the run is not "
         "listed or recovered; restore the manifest from a backup, or move the run's "
         "folder out of the store",
+    )
+
+
+def encrypted_manifest(run_id: str, location: str, exc: EncryptionKeyError) -> UnreadableEntry:
+    """A run whose manifest is encrypted with a key the store was not given, or a wrong one."""
+    which = "was not given" if isinstance(exc, EncryptionKeyMissingError) else "has wrong"
+    return UnreadableEntry(
+        location=location,
+        run_id=run_id,
+        key_id=exc.key_id,
+        problem=f"the run's manifest is encrypted with key {exc.key_id!r}, which this store "
+        f"{which}, so the run is not listed or recovered; open the store with that key: "
+        "Codec(keys={...}), ACTORFLOW_KEYS or ACTORFLOW_KEY_FILE (the CLI's --key-file)",
     )
 
 

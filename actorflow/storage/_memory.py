@@ -21,6 +21,8 @@ from actorflow.errors import (
     RunNotFoundError,
     StorageError,
 )
+from actorflow.storage._capabilities import ClaimInfo, SealCheck
+from actorflow.storage._envelope import Kind
 from actorflow.storage._manifests import (
     add_snapshot,
     live_snapshots,
@@ -65,6 +67,7 @@ class _Run:
     snapshots: dict[str, bytes] = field(default_factory=dict)
     lease: Lease | None = None
     epoch: int = 0
+    owner: str | None = None  # who claimed it last, kept after release
 
 
 class MemoryStore(StoreContext):
@@ -136,7 +139,7 @@ class MemoryStore(StoreContext):
         return [m for m in manifests if matches(m, status, workflow)]
 
     async def list_unreadable(self) -> list[UnreadableEntry]:
-        """See :meth:`Store.list_unreadable`: nothing outside this process can damage it."""
+        """See :meth:`UnreadableLister.list_unreadable`: nothing else can damage it."""
         await anyio.lowlevel.checkpoint()
         return []
 
@@ -311,6 +314,24 @@ class MemoryStore(StoreContext):
         run.manifest = self.codec.dump_manifest(manifest)
         return len(data)
 
+    async def check_sealed(self, run_id: str) -> SealCheck:
+        """See :meth:`SealChecker.check_sealed`."""
+        await anyio.lowlevel.checkpoint()
+        run = self._run(run_id)
+        check = SealCheck()
+        where = f"memory:{run_id}"
+        check.verify(self.codec, run.manifest, kind=Kind.MANIFEST, part="other", location=where)
+        for i, data in enumerate(run.log):
+            at = f"{where}/log/{run.log_start + i}"
+            check.verify(self.codec, data, kind=Kind.LOG_RECORD, part="records", location=at)
+        for sid, data in run.snapshots.items():
+            at = f"{where}/snapshots/{sid}"
+            check.verify(self.codec, data, kind=Kind.SNAPSHOT, part="snapshots", location=at)
+        for ref, data in run.blobs.items():
+            at = f"{where}/blobs/{ref}"
+            check.verify(self.codec, data, kind=Kind.BLOB, part="blobs", location=at)
+        return check
+
     # --- ownership -------------------------------------------------------------
 
     async def claim(self, run_id: str, owner: str) -> Lease:
@@ -321,6 +342,7 @@ class MemoryStore(StoreContext):
             raise RunLockedError(run_id, run.lease.owner)
         run.epoch += 1
         run.lease = Lease(run_id=run_id, owner=owner, epoch=run.epoch)
+        run.owner = owner
         return run.lease
 
     async def renew(self, lease: Lease) -> Lease:
@@ -342,6 +364,12 @@ class MemoryStore(StoreContext):
         """See :meth:`Store.is_owned`."""
         await anyio.lowlevel.checkpoint()
         return self._run(run_id).lease is not None
+
+    async def read_claim(self, run_id: str) -> ClaimInfo:
+        """See :meth:`ClaimInspector.read_claim`."""
+        await anyio.lowlevel.checkpoint()
+        run = self._run(run_id)
+        return ClaimInfo(owner=run.owner, alive=run.lease is not None)
 
     @property
     def renew_interval(self) -> float | None:

@@ -90,13 +90,16 @@ class PruneReport(msgspec.Struct, kw_only=True):
 class UnreadableEntry(msgspec.Struct, frozen=True, kw_only=True):
     """Something among a store's runs that is not a readable run, so ``list_runs`` skips it.
 
-    A damaged manifest, a folder or object whose name is not a run id, or a
-    run's data without its manifest. ``actorflow validate`` lists them.
+    A damaged manifest, one encrypted with a key the store was not given, a
+    folder or object whose name is not a run id, or a run's data without its
+    manifest. ``actorflow validate`` lists them.
 
     Attributes:
         location: the file, folder or object (a path, or an ``s3://`` URL).
         problem: what is wrong with it, and what to do about it.
         run_id: the run it belongs to, when its name is a run id.
+        key_id: for a manifest encrypted with a key the store was not given
+            (or a wrong one), that key's id: the run is sound, only sealed.
 
     .. versionadded:: 0.2
     """
@@ -104,6 +107,7 @@ class UnreadableEntry(msgspec.Struct, frozen=True, kw_only=True):
     location: str
     problem: str
     run_id: str | None = None
+    key_id: str | None = None
 
 
 @runtime_checkable
@@ -160,19 +164,10 @@ class Store(Protocol):
     ) -> list[RunManifest]:
         """Manifests of every run, optionally filtered, oldest first.
 
-        What cannot be read as a run (see :meth:`list_unreadable`) is skipped
-        with a ``run_unreadable`` warning naming it, so one damaged entry never
-        hides the others.
-        """
-        ...
-
-    async def list_unreadable(self) -> list[UnreadableEntry]:
-        """What ``list_runs`` skips, each entry naming where it is and what is wrong.
-
-        Damaged manifests, entries that are not runs, and run data whose
-        manifest is missing.
-
-        .. versionadded:: 0.2
+        What cannot be read as a run (a damaged manifest, one encrypted with
+        a key the store was not given, a stray entry) is skipped with a
+        ``run_unreadable`` warning naming it, so one bad entry never hides the
+        others; a store that is an :class:`UnreadableLister` lists them.
         """
         ...
 

@@ -59,6 +59,7 @@ from actorflow.storage._envelope import (
     verify_envelope,
     zstd_available,
 )
+from actorflow.storage._keys import keys_from_env
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -146,6 +147,29 @@ class Codec:
         # zstandard's (de)compressors are not thread-safe, and stores seal and
         # open in worker threads: one of each per thread.
         self._zstd = threading.local()
+
+    @classmethod
+    def from_env(
+        cls,
+        env: Mapping[str, str] | None = None,
+        *,
+        key_file: str | os.PathLike[str] | None = None,
+        **options: Any,
+    ) -> Codec:
+        """A codec with the keys ``ACTORFLOW_KEYS`` or ``ACTORFLOW_KEY_FILE`` name (if any).
+
+        ``ACTORFLOW_KEY_ID`` picks the key new data uses (default: the last
+        listed); ``key_file`` replaces ``ACTORFLOW_KEY_FILE``; ``options`` are
+        the other constructor arguments. :func:`~actorflow.storage.open_store`
+        uses it for a store it opens without a ``codec``.
+
+        Raises:
+            ConfigurationError: a variable or the key file holds something unusable.
+
+        .. versionadded:: 0.2
+        """
+        keys, key_id = keys_from_env(env, key_file=key_file)
+        return cls(keys=keys or None, key_id=key_id, **options)
 
     # --- configuration ----------------------------------------------------------
 

@@ -16,6 +16,7 @@ from actorflow.errors import (
     CorruptedDataError,
     EncodingError,
     EncryptionKeyError,
+    EncryptionKeyMissingError,
 )
 from actorflow.storage._envelope import digest
 from actorflow.storage._records import EventRecord, RunManifest, Snapshot, StepRecord
@@ -164,7 +165,7 @@ def test_wrong_or_missing_key_is_an_encryption_key_error() -> None:
     sealed = Codec(keys={"k1": KEY}).dump_record(EventRecord(kind="x"), run_id="r", position=0)
     with pytest.raises(EncryptionKeyError, match="key is wrong"):
         Codec(keys={"k1": os.urandom(32)}).load_record(sealed, run_id="r", position=0, location="l")
-    with pytest.raises(EncryptionKeyError, match="no such key"):
+    with pytest.raises(EncryptionKeyMissingError, match="was not given that key"):
         Codec(keys={"k2": KEY}).load_record(sealed, run_id="r", position=0, location="l")
 
 

@@ -14,6 +14,7 @@ from actorflow.errors import (
     CheckpointCorruptedError,
     CorruptedDataError,
     EncryptionKeyError,
+    EncryptionKeyMissingError,
     LogCorruptedError,
 )
 from actorflow.storage import (
@@ -293,5 +294,5 @@ async def test_a_store_opened_with_the_wrong_key_says_so(tmp_path: Path) -> None
     with pytest.raises(EncryptionKeyError, match="key is wrong"):
         await wrong.read_run(RUN)
     unkeyed = FileStore(tmp_path / "s")
-    with pytest.raises(EncryptionKeyError, match="no such key"):
+    with pytest.raises(EncryptionKeyMissingError, match="was not given that key"):
         await unkeyed.read_run(RUN)

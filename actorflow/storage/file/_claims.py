@@ -2,7 +2,8 @@
 
 The flock is the claim: the operating system ends it with its process, so it
 needs no renewal. The ``owner`` file beside it only names the owner (and its
-epoch) for ``RunLockedError``.
+epoch) for ``RunLockedError`` and ``actorflow runs``; it stays after its owner
+is gone, naming the process that held the run last.
 
 A forked child (``multiprocessing``'s default on Linux) holds none of its
 parent's claims: the file layer closes the child's copies of the locks, and
@@ -16,7 +17,8 @@ import os
 import weakref
 from typing import TYPE_CHECKING
 
-from actorflow.errors import CorruptedDataError, LeaseLostError, RunLockedError
+from actorflow.errors import CorruptedDataError, EncryptionKeyError, LeaseLostError, RunLockedError
+from actorflow.storage._capabilities import ClaimInfo
 from actorflow.storage._codec import decode_lease, encode_lease
 from actorflow.storage._protocol import Lease
 from actorflow.storage._sealing import Kind
@@ -108,6 +110,19 @@ class Claims:
             return True
         self._fs.unlock(handle)
         return False
+
+    def inspect(self, run_id: str, held: bool) -> ClaimInfo:
+        """The owner file's owner, and whether a live process holds the flock. Blocks.
+
+        ``held``: this store holds the run (its own flock would not show).
+        The flock is only tried, never kept: a live owner's lock is untouched.
+        """
+        alive = held or self.probe(run_id)
+        try:
+            lease = self._read_lease(run_id)
+        except EncryptionKeyError:
+            lease = None  # the lock tells liveness; only the owner's name is sealed
+        return ClaimInfo(owner=lease.owner if lease else None, alive=alive)
 
     # --- what this store holds (on the event loop) ------------------------------------
 

@@ -11,12 +11,18 @@ from typing import TYPE_CHECKING
 
 from actorflow.errors import (
     CorruptedDataError,
+    EncryptionKeyError,
     InvalidRunIdError,
     RunFolderNotEmptyError,
     RunNotFoundError,
     StorageError,
 )
-from actorflow.storage._manifests import corrupt_manifest, data_without_manifest, not_a_run
+from actorflow.storage._manifests import (
+    corrupt_manifest,
+    data_without_manifest,
+    encrypted_manifest,
+    not_a_run,
+)
 from actorflow.storage._manifests import tombstone as make_tombstone
 from actorflow.storage._records import validate_run_id
 from actorflow.storage.file._fs import TRASH_PREFIX, write_atomic
@@ -122,6 +128,9 @@ class ManifestFiles:
                 found.append(self.read(name))
             except CorruptedDataError as exc:
                 unreadable.append(corrupt_manifest(name, exc))
+            except EncryptionKeyError as exc:
+                where = self._folders.run(name, "manifest")
+                unreadable.append(encrypted_manifest(name, where, exc))
             except RunNotFoundError:
                 pass  # deleted while we listed
         return found, unreadable

@@ -31,12 +31,14 @@ from actorflow.storage.file._fs import FileSystem, OSFileSystem
 from actorflow.storage.file._layout import RunFolders
 from actorflow.storage.file._logs import LogFiles
 from actorflow.storage.file._manifests import ManifestFiles
+from actorflow.storage.file._sealcheck import check_run
 from actorflow.storage.file._snapshots import SnapshotFiles
 from actorflow.storage.file._sweep import sweep
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from actorflow.storage._capabilities import ClaimInfo, SealCheck
     from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, UnreadableEntry
     from actorflow.storage._records import (
         LogRecord,
@@ -152,7 +154,7 @@ class FileStore(StoreContext):
         return [m for m in manifests if matches(m, status, workflow)]
 
     async def list_unreadable(self) -> list[UnreadableEntry]:
-        """See :meth:`Store.list_unreadable`: entries of ``runs/`` that are not readable runs."""
+        """See :meth:`UnreadableLister.list_unreadable`: what in ``runs/`` is no readable run."""
         _, unreadable = await self._folders.call("list runs", self._manifests.read_all)
         return unreadable
 
@@ -265,6 +267,11 @@ class FileStore(StoreContext):
             "delete checkpoint", self._snapshots.delete, run_id, snapshot_id
         )
 
+    async def check_sealed(self, run_id: str) -> SealCheck:
+        """See :meth:`SealChecker.check_sealed`: every file of the run, nothing decrypted."""
+        validate_run_id(run_id)
+        return await self._folders.call("check run", check_run, self._folders, self.codec, run_id)
+
     # --- ownership ------------------------------------------------------------------
 
     async def claim(self, run_id: str, owner: str) -> Lease:
@@ -299,6 +306,12 @@ class FileStore(StoreContext):
         if self._claims.holds(run_id):
             return True
         return await self._folders.call("check owner", self._claims.probe, run_id)
+
+    async def read_claim(self, run_id: str) -> ClaimInfo:
+        """See :meth:`ClaimInspector.read_claim`: the owner file, and the flock tried, not kept."""
+        validate_run_id(run_id)
+        held = self._claims.holds(run_id)
+        return await self._folders.call("check owner", self._claims.inspect, run_id, held)
 
     @property
     def renew_interval(self) -> float | None:

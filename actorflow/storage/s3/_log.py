@@ -32,13 +32,33 @@ if TYPE_CHECKING:
     from actorflow.storage._sealing import Codec
     from actorflow.storage.s3._objects import S3Objects
 
-__all__ = ["SegmentLog"]
+__all__ = ["SegmentLog", "split_frames"]
 
 _log = get_logger(__name__)
 _FRAME = struct.Struct(">I")
 _COUNT = "af-count"
 _EPOCH = "af-epoch"
 _ATTEMPTS = 1000
+
+
+def split_frames(data: bytes, location: str) -> list[bytes]:
+    """The sealed records of one segment object, in order.
+
+    Raises:
+        LogCorruptedError: a frame runs past the end of the segment.
+    """
+    frames: list[bytes] = []
+    offset = 0
+    while offset < len(data):
+        if offset + _FRAME.size > len(data):
+            raise LogCorruptedError(location, f"truncated frame header at offset {offset}")
+        (size,) = _FRAME.unpack_from(data, offset)
+        offset += _FRAME.size
+        if offset + size > len(data):
+            raise LogCorruptedError(location, f"truncated record at offset {offset}")
+        frames.append(data[offset : offset + size])
+        offset += size
+    return frames
 
 
 @dataclass(eq=False)
@@ -187,18 +207,7 @@ class SegmentLog:
 
     @staticmethod
     def _frames(data: bytes, location: str) -> list[bytes]:
-        frames: list[bytes] = []
-        offset = 0
-        while offset < len(data):
-            if offset + _FRAME.size > len(data):
-                raise LogCorruptedError(location, f"truncated frame header at offset {offset}")
-            (size,) = _FRAME.unpack_from(data, offset)
-            offset += _FRAME.size
-            if offset + size > len(data):
-                raise LogCorruptedError(location, f"truncated record at offset {offset}")
-            frames.append(data[offset : offset + size])
-            offset += size
-        return frames
+        return split_frames(data, location)
 
     def _load(self, run_id: str, position: int, sealed: bytes, location: str) -> LogRecord:
         where = f"{location} (position {position})"

@@ -13,8 +13,19 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from actorflow.errors import CorruptedDataError, InvalidRunIdError, RunNotFoundError, StorageError
-from actorflow.storage._manifests import corrupt_manifest, data_without_manifest, not_a_run
+from actorflow.errors import (
+    CorruptedDataError,
+    EncryptionKeyError,
+    InvalidRunIdError,
+    RunNotFoundError,
+    StorageError,
+)
+from actorflow.storage._manifests import (
+    corrupt_manifest,
+    data_without_manifest,
+    encrypted_manifest,
+    not_a_run,
+)
 from actorflow.storage._protocol import UnreadableEntry
 from actorflow.storage._records import RunManifest, validate_run_id
 from actorflow.storage.s3._wire import NotFound, PreconditionFailed, drop_idle_lock
@@ -138,6 +149,9 @@ class ManifestObjects:
             return None  # deleted while we listed
         except CorruptedDataError as exc:
             return corrupt_manifest(run_id, exc)
+        except EncryptionKeyError as exc:
+            location = self._objects.location(self._objects.key(run_id, "manifest"))
+            return encrypted_manifest(run_id, location, exc)
         return manifest
 
     def forget(self, run_id: str) -> None:

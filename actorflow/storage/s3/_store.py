@@ -25,10 +25,13 @@ and snapshots each in their own module.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
+from actorflow.errors import EncryptionKeyError
+from actorflow.storage._capabilities import ClaimInfo, SealCheck
 from actorflow.storage._manifests import (
     add_snapshot,
     live_snapshots,
@@ -48,6 +51,7 @@ from actorflow.storage.s3._lease import LeaseTable
 from actorflow.storage.s3._log import SegmentLog
 from actorflow.storage.s3._manifests import ManifestObjects
 from actorflow.storage.s3._objects import S3Objects
+from actorflow.storage.s3._sealcheck import check_run
 from actorflow.storage.s3._snapshots import SnapshotObjects, best
 from actorflow.storage.s3._wire import S3Options, S3Wire
 
@@ -186,7 +190,7 @@ class S3Store(StoreContext):
         return sorted(manifests, key=lambda m: (m.created, m.run_id))
 
     async def list_unreadable(self) -> list[UnreadableEntry]:
-        """See :meth:`Store.list_unreadable`: keys under ``runs/`` that are not readable runs."""
+        """See :meth:`UnreadableLister.list_unreadable`: keys in ``runs/``, no readable run."""
         _, unreadable = await self._manifests.read_all()
         return unreadable
 
@@ -397,6 +401,24 @@ class S3Store(StoreContext):
         """See :meth:`Store.is_owned`."""
         await self._manifests.require(run_id)
         return await self._leases.is_owned(run_id)
+
+    async def check_sealed(self, run_id: str) -> SealCheck:
+        """See :meth:`SealChecker.check_sealed`: every object of the run, nothing decrypted."""
+        await self._manifests.require(run_id)
+        return await check_run(self._objects, self.codec, run_id)
+
+    async def read_claim(self, run_id: str) -> ClaimInfo:
+        """See :meth:`ClaimInspector.read_claim`: the lease, alive until it expires."""
+        await self._manifests.require(run_id)
+        try:
+            current = await self._leases.read(run_id)
+        except EncryptionKeyError:
+            return ClaimInfo()  # sealed: neither its owner nor its expiry can be read
+        if current is None:
+            return ClaimInfo(alive=False)
+        lease = current[0]
+        alive = lease.expires is not None and lease.expires > time.time()
+        return ClaimInfo(owner=lease.owner, alive=alive, expires=lease.expires)
 
     @property
     def renew_interval(self) -> float | None:

@@ -88,13 +88,6 @@ class ManifestTests:
         assert await store.list_runs(status=RunStatus.BLOCKED) == [blocked]
         assert not RunStatus.BLOCKED.finished  # nothing is done with it as with a finished run
 
-    async def test_intact_runs_leave_nothing_unreadable(self, store: Store) -> None:
-        await store.create_run(manifest("a"))
-        await store.append("a", [step(0)])
-        await store.delete_run("a")  # a tombstone: a run still
-        await store.create_run(manifest("b"))
-        assert await store.list_unreadable() == []
-
     @pytest.mark.parametrize("bad", ["", "../x", "a/b", "a\\b", "..", "x" * 129, "a b", ".hidden"])
     async def test_bad_run_ids_are_refused_everywhere(self, store: Store, bad: str) -> None:
         with pytest.raises(InvalidRunIdError, match="invalid run id"):

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from actorflow.testing.conformance._capabilities import CapabilityTests
 from actorflow.testing.conformance._log import LogTests
 from actorflow.testing.conformance._manifests import ManifestTests, OwnershipTests
 from actorflow.testing.conformance._retention import RetentionTests
@@ -18,9 +19,18 @@ __all__ = ["StoreConformance"]
 
 
 class StoreConformance(
-    ManifestTests, LogTests, BlobTests, SnapshotTests, OwnershipTests, RetentionTests
+    ManifestTests,
+    LogTests,
+    BlobTests,
+    SnapshotTests,
+    OwnershipTests,
+    RetentionTests,
+    CapabilityTests,
 ):
     """Every behaviour the ``Store`` protocol promises, as pytest tests on asyncio and trio.
+
+    The optional capabilities (``UnreadableLister``, ``ClaimInspector``,
+    ``SealChecker``) are tested where the store offers them, skipped elsewhere.
 
     Subclass it in a test module, under a name pytest collects (``TestMyStore``),
     and override the ``store`` fixture: an open, empty store for each test,

@@ -1,0 +1,140 @@
+"""What a store may offer besides :class:`~actorflow.storage.Store`: optional capabilities.
+
+Tools (``actorflow validate``, ``actorflow runs``) use a capability when the
+store has it (``isinstance(store, ClaimInspector)``) and do without it
+otherwise, so a store written against the ``Store`` protocol alone keeps
+working, and keeps passing ``isinstance(store, Store)``, when a capability is
+added here. Each is one small protocol; the memory, file and S3 stores
+implement all of them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+import msgspec
+
+from actorflow.errors import CorruptedDataError
+
+if TYPE_CHECKING:
+    from actorflow.storage._envelope import Kind
+    from actorflow.storage._protocol import UnreadableEntry
+    from actorflow.storage._sealing import Codec
+
+__all__ = ["ClaimInfo", "ClaimInspector", "SealCheck", "SealChecker", "UnreadableLister"]
+
+
+@runtime_checkable
+class UnreadableLister(Protocol):
+    """A store that can name what ``list_runs`` skips.
+
+    .. versionadded:: 0.2
+    """
+
+    async def list_unreadable(self) -> list[UnreadableEntry]:
+        """What ``list_runs`` skips, each entry naming where it is and what is wrong.
+
+        Damaged manifests, manifests encrypted with a key the store was not
+        given, entries that are not runs, and run data whose manifest is missing.
+        """
+        ...
+
+
+class ClaimInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """Who holds a run, as its store records the claim.
+
+    Attributes:
+        owner: the owner that claimed the run last (a ``Runtime`` claims as
+            ``host:pid:tag``), whether or not it still lives; ``None`` if the
+            run was never claimed, or its record is encrypted with a key the
+            store was not given.
+        alive: whether a live owner holds the run now; ``None`` if the store
+            cannot tell (an S3 lease encrypted with a key it was not given).
+        expires: a timed lease's deadline (S3), renewed by a live owner; a
+            past one means the owner is gone. ``None`` where the operating
+            system ends a claim with its process (file store) or with the
+            store (memory).
+
+    .. versionadded:: 0.2
+    """
+
+    owner: str | None = None
+    alive: bool | None = None
+    expires: float | None = None
+
+
+@runtime_checkable
+class ClaimInspector(Protocol):
+    """A store that can say who holds a run without taking or disturbing its claim.
+
+    .. versionadded:: 0.2
+    """
+
+    async def read_claim(self, run_id: str) -> ClaimInfo:
+        """The run's claim: its last owner, and whether that owner is alive.
+
+        Raises:
+            RunNotFoundError: no such run.
+        """
+        ...
+
+
+class SealCheck(msgspec.Struct, kw_only=True):
+    """What :meth:`SealChecker.check_sealed` verified of one run.
+
+    Attributes:
+        records: log records checked.
+        snapshots: snapshots checked.
+        blobs: state blobs checked.
+        other: manifests and claim records checked.
+        encrypted: how many of them are encrypted (their contents were not opened).
+        problems: ``(location, what is wrong)`` for each that fails its checksum.
+
+    .. versionadded:: 0.2
+    """
+
+    records: int = 0
+    snapshots: int = 0
+    blobs: int = 0
+    other: int = 0
+    encrypted: int = 0
+    problems: list[tuple[str, str]] = []
+
+    def verify(
+        self,
+        codec: Codec,
+        data: bytes,
+        *,
+        kind: Kind,
+        part: Literal["records", "snapshots", "blobs", "other"],
+        location: str,
+    ) -> None:
+        """Check one stored object's envelope (checksum, lengths, kind) and count it in ``part``."""
+        setattr(self, part, getattr(self, part) + 1)
+        try:
+            header, _ = codec.verify(data, location=location)
+        except CorruptedDataError as exc:
+            self.problems.append((location, exc.cause_text))
+            return
+        if header.kind is not kind:
+            self.problems.append((location, f"holds a {header.kind.name}, not a {kind.name}"))
+        if header.encrypted:
+            self.encrypted += 1
+
+
+@runtime_checkable
+class SealChecker(Protocol):
+    """A store that can verify its stored bytes without the encryption key.
+
+    Every stored object carries a checksum over its (possibly encrypted)
+    body, so its integrity can be checked without opening it.
+
+    .. versionadded:: 0.2
+    """
+
+    async def check_sealed(self, run_id: str) -> SealCheck:
+        """Verify the checksum of every object of the run, decrypting nothing.
+
+        A torn log tail (the last write of a killed process) is not a problem.
+        """
+        ...

@@ -1,0 +1,77 @@
+"""Conformance: the optional capabilities, each tested only where the store offers it.
+
+A store that implements a capability (``UnreadableLister``, ``ClaimInspector``,
+``SealChecker``) must honour it; one that does not skips these tests.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from actorflow.errors import RunNotFoundError
+from actorflow.storage import (
+    ClaimInfo,
+    ClaimInspector,
+    Codec,
+    SealChecker,
+    Store,
+    UnreadableLister,
+)
+from actorflow.testing.conformance._samples import manifest, snapshot, step
+
+__all__ = ["CapabilityTests"]
+
+
+def _offers(store: Store, capability: type) -> None:
+    if not isinstance(store, capability):
+        pytest.skip(f"the store is no {capability.__name__} (an optional capability)")
+
+
+class CapabilityTests:
+    """What a store offering an optional capability promises with it."""
+
+    async def test_intact_runs_leave_nothing_unreadable(self, store: Store) -> None:
+        _offers(store, UnreadableLister)
+        assert isinstance(store, UnreadableLister)
+        await store.create_run(manifest("a"))
+        await store.append("a", [step(0)])
+        await store.delete_run("a")  # a tombstone: a run still
+        await store.create_run(manifest("b"))
+        assert await store.list_unreadable() == []
+
+    async def test_read_claim_names_the_last_owner_and_whether_it_lives(self, store: Store) -> None:
+        _offers(store, ClaimInspector)
+        assert isinstance(store, ClaimInspector)
+        await store.create_run(manifest())
+        assert await store.read_claim("run-1") == ClaimInfo(alive=False)
+        lease = await store.claim("run-1", "me")
+        held = await store.read_claim("run-1")
+        assert (held.owner, held.alive) == ("me", True)
+        assert held.expires is None or held.expires > time.time()  # a lease runs out later
+        await store.release(lease)
+        gone = await store.read_claim("run-1")
+        assert (gone.owner, gone.alive) == ("me", False)  # whoever held it last, not alive
+        with pytest.raises(RunNotFoundError):
+            await store.read_claim("ghost")
+
+    async def test_check_sealed_verifies_every_object_without_opening_it(
+        self, store: Store
+    ) -> None:
+        _offers(store, SealChecker)
+        assert isinstance(store, SealChecker)
+        await store.create_run(manifest())
+        ref = await store.put_blob("run-1", b"state" * 100)
+        await store.append("run-1", [step(0), step(1, blob=ref), step(2)])
+        await store.write_snapshot(snapshot("s1", 3))
+        check = await store.check_sealed("run-1")
+        assert (check.records, check.snapshots, check.blobs) == (3, 1, 1)
+        assert check.other >= 1  # the manifest (and where there is one, the claim)
+        assert check.problems == []
+        codec = getattr(store, "codec", None)  # where the store says how it seals
+        if isinstance(codec, Codec):
+            everything = check.records + check.snapshots + check.blobs + check.other
+            assert check.encrypted == (everything if codec.encrypted else 0)
+        with pytest.raises(RunNotFoundError):
+            await store.check_sealed("ghost")
