@@ -4,7 +4,8 @@ An actorflow error ends a command with one line on stderr and its documented
 exit code (``--debug`` shows the traceback instead): 0 success; 1 any other
 actorflow error; 2 bad usage; 3 corrupt data found; 4 run or checkpoint not
 found; 5 the run failed; 6 the run is paused for input; 7 the run is owned by
-another live process; 8 the run has not finished yet; 130 interrupted (Ctrl-C or SIGTERM).
+another live process; 8 the run has not finished yet; 9 the store is encrypted
+and the key was not given (or is wrong); 130 interrupted (Ctrl-C or SIGTERM).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from actorflow.errors import (
     CheckpointNotFoundError,
     ConfigurationError,
     CorruptedDataError,
+    EncryptionKeyError,
     RecoveryFailedError,
     RunFailedError,
     RunLockedError,
@@ -45,6 +47,7 @@ __all__ = [
     "CheckpointArg",
     "DebugOpt",
     "JsonOpt",
+    "KeyFileOpt",
     "RunArg",
     "StoreOpt",
     "app",
@@ -68,6 +71,7 @@ EXIT_CODES: Final[dict[str, int]] = {
     "paused": 6,
     "locked": 7,
     "not_finished": 8,
+    "encrypted": 9,
     "interrupted": 130,
 }
 
@@ -124,6 +128,17 @@ StoreOpt = Annotated[
         show_envvar=True,
     ),
 ]
+KeyFileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--key-file",
+        metavar="FILE",
+        # Not typer's envvar: the library reads ACTORFLOW_KEY_FILE (and ACTORFLOW_KEYS)
+        # itself wherever it opens a store, so the CLI and a program agree.
+        help="Keys of an encrypted store: a file of key-id:base64-key entries "
+        + escape("[default: $ACTORFLOW_KEY_FILE, else the keys in $ACTORFLOW_KEYS]"),
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print data as JSON.")]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]
 RunArg = Annotated[str, typer.Argument(metavar="RUN", help="Run id (see `actorflow runs`).")]
@@ -174,6 +189,8 @@ def exit_code_for(error: BaseException) -> int:
             return EXIT_CODES["paused"]
         case RunLockedError():
             return EXIT_CODES["locked"]
+        case EncryptionKeyError():
+            return EXIT_CODES["encrypted"]
         case KeyboardInterrupt():
             return EXIT_CODES["interrupted"]
         case _:

@@ -3,7 +3,9 @@
 Readers (``runs``, ``checkpoints``, ``show``, ``log``, ``validate``, ``diff``)
 open an existing store and never create one where the user mistyped a path;
 ``prune`` applies retention to it. Every one takes ``--store`` (a folder, or
-``s3://bucket/prefix``; default ``$ACTORFLOW_STORE``, else ``./.actorflow``).
+``s3://bucket/prefix``; default ``$ACTORFLOW_STORE``, else ``./.actorflow``)
+and ``--key-file`` (an encrypted store's keys; default from ``ACTORFLOW_KEYS``
+or ``ACTORFLOW_KEY_FILE``, as the library reads them).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from actorflow.cli._app import (
     CheckpointArg,
     DebugOpt,
     JsonOpt,
+    KeyFileOpt,
     RunArg,
     StoreOpt,
     command,
@@ -33,24 +36,26 @@ from actorflow.cli._program import program
 from actorflow.cli._render import (
     err,
     esc,
-    manifest_row,
     out,
+    owner_text,
     paused_text,
     print_diff,
     print_json,
     print_record,
+    run_row,
+    sealed_row,
     size,
     status_text,
     when,
 )
-from actorflow.errors import ConfigurationError
+from actorflow.cli._runs import ListedRun, SealedRun, list_runs
+from actorflow.errors import ConfigurationError, EncryptionKeyError
 from actorflow.runtime import parse_duration
 from actorflow.storage import (
     PruneReport,
     RetentionPolicy,
     RunManifest,
     RunStatus,
-    SnapshotInfo,
     Store,
     UnreadableLister,
 )
@@ -65,32 +70,41 @@ def runs_command(
     ] = None,
     workflow: Annotated[str | None, typer.Option(help="Only runs of this workflow.")] = None,
     store: StoreOpt = DEFAULT_STORE,
+    key_file: KeyFileOpt = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """List runs: id, workflow, status, phase, started, updated, checkpoints, size."""
+    """List runs: id, workflow, status, phase, started, last activity, owner, checkpoints, size.
+
+    The owner is the process that holds the run (host:pid), alive or gone.
+    """
     wanted = _statuses(status)
 
-    async def body(s: Store) -> list[tuple[RunManifest, list[SnapshotInfo]]]:
-        manifests = await s.list_runs(status=wanted, workflow=workflow)
-        listed: dict[str, list[SnapshotInfo]] = {}
+    async def body(s: Store) -> tuple[list[ListedRun], list[SealedRun]]:
+        return await list_runs(s, status=wanted, workflow=workflow)
 
-        async def snapshots_of(run_id: str) -> None:
-            listed[run_id] = await s.list_snapshots(run_id)
-
-        async with anyio.create_task_group() as tg:
-            for m in manifests:
-                tg.start_soon(snapshots_of, m.run_id)
-        return [(m, listed[m.run_id]) for m in manifests]
-
-    found = run_command(lambda: with_store(store, body), debug=debug)
-    rows = [manifest_row(m, snapshots) for m, snapshots in found]
+    runs, sealed = run_command(lambda: with_store(store, body, key_file=key_file), debug=debug)
+    # a sealed run's status and workflow are sealed too: no filter can pick it
+    filtered = wanted is not None or workflow is not None
+    rows = [run_row(r) for r in runs] + ([] if filtered else [sealed_row(r) for r in sealed])
     if as_json:
         print_json(rows)
-        return
+    else:
+        _print_runs(store, rows)
+    if sealed:
+        keys = ", ".join(sorted({repr(r.key_id) for r in sealed}))
+        shown = "not shown" if filtered else "shown as encrypted"
+        err().print(
+            f"[yellow]{len(sealed)} run(s) {shown}[/]: encrypted with key {esc(keys)}, "
+            "which was not given (or is wrong); give it with --key-file FILE, "
+            "ACTORFLOW_KEYS or ACTORFLOW_KEY_FILE"
+        )
+
+
+def _print_runs(store: str, rows: list[dict[str, Any]]) -> None:
     table = Table(title=f"runs in {esc(store)}")
     table.add_column("run", overflow="fold", min_width=12)
-    for col in ("workflow", "status", "phase", "started", "updated", "ckpts", "size"):
+    for col in ("workflow", "status", "phase", "started", "activity", "owner", "ckpts", "size"):
         right = col in ("ckpts", "size")
         table.add_column(col, justify="right" if right else "left", overflow="fold")
     # A paused run waits for an answer: its prompt is what the reader needs.
@@ -104,13 +118,14 @@ def runs_command(
     for r in rows:
         cells = [
             esc(r["run_id"]),
-            esc(r["workflow"]),
+            esc(r["workflow"] or "-"),
             status_text(r["status"]),
             esc(r["phase"] or "-"),
             when(r["started"]),
-            when(r["updated"]),
-            str(r["snapshots"]),
-            size(r["size"]),
+            when(r["activity"]),
+            owner_text(r),
+            "-" if r["snapshots"] is None else str(r["snapshots"]),
+            "-" if r["size"] is None else size(r["size"]),
         ]
         table.add_row(
             *cells,
@@ -132,12 +147,14 @@ def _blocked_by(row: dict[str, Any]) -> str:
 def checkpoints_command(
     run_id: RunArg,
     store: StoreOpt = DEFAULT_STORE,
+    key_file: KeyFileOpt = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """List a run's checkpoints: id, phase, trigger, time, sizes, checksum, usable by fork."""
     rows = run_command(
-        lambda: with_store(store, lambda s: _inspect.checkpoint_rows(s, run_id)), debug=debug
+        lambda: with_store(store, lambda s: _inspect.checkpoint_rows(s, run_id), key_file=key_file),
+        debug=debug,
     )
     if as_json:
         print_json(rows)
@@ -168,6 +185,7 @@ def show_command(
     run_id: RunArg,
     checkpoint: CheckpointArg,
     store: StoreOpt = DEFAULT_STORE,
+    key_file: KeyFileOpt = None,
     debug: DebugOpt = False,
 ) -> None:
     """Print one checkpoint as JSON, with agent states, results and decisions decoded."""
@@ -176,7 +194,7 @@ def show_command(
         snapshot_id = await _inspect.resolve_checkpoint(s, run_id, checkpoint)
         return await _inspect.snapshot_to_dict(s, await s.read_snapshot(run_id, snapshot_id))
 
-    print_json(run_command(lambda: with_store(store, body), debug=debug))
+    print_json(run_command(lambda: with_store(store, body, key_file=key_file), debug=debug))
 
 
 @command("diff")
@@ -185,6 +203,7 @@ def diff_command(
     a: Annotated[str, typer.Argument(metavar="A", help="The older checkpoint.")],
     b: Annotated[str, typer.Argument(metavar="B", help="The newer checkpoint.")] = "latest",
     store: StoreOpt = DEFAULT_STORE,
+    key_file: KeyFileOpt = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -195,7 +214,7 @@ def diff_command(
         second = await s.read_snapshot(run_id, await _inspect.resolve_checkpoint(s, run_id, b))
         return await _inspect.diff_snapshots(s, first, second)
 
-    d = run_command(lambda: with_store(store, body), debug=debug)
+    d = run_command(lambda: with_store(store, body, key_file=key_file), debug=debug)
     if as_json:
         print_json(d)
         return
@@ -206,6 +225,7 @@ def diff_command(
 def result_command(
     run_id: RunArg,
     store: StoreOpt = DEFAULT_STORE,
+    key_file: KeyFileOpt = None,
     debug: DebugOpt = False,
 ) -> None:
     """Print a finished run's result as JSON, or what stops it having one (and exit 5, 6 or 8).
@@ -217,7 +237,7 @@ def result_command(
     async def body(s: Store) -> RunManifest:
         return await s.read_run(run_id)
 
-    m = run_command(lambda: with_store(store, body), debug=debug)
+    m = run_command(lambda: with_store(store, body, key_file=key_file), debug=debug)
     if m.status is RunStatus.COMPLETED:
         print_json(_inspect.decode_value(m.result))
         return
@@ -243,36 +263,62 @@ def validate_command(
         str | None, typer.Argument(metavar="RUN", help="One run (default: every run).")
     ] = None,
     store: StoreOpt = DEFAULT_STORE,
+    key_file: KeyFileOpt = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Verify every checksum (log, checkpoints, state blobs); exit 3 naming any corruption."""
+    """Verify every checksum (log, checkpoints, state blobs); exit 3 naming any corruption.
+
+    Without the key of an encrypted store, checksums are verified without
+    opening anything.
+    """
 
     async def body(s: Store) -> _inspect.ValidationReport:
         if run_id:
-            await s.read_run(run_id)
+            try:
+                await s.read_run(run_id)
+            except EncryptionKeyError:
+                return await _inspect.validate_store(s, [], sealed_runs=[run_id])
             return await _inspect.validate_store(s, [run_id])
         # what the listing skips (damaged manifests, strays, data without a manifest)
         # is named here too, so one bad entry never hides the others
         unreadable = await s.list_unreadable() if isinstance(s, UnreadableLister) else []
+        sealed = [e.run_id for e in unreadable if e.key_id and e.run_id]
+        damaged = [e for e in unreadable if not (e.key_id and e.run_id)]
         ids = [m.run_id for m in await s.list_runs()]
-        return await _inspect.validate_store(s, ids, unreadable)
+        return await _inspect.validate_store(s, ids, damaged, sealed)
 
-    report = run_command(lambda: with_store(store, body), debug=debug)
+    report = run_command(lambda: with_store(store, body, key_file=key_file), debug=debug)
     if as_json:
         print_json({**msgspec.to_builtins(report), "ok": report.ok})
     else:
-        for p in report.problems:
-            where = f"run {p.run_id} {p.what}" if p.run_id else p.what
-            # names from the disk may hold brackets: never read them as markup
-            err().print(f"[bold red]corrupt:[/] {esc(where)}: {esc(p.detail)}")
-        verdict = "[green]ok[/]" if report.ok else f"[red]{len(report.problems)} problem(s)[/]"
-        out().print(
-            f"{verdict}: {report.runs} run(s), {report.records} log record(s), "
-            f"{report.snapshots} checkpoint(s), {report.blobs} blob(s) checked"
-        )
+        _print_validation(report)
     if not report.ok:
         raise typer.Exit(EXIT_CODES["corrupt"])
+    if report.needs_key:
+        raise typer.Exit(EXIT_CODES["encrypted"])
+
+
+def _print_validation(report: _inspect.ValidationReport) -> None:
+    for p in report.problems:
+        where = f"run {p.run_id} {p.what}" if p.run_id else p.what
+        # names from the disk may hold brackets: never read them as markup
+        err().print(f"[bold red]corrupt:[/] {esc(where)}: {esc(p.detail)}")
+    if report.needs_key:
+        err().print(
+            f"[yellow]not checked[/]: {esc(', '.join(report.needs_key))}: encrypted, and this "
+            "store cannot verify sealed data without the key; give it with --key-file FILE"
+        )
+    verdict = "[green]ok[/]" if report.ok else f"[red]{len(report.problems)} problem(s)[/]"
+    out().print(
+        f"{verdict}: {report.runs} run(s), {report.records} log record(s), "
+        f"{report.snapshots} checkpoint(s), {report.blobs} blob(s) checked"
+    )
+    if report.sealed:
+        out().print(
+            f"{report.sealed} encrypted item(s) checked by checksum only, not opened: "
+            "give the key (--key-file FILE) to decode them too"
+        )
 
 
 @command("log")
@@ -286,6 +332,7 @@ def log_command(
     ] = False,
     start: Annotated[int, typer.Option(help="First log position to print.")] = 0,
     store: StoreOpt = DEFAULT_STORE,
+    key_file: KeyFileOpt = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -308,7 +355,7 @@ def log_command(
             # A reader in another process has no event to wait on; poll the store gently.
             await anyio.sleep(_FOLLOW_INTERVAL)
 
-    run_command(lambda: with_store(store, body), debug=debug)
+    run_command(lambda: with_store(store, body, key_file=key_file), debug=debug)
 
 
 _FOLLOW_INTERVAL: Final = 0.5
@@ -331,6 +378,7 @@ def prune_command(
         ),
     ] = False,
     store: StoreOpt = DEFAULT_STORE,
+    key_file: KeyFileOpt = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -349,9 +397,10 @@ def prune_command(
             policy = RetentionPolicy()  # the default: newest 5 per run
         else:
             policy = RetentionPolicy(keep_last=keep, max_age=age, delete_completed=delete_completed)
+        await _require_keys(s)
         return await s.prune(policy)
 
-    report = run_command(lambda: with_store(store, body), debug=debug)
+    report = run_command(lambda: with_store(store, body, key_file=key_file), debug=debug)
     if as_json:
         print_json(report)
         return
@@ -360,6 +409,22 @@ def prune_command(
         f"record(s), {report.blobs_deleted} blob(s), {report.runs_deleted} run(s); "
         f"freed {size(report.bytes_freed)}"
     )
+
+
+async def _require_keys(store: Store) -> None:
+    """Raise the store's own key error if a run is sealed with a key it was not given.
+
+    Retention would skip such runs (with a warning) and report success; a
+    command the user ran to free space says instead that it needs the key.
+
+    Raises:
+        EncryptionKeyError: a run is encrypted with a key missing (or wrong).
+    """
+    if not isinstance(store, UnreadableLister):
+        return
+    for entry in await store.list_unreadable():
+        if entry.key_id and entry.run_id:
+            await store.read_run(entry.run_id)  # raises the precise error: missing or wrong
 
 
 def _statuses(values: list[str] | None) -> list[RunStatus] | None:

@@ -12,12 +12,18 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from actorflow.errors import CheckpointNotFoundError, CorruptedDataError, StorageError
+from actorflow.errors import (
+    CheckpointNotFoundError,
+    CorruptedDataError,
+    EncryptionKeyError,
+    StorageError,
+)
 from actorflow.storage import (
     DecisionRecord,
     EventRecord,
     MilestoneRecord,
     PhaseEndRecord,
+    SealChecker,
     SnapshotStatus,
     StepRecord,
 )
@@ -27,6 +33,7 @@ if TYPE_CHECKING:
 
     from actorflow.storage import (
         LogRecord,
+        SealCheck,
         Snapshot,
         SnapshotInfo,
         StateRef,
@@ -183,13 +190,22 @@ class Problem(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ValidationReport(msgspec.Struct, kw_only=True):
-    """What ``validate`` checked and what it found."""
+    """What ``validate`` checked and what it found.
+
+    Attributes:
+        sealed: items whose checksums were verified without opening them:
+            encrypted with a key the store was not given.
+        needs_key: runs not checked at all: encrypted, and their store cannot
+            verify sealed data (it is no :class:`~actorflow.storage.SealChecker`).
+    """
 
     runs: int = 0
     records: int = 0
     snapshots: int = 0
     blobs: int = 0
+    sealed: int = 0
     problems: list[Problem] = []
+    needs_key: list[str] = []
 
     @property
     def ok(self) -> bool:
@@ -198,14 +214,20 @@ class ValidationReport(msgspec.Struct, kw_only=True):
 
 
 async def validate_store(
-    store: Store, run_ids: list[str], unreadable: Sequence[UnreadableEntry] = ()
+    store: Store,
+    run_ids: list[str],
+    unreadable: Sequence[UnreadableEntry] = (),
+    sealed_runs: Sequence[str] = (),
 ) -> ValidationReport:
     """Read and verify every record, snapshot and blob of ``run_ids``.
 
     Every checksum is checked by reading through the store, which verifies
     before it decodes; each failure becomes a :class:`Problem`, and checking
     goes on with the next item. Each of ``unreadable`` (what the store's
-    listing skipped) is a problem too.
+    listing skipped) is a problem too. A run encrypted with a key the store
+    was not given (each of ``sealed_runs``, and any run where a read needs
+    one) has its checksums verified without being opened, where the store
+    can (:class:`~actorflow.storage.SealChecker`).
     """
     report = ValidationReport()
     for entry in unreadable:
@@ -213,25 +235,69 @@ async def validate_store(
             Problem(run_id=entry.run_id, what=entry.location, detail=entry.problem)
         )
     for run_id in run_ids:
-        report.runs += 1
+        part = ValidationReport(runs=1)
         try:
-            report.records += len(await store.read_log(run_id))
-        except StorageError as exc:
-            report.problems.append(Problem(run_id=run_id, what="log", detail=str(exc)))
-        for info in live_snapshots(await store.list_snapshots(run_id)):
-            report.snapshots += 1
-            try:
-                await store.read_snapshot(run_id, info.snapshot_id)
-            except StorageError as exc:
-                what = f"checkpoint {info.snapshot_id}"
-                report.problems.append(Problem(run_id=run_id, what=what, detail=str(exc)))
-        for ref in await store.list_blobs(run_id):
-            report.blobs += 1
-            try:
-                await store.get_blob(run_id, ref)
-            except (CorruptedDataError, StorageError) as exc:
-                report.problems.append(Problem(run_id=run_id, what=f"blob {ref}", detail=str(exc)))
+            await _open_all(store, run_id, part)
+        except EncryptionKeyError:
+            await _verify_sealed(store, run_id, report)  # what was opened counts for nothing
+            continue
+        _add(report, part)
+    for run_id in sealed_runs:
+        await _verify_sealed(store, run_id, report)
     return report
+
+
+async def _open_all(store: Store, run_id: str, report: ValidationReport) -> None:
+    """Open every item of the run; stops at the first that needs a key the store lacks.
+
+    Raises:
+        EncryptionKeyError: an item is encrypted with a key the store was not given.
+    """
+    try:
+        report.records += len(await store.read_log(run_id))
+    except EncryptionKeyError:
+        raise
+    except StorageError as exc:
+        report.problems.append(Problem(run_id=run_id, what="log", detail=str(exc)))
+    for info in live_snapshots(await store.list_snapshots(run_id)):
+        report.snapshots += 1
+        try:
+            await store.read_snapshot(run_id, info.snapshot_id)
+        except EncryptionKeyError:
+            raise
+        except StorageError as exc:
+            what = f"checkpoint {info.snapshot_id}"
+            report.problems.append(Problem(run_id=run_id, what=what, detail=str(exc)))
+    for ref in await store.list_blobs(run_id):
+        report.blobs += 1
+        try:
+            await store.get_blob(run_id, ref)
+        except EncryptionKeyError:
+            raise
+        except StorageError as exc:
+            report.problems.append(Problem(run_id=run_id, what=f"blob {ref}", detail=str(exc)))
+
+
+async def _verify_sealed(store: Store, run_id: str, report: ValidationReport) -> None:
+    report.runs += 1
+    if not isinstance(store, SealChecker):
+        report.needs_key.append(run_id)
+        return
+    check: SealCheck = await store.check_sealed(run_id)
+    report.records += check.records
+    report.snapshots += check.snapshots
+    report.blobs += check.blobs
+    report.sealed += check.encrypted
+    for location, cause in check.problems:
+        report.problems.append(Problem(run_id=run_id, what=location, detail=cause))
+
+
+def _add(report: ValidationReport, part: ValidationReport) -> None:
+    report.runs += part.runs
+    report.records += part.records
+    report.snapshots += part.snapshots
+    report.blobs += part.blobs
+    report.problems.extend(part.problems)
 
 
 async def diff_snapshots(store: Store, a: Snapshot, b: Snapshot) -> dict[str, Any]:

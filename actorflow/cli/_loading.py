@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from actorflow.cli._app import DEFAULT_STORE, run_command
+from actorflow.cli._app import DEFAULT_STORE, BadValueError, run_command
 from actorflow.errors import ConfigurationError, StoreUnavailableError
 from actorflow.runtime import Runtime
-from actorflow.storage import Store, open_store
+from actorflow.storage import Codec, Store, open_store
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -22,7 +22,7 @@ __all__ = ["load_app", "with_app", "with_store"]
 T = TypeVar("T")
 
 
-def _existing_store(spec: str) -> Store:
+def _existing_store(spec: str, key_file: str | None) -> Store:
     # A reader must not create an empty store where the user mistyped a path.
     if not spec.startswith("s3://") and not Path(spec).is_dir():
         raise StoreUnavailableError(
@@ -30,18 +30,34 @@ def _existing_store(spec: str) -> Store:
             f"no actorflow store at {spec}; run `actorflow demo` first, "
             "or pass --store / set ACTORFLOW_STORE",
         )
-    return open_store(spec)
+    return _open(spec, key_file)
+
+
+def _open(spec: str, key_file: str | None) -> Store:
+    if key_file is None:
+        return open_store(spec)  # keys from ACTORFLOW_KEYS / ACTORFLOW_KEY_FILE, as a program's
+    try:
+        codec = Codec.from_env(key_file=key_file)
+    except ConfigurationError as exc:
+        raise BadValueError("--key-file", key_file, exc.expected) from exc
+    return open_store(spec, codec=codec)
 
 
 async def with_store(
-    spec: str, body: Callable[[Store], Awaitable[T]], *, create: bool = False
+    spec: str,
+    body: Callable[[Store], Awaitable[T]],
+    *,
+    key_file: str | None = None,
+    create: bool = False,
 ) -> T:
-    """Open the store, run ``body`` with it, close it.
+    """Open the store (with the keys ``key_file`` lists), run ``body`` with it, close it.
 
     Raises:
         StoreUnavailableError: ``create`` is false and ``spec`` is a folder that does not exist.
+        ConfigurationError: the key file, ``ACTORFLOW_KEYS`` or ``ACTORFLOW_KEY_FILE``
+            holds something unusable.
     """
-    store = open_store(spec) if create else _existing_store(spec)
+    store = _open(spec, key_file) if create else _existing_store(spec, key_file)
     try:
         return await body(store)
     finally:

@@ -30,13 +30,14 @@ from actorflow.storage import (
 )
 
 if TYPE_CHECKING:
-    from actorflow.storage import LogRecord, RunManifest, SnapshotInfo
+    from actorflow.cli._runs import ListedRun, SealedRun
+    from actorflow.storage import LogRecord
 
 __all__ = [
     "err",
     "esc",
-    "manifest_row",
     "out",
+    "owner_text",
     "paused_text",
     "print_diff",
     "print_json",
@@ -44,6 +45,8 @@ __all__ = [
     "print_outcomes",
     "print_record",
     "print_result",
+    "run_row",
+    "sealed_row",
     "size",
     "status_text",
     "when",
@@ -108,25 +111,81 @@ def size(n: int) -> str:
     raise AssertionError("unreachable")
 
 
-def manifest_row(m: RunManifest, snapshots: list[SnapshotInfo]) -> dict[str, Any]:
-    """What ``runs`` shows of one run, given its ``list_snapshots``."""
-    live = _inspect.live_snapshots(snapshots)
+def run_row(run: ListedRun) -> dict[str, Any]:
+    """What ``runs`` shows of one run (``--json`` prints these as they are)."""
+    m, progress, claim = run.manifest, run.progress, run.progress.claim
+    live = _inspect.live_snapshots(run.snapshots)
     return {
         "run_id": m.run_id,
         "workflow": m.workflow,
         "code_version": m.code_version,
         "status": str(m.status),
-        "phase": m.phase,
+        "phase": progress.phase,
         "started": m.created,
         "updated": m.updated,
+        "activity": progress.activity,
+        "owner": claim.owner,
+        "alive": claim.alive,
+        "lease_expires": claim.expires,
         "snapshots": len(live),
         "size": sum(s.stored_size for s in live),
         "parent": m.parent,
         "error": f"{m.error.type}: {m.error.message}" if m.error else None,
         "prompt": m.prompt,
         "blocked_code_version": m.blocked_code_version,
+        "encrypted_with": None,
     }
 
+
+def sealed_row(run: SealedRun) -> dict[str, Any]:
+    """What ``runs`` shows of a run sealed with a key the store was not given."""
+    return {
+        "run_id": run.run_id,
+        "workflow": None,
+        "code_version": None,
+        "status": "encrypted",
+        "phase": None,
+        "started": None,
+        "updated": None,
+        "activity": None,
+        "owner": run.claim.owner,
+        "alive": run.claim.alive,
+        "lease_expires": run.claim.expires,
+        "snapshots": None,
+        "size": None,
+        "parent": None,
+        "error": None,
+        "prompt": None,
+        "blocked_code_version": None,
+        "encrypted_with": run.key_id,
+    }
+
+
+def owner_text(row: dict[str, Any]) -> str:
+    """The owner cell of ``runs``: ``host:pid``, and whether that process still holds the run."""
+    owner, alive, expires = row["owner"], row["alive"], row["lease_expires"]
+    if row["status"] in _ENDED or (owner is None and alive is None):
+        return "-"
+    if owner is None and not alive:
+        return "[dim]none[/]"  # never claimed, or its owner's name is sealed: nobody holds it
+    who = esc(_host_pid(owner)) if owner else "?"
+    if alive is None:
+        return f"{who} [dim]unknown[/]"
+    lease = ""
+    if expires:  # a timed lease: held until it runs out, unless its owner renews it
+        lease = f" (lease until {when(expires)})" if alive else f" (lease ran out {when(expires)})"
+    return f"{who} [green]alive[/]{lease}" if alive else f"{who} [red]gone[/]{lease}"
+
+
+def _host_pid(owner: str) -> str:
+    # a Runtime claims as host:pid:tag; the tag only tells runtimes of one process apart
+    host, _, rest = owner.partition(":")
+    pid, _, _tag = rest.partition(":")
+    return f"{host}:{pid}" if pid.isdigit() else owner
+
+
+_ENDED: Final = ("completed", "failed", "cancelled")
+"""Statuses of runs that nobody owns any more: their owner is not shown."""
 
 _STATUS_STYLE: Final = {
     "completed": "green",
@@ -136,6 +195,7 @@ _STATUS_STYLE: Final = {
     "failed": "red",
     "cancelled": "dim",
     "blocked": "magenta",
+    "encrypted": "blue",
 }
 
 

@@ -24,6 +24,7 @@ from actorflow.runtime.workflow._config import (
 )
 from actorflow.runtime.workflow._context import RunContext
 from actorflow.runtime.workflow._handle import RunEvent, RunHandle
+from actorflow.runtime.workflow._ids import phase_of
 from actorflow.runtime.workflow._progress import (
     StepInfo,
     current_step,
@@ -57,6 +58,7 @@ __all__ = [
     "load_progress",
     "lookup",
     "parse_duration",
+    "phase_of",
     "register",
     "report",
     "save_progress",

@@ -6,6 +6,7 @@ import msgspec
 
 from actorflow.storage import (
     AgentSnapshot,
+    Codec,
     DecisionRecord,
     FileStore,
     PhaseEndRecord,
@@ -26,9 +27,9 @@ def _state(agent: str, notes: Notes) -> StateRef:
     return StateRef(agent=agent, type="Notes", data=msgspec.msgpack.encode(notes))
 
 
-async def populate(path: str) -> None:
+async def populate(path: str, codec: Codec | None = None) -> None:
     """Two runs as the engine writes them: manifest, log, a blob, three checkpoints."""
-    store = FileStore(path)
+    store = FileStore(path, codec=codec)
     try:
         for run_id, status in (("run-a", RunStatus.COMPLETED), ("run-b", RunStatus.INTERRUPTED)):
             data = msgspec.msgpack.encode("goal")

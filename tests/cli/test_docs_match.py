@@ -14,6 +14,9 @@ DOC = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
 
 # Options the docs give once, in "Options every command takes", not in each heading.
 EVERY = {"--store", "--debug", "--json"}
+# Given once too, in "Encrypted stores": every command under these sections takes it.
+STORE_SECTIONS = ("## Looking inside", "## Housekeeping")
+KEY_FILE = "--key-file"
 # Commands whose output is JSON already: the table says they take no --json.
 ALWAYS_JSON = {"show", "result"}
 
@@ -21,6 +24,8 @@ ALWAYS_JSON = {"show", "result"}
 def documented() -> dict[str, tuple[list[str], set[str]]]:
     """Each ``### `actorflow CMD ...` `` heading: its arguments (``[B]`` optional) and options."""
     found: dict[str, tuple[list[str], set[str]]] = {}
+    store_part = DOC[min(DOC.index(s) for s in STORE_SECTIONS) :]
+    reading = set(re.findall(r"^### `actorflow (\w+)", store_part, flags=re.MULTILINE))
     for name, rest in re.findall(r"^### `actorflow (\w+)(.*)`$", DOC, flags=re.MULTILINE):
         arguments: list[str] = []
         options: set[str] = set()
@@ -35,7 +40,8 @@ def documented() -> dict[str, tuple[list[str], set[str]]]:
                 after_option = False
                 continue
             arguments.append(token if token.startswith("[") else bare)
-        found[name] = (arguments, options | EVERY - ({"--json"} if name in ALWAYS_JSON else set()))
+        options |= EVERY - ({"--json"} if name in ALWAYS_JSON else set())
+        found[name] = (arguments, options | ({KEY_FILE} if name in reading else set()))
     return found
 
 

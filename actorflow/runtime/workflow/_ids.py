@@ -25,6 +25,7 @@ __all__ = [
     "enter_namespace",
     "leave_namespace",
     "message_hash",
+    "phase_of",
     "value_hash",
 ]
 
@@ -61,6 +62,23 @@ class Namespace:
         n = self._occurrences.get(name, 0)
         self._occurrences[name] = n + 1
         return f"{self.path}/{name}.{n}" if self.path else f"{name}.{n}"
+
+
+def phase_of(step_id: str) -> str | None:
+    """The name of the innermost phase a recorded step id belongs to; None at the top level.
+
+    The inverse of :meth:`Namespace.next_phase`: ``draft.0/review.1@2/3`` is
+    step 3 of the third attempt of the second ``review`` inside ``draft``.
+    Tools read a run's current phase from its newest log records this way.
+
+    .. versionadded:: 0.2
+    """
+    path, slash, _counter = step_id.rpartition("/")
+    if not slash:
+        return None
+    innermost = path.rpartition("/")[2].partition("@")[0]
+    name, dot, _n = innermost.rpartition(".")
+    return name if dot else None
 
 
 # the namespace of the phase the running code is in (None: the run's top level)
