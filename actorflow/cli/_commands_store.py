@@ -31,7 +31,7 @@ from actorflow.cli._app import (
     command,
     run_command,
 )
-from actorflow.cli._loading import with_store
+from actorflow.cli._loading import require_keys, with_store
 from actorflow.cli._program import program
 from actorflow.cli._render import (
     err,
@@ -397,7 +397,7 @@ def prune_command(
             policy = RetentionPolicy()  # the default: newest 5 per run
         else:
             policy = RetentionPolicy(keep_last=keep, max_age=age, delete_completed=delete_completed)
-        await _require_keys(s)
+        await require_keys(s)  # else retention skips sealed runs and reports success
         return await s.prune(policy)
 
     report = run_command(lambda: with_store(store, body, key_file=key_file), debug=debug)
@@ -409,22 +409,6 @@ def prune_command(
         f"record(s), {report.blobs_deleted} blob(s), {report.runs_deleted} run(s); "
         f"freed {size(report.bytes_freed)}"
     )
-
-
-async def _require_keys(store: Store) -> None:
-    """Raise the store's own key error if a run is sealed with a key it was not given.
-
-    Retention would skip such runs (with a warning) and report success; a
-    command the user ran to free space says instead that it needs the key.
-
-    Raises:
-        EncryptionKeyError: a run is encrypted with a key missing (or wrong).
-    """
-    if not isinstance(store, UnreadableLister):
-        return
-    for entry in await store.list_unreadable():
-        if entry.key_id and entry.run_id:
-            await store.read_run(entry.run_id)  # raises the precise error: missing or wrong
 
 
 def _statuses(values: list[str] | None) -> list[RunStatus] | None:

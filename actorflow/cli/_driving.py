@@ -14,6 +14,7 @@ import msgspec
 
 from actorflow._demo import RichProgress, use_progress, watch_checkpoints
 from actorflow.cli._inspect import resolve_checkpoint
+from actorflow.cli._loading import require_keys
 from actorflow.errors import CorruptedDataError, RecoveryFailedError, RunFailedError, RunPaused
 from actorflow.storage import RunStatus
 
@@ -174,6 +175,7 @@ async def recover_runs(runtime: Runtime, run_id: str | None, console: Console) -
                 return [await _left(runtime, run_id)]
             before = {run_id}
         else:
+            await require_keys(runtime.store)  # a sealed orphan must not pass unnoticed
             # as recover() chooses: a blocked run only under other code than blocked it
             version = runtime.config.code_version
             before = {

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from actorflow.cli._app import DEFAULT_STORE, BadValueError, run_command
 from actorflow.errors import ConfigurationError, StoreUnavailableError
 from actorflow.runtime import Runtime
-from actorflow.storage import Codec, Store, open_store
+from actorflow.storage import Codec, Store, UnreadableLister, open_store
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
-__all__ = ["load_app", "with_app", "with_store"]
+__all__ = ["load_app", "require_keys", "with_app", "with_store"]
 
 T = TypeVar("T")
 
@@ -62,6 +62,23 @@ async def with_store(
         return await body(store)
     finally:
         await store.aclose()
+
+
+async def require_keys(store: Store) -> None:
+    """Raise the store's own key error if a run is sealed with a key it was not given.
+
+    For commands that must open every run (``prune``, ``recover`` of every
+    orphan): the store's listing skips such runs with a warning, and the
+    command would report success having left them out.
+
+    Raises:
+        EncryptionKeyError: a run is encrypted with a key missing (or wrong).
+    """
+    if not isinstance(store, UnreadableLister):
+        return
+    for entry in await store.list_unreadable():
+        if entry.key_id and entry.run_id:
+            await store.read_run(entry.run_id)  # raises the precise error: missing or wrong
 
 
 def load_app(spec: str | None, store: str | None) -> Runtime:

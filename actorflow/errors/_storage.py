@@ -168,8 +168,8 @@ class EncryptionKeyMissingError(EncryptionKeyError):
             self,
             "decrypt",
             f"this store is encrypted (key {key_id!r}) and was not given that key: give it "
-            "with --key-file FILE (the CLI), ACTORFLOW_KEYS or ACTORFLOW_KEY_FILE, or "
-            "Codec(keys={...}) in code",
+            "with --key-file FILE (the commands that read a store), in ACTORFLOW_KEYS or "
+            "ACTORFLOW_KEY_FILE (any command, any program), or as Codec(keys={...}) in code",
         )
 
 

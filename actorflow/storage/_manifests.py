@@ -179,7 +179,8 @@ def encrypted_manifest(run_id: str, location: str, exc: EncryptionKeyError) -> U
         key_id=exc.key_id,
         problem=f"the run's manifest is encrypted with key {exc.key_id!r}, which this store "
         f"{which}, so the run is not listed or recovered; open the store with that key: "
-        "Codec(keys={...}), ACTORFLOW_KEYS or ACTORFLOW_KEY_FILE (the CLI's --key-file)",
+        "ACTORFLOW_KEYS or ACTORFLOW_KEY_FILE, Codec(keys={...}) in code, or --key-file "
+        "FILE for the commands that read a store",
     )
 
 

@@ -10,10 +10,10 @@ log position, coalesces with it, so no checkpoint names ``evaluate``. It logs
 ``SCORED`` steps there (durability ``sync``: each is in the log when it
 returns; no trigger takes a checkpoint) and holds.
 
-The child then prints ``HELD <pid>`` and waits for a line on stdin, which lets
-the run finish (``DONE``). The parent kills it (SIGKILL) or interrupts it
-(SIGINT, which cancels the work as docs/recovery.md shows: the run is stored
-``interrupted``) while it holds.
+The child then prints ``HELD <pid>``, and the run holds until the parent
+kills it (SIGKILL) or interrupts it (SIGINT, which cancels the work as
+docs/recovery.md shows: the run is stored ``interrupted``). A test running the
+workflow in-process lets it finish with ``GATES.release``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import signal
 import sys
 
 import anyio
-import anyio.to_thread
+import anyio.abc
 import msgspec
 
 from actorflow import (
@@ -134,16 +134,16 @@ async def watch_checkpoints(runtime: Runtime, run_id: str) -> None:
             GATES.checkpoint_saved(event["trigger"])
 
 
-async def hold_then_release() -> None:
+async def announce_held() -> None:
     await GATES.held.wait()
     emit(f"HELD {os.getpid()}")
-    # abandon_on_cancel: SIGINT must not wait for a line that never comes
-    await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
-    GATES.release.set()
 
 
-async def stop_on_signal(scope: anyio.CancelScope) -> None:
+async def stop_on_signal(
+    scope: anyio.CancelScope, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        task_status.started()  # SIGINT is ours from here on, before the run can hold
         async for _ in signals:
             scope.cancel()
             return
@@ -154,15 +154,14 @@ async def main(store_dir: str, run_id: str) -> None:
     try:
         with anyio.fail_after(CHILD_TIMEOUT):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(stop_on_signal, tg.cancel_scope)
+                await tg.start(stop_on_signal, tg.cancel_scope)
                 async with Runtime(store=store, config=CONFIG, shutdown_timeout=5.0) as runtime:
                     handle = await runtime.start(Review, None, run_id=run_id)
                     async with anyio.create_task_group() as inner:
                         inner.start_soon(watch_checkpoints, runtime, run_id)
-                        inner.start_soon(hold_then_release)
+                        inner.start_soon(announce_held)
                         await handle.result()
                         inner.cancel_scope.cancel()
-                    emit("DONE")
                 tg.cancel_scope.cancel()
     finally:
         await store.aclose()

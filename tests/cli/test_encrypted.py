@@ -87,6 +87,7 @@ class TestWithoutTheKey:
             ["log", "run-a"],
             ["result", "run-a"],
             ["prune"],
+            ["recover"],  # the keys as the library reads them: none here
         ],
     )
     def test_commands_that_need_plaintext_exit_9_saying_how_to_give_the_key(

@@ -68,7 +68,7 @@ class Held:
             [sys.executable, "-m", "tests.cli.progress_child", str(store), "held", backend],
             cwd=ROOT,
             env=child_env(),
-            stdin=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
         )
         self.owner = f"{socket.gethostname()}:{self.proc.pid}"
@@ -93,9 +93,8 @@ class Held:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(timeout=CHILD_DEADLINE)
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            if pipe is not None:
-                pipe.close()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
 
 @pytest.fixture(params=["asyncio", "trio"])
