@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, cast
 
 from actorflow.cli._inspect import validate_store
+from actorflow.cli._render import owner_text, when
 from actorflow.cli._runs import list_runs, run_progress
 from actorflow.storage import (
     ClaimInfo,
@@ -70,3 +71,19 @@ async def test_validate_says_which_sealed_runs_a_store_cannot_check() -> None:
     report = await validate_store(store, [], sealed_runs=["r1"])
     assert report.needs_key == ["r1"]
     assert report.ok  # nothing found wrong: the command exits 9, asking for the key
+
+
+def test_the_owner_cell_says_who_and_whether_alive_with_a_lease_s_deadline() -> None:
+    def row(status: str = "running", **claim: object) -> dict[str, object]:
+        return {"status": status, "owner": None, "alive": None, "lease_expires": None, **claim}
+
+    assert owner_text(row(owner="vm:12:ab", alive=True)) == "vm:12 [green]alive[/]"
+    assert owner_text(row(owner="vm:12:ab", alive=False)) == "vm:12 [red]gone[/]"
+    until = when(2e9)
+    leased = owner_text(row(owner="vm:12:ab", alive=True, lease_expires=2e9))
+    assert leased == f"vm:12 [green]alive[/] (lease until {until})"
+    lapsed = owner_text(row(owner="vm:12:ab", alive=False, lease_expires=2e9))
+    assert lapsed == f"vm:12 [red]gone[/] (lease ran out {until})"
+    assert owner_text(row(owner="[red]x", alive=None)) == "\\[red]x [dim]unknown[/]"
+    assert owner_text(row(alive=False)) == "[dim]none[/]"
+    assert owner_text(row("completed", owner="vm:12:ab", alive=False)) == "-"
