@@ -66,6 +66,26 @@ class TestPackaging:
             S3Store("bucket")
 
 
+class TestExit:
+    @pytest.mark.parametrize("backend", ["asyncio", "trio"])
+    def test_a_store_never_closed_does_not_keep_the_process_alive(
+        self, server: S3Server, backend: str
+    ) -> None:
+        args = [server.url, server.bucket, server.access_key, server.secret_key]
+        prefix = f"t-{uuid.uuid4().hex[:12]}"
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "tests.storage.s3.exit_child", backend, *args, prefix],
+                capture_output=True,
+                timeout=60,  # a bound, not a timing assertion: it exits in about a second
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            pytest.fail(f"the process did not exit after using the store: {exc.stdout!r}")
+        assert done.stdout == b"used\n", done.stderr.decode()
+        assert done.returncode == 0, done.stderr.decode()
+
+
 class TestFirstContact:
     async def test_missing_bucket_tells_the_user_to_create_it(self, seaweed: S3Server) -> None:
         store = S3Store(
