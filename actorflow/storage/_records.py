@@ -118,6 +118,12 @@ class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", ta
     """One run: what it runs, on what input, and where it stands.
 
     ``input`` and ``result`` are MessagePack bytes of the user's values.
+    ``epoch`` is the lease epoch of the owner that last replaced it, on a
+    store whose leases time out (S3): such a store refuses the update of an
+    owner whose epoch is older. Other stores leave it 0.
+
+    .. versionchanged:: 0.2
+       ``epoch`` added.
     """
 
     run_id: str
@@ -139,6 +145,7 @@ class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", ta
     snapshots: tuple[SnapshotInfo, ...] = ()
     tombstone: bool = False
     recovery_errors: tuple[ErrorInfo, ...] = ()
+    epoch: int = 0
 
 
 class StateRef(msgspec.Struct, frozen=True, kw_only=True):

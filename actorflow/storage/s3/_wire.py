@@ -74,7 +74,15 @@ class NotFound(Exception):
 
 
 class PreconditionFailed(Exception):
-    """A conditional write (If-None-Match / If-Match) was refused: 412."""
+    """A conditional write (If-None-Match / If-Match) was refused: 412.
+
+    ``found`` describes the object that stood in the way, when the writer
+    looked (``S3Objects.put`` does): the fencing checks read its metadata.
+    """
+
+    def __init__(self, message: str, found: ObjectInfo | None = None) -> None:
+        super().__init__(message)
+        self.found = found
 
 
 @dataclass(frozen=True, slots=True)
