@@ -404,8 +404,9 @@ class S3Store(StoreContext):
 
     async def _take_over(self, lease: Lease) -> None:
         run_id = lease.run_id
-        await self._log.take_over(run_id, lease.owner, lease.epoch)
-        await self._manifests.update(run_id, lambda m: m, epoch=lease.epoch)
+        manifest = await self._manifests.update(run_id, lambda m: m, epoch=lease.epoch)
+        if not manifest.tombstone:  # a deleted run's log stays deleted: nothing to fence there
+            await self._log.take_over(run_id, lease.owner, lease.epoch)
 
     async def renew(self, lease: Lease) -> Lease:
         """See :meth:`Store.renew`."""

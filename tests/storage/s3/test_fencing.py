@@ -207,6 +207,22 @@ class TestTakeOver:
         assert [takeover_epoch(r) for r in await newer.read_log(RUN)] == [None, 2, 4]
         await close(old, new, late, newer)
 
+    async def test_taking_a_deleted_runs_tombstone_writes_no_log(self, server: S3Server) -> None:
+        first = open_s3_store(server)
+        second = sibling(first, server)
+        await first.create_run(manifest())
+        lease = await first.claim(RUN, "first")
+        await first.append(RUN, [step(0)])
+        await first.update_run(
+            RUN, lambda m: msgspec.structs.replace(m, status=RunStatus.COMPLETED)
+        )
+        await first.release(lease)
+        await first.delete_run(RUN)  # a tombstone: manifest and lease stay
+        await second.release(await second.claim(RUN, "second"))  # a recoverer that came late
+        assert segment_epochs(second, server) == []
+        assert (await second.read_run(RUN)).epoch == 2
+        await close(first, second)
+
 
 class TestReaders:
     async def test_an_older_stale_owners_segment_after_a_take_over_is_dropped(
