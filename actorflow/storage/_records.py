@@ -128,6 +128,12 @@ class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", ta
     ``recovery_errors`` are the causes of the newest failed recovery attempts;
     ``blocked_code_version`` is the ``code_version`` of the runtime that
     found a ``blocked`` run's code diverging from its log (``error`` says how).
+    ``epoch`` is the lease epoch of the owner that last replaced it, on a
+    store whose leases time out (S3): such a store refuses the update of an
+    owner whose epoch is older. Other stores leave it 0.
+
+    .. versionchanged:: 0.2
+       ``epoch`` added.
     """
 
     run_id: str
@@ -150,6 +156,7 @@ class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", ta
     tombstone: bool = False
     recovery_errors: tuple[ErrorInfo, ...] = ()
     blocked_code_version: str | None = None
+    epoch: int = 0
 
 
 class StateRef(msgspec.Struct, frozen=True, kw_only=True):

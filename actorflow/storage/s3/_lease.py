@@ -7,6 +7,13 @@ with every new owner. Release sets the expiry to zero but keeps the epoch, so
 epochs never repeat. The owner renews every ``ttl / 3``; a holder whose lease
 ran out renews before it writes again, and if someone else took the run it
 gets :class:`LeaseLostError` instead.
+
+The expiry is read on each process's own clock, so it decides only when
+another process may try to take the run (liveness). What keeps a stale owner
+from writing is its epoch, checked against the log and the manifest
+(``_fencing.py``). A lease found lost is remembered until it is released, so
+every later write of this store to the run fails at once, and its epoch still
+fences it (it never falls back to writing as a store without a lease).
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ class LeaseTable:
         self._codec = codec
         self.ttl = ttl
         self._held: dict[str, Lease] = {}
+        self._lost: dict[str, Lease] = {}
 
     def _key(self, run_id: str) -> str:
         return self._objects.key(run_id, "lease")
@@ -88,6 +96,7 @@ class LeaseTable:
         except PreconditionFailed:
             raced = await self.read(run_id)
             raise RunLockedError(run_id, raced[0].owner if raced else None) from None
+        self._lost.pop(run_id, None)
         self._held[run_id] = lease
         return lease
 
@@ -100,22 +109,24 @@ class LeaseTable:
         run_id = lease.run_id
         current = await self.read(run_id)
         if current is None or not _same(current[0], lease) or current[0].expires == 0.0:
-            self._held.pop(run_id, None)
+            self.lose(run_id)
             raise LeaseLostError(run_id, lease.epoch)
         fresh = msgspec.structs.replace(current[0], expires=time.time() + self.ttl)
         try:
             await self._write(fresh, "renew lease", current[1])
         except PreconditionFailed:
-            self._held.pop(run_id, None)
+            self.lose(run_id)
             raise LeaseLostError(run_id, lease.epoch) from None
-        self._held[run_id] = fresh
+        if run_id in self._held:  # not released (nor lost) while this renewal was on its way
+            self._held[run_id] = fresh
         return fresh
 
     async def release(self, lease: Lease) -> None:
         """End ``lease`` if it is still the stored one. Idempotent."""
         run_id = lease.run_id
-        if (held := self._held.get(run_id)) is not None and _same(held, lease):
-            del self._held[run_id]
+        for kept in (self._held, self._lost):
+            if (held := kept.get(run_id)) is not None and _same(held, lease):
+                del kept[run_id]
         current = await self.read(run_id)
         if current is None or not _same(current[0], lease):
             return
@@ -131,35 +142,35 @@ class LeaseTable:
         current = await self.read(run_id)
         return current is not None and _live(current[0], time.time())
 
-    def epoch(self, run_id: str) -> int:
-        """The epoch of the lease this store holds on the run (0: none)."""
-        held = self._held.get(run_id)
-        return held.epoch if held is not None else 0
+    def epoch(self, run_id: str) -> int | None:
+        """The epoch this store writes the run under: its lease's, held or lost; ``None``: none."""
+        lease = self._held.get(run_id)
+        if lease is None:
+            lease = self._lost.get(run_id)
+        return lease.epoch if lease is not None else None
+
+    def lose(self, run_id: str) -> None:
+        """The run was taken over: refuse this store's writes to it until the lease is released."""
+        held = self._held.pop(run_id, None)
+        if held is not None:
+            self._lost[run_id] = held
 
     def forget(self, run_id: str) -> None:
         """Stop tracking the run's lease (the run was deleted)."""
         self._held.pop(run_id, None)
+        self._lost.pop(run_id, None)
 
     async def check(self, run_id: str) -> None:
-        """Before a write: a held lease that ran out must be renewed first.
+        """Before a write: refuse it if the lease was lost; renew one that ran out.
+
+        Renewing by the local clock only keeps the owner's lease alive; the
+        write itself is fenced by its epoch whatever the clocks say.
 
         Raises:
-            LeaseLostError: it ran out and another owner took the run.
+            LeaseLostError: the lease was lost, or it ran out and another owner took the run.
         """
+        if (lost := self._lost.get(run_id)) is not None:
+            raise LeaseLostError(run_id, lost.epoch)
         held = self._held.get(run_id)
         if held is not None and held.expires is not None and held.expires <= time.time():
             await self.renew(held)
-
-    async def check_taken(self, run_id: str) -> None:
-        """After losing a log position: fenced if a newer owner holds the run.
-
-        Raises:
-            LeaseLostError: this store held the lease and it now names another owner.
-        """
-        held = self._held.get(run_id)
-        if held is None:
-            return
-        current = await self.read(run_id)
-        if current is None or not _same(current[0], held):
-            self._held.pop(run_id, None)
-            raise LeaseLostError(run_id, held.epoch)

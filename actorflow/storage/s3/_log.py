@@ -6,23 +6,33 @@ metadata gives the count. A segment is created with ``If-None-Match: *``, so
 two writers of one position cannot both win and nothing is ever overwritten.
 ``log-start`` holds the first position kept after pruning. S3 writes are
 atomic: a segment is whole or absent, so there is no torn tail to cut.
+Segments carry epochs, a new owner's first segment is a take-over record, and
+a stale owner is fenced by them (``_fencing.py``).
 """
 
 from __future__ import annotations
 
 import struct
+import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from actorflow._log import get_logger
-from actorflow.errors import CorruptedDataError, LogCorruptedError, StorageError
+from actorflow.errors import CorruptedDataError, LeaseLostError, LogCorruptedError, StorageError
 from actorflow.storage._codec import encode_record
 from actorflow.storage._envelope import Kind
+from actorflow.storage.s3._fencing import (
+    COUNT,
+    Stamp,
+    stale_write,
+    takeover_epoch,
+    takeover_record,
+)
 from actorflow.storage.s3._wire import PreconditionFailed, drop_idle_lock
 
 if TYPE_CHECKING:
@@ -31,13 +41,12 @@ if TYPE_CHECKING:
     from actorflow.storage._records import LogRecord
     from actorflow.storage._sealing import Codec
     from actorflow.storage.s3._objects import S3Objects
+    from actorflow.storage.s3._wire import ObjectInfo
 
 __all__ = ["SegmentLog", "split_frames"]
 
 _log = get_logger(__name__)
 _FRAME = struct.Struct(">I")
-_COUNT = "af-count"
-_EPOCH = "af-epoch"
 _ATTEMPTS = 1000
 
 
@@ -77,12 +86,15 @@ class SegmentLog:
         self._objects = objects
         self._codec = codec
         self._next: dict[str, int] = {}
+        # the newest fence a writer without a lease has seen, which its segments carry
+        self._seen: dict[str, int] = {}
         self._locks: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
         self._pending: defaultdict[str, list[_Batch]] = defaultdict(list)
 
     def forget(self, run_id: str) -> None:
         """Drop what is cached about the run's log (deleted, or let go of)."""
         self._next.pop(run_id, None)
+        self._seen.pop(run_id, None)
         drop_idle_lock(self._locks, run_id)
         if not self._pending.get(run_id, True):
             del self._pending[run_id]
@@ -103,14 +115,24 @@ class SegmentLog:
         data = await self._objects.get_or_none("read log", self._objects.key(run_id, "log-start"))
         return int(data) if data else 0
 
-    async def _end(self, run_id: str, segments: list[tuple[int, str]]) -> int:
-        """The log's length: the newest segment's end, or where pruning left it."""
+    async def _end(
+        self,
+        run_id: str,
+        segments: list[tuple[int, str]],
+        meet: Callable[[ObjectInfo], None] | None = None,
+    ) -> int:
+        """The log's length: the newest segment's end, or where pruning left it.
+
+        ``meet`` sees the newest segment's description first (and may raise).
+        """
         floor = await self._log_start(run_id)
         while segments:
             start, key = segments[-1]
             info = await self._objects.head("read log", key)
             if info is not None:
-                return max(floor, start + int(info.metadata.get(_COUNT, "0")))
+                if meet is not None:
+                    meet(info)
+                return max(floor, start + int(info.metadata.get(COUNT, "0")))
             segments = await self._segments(run_id)  # pruned meanwhile: look again
         return floor
 
@@ -118,23 +140,18 @@ class SegmentLog:
         """Position just after the last record."""
         return await self._end(run_id, await self._segments(run_id))
 
-    async def append(
-        self,
-        run_id: str,
-        records: Sequence[LogRecord],
-        *,
-        epoch: int,
-        on_taken: Callable[[], Awaitable[None]],
-    ) -> int:
+    async def append(self, run_id: str, records: Sequence[LogRecord], *, epoch: int | None) -> int:
         """Write ``records`` at the log's end; return the new length.
 
-        Appends waiting for the run's lock are written together, as one
-        segment object (group commit: one PUT serves every waiter). A record
-        that cannot be encoded fails only its own append, before it joins a
-        group. ``on_taken`` runs when another writer took the position (it
-        raises ``LeaseLostError`` if that writer fenced us). A cancelled append
-        drops the cached length, so the next one looks again and finds a late
-        landing.
+        ``epoch`` is the writer's lease epoch (``None``: it holds no lease and
+        is never fenced). Appends waiting for the run's lock are written
+        together, as one segment object (group commit: one PUT serves every
+        waiter). A record that cannot be encoded fails only its own append,
+        before it joins a group. A cancelled append drops the cached length,
+        so the next one looks again and finds a late landing.
+
+        Raises:
+            LeaseLostError: a newer owner's segment holds the position, or ends the log.
         """
         batch = _Batch([encode_record(r) for r in records])
         pending = self._pending[run_id]
@@ -143,7 +160,7 @@ class SegmentLog:
             async with self._locks[run_id]:
                 if batch.end is None:
                     group, pending[:] = list(pending), []
-                    await self._write_group(run_id, group, epoch, on_taken)
+                    await self._write_group(run_id, group, epoch)
         finally:
             if batch in pending:  # cancelled before any group took it: it never leaves
                 pending.remove(batch)
@@ -152,19 +169,29 @@ class SegmentLog:
         assert batch.end is not None
         return batch.end
 
-    async def _write_group(
-        self,
-        run_id: str,
-        group: list[_Batch],
-        epoch: int,
-        on_taken: Callable[[], Awaitable[None]],
-    ) -> None:
+    async def take_over(self, run_id: str, owner: str, epoch: int) -> int:
+        """Write the take-over record of ``owner``'s new ``epoch`` at the log's end.
+
+        Called right after a claim: from its position on, a lower epoch's
+        segment is fenced. Returns the record's position.
+
+        Raises:
+            LeaseLostError: an even newer owner has written to the log already.
+        """
+        raw = [encode_record(takeover_record(owner, epoch, time.time()))]
+        async with self._locks[run_id]:
+            self._next.pop(run_id, None)  # whatever this store cached predates the claim
+            end = await self._write(run_id, raw, epoch)
+        _log.info("s3_run_taken_over", run_id=run_id, owner=owner, epoch=epoch, position=end - 1)
+        return end - 1
+
+    async def _write_group(self, run_id: str, group: list[_Batch], epoch: int | None) -> None:
         raw = [r for b in group for r in b.records]
         try:
             # Other appenders' records ride on this write: see it through even if
             # this task is cancelled, so each of them learns the outcome.
             with anyio.CancelScope(shield=len(group) > 1):
-                end = await self._write(run_id, raw, epoch, on_taken)
+                end = await self._write(run_id, raw, epoch)
         except Exception as exc:
             for b in group:
                 b.error = exc
@@ -174,27 +201,56 @@ class SegmentLog:
             position += len(b.records)
             b.end = position
 
-    async def _write(
-        self, run_id: str, raw: list[bytes], epoch: int, on_taken: Callable[[], Awaitable[None]]
-    ) -> int:
+    async def _write(self, run_id: str, raw: list[bytes], epoch: int | None) -> int:
         start = self._next.pop(run_id, None)
         if start is None:
-            start = await self.length(run_id)
+            start = await self._writable_end(run_id, epoch)
         token = uuid.uuid4().hex
-        meta = {_COUNT: str(len(raw)), _EPOCH: str(epoch)}
         for _ in range(_ATTEMPTS):
             key = self._segment(run_id, start)
             body = self._frame(run_id, start, raw)
+            meta = self._stamp(run_id, epoch).metadata(len(raw))
             try:
                 await self._objects.put("append", key, body, token=token, metadata=meta)
-            except PreconditionFailed:
+            except PreconditionFailed as exc:
                 _log.info("s3_log_position_taken", run_id=run_id, position=start)
-                await on_taken()
-                start = await self.length(run_id)
+                self._meet(run_id, epoch, exc.found)
+                start = await self._writable_end(run_id, epoch)
                 continue
             self._next[run_id] = start + len(raw)
             return start + len(raw)
         raise StorageError("append", f"run {run_id!r}: the log kept moving; try again")
+
+    def _stamp(self, run_id: str, epoch: int | None) -> Stamp:
+        if epoch is None:  # not an owner: take the newest fence seen, so readers keep it
+            return Stamp.under(self._seen.get(run_id, 0))
+        return Stamp.under(epoch)
+
+    def _meet(self, run_id: str, epoch: int | None, found: ObjectInfo | None) -> None:
+        """Take in a segment met where this writer meant to write, or at the log's end.
+
+        Raises:
+            LeaseLostError: it was written under a newer epoch than the writer's lease.
+        """
+        if found is None:
+            return  # gone again (pruned): the log's end is read next anyway
+        stamp = Stamp.of(found.metadata)
+        if epoch is None:
+            self._seen[run_id] = max(self._seen.get(run_id, 0), stamp.fence)
+        elif stamp.fences(epoch):
+            _log.warning(
+                "s3_owner_fenced", run_id=run_id, epoch=epoch, newer=max(stamp.epoch, stamp.fence)
+            )
+            raise LeaseLostError(run_id, epoch)
+
+    async def _writable_end(self, run_id: str, epoch: int | None) -> int:
+        """The log's end, for a writer under ``epoch``: fenced if a newer owner wrote last.
+
+        Raises:
+            LeaseLostError: the last segment was written under a newer epoch.
+        """
+        segments = await self._segments(run_id)
+        return await self._end(run_id, segments, partial(self._meet, run_id, epoch))
 
     def _frame(self, run_id: str, start: int, raw: Sequence[bytes]) -> bytes:
         parts: list[bytes] = []
@@ -221,6 +277,10 @@ class SegmentLog:
     async def read(self, run_id: str, start: int = 0) -> list[LogRecord]:
         """Records from absolute position ``start`` to the end.
 
+        A record of a segment written under a lower epoch than a take-over
+        before it (a stale owner's) comes back as a ``stale_write`` event, so
+        every other record keeps its position.
+
         Raises:
             StorageError: records below ``start`` were pruned.
             LogCorruptedError: a segment is damaged (named, with the position).
@@ -233,26 +293,64 @@ class SegmentLog:
                 f"a checkpoint's position ({start} asked)",
             )
         segments = await self._segments(run_id)
-        wanted = [
-            seg
-            for i, seg in enumerate(segments)
-            if i + 1 == len(segments) or segments[i + 1][0] > start
+        # the first segment wanted is the one before the first that starts after `start`
+        later = [i for i in range(1, len(segments)) if segments[i][0] > start]
+        first = later[0] - 1 if later else max(len(segments) - 1, 0)
+        wanted = segments[first:]
+        calls: list[Callable[[], Awaitable[Any]]] = [
+            partial(self._objects.fetch, "read log", k) for _, k in wanted
         ]
-        bodies = await self._objects.gather(
-            [partial(self._objects.get_or_none, "read log", k) for _, k in wanted]
-        )
+        if first:  # the segment before says which take-over is in force where we start
+            calls.append(partial(self._objects.head, "read log", segments[first - 1][1]))
+        fetched = await self._objects.gather(calls)
+        before: ObjectInfo | None = fetched.pop() if first else None
+        fence = Stamp.of(before.metadata).fence if before is not None else 0
         records: list[LogRecord] = []
-        position = start
-        for (seg_start, key), body in zip(wanted, bodies, strict=True):
-            if body is None:
-                continue  # pruned while we read
-            location = self._objects.location(key)
-            for i, sealed in enumerate(self._frames(body, location)):
-                # A segment rewritten by pruning overlaps its original: skip what we have.
-                if seg_start + i == position:
-                    records.append(self._load(run_id, position, sealed, location))
-                    position += 1
+        for (seg_start, key), got in zip(wanted, fetched, strict=True):
+            if got is not None:  # else pruned while we read
+                fence = self._add_segment(run_id, seg_start, key, got, fence, records, start)
         return records
+
+    def _add_segment(
+        self,
+        run_id: str,
+        seg_start: int,
+        key: str,
+        got: tuple[bytes, ObjectInfo],
+        fence: int,
+        records: list[LogRecord],
+        start: int,
+    ) -> int:
+        """Add one segment's records from ``start + len(records)`` on; return the fence after it.
+
+        ``fence`` is the newest take-over epoch before the segment: a segment
+        written under a lower epoch is a stale owner's, read as ``stale_write``.
+        """
+        body, info = got
+        stamp = Stamp.of(info.metadata)
+        stale = stamp.epoch < fence
+        location = self._objects.location(key)
+        for i, sealed in enumerate(self._frames(body, location)):
+            position = seg_start + i
+            # A segment rewritten by pruning overlaps its original: skip what we have.
+            if position != start + len(records):
+                continue
+            if stale:
+                records.append(stale_write(stamp.epoch, fence))
+                continue
+            record = self._load(run_id, position, sealed, location)
+            fence = max(fence, takeover_epoch(record) or 0)
+            records.append(record)
+        if stale:
+            _log.warning(
+                "s3_stale_segment_dropped",
+                run_id=run_id,
+                location=location,
+                epoch=stamp.epoch,
+                fence=fence,
+            )
+            return fence
+        return max(fence, stamp.fence)
 
     async def truncate_before(self, run_id: str, position: int) -> int:
         """Drop records below ``position``; return how many went.
@@ -284,12 +382,13 @@ class SegmentLog:
         return position - floor
 
     async def _copy_tail(self, run_id: str, key: str, start: int, position: int) -> None:
-        data = await self._objects.get_or_none("truncate log", key)
-        if data is None:
+        got = await self._objects.fetch("truncate log", key)
+        if got is None:
             return
+        data, info = got
         frames = self._frames(data, self._objects.location(key))[position - start :]
         body = b"".join(_FRAME.pack(len(f)) + f for f in frames)
-        meta = {_COUNT: str(len(frames)), _EPOCH: "0"}
+        meta = Stamp.of(info.metadata).metadata(len(frames))  # the copy keeps its epochs
         try:
             await self._objects.put(
                 "truncate log",

@@ -2,6 +2,10 @@
 
 The store remembers which runs exist and the last manifest (and ETag) it saw
 of each: a right guess saves a GET before an update, a wrong one costs a 412.
+A manifest records the epoch of the last owner that replaced it
+(``RunManifest.epoch``): an owner never replaces one a newer owner wrote
+(``_fencing.py``). It is in the sealed bytes, so a new epoch always moves the
+ETag, and the compare-and-swap of a stale owner fails.
 """
 
 from __future__ import annotations
@@ -12,11 +16,13 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
+import msgspec
 
 from actorflow.errors import (
     CorruptedDataError,
     EncryptionKeyError,
     InvalidRunIdError,
+    LeaseLostError,
     RunNotFoundError,
     StorageError,
 )
@@ -62,6 +68,8 @@ class ManifestObjects:
     async def create(self, manifest: RunManifest) -> tuple[RunManifest, bool]:
         """Store a new run's manifest unless one exists: ``(stored, created)``."""
         key = self._objects.key(manifest.run_id, "manifest")
+        if manifest.epoch:  # a new run has had no owner yet
+            manifest = msgspec.structs.replace(manifest, epoch=0)
         sealed = self._codec.dump_manifest(manifest)
         try:
             etag = await self._objects.put("create run", key, sealed, token=uuid.uuid4().hex)
@@ -91,18 +99,34 @@ class ManifestObjects:
         return manifest, info.etag
 
     async def update(
-        self, run_id: str, change: Callable[[RunManifest], RunManifest]
+        self,
+        run_id: str,
+        change: Callable[[RunManifest], RunManifest],
+        *,
+        epoch: int | None = None,
     ) -> RunManifest:
-        """Replace the manifest by ETag compare-and-swap; ``change`` re-runs on conflict."""
+        """Replace the manifest by ETag compare-and-swap; ``change`` re-runs on conflict.
+
+        ``epoch`` is the writer's lease epoch (``None``: it holds none, and
+        the manifest keeps the epoch it has).
+
+        Raises:
+            LeaseLostError: the manifest was written under a newer epoch than ``epoch``.
+        """
         key = self._objects.key(run_id, "manifest")
         async with self._locks[run_id]:
             for _ in range(_CAS_ATTEMPTS):
                 # The last version this store saw is a good guess; a wrong one costs a 412.
                 cached = self._cache.pop(run_id, None)
                 current, etag = cached or await self.read(run_id)
+                if epoch is not None and current.epoch > epoch:
+                    raise LeaseLostError(run_id, epoch)
                 new = change(current)
                 if new.run_id != run_id:
                     raise StorageError("update run", f"change() may not rename run {run_id!r}")
+                written = current.epoch if epoch is None else epoch
+                if new.epoch != written:
+                    new = msgspec.structs.replace(new, epoch=written)
                 sealed = self._codec.dump_manifest(new)
                 try:
                     etag = await self._objects.put(

@@ -65,11 +65,15 @@ class S3Objects:
 
     async def get_or_none_with_etag(self, operation: str, key: str) -> tuple[bytes, str] | None:
         """The object's bytes and ETag, or ``None`` if it is absent."""
+        got = await self.fetch(operation, key)
+        return None if got is None else (got[0], got[1].etag)
+
+    async def fetch(self, operation: str, key: str) -> tuple[bytes, ObjectInfo] | None:
+        """The object's bytes and description (with its metadata), or ``None`` if absent."""
         try:
-            data, info = await self.get(operation, key)
+            return await self.get(operation, key)
         except NotFound:
             return None
-        return data, info.etag
 
     async def head(self, operation: str, key: str) -> ObjectInfo | None:
         """The object's description, or ``None`` if it is absent."""
@@ -97,8 +101,8 @@ class S3Objects:
             The new ETag.
 
         Raises:
-            PreconditionFailed: another writer's object is there, or the ETag moved
-                (or, with ``if_match``, the object is gone).
+            PreconditionFailed: another writer's object is there (described by its
+                ``found``), or the ETag moved (or, with ``if_match``, the object is gone).
         """
         cond = {"IfMatch": if_match} if if_match is not None else {"IfNoneMatch": "*"}
         meta = {TOKEN: token, **(metadata or {})}
@@ -106,10 +110,11 @@ class S3Objects:
             r = await self.wire.call(
                 operation, "put_object", Key=key, Body=body, Metadata=meta, **cond
             )
-        except PreconditionFailed:
+        except PreconditionFailed as exc:
             info = await self.head(operation, key)
             if info is not None and info.metadata.get(TOKEN) == token:
                 return info.etag
+            exc.found = info
             raise
         except NotFound:
             # If-Match on a missing key: some servers answer 404 rather than 412.

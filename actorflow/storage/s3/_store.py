@@ -4,7 +4,8 @@ Layout under ``{prefix}runs/{run_id}/``::
 
     manifest                 sealed RunManifest; replaced with If-Match (ETag compare-and-swap)
     lease                    sealed Lease: owner, fencing epoch, expiry     (_lease.py)
-    log/{start:020d}         one immutable segment per append               (_log.py)
+    log/{start:020d}         one immutable segment per append; a new owner's first
+                             is its take-over record                        (_log.py, _fencing.py)
     log-start                first log position kept after pruning
     blobs/{address}          sealed blob, written once
     snapshots/{entry}        sealed Snapshot, written once; the key is its listing entry
@@ -28,9 +29,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import anyio.to_thread
 
-from actorflow.errors import EncryptionKeyError
+from actorflow.errors import EncryptionKeyError, LeaseLostError, RunLockedError
 from actorflow.storage._capabilities import ClaimInfo, SealCheck
 from actorflow.storage._manifests import (
     add_snapshot,
@@ -170,9 +172,16 @@ class S3Store(StoreContext):
         """Replace the manifest by ETag compare-and-swap; ``change`` re-runs on conflict.
 
         A PUT is durable once acknowledged, so ``durable`` changes nothing here.
+
+        Raises:
+            LeaseLostError: this store held the run's lease and another owner took it.
         """
         await self._leases.check(run_id)
-        return await self._manifests.update(run_id, change)
+        try:
+            return await self._manifests.update(run_id, change, epoch=self._leases.epoch(run_id))
+        except LeaseLostError:
+            self._leases.lose(run_id)
+            raise
 
     async def list_runs(
         self,
@@ -221,6 +230,11 @@ class S3Store(StoreContext):
         of trusting a cached length, so a late landing is found, never
         overwritten.
 
+        A store that holds the run's lease writes under its epoch: if a newer
+        owner has taken the run (its take-over record, or a later segment, is
+        where this append meant to write, or ends the log) the append is
+        refused, whatever the clocks say.
+
         Raises:
             LeaseLostError: this store held the run's lease and another owner took it.
         """
@@ -228,12 +242,11 @@ class S3Store(StoreContext):
         if not records:
             return await self._log.length(run_id)
         await self._leases.check(run_id)
-        return await self._log.append(
-            run_id,
-            records,
-            epoch=self._leases.epoch(run_id),
-            on_taken=lambda: self._leases.check_taken(run_id),
-        )
+        try:
+            return await self._log.append(run_id, records, epoch=self._leases.epoch(run_id))
+        except LeaseLostError:
+            self._leases.lose(run_id)
+            raise
 
     async def read_log(self, run_id: str, start: int = 0) -> list[LogRecord]:
         """See :meth:`Store.read_log`; S3 writes are atomic, so no tail is ever torn."""
@@ -369,13 +382,36 @@ class S3Store(StoreContext):
     # --- ownership ----------------------------------------------------------------
 
     async def claim(self, run_id: str, owner: str) -> Lease:
-        """See :meth:`Store.claim`; of racing claimers exactly one wins."""
+        """See :meth:`Store.claim`; of racing claimers exactly one wins.
+
+        A claim that takes the run from an earlier owner (epoch above 1) then
+        writes a take-over record at the log's end and stamps its epoch on
+        the manifest: from there on, the earlier owner's writes are refused.
+
+        Raises:
+            RunLockedError: a live owner holds the run, another claimer won, or
+                an even newer owner took the run while this claim took it over.
+        """
         await self._manifests.require(run_id)
         lease = await self._leases.claim(run_id, owner)
         if lease.epoch > 1:
             # An earlier owner may have written snapshots this store has not listed.
             self._snapshots.forget(run_id)
+            try:
+                await self._take_over(lease)
+            except BaseException as exc:
+                with anyio.CancelScope(shield=True):
+                    await self.release(lease)
+                if isinstance(exc, LeaseLostError):
+                    raise RunLockedError(run_id) from exc
+                raise
         return lease
+
+    async def _take_over(self, lease: Lease) -> None:
+        run_id = lease.run_id
+        manifest = await self._manifests.update(run_id, lambda m: m, epoch=lease.epoch)
+        if not manifest.tombstone:  # a deleted run's log stays deleted: nothing to fence there
+            await self._log.take_over(run_id, lease.owner, lease.epoch)
 
     async def renew(self, lease: Lease) -> Lease:
         """See :meth:`Store.renew`."""

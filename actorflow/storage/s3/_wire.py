@@ -2,9 +2,10 @@
 
 aioboto3's HTTP layer (aiohttp) needs a running asyncio loop. Under asyncio the
 store calls it directly; under trio every call runs on an asyncio loop in a
-helper thread behind an anyio blocking portal (``call_async``), and a trio-side
-cancellation cancels the asyncio-side task and waits for it to end, so no call
-is still in flight after the caller has moved on. Whether a cancelled PUT
+daemon helper thread (``_loop.py``) behind an anyio blocking portal
+(``call_async``), and a trio-side cancellation cancels the asyncio-side task
+and waits for it to end, so no call is still in flight after the caller has
+moved on. Whether a cancelled PUT
 landed on the server is unknowable at that point: callers treat such a write
 as "maybe landed" (see ``S3Store.append``).
 
@@ -28,10 +29,10 @@ import sniffio
 
 from actorflow._log import get_logger
 from actorflow.errors import StorageError, StoreUnavailableError
+from actorflow.storage.s3._loop import LoopThread
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
-    from contextlib import AbstractContextManager
 
     from anyio.from_thread import BlockingPortal
 
@@ -73,7 +74,15 @@ class NotFound(Exception):
 
 
 class PreconditionFailed(Exception):
-    """A conditional write (If-None-Match / If-Match) was refused: 412."""
+    """A conditional write (If-None-Match / If-Match) was refused: 412.
+
+    ``found`` describes the object that stood in the way, when the writer
+    looked (``S3Objects.put`` does): the fencing checks read its metadata.
+    """
+
+    def __init__(self, message: str, found: ObjectInfo | None = None) -> None:
+        super().__init__(message)
+        self.found = found
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +136,7 @@ class S3Wire:
         self._aioboto3 = import_aioboto3()
         self._client: Any = None
         self._stack: AsyncExitStack | None = None
-        self._portal_cm: AbstractContextManager[BlockingPortal] | None = None
+        self._loop_thread: LoopThread | None = None
         self._portal: BlockingPortal | None = None
         self._lock = anyio.Lock()
         self._closed = False
@@ -149,11 +158,8 @@ class S3Wire:
                 raise StorageError("use S3 store", "the store is closed; create a new one")
             if sniffio.current_async_library() != "asyncio":
                 # One asyncio loop in a helper thread serves every call of this store.
-                from anyio.from_thread import start_blocking_portal
-
-                cm = start_blocking_portal("asyncio", name="actorflow-s3")
-                self._portal = await anyio.to_thread.run_sync(cm.__enter__)
-                self._portal_cm = cm
+                self._loop_thread = LoopThread("actorflow-s3")
+                self._portal = await anyio.to_thread.run_sync(self._loop_thread.start)
             try:
                 await self._bridge(self._open_client)
             except BaseException:
@@ -209,10 +215,10 @@ class S3Wire:
             await self._stop_portal()
 
     async def _stop_portal(self) -> None:
-        cm, self._portal_cm, self._portal = self._portal_cm, None, None
-        if cm is not None:
+        thread, self._loop_thread, self._portal = self._loop_thread, None, None
+        if thread is not None:
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(cm.__exit__, None, None, None)
+                await anyio.to_thread.run_sync(thread.stop)
 
     async def _bridge(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         if self._portal is None:

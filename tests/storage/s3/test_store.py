@@ -66,6 +66,26 @@ class TestPackaging:
             S3Store("bucket")
 
 
+class TestExit:
+    @pytest.mark.parametrize("backend", ["asyncio", "trio"])
+    def test_a_store_never_closed_does_not_keep_the_process_alive(
+        self, server: S3Server, backend: str
+    ) -> None:
+        args = [server.url, server.bucket, server.access_key, server.secret_key]
+        prefix = f"t-{uuid.uuid4().hex[:12]}"
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "tests.storage.s3.exit_child", backend, *args, prefix],
+                capture_output=True,
+                timeout=60,  # a bound, not a timing assertion: it exits in about a second
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            pytest.fail(f"the process did not exit after using the store: {exc.stdout!r}")
+        assert done.stdout == b"used\n", done.stderr.decode()
+        assert done.returncode == 0, done.stderr.decode()
+
+
 class TestFirstContact:
     async def test_missing_bucket_tells_the_user_to_create_it(self, seaweed: S3Server) -> None:
         store = S3Store(
@@ -296,14 +316,14 @@ class TestLeases:
         stale = await old.claim("run-1", "old")
         lease = await new.claim("run-1", "new")
         assert lease.epoch == stale.epoch + 1
-        assert await new.append("run-1", [step(0)]) == 1
+        assert await new.append("run-1", [step(0)]) == 2  # after its take-over record
         with pytest.raises(LeaseLostError, match="taken over"):
             await old.append("run-1", [step(99)])
         with pytest.raises(LeaseLostError):
             await old.renew(stale)
         await old.release(stale)  # releasing a lost lease leaves the new owner alone
         assert await new.is_owned("run-1")
-        assert await new.read_log("run-1") == [step(0)]
+        assert [r for r in await new.read_log("run-1") if isinstance(r, StepRecord)] == [step(0)]
         for s in (old, new):
             await s.aclose()
 
@@ -322,7 +342,8 @@ class TestLeases:
         old._leases._held["run-1"] = msgspec.structs.replace(stale, expires=math.inf)
         with pytest.raises(LeaseLostError):
             await old.append("run-1", [step(99)])
-        assert await new.read_log("run-1") == [step(0), step(1)]
+        log = await new.read_log("run-1")
+        assert [r for r in log if isinstance(r, StepRecord)] == [step(0), step(1)]
         for s in (old, new):
             await s.aclose()
 
@@ -456,7 +477,8 @@ class TestLongLived:
         await other.release(lease)
         await other.aclose()
         lease = await store.claim("lived-2", "me")
-        assert await store.append("lived-2", [step(2)]) == 3
+        # step(0), other's take-over record, step(1), this claim's take-over record
+        assert await store.append("lived-2", [step(2)]) == 5
         changed = await store.update_run(
             "lived-2", lambda m: msgspec.structs.replace(m, attempt=m.attempt + 1)
         )
