@@ -377,6 +377,14 @@ def prune_command(
             help="Delete finished runs' data, keeping a small tombstone manifest.",
         ),
     ] = False,
+    drop_phase_ends: Annotated[
+        bool,
+        typer.Option(
+            "--drop-phase-ends",
+            help="Count phase-end checkpoints like any other (fork can then no longer "
+            "start from every phase).",
+        ),
+    ] = False,
     store: StoreOpt = DEFAULT_STORE,
     key_file: KeyFileOpt = None,
     as_json: JsonOpt = False,
@@ -384,8 +392,10 @@ def prune_command(
 ) -> None:
     """Apply retention: keep the newest N checkpoints, drop old ones, collect unused data.
 
-    With no option, keeps the newest 5 checkpoints per run. A run's newest
-    checkpoint is always kept, and its log is pruned only below the oldest kept.
+    With no option, keeps the newest 5 checkpoints per run, and besides them
+    each phase's end (for fork) unless --max-age has passed or
+    --drop-phase-ends is given. A run's newest checkpoint is always kept, and
+    its log is pruned only below the oldest kept.
     """
 
     async def body(s: Store) -> PruneReport:
@@ -394,9 +404,15 @@ def prune_command(
         except ConfigurationError as exc:
             raise BadValueError(exc.option, exc.value, exc.expected) from exc
         if keep is None and age is None and not delete_completed:
-            policy = RetentionPolicy()  # the default: newest 5 per run
+            # the default: newest 5 per run (and the phase ends)
+            policy = RetentionPolicy(keep_phase_ends=not drop_phase_ends)
         else:
-            policy = RetentionPolicy(keep_last=keep, max_age=age, delete_completed=delete_completed)
+            policy = RetentionPolicy(
+                keep_last=keep,
+                max_age=age,
+                delete_completed=delete_completed,
+                keep_phase_ends=not drop_phase_ends,
+            )
         await require_keys(s)  # else retention skips sealed runs and reports success
         return await s.prune(policy)
 

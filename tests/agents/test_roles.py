@@ -179,13 +179,18 @@ class Review(Orchestrator):
 @pytest.mark.parametrize(
     ("triggers", "expected"),
     [
-        (CheckpointTriggers(every_steps=None, every_seconds=None), "evaluation"),
+        # min_interval=0: a reply right after the run's start snapshot is not put off
+        (
+            CheckpointTriggers(every_steps=None, every_seconds=None, min_interval=0.0),
+            "evaluation",
+        ),
         (
             CheckpointTriggers(
                 every_steps=None,
                 every_seconds=None,
                 on_evaluation=False,
                 confidence_threshold=0.75,
+                min_interval=0.0,
             ),
             "confidence",
         ),

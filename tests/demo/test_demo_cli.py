@@ -91,7 +91,9 @@ class TestDemoData:
         )
         assert diff["phases_finished"]
         assert ok("validate", "--store", store).startswith("ok")
-        pruned = json.loads(ok("prune", "--keep", "1", "--store", store, "--json"))
+        pruned = json.loads(
+            ok("prune", "--keep", "1", "--drop-phase-ends", "--store", store, "--json")
+        )
         assert pruned["snapshots_deleted"] >= 1
         assert len(json.loads(ok("checkpoints", run_id, "--store", store, "--json"))) == 1
 
