@@ -28,3 +28,23 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_the_code_is_clean(command: list[str]) -> None:
     done = _run(str(BIN / command[0]), *command[1:])
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_no_merge_conflict_is_left_in_a_file() -> None:
+    """A conflict marker once reached docs/storage.md through a merge."""
+    suffixes = {".py", ".md", ".toml", ".txt", ".json", ".yml", ".yaml", ".cfg"}
+    left = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for top in ("actorflow", "tests", "benchmarks", "examples", "docs", ".ci")
+        for path in (ROOT / top).rglob("*")
+        if path.suffix in suffixes and path.is_file()
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+        if line.startswith(("<<<<<<< ", ">>>>>>> ")) or line == "======="
+    ]
+    left += [
+        f"{name}:{number}"
+        for name in ("README.md", "pyproject.toml")
+        for number, line in enumerate((ROOT / name).read_text().splitlines(), 1)
+        if line.startswith(("<<<<<<< ", ">>>>>>> "))
+    ]
+    assert left == []
