@@ -48,6 +48,11 @@ __all__ = [
     "validate_store",
 ]
 
+_TORN = (
+    "not synced yet, so a power loss may have cut it short: harmless, recovery skips it "
+    "for the checkpoint before it (or the log), and `actorflow prune` deletes it;"
+)
+
 
 def plain(value: Any) -> Any:
     """``value`` with every part JSON can hold: bytes become text or ``base64:...``."""
@@ -224,7 +229,10 @@ async def validate_store(
                 await store.read_snapshot(run_id, info.snapshot_id)
             except StorageError as exc:
                 what = f"checkpoint {info.snapshot_id}"
-                report.problems.append(Problem(run_id=run_id, what=what, detail=str(exc)))
+                detail = str(exc)
+                if not info.durable and isinstance(exc, CorruptedDataError):
+                    detail = f"{_TORN} {detail}"
+                report.problems.append(Problem(run_id=run_id, what=what, detail=detail))
         for ref in await store.list_blobs(run_id):
             report.blobs += 1
             try:

@@ -23,7 +23,9 @@ from actorflow.storage._protocol import (
     RetentionPolicy,
     Store,
     StoreContext,
+    SupportsSnapshotSync,
     UnreadableEntry,
+    sync_snapshots,
     update_run_unsynced,
 )
 from actorflow.storage._records import (
@@ -79,6 +81,7 @@ __all__ = [
     "StepRecord",
     "Store",
     "StoreContext",
+    "SupportsSnapshotSync",
     "UnreadableEntry",
     "decode_state",
     "decode_value",
@@ -91,6 +94,7 @@ __all__ = [
     "prune_run",
     "run_verifier",
     "state_version",
+    "sync_snapshots",
     "update_run_unsynced",
     "validate_run_id",
     "verify_store",
