@@ -19,14 +19,15 @@ deleted. Deleting an unsynced snapshot needs nothing: the run never relied
 on it.
 
 Deletions are not synced, so a power loss may bring one back. That is
-harmless: a readable snapshot deleted here is older than the anchor, which
-recovery prefers to it, and one newer than the anchor was deleted because it
-fails its checksum, which it still does. The blobs collected are those that
-neither the kept snapshots nor the log from the oldest kept position
-reference, and every snapshot at or after the anchor's position references
-only those (an agent's state there was set by a record at or after that
-position, or is the anchor's own), so no snapshot recovery could pick lacks
-its blobs.
+harmless. A pass that neither cuts the log nor collects blobs takes nothing
+such a snapshot needs. In one that does, a readable snapshot deleted is
+older than the anchor, which recovery prefers to it, and one newer than the
+anchor was deleted because it fails its checksum, which it still does. The
+blobs collected are those that neither the kept snapshots nor the log from
+the oldest kept position reference, and every snapshot at or after the
+anchor's position references only those (an agent's state there was set by
+a record at or after that position, or is the anchor's own), so no snapshot
+recovery could pick lacks its blobs.
 """
 
 from __future__ import annotations
