@@ -8,9 +8,9 @@ alike. It patches private hooks of the runtime and the store to leave parts
 out, so it measures this version's internals; the figures are in
 benchmarks/RESULTS.md (``## Workflow``).
 
-- all: as shipped.
-- no snapshot fsyncs: snapshot files are written, but neither they nor
-  their folder are fsynced.
+- all: as shipped (snapshot files are written without fsyncs, since issue 13).
+- synced snapshots: each snapshot file and its folder are fsynced as it is
+  written, as every snapshot was before.
 - no snapshot writes: the checkpoint actor still receives each snapshot and
   waits for the log, but stores only the run's final one.
 
@@ -36,12 +36,12 @@ from actorflow.runtime import Durability, RuntimeConfig
 from actorflow.runtime.workflow import _checkpointer as checkpointer
 from actorflow.storage import FileStore
 from actorflow.storage import _logwriter as logwriter
-from actorflow.storage.file import _fs, _snapshots
+from actorflow.storage.file import _snapshots
 
 if TYPE_CHECKING:
     from actorflow.storage import Snapshot
 
-VARIANTS = ("all", "no snapshot fsyncs", "no snapshot writes")
+VARIANTS = ("all", "synced snapshots", "no snapshot writes")
 REPS = 5 if "--quick" in sys.argv else 15
 
 _variant = ["all"]
@@ -59,11 +59,12 @@ async def _queue_write(self: checkpointer.CheckpointQueue, snapshot: Snapshot) -
     return await _write(self, snapshot)
 
 
-def _folder_write_maybe_unsynced(self: _snapshots.SnapshotFolder, name: str, sealed: bytes) -> None:
-    if _variant[0] == "no snapshot fsyncs":
-        _fs.write_atomic(self.fs, os.path.join(self.path, name), sealed, durable=False)
-    else:
-        _folder_write(self, name, sealed)
+def _folder_write_maybe_synced(self: _snapshots.SnapshotFolder, name: str, sealed: bytes) -> None:
+    _folder_write(self, name, sealed)
+    if _variant[0] == "synced snapshots":
+        info = self.parse(name)
+        assert info is not None
+        self.sync([info.snapshot_id])
 
 
 async def _timed_carry(self: logwriter.LogWriter, attempt: Any) -> None:
@@ -74,7 +75,7 @@ async def _timed_carry(self: logwriter.LogWriter, attempt: Any) -> None:
 
 async def main() -> None:
     checkpointer.CheckpointQueue.write = _queue_write  # type: ignore[method-assign]
-    _snapshots.SnapshotFolder.write = _folder_write_maybe_unsynced  # type: ignore[method-assign]
+    _snapshots.SnapshotFolder.write = _folder_write_maybe_synced  # type: ignore[method-assign]
     logwriter.LogWriter._carry = _timed_carry  # type: ignore[method-assign]
     config = RuntimeConfig(durability=Durability.BATCHED, retention=None)
     non_work: dict[str, list[float]] = {v: [] for v in VARIANTS}

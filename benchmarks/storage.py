@@ -1,4 +1,4 @@
-"""Storage benchmark: state capture, durable writes, reads and log appends.
+"""Storage benchmark: state capture, durable writes, reads, log appends, checkpoint writes.
 
 Run: ``python benchmarks/storage.py [--quick]``. Prints tables; figures go to
 benchmarks/RESULTS.md (``## Storage``). The baseline, measured in the same run,
@@ -31,7 +31,9 @@ from actorflow.storage import (
     EventRecord,
     FileStore,
     LogWriter,
+    PhaseEndRecord,
     RunManifest,
+    Snapshot,
     decode_state,
     encode_state,
 )
@@ -304,6 +306,51 @@ async def main(quick: bool) -> None:
                 print(
                     f"{mode:<9}{appenders:>10}{rate:>12.0f}{p50:>12.3f}{p95:>9.3f}{appends:>9}{ratio}"
                 )
+        await checkpoint_writes(tmp, 30 if quick else 100)
+
+
+async def checkpoint_writes(tmp: str, n: int) -> None:
+    """``write_snapshot`` as it is (temp file and rename, no sync) against the same write
+    followed by ``sync_snapshots`` (fsync, rename, folder fsync): a write before issue 13."""
+    rng = random.Random(11)
+    store = FileStore(os.path.join(tmp, "ckpt"))
+    run = "ckpt"
+    await store.create_run(RunManifest(run_id=run, workflow="b", input=b"", input_hash=""))
+    print("\nCheckpoint write, ms p50/p90 (FileStore, random phase results; taking turns)")
+    print(f"{'snapshot':<10}{'stored':>9}{'write (now)':>16}{'write + sync':>16}{'ratio':>8}")
+    count = 0
+    for label, size in (("1 KB", 1_000), ("30 KB", 30_000), ("300 KB", 300_000)):
+        phases = {
+            f"unit.{k}": PhaseEndRecord(
+                phase_id=f"unit.{k}", name="unit", result=rng.randbytes(size // 10)
+            )
+            for k in range(10)
+        }
+        plain: list[float] = []
+        synced: list[float] = []
+        stored = 0
+        for i in range(2 * n):
+            count += 1
+            snap = Snapshot(
+                run_id=run,
+                snapshot_id=f"{count:06d}",
+                position=count,
+                created=time.time(),
+                trigger="bench",
+                phases=phases,
+            )
+            start = time.perf_counter()
+            info = await store.write_snapshot(snap)
+            if i % 2:
+                await store.sync_snapshots(run, [info.snapshot_id])
+                synced.append((time.perf_counter() - start) * 1000)
+            else:
+                plain.append((time.perf_counter() - start) * 1000)
+            stored = info.stored_size
+        (p50, p90), (s50, s90) = (statistics.quantiles(v, n=10)[4:9:4] for v in (plain, synced))
+        times = f"{p50:>8.3f}/{p90:<7.3f}{s50:>8.3f}/{s90:<7.3f}"
+        print(f"{label:<10}{stored:>9}{times}{p50 / s50:>7.2f}x")
+    await store.aclose()
 
 
 async def thread_trips(tmp: str, n: int, backend: str) -> None:

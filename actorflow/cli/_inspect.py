@@ -55,6 +55,11 @@ __all__ = [
     "validate_store",
 ]
 
+_TORN = (
+    "not synced yet, so a power loss may have cut it short: harmless, recovery skips it "
+    "for the checkpoint before it (or the log), and `actorflow prune` deletes it;"
+)
+
 
 def plain(value: Any) -> Any:
     """``value`` with every part JSON can hold: bytes become text or ``base64:...``."""
@@ -267,7 +272,10 @@ async def _open_all(store: Store, run_id: str, report: ValidationReport) -> None
             raise
         except StorageError as exc:
             what = f"checkpoint {info.snapshot_id}"
-            report.problems.append(Problem(run_id=run_id, what=what, detail=str(exc)))
+            detail = str(exc)
+            if not info.durable and isinstance(exc, CorruptedDataError):
+                detail = f"{_TORN} {detail}"
+            report.problems.append(Problem(run_id=run_id, what=what, detail=detail))
     for ref in await store.list_blobs(run_id):
         report.blobs += 1
         try:

@@ -31,7 +31,9 @@ from actorflow.storage._protocol import (
     RetentionPolicy,
     Store,
     StoreContext,
+    SupportsSnapshotSync,
     UnreadableEntry,
+    sync_snapshots,
     update_run_unsynced,
 )
 from actorflow.storage._records import (
@@ -91,6 +93,7 @@ __all__ = [
     "StepRecord",
     "Store",
     "StoreContext",
+    "SupportsSnapshotSync",
     "UnreadableEntry",
     "UnreadableLister",
     "decode_state",
@@ -104,6 +107,7 @@ __all__ = [
     "prune_run",
     "run_verifier",
     "state_version",
+    "sync_snapshots",
     "update_run_unsynced",
     "validate_run_id",
     "verify_store",

@@ -31,7 +31,9 @@ __all__ = [
     "RetentionPolicy",
     "Store",
     "StoreContext",
+    "SupportsSnapshotSync",
     "UnreadableEntry",
+    "sync_snapshots",
     "update_run_unsynced",
 ]
 
@@ -253,6 +255,13 @@ class Store(Protocol):
     ) -> SnapshotInfo:
         """Encode, check, compress, encrypt and store ``snapshot``; ``list_snapshots`` lists it.
 
+        The snapshot need not be durable when this returns: a store may write
+        it without a sync, as long as a reader never sees it half-written
+        (a power loss may take it, or leave it failing its checksum), lists
+        it with ``durable=False``, and offers ``sync_snapshots``
+        (:class:`SupportsSnapshotSync`) to make it durable. A store without
+        that method writes every snapshot durably.
+
         ``update``, if given, changes the manifest in the same write that lists
         the snapshot (a run's final status goes with its final snapshot: one
         durable manifest write instead of two). Like ``update_run``'s
@@ -278,7 +287,11 @@ class Store(Protocol):
         ...
 
     async def delete_snapshot(self, run_id: str, snapshot_id: str) -> int:
-        """Delete one snapshot and mark it deleted in the manifest; return bytes freed."""
+        """Delete one snapshot and mark it deleted in the manifest; return bytes freed.
+
+        The deletion need not survive a power loss: a snapshot deleted just
+        before one may be listed again (retention relies on no deletion).
+        """
         ...
 
     # --- ownership ---------------------------------------------------------
@@ -319,6 +332,31 @@ class Store(Protocol):
         ...
 
 
+@runtime_checkable
+class SupportsSnapshotSync(Protocol):
+    """A store whose ``write_snapshot`` may return before the snapshot is durable.
+
+    Such a store lists a snapshot written that way with ``durable=False``
+    until ``sync_snapshots`` makes it durable. Stores without this method
+    (S3, memory, stores written before it) write every snapshot durably.
+    Call it through :func:`sync_snapshots`, which accepts any store.
+
+    .. versionadded:: 0.2
+    """
+
+    async def sync_snapshots(self, run_id: str, snapshot_ids: Sequence[str]) -> None:
+        """Make the run's snapshots ``snapshot_ids`` durable (listed ``durable=True``).
+
+        Blocks until they are, and is idempotent. Retention calls it before
+        it relies on a snapshot: before cutting the log below it, deleting
+        the durable snapshots before it, or collecting blobs on its strength.
+
+        Raises:
+            CheckpointNotFoundError: one of them does not exist.
+        """
+        ...
+
+
 class StoreContext:
     """Mixin giving a store ``async with store:``, which closes it on the way out."""
 
@@ -354,3 +392,18 @@ async def update_run_unsynced(
     if takes:
         return await store.update_run(run_id, change, durable=False)
     return await store.update_run(run_id, change)
+
+
+async def sync_snapshots(store: Store, run_id: str, snapshot_ids: Sequence[str]) -> None:
+    """Make snapshots durable: ``store.sync_snapshots`` where it has one, else nothing.
+
+    A store without the method writes snapshots durably already
+    (:class:`SupportsSnapshotSync`), so there is nothing to do.
+
+    Raises:
+        CheckpointNotFoundError: one of them does not exist (stores that sync).
+
+    .. versionadded:: 0.2
+    """
+    if snapshot_ids and isinstance(store, SupportsSnapshotSync):
+        await store.sync_snapshots(run_id, snapshot_ids)

@@ -109,7 +109,16 @@ class ErrorInfo(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class SnapshotInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """What the manifest and ``list_snapshots`` say about one snapshot."""
+    """What the manifest and ``list_snapshots`` say about one snapshot.
+
+    ``durable`` is false for a snapshot written without a sync (the file
+    store's, until ``sync_snapshots``): a power loss may take it or leave it
+    torn, and recovery then skips it. Nothing but speed depends on such a
+    snapshot; retention relies only on durable ones.
+
+    .. versionchanged:: 0.2
+       ``durable``.
+    """
 
     snapshot_id: str
     position: int
@@ -119,6 +128,7 @@ class SnapshotInfo(msgspec.Struct, frozen=True, kw_only=True):
     stored_size: int = 0
     raw_size: int = 0
     status: SnapshotStatus = SnapshotStatus.CREATED
+    durable: bool = True
 
 
 class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="manifest"):

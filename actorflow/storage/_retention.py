@@ -6,6 +6,28 @@ that references it is appended, so collecting then would race) and their
 data is never deleted on completion. The log is cut only below the oldest
 snapshot kept, never for a run without snapshots. Phase ends are kept while
 a run is young (``keep_phase_ends``): they are what a fork starts from.
+
+Snapshots may be written without a sync (``SnapshotInfo.durable``), and a
+run relies on one only where its log does not reach back (cut, or a fork's
+first snapshot), and then on a durable one. So before anything is taken on
+the strength of the snapshots kept (the log cut below them, blobs only they
+and the log after them reference, a durable snapshot deleted) the **anchor**
+is made durable: the newest snapshot that verifies, kept whatever the
+policy says (and the oldest kept too, which the cut stops at). Unsynced ones
+newer than it that fail their checksum are what a power loss leaves and are
+deleted. Deleting an unsynced snapshot needs nothing: the run never relied
+on it.
+
+Deletions are not synced, so a power loss may bring one back. That is
+harmless. A pass that neither cuts the log nor collects blobs takes nothing
+such a snapshot needs. In one that does, a readable snapshot deleted is
+older than the anchor, which recovery prefers to it, and one newer than the
+anchor was deleted because it fails its checksum, which it still does. The
+blobs collected are those that neither the kept snapshots nor the log from
+the oldest kept position reference, and every snapshot at or after the
+anchor's position references only those (an agent's state there was set by
+a record at or after that position, or is the anchor's own), so no snapshot
+recovery could pick lacks its blobs.
 """
 
 from __future__ import annotations
@@ -17,8 +39,8 @@ from typing import TYPE_CHECKING
 import anyio
 
 from actorflow._log import get_logger
-from actorflow.errors import CorruptedDataError, StorageError
-from actorflow.storage._protocol import PruneReport, RetentionPolicy
+from actorflow.errors import CheckpointNotFoundError, CorruptedDataError, StorageError
+from actorflow.storage._protocol import PruneReport, RetentionPolicy, sync_snapshots
 from actorflow.storage._records import RunManifest, Snapshot, SnapshotInfo, StepRecord
 
 if TYPE_CHECKING:
@@ -162,17 +184,73 @@ async def _prune_run(
     run_id = manifest.run_id
     snapshots = await store.list_snapshots(run_id)
     keep = chosen_snapshots(snapshots, policy, now, run_created=manifest.created)
+    # the log cut and the blobs collected below rest on what is kept
+    rests_on_kept = bool(keep) and not keep_log
+    if rests_on_kept or _drops_durable(snapshots, keep):
+        anchor, torn = await _find_anchor(store, run_id, snapshots)
+        for info in torn:
+            await _delete(store, run_id, info, report)
+        if anchor is None:
+            # nothing verifies: whatever the run relies on stays as it is
+            _log.warning("run_not_pruned", run_id=run_id, reason="no checkpoint verifies")
+            return
+        snapshots = [s for s in snapshots if s not in torn]
+        keep = chosen_snapshots(snapshots, policy, now, run_created=manifest.created)
+        if anchor not in keep:
+            keep = sorted([*keep, anchor], key=lambda s: (s.position, s.created, s.snapshot_id))
+        relied_on = {anchor.snapshot_id: anchor}
+        if rests_on_kept:
+            relied_on[keep[0].snapshot_id] = keep[0]
+        await sync_snapshots(store, run_id, [k for k, s in relied_on.items() if not s.durable])
     kept_ids = {s.snapshot_id for s in keep}
     for info in snapshots:
         if info.snapshot_id not in kept_ids:
-            report.bytes_freed += await store.delete_snapshot(run_id, info.snapshot_id)
-            report.snapshots_deleted += 1
+            await _delete(store, run_id, info, report)
     if keep_log:
         return
     if keep:
         report.log_records_deleted += await store.truncate_log_before(run_id, keep[0].position)
     if collect_blobs:
         await _collect_blobs(store, run_id, keep, report)
+
+
+def _drops_durable(snapshots: list[SnapshotInfo], keep: list[SnapshotInfo]) -> bool:
+    kept_ids = {s.snapshot_id for s in keep}
+    return any(s.durable and s.snapshot_id not in kept_ids for s in snapshots)
+
+
+async def _delete(store: Store, run_id: str, info: SnapshotInfo, report: PruneReport) -> None:
+    report.bytes_freed += await store.delete_snapshot(run_id, info.snapshot_id)
+    report.snapshots_deleted += 1
+
+
+async def _find_anchor(
+    store: Store, run_id: str, snapshots: list[SnapshotInfo]
+) -> tuple[SnapshotInfo | None, list[SnapshotInfo]]:
+    """The newest snapshot that verifies, and the unsynced ones after it that do not.
+
+    A durable snapshot that fails is damage, not a power loss's leftover:
+    it is reported and kept for ``actorflow validate`` to name.
+    """
+    torn: list[SnapshotInfo] = []
+    for info in reversed(snapshots):
+        try:
+            await store.read_snapshot(run_id, info.snapshot_id)
+        except CheckpointNotFoundError:
+            continue  # deleted meanwhile
+        except CorruptedDataError as exc:
+            if info.durable:
+                _log.warning(
+                    "checkpoint_corrupted",
+                    run_id=run_id,
+                    checkpoint=info.snapshot_id,
+                    error=str(exc),
+                )
+            else:
+                torn.append(info)
+            continue
+        return info, torn
+    return None, torn
 
 
 async def _collect_blobs(
@@ -183,6 +261,10 @@ async def _collect_blobs(
         try:
             snapshot = await store.read_snapshot(run_id, info.snapshot_id)
         except CorruptedDataError as exc:
+            if not info.durable:
+                # a power loss's leftover, which can never load: it needs no blob
+                await _delete(store, run_id, info, report)
+                continue
             _log.warning(
                 "checkpoint_corrupted", run_id=run_id, checkpoint=info.snapshot_id, error=str(exc)
             )
@@ -209,17 +291,32 @@ async def _enforce_budget(
     runs: list[tuple[bool, RunManifest]],
     report: PruneReport,
 ) -> None:
-    """Delete the oldest snapshots, finished runs' first, never a run's newest one."""
+    """Delete the oldest snapshots, finished runs' first, never a run's newest one.
+
+    Before a run's first durable snapshot goes, its anchor is made durable
+    (as in ``_prune_run``), and the anchor itself stays.
+    """
     candidates: list[tuple[bool, float, str, SnapshotInfo]] = []
     total = 0
+    listed: dict[str, list[SnapshotInfo]] = {}
     for finished, manifest in runs:
-        snapshots = await store.list_snapshots(manifest.run_id)
+        snapshots = listed[manifest.run_id] = await store.list_snapshots(manifest.run_id)
         total += sum(s.stored_size for s in snapshots)
         candidates.extend((not finished, s.created, manifest.run_id, s) for s in snapshots[:-1])
     candidates.sort(key=lambda c: (c[0], c[1]))
+    anchors: dict[str, SnapshotInfo | None] = {}
     for _, _, run_id, info in candidates:
         if total <= budget:
             break
+        if info.durable:
+            if run_id not in anchors:
+                anchor, _ = await _find_anchor(store, run_id, listed[run_id])
+                if anchor is not None and not anchor.durable:
+                    await sync_snapshots(store, run_id, [anchor.snapshot_id])
+                anchors[run_id] = anchor
+            anchor = anchors[run_id]
+            if anchor is None or anchor.snapshot_id == info.snapshot_id:
+                continue
         freed = await store.delete_snapshot(run_id, info.snapshot_id)
         total -= info.stored_size
         report.bytes_freed += freed

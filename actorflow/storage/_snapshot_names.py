@@ -1,9 +1,10 @@
 """Snapshot names that list their snapshot: file names in a file store, keys in S3.
 
 Each snapshot file's name (an S3 key's last part) carries the whole entry
-``list_snapshots`` reports, so writing a snapshot is one durable file (its
-fsync and its folder's) and deleting one is an unlink: the run's manifest is
-not rewritten for either, which halves the fsyncs per snapshot. The name starts as a person reads it
+``list_snapshots`` reports, so writing a snapshot is one file (one PUT) and
+deleting one is an unlink: the run's manifest is not rewritten for either.
+(The file store marks a name ``~unsynced`` until the snapshot is synced, on
+top of this scheme: see ``storage/file/_snapshots.py``.) The name starts as a person reads it
 (log position, UTC time, phase, id); after ``~`` come the trigger, the exact
 creation time and the stored and raw sizes::
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from actorflow.errors import StorageError
-from actorflow.storage import update_run_unsynced
+from actorflow.storage import sync_snapshots, update_run_unsynced
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -102,6 +102,11 @@ class CrashingStore:
         if update is None:
             return await self.inner.write_snapshot(snapshot)
         return await self.inner.write_snapshot(snapshot, update=update)
+
+    async def sync_snapshots(self, run_id: str, snapshot_ids: Sequence[str]) -> None:
+        """Make snapshots durable (where the inner store needs it) unless crashed."""
+        self._check()
+        await sync_snapshots(self.inner, run_id, snapshot_ids)
 
     async def put_blob(self, run_id: str, data: bytes) -> str:
         """Store a blob unless crashed."""

@@ -146,6 +146,17 @@ class TestReaders:
         rows = json.loads(cli("checkpoints", "run-a", "--store", store_dir, "--json").stdout)
         assert rows[1]["checksum"].startswith("corrupt")
 
+    def test_validate_says_what_a_torn_unsynced_checkpoint_is(self, store_dir: str) -> None:
+        [snap] = Path(store_dir).glob("runs/run-a/snapshots/*0002-review*~unsynced.ckpt")
+        snap.write_bytes(snap.read_bytes()[:20])  # what a power loss leaves of a recent one
+        report = json.loads(cli("validate", "--store", store_dir, "--json").stdout)
+        [problem] = report["problems"]
+        assert problem["what"] == "checkpoint 0002-review"
+        assert problem["detail"].startswith("not synced yet, so a power loss may have cut it")
+        result = cli("validate", "run-a", "--store", store_dir)
+        assert result.exit_code == EXIT_CODES["corrupt"]
+        assert "harmless, recovery skips it" in " ".join(result.output.split())
+
     def test_validate_names_a_corrupt_blob(self, store_dir: str) -> None:
         [blob] = Path(store_dir).glob("runs/run-a/blobs/*")
         data = bytearray(blob.read_bytes())

@@ -9,7 +9,7 @@ import msgspec
 
 from actorflow.errors import ConfigurationError
 from actorflow.runtime.workflow._triggers import Trigger
-from actorflow.storage import AgentSnapshot, RunManifest, RunStatus
+from actorflow.storage import AgentSnapshot, RunManifest, RunStatus, sync_snapshots
 
 if TYPE_CHECKING:
     from actorflow.storage import Store
@@ -24,7 +24,8 @@ async def copy_for_fork(
 
     The new run's first snapshot is the old one, its agents' state blobs
     copied under the new run (blobs belong to one run; encrypted ones are
-    bound to it). Its log starts empty, right after that snapshot.
+    bound to it). Its log starts empty, right after that snapshot, which is
+    therefore the only copy of the new run's past and is made durable.
 
     Raises:
         CheckpointNotFoundError: ``source`` has no such checkpoint.
@@ -54,7 +55,7 @@ async def copy_for_fork(
             blob = await store.put_blob(new_id, await store.get_blob(source.run_id, ref.blob))
             ref = msgspec.structs.replace(ref, blob=blob)
         agents[name] = msgspec.structs.replace(agent, state=ref)
-    await store.write_snapshot(
+    first = await store.write_snapshot(
         msgspec.structs.replace(
             snapshot,
             run_id=new_id,
@@ -65,4 +66,5 @@ async def copy_for_fork(
             trigger=Trigger.FORK,
         )
     )
+    await sync_snapshots(store, new_id, [first.snapshot_id])
     return stored

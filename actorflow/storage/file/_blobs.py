@@ -5,11 +5,12 @@ Every method blocks: the store calls them from worker threads.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from actorflow.errors import RunNotFoundError, StorageError
 from actorflow.storage._manifests import blob_addresses
-from actorflow.storage.file._fs import remove_file, write_atomic
+from actorflow.storage.file._fs import remake_folder, remove_file, write_atomic
 
 if TYPE_CHECKING:
     from actorflow.storage._sealing import Codec
@@ -40,7 +41,11 @@ class BlobFiles:
         path = self.path(run_id, address)
         if not self._fs.exists(path):
             sealed = self._codec.seal_blob(data, run_id=run_id, address=address)
-            write_atomic(self._fs, path, sealed)
+            try:
+                write_atomic(self._fs, path, sealed)
+            except FileNotFoundError:
+                remake_folder(self._fs, os.path.dirname(path))
+                write_atomic(self._fs, path, sealed)
         return address
 
     def get(self, run_id: str, ref: str, path: str) -> bytes:

@@ -22,6 +22,7 @@ __all__ = [
     "TRASH_PREFIX",
     "FileSystem",
     "OSFileSystem",
+    "remake_folder",
     "remove_file",
     "write_atomic",
 ]
@@ -88,6 +89,22 @@ class FileSystem:
     def fsync(self, handle: int) -> None:
         """Make the handle's file content durable."""
         raise NotImplementedError
+
+    def sync_file(self, path: str) -> None:
+        """Make an existing file's content durable. Raises FileNotFoundError.
+
+        The default opens it for writing (after checking that it exists) and
+        fsyncs it; a subclass should open it without creating it, as
+        :class:`OSFileSystem` does, so that a file deleted at that instant is
+        never created again empty.
+        """
+        if not self.exists(path):
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", path)
+        handle = self.open(path, "write")
+        try:
+            self.fsync(handle)
+        finally:
+            self.close(handle)
 
     def sync_data(self, handle: int) -> None:
         """Make content written within the file's current size durable.
@@ -252,6 +269,19 @@ def _unlink_quietly(fs: FileSystem, path: str) -> None:
         pass
 
 
+def remake_folder(fs: FileSystem, path: str) -> None:
+    """Make a run's part folder (``log``, ``blobs``, ``snapshots``) again, durably.
+
+    A power loss in the middle of creating a run can keep its manifest and
+    lose a part's folder, since each folder entry reaches the disk on its
+    own; the parts were empty then, so the run is whole without them. Only
+    one level is made: a run folder that is gone (the run was deleted)
+    stays gone (FileNotFoundError).
+    """
+    if fs.mkdir(path):
+        fs.fsync_dir(os.path.dirname(path))
+
+
 def remove_file(fs: FileSystem, path: str) -> int:
     """Remove a file if present; return the bytes it held (0 if it was absent)."""
     try:
@@ -294,6 +324,13 @@ class OSFileSystem(FileSystem):
 
     def sync_data(self, handle: int) -> None:
         os.fdatasync(handle)
+
+    def sync_file(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def truncate(self, handle: int, size: int) -> None:
         os.ftruncate(handle, size)

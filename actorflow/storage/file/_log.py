@@ -32,6 +32,7 @@ from actorflow.errors import CorruptedDataError, LogCorruptedError, StorageError
 from actorflow.storage._codec import encode_record
 from actorflow.storage._sealing import Codec, Kind
 from actorflow.storage.file._frames import HEADER_SIZE, Scan, frame, scan
+from actorflow.storage.file._fs import remake_folder
 from actorflow.storage.file._threads import run_in_thread
 
 if TYPE_CHECKING:
@@ -160,7 +161,11 @@ class FileLog:
         return segments[-1] + len(self._scan(self._path(segments[-1]), last=True).payloads)
 
     def drop_segments_before(self, position: int) -> int:
-        """Delete whole segments that end at or below ``position``; return records dropped."""
+        """Delete whole segments that end at or below ``position``; return records dropped.
+
+        One folder fsync makes the cut durable: a segment a power loss brought
+        back below the others would look like a log with records missing.
+        """
         segments = self._segments()
         dropped = 0
         for seg, nxt in itertools.pairwise(segments):
@@ -168,6 +173,8 @@ class FileLog:
                 break
             self.fs.unlink(self._path(seg))
             dropped += nxt - seg
+        if dropped:
+            self.fs.fsync_dir(self.folder)
         return dropped
 
     # --- writing (this process's owner of the run) ------------------------------------
@@ -315,7 +322,11 @@ class FileLog:
 
     def _start_segment(self, start: int) -> None:
         self.close()
-        self._handle = self.fs.open(self._path(start), "write")
+        try:
+            self._handle = self.fs.open(self._path(start), "write")
+        except FileNotFoundError:
+            remake_folder(self.fs, self.folder)
+            self._handle = self.fs.open(self._path(start), "write")
         self._segment_size = self._allocated = 0
 
     def _undo(self, size: int) -> None:

@@ -2,8 +2,16 @@
 
 Each run's ``snapshots`` folder lists itself (:class:`SnapshotFolder`; the
 naming scheme is in :mod:`actorflow.storage._snapshot_names`):
-:class:`SnapshotFiles` writes, reads, lists and deletes through it, and through
-the manifest for snapshots written the older way.
+:class:`SnapshotFiles` writes, reads, lists, syncs and deletes through it, and
+through the manifest for snapshots written the older way.
+
+A snapshot is off the durability path (the log is what makes a run durable):
+it is written to a temp file and renamed into place, so a reader never sees
+half of it, but nothing is fsynced. Its name ends in ``~unsynced`` until
+``sync`` fsyncs it, renames it without the mark and fsyncs the folder, so the
+listing says which snapshots a power loss cannot take (``durable``).
+Deleting is an unlink without a folder fsync: a deletion a power loss undoes
+brings back a snapshot retention had no need of (see ``_retention``).
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ import os
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
+import msgspec
 
 from actorflow.errors import (
     CheckpointNotFoundError,
@@ -26,10 +35,10 @@ from actorflow.storage._manifests import (
 )
 from actorflow.storage._records import SnapshotStatus
 from actorflow.storage._snapshot_names import SUFFIX, SnapshotNames, listed_names
-from actorflow.storage.file._fs import remove_file, write_atomic
+from actorflow.storage.file._fs import remake_folder, remove_file, write_atomic
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from actorflow.storage._records import RunManifest, Snapshot, SnapshotInfo
     from actorflow.storage._sealing import Codec
@@ -37,7 +46,22 @@ if TYPE_CHECKING:
     from actorflow.storage.file._layout import RunFolders
     from actorflow.storage.file._manifests import ManifestFiles
 
-__all__ = ["SnapshotFiles", "SnapshotFolder"]
+__all__ = ["UNSYNCED", "SnapshotFiles", "SnapshotFolder"]
+
+UNSYNCED = "~unsynced"
+"""What a snapshot file's name ends with (before its suffix) until it is synced."""
+
+
+def _unsynced(name: str) -> str:
+    return f"{name[: -len(SUFFIX)]}{UNSYNCED}{SUFFIX}"
+
+
+def _synced(name: str) -> str:
+    return f"{name[: -len(SUFFIX) - len(UNSYNCED)]}{SUFFIX}"
+
+
+def _is_unsynced(name: str) -> bool:
+    return name.endswith(UNSYNCED + SUFFIX)
 
 
 class SnapshotFolder:
@@ -51,7 +75,10 @@ class SnapshotFolder:
 
     def parse(self, name: str) -> SnapshotInfo | None:
         """The entry ``name`` carries; None for a file that is not a self-listing snapshot."""
-        return self.names.parse(self.run_id, name)
+        if not _is_unsynced(name):
+            return self.names.parse(self.run_id, name)
+        info = self.names.parse(self.run_id, _synced(name))
+        return None if info is None else msgspec.structs.replace(info, durable=False)
 
     def entries(self) -> dict[str, tuple[str, SnapshotInfo]]:
         """``{snapshot id: (file name, entry)}``; of two files with one id, the newer."""
@@ -89,7 +116,11 @@ class SnapshotFolder:
         return own, any(name.endswith(older) for name in names)
 
     def newest(self, names: list[str]) -> str:
-        """Of several files of one id, the one written last."""
+        """Of several files of one id, the one written last.
+
+        (Of one snapshot's two names, left by a power loss in the middle of
+        its sync, the unsynced one: the same bytes, and the safer claim.)
+        """
 
         def created(name: str) -> tuple[float, str]:
             info = self.parse(name)
@@ -98,11 +129,44 @@ class SnapshotFolder:
         return max(names, key=created)
 
     def write(self, name: str, sealed: bytes) -> None:
-        """Write one snapshot durably (its file, then the folder's entry)."""
-        write_atomic(self.fs, os.path.join(self.path, name), sealed)
+        """Write one snapshot, whole or not at all, without a sync (named unsynced)."""
+        path = os.path.join(self.path, _unsynced(name))
+        try:
+            write_atomic(self.fs, path, sealed, durable=False)
+        except FileNotFoundError:
+            remake_folder(self.fs, self.path)
+            write_atomic(self.fs, path, sealed, durable=False)
+
+    def sync(self, snapshot_ids: Sequence[str]) -> list[str]:
+        """Make the self-listing snapshots ``snapshot_ids`` durable; return the ids not here.
+
+        Each unsynced file is fsynced and renamed without its mark, then the
+        folder is fsynced once. A power loss before that brings back either
+        name, on the same synced bytes.
+        """
+        by_id: dict[str, list[str]] = {}
+        for name in self.fs.listdir(self.path):
+            info = self.parse(name)
+            if info is not None:
+                by_id.setdefault(info.snapshot_id, []).append(name)
+        renamed = False
+        for name in (n for sid in dict.fromkeys(snapshot_ids) for n in by_id.get(sid, ())):
+            if _is_unsynced(name):
+                path, synced = os.path.join(self.path, name), os.path.join(self.path, _synced(name))
+                self.fs.sync_file(path)
+                if self.fs.exists(synced):
+                    # one file under both names (a sync a power loss cut short):
+                    # a rename between two links of one file would do nothing
+                    self.fs.unlink(path)
+                else:
+                    self.fs.rename(path, synced)
+                renamed = True
+        if renamed:
+            self.fs.fsync_dir(self.path)
+        return [sid for sid in snapshot_ids if sid not in by_id]
 
     def remove(self, snapshot_id: str) -> int | None:
-        """Delete a snapshot durably; its size, or None if no file has that id."""
+        """Delete a snapshot (not synced: see the module); its size, or None if it is absent."""
         doomed = self.named(snapshot_id)
         if not doomed:
             return None
@@ -114,7 +178,6 @@ class SnapshotFolder:
             except FileNotFoundError:
                 continue
             self.fs.unlink(path)
-        self.fs.fsync_dir(self.path)
         return freed
 
 
@@ -155,9 +218,8 @@ class SnapshotFiles:
         name = self._names.entry(snapshot.run_id, info)
         if name is None:
             self._write_listed(info, snapshot, sealed, None)
-        else:
-            self._write_named(snapshot, name, sealed)
-        return info
+            return info
+        return msgspec.structs.replace(info, durable=self._write_named(snapshot, name, sealed))
 
     async def _write_with_update(
         self, snapshot: Snapshot, update: Callable[[RunManifest], RunManifest]
@@ -185,12 +247,18 @@ class SnapshotFiles:
             raise next(iter(failures.values()))
         return cast("SnapshotInfo", done["write checkpoint"])
 
-    def _write_named(self, snapshot: Snapshot, name: str, sealed: bytes) -> None:
-        if not self._taken(snapshot):
+    def _write_named(self, snapshot: Snapshot, name: str, sealed: bytes) -> bool:
+        """Write it (unsynced) unless it is there; whether it is durable."""
+        taken = self._taken(snapshot)
+        if taken is None:
             self._folder(snapshot.run_id).write(name, sealed)
+            return False
+        return taken
 
-    def _taken(self, snapshot: Snapshot) -> bool:
+    def _taken(self, snapshot: Snapshot) -> bool | None:
         """Whether the snapshot's id is written already (by this very snapshot).
+
+        None if it is not; else whether that copy is durable.
 
         Raises:
             StorageError: the id holds a different snapshot (ids are written once).
@@ -200,7 +268,7 @@ class SnapshotFiles:
             path = self._snapshot_path(run_id, snapshot_id)
             data = self._fs.read(path)
         except (CheckpointNotFoundError, FileNotFoundError):
-            return False
+            return None
         try:
             same = snapshot == self._codec.load_snapshot(
                 data, run_id=run_id, snapshot_id=snapshot_id, location=path
@@ -213,7 +281,7 @@ class SnapshotFiles:
                 f"{path} already holds a different checkpoint with id {snapshot_id!r}; "
                 "checkpoint ids must be unique within a run",
             )
-        return True
+        return not _is_unsynced(os.path.basename(path))
 
     def _write_listed(
         self,
@@ -224,11 +292,12 @@ class SnapshotFiles:
     ) -> None:
         """The older way, for an entry too long for a file name: the manifest lists it."""
         run_id = snapshot.run_id
-        if self._taken(snapshot):
+        if self._taken(snapshot) is not None:
             if update is not None:
                 self._manifests.change(run_id, update)
             return
         path = self._folders.run(run_id, "snapshots", self._names.listed(info))
+        # durable, as it always was: the manifest will name it
         write_atomic(self._fs, path, sealed)
         listed = (
             (lambda m: add_snapshot(m, info))
@@ -270,10 +339,29 @@ class SnapshotFiles:
         try:
             data = self._fs.read(path)
         except FileNotFoundError:
-            raise CheckpointNotFoundError(run_id, snapshot_id) from None
+            # synced meanwhile (renamed without its mark), or deleted: look again once
+            path = self._snapshot_path(run_id, snapshot_id)
+            try:
+                data = self._fs.read(path)
+            except FileNotFoundError:
+                raise CheckpointNotFoundError(run_id, snapshot_id) from None
         return self._codec.load_snapshot(
             data, run_id=run_id, snapshot_id=snapshot_id, location=path
         )
+
+    def sync(self, run_id: str, snapshot_ids: Sequence[str]) -> None:
+        """Make snapshots durable; those the manifest lists are already.
+
+        Raises:
+            CheckpointNotFoundError: one of them does not exist.
+        """
+        self._folders.require(run_id)
+        missing = self._folder(run_id).sync(snapshot_ids)
+        if missing:
+            listed = {s.snapshot_id for s in live_snapshots(self._manifests.read(run_id))}
+            for snapshot_id in missing:
+                if snapshot_id not in listed:
+                    raise CheckpointNotFoundError(run_id, snapshot_id)
 
     def entries(self, run_id: str) -> list[SnapshotInfo]:
         """The run's snapshots: the folder's names, and older manifest entries."""

@@ -5,7 +5,9 @@ run's folder (layout in :mod:`._layout`): manifests (:mod:`._manifests`),
 claims (:mod:`._claims`), the log (:mod:`._logs`, group commit in
 :mod:`._log`), blobs (:mod:`._blobs`) and snapshots (:mod:`._snapshots`).
 Every durable operation is one call in a worker thread (:mod:`._threads`);
-files written once go through temp file, fsync, rename and folder fsync.
+files written once go through temp file, fsync, rename and folder fsync,
+except snapshots: they are off the durability path, written through temp
+file and rename alone until ``sync_snapshots`` (see :mod:`._snapshots`).
 """
 
 from __future__ import annotations
@@ -230,14 +232,19 @@ class FileStore(StoreContext):
         *,
         update: Callable[[RunManifest], RunManifest] | None = None,
     ) -> SnapshotInfo:
-        """See :meth:`Store.write_snapshot`: one durable file whose name lists it.
+        """See :meth:`Store.write_snapshot`: one file whose name lists it, not synced.
 
-        The manifest is rewritten only for ``update`` or for an entry too long
-        for a file name (the older way: listed there). A file that lists itself
-        does not depend on the manifest, so with ``update`` both are written at
-        once, in two worker threads (their fsyncs can share a journal commit).
-        The snapshot is encoded, compressed and sealed in the worker thread
-        that writes it, off the event loop.
+        It is written to a temp file and renamed into place, so it is whole
+        or absent, but neither it nor its folder is fsynced: it is listed
+        ``durable=False`` until :meth:`sync_snapshots`, and a power loss may
+        take it or leave it failing its checksum (recovery then uses the one
+        before). The manifest is rewritten only for ``update`` or for an
+        entry too long for a file name (the older way: listed there, and
+        written durably, since the manifest names it). A file that lists
+        itself does not depend on the manifest, so with ``update`` both are
+        written at once, in two worker threads. The snapshot is encoded,
+        compressed and sealed in the worker thread that writes it, off the
+        event loop.
         """
         validate_run_id(snapshot.run_id)
         validate_snapshot_id(snapshot.snapshot_id)
@@ -256,10 +263,26 @@ class FileStore(StoreContext):
         validate_run_id(run_id)
         return await self._folders.call("list checkpoints", self._snapshots.entries, run_id)
 
-    async def delete_snapshot(self, run_id: str, snapshot_id: str) -> int:
-        """See :meth:`Store.delete_snapshot`: an unlink and a folder fsync.
+    async def sync_snapshots(self, run_id: str, snapshot_ids: Sequence[str]) -> None:
+        """See :meth:`SupportsSnapshotSync.sync_snapshots`: an fsync each, one of the folder.
 
-        A snapshot the manifest lists (written the older way) leaves it first.
+        Each unsynced file is fsynced and renamed without its ``~unsynced``
+        mark, then the folder is fsynced once; durable ones cost nothing.
+
+        .. versionadded:: 0.2
+        """
+        validate_run_id(run_id)
+        for snapshot_id in snapshot_ids:
+            validate_snapshot_id(snapshot_id)
+        await self._folders.call(
+            "sync checkpoints", self._snapshots.sync, run_id, list(snapshot_ids)
+        )
+
+    async def delete_snapshot(self, run_id: str, snapshot_id: str) -> int:
+        """See :meth:`Store.delete_snapshot`: an unlink, without a folder fsync.
+
+        A power loss may undo it (retention relies on no deletion). A
+        snapshot the manifest lists (written the older way) leaves it first.
         """
         validate_run_id(run_id)
         validate_snapshot_id(snapshot_id)

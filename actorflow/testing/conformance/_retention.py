@@ -55,6 +55,15 @@ class RetentionTests:
         assert set(await store.list_blobs("run-1")) == {refs[4], refs[5]}
         assert report.blobs_deleted == 4
 
+    async def test_snapshots_a_log_cut_rests_on_are_durable(self, store: Store) -> None:
+        """The oldest kept (where the log now starts) and the newest survive a power loss."""
+        await self.fill(store, 6)
+        await store.prune(RetentionPolicy(keep_last=3))
+        listed = await store.list_snapshots("run-1")
+        assert [s.snapshot_id for s in listed] == ["s3", "s4", "s5"]
+        assert listed[0].durable
+        assert listed[-1].durable
+
     async def test_keep_per_phase(self, store: Store) -> None:
         await self.fill(store, 6, phase_of=lambda i: "a" if i < 3 else "b")
         await store.prune(RetentionPolicy(keep_last=1, keep_per_phase=True))

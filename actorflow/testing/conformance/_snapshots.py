@@ -14,7 +14,7 @@ from actorflow.errors import (
     RunNotFoundError,
     StorageError,
 )
-from actorflow.storage import Codec, RunStatus, Store
+from actorflow.storage import Codec, RunStatus, Store, sync_snapshots
 from actorflow.testing.conformance._samples import manifest, snapshot
 
 __all__ = ["BlobTests", "SnapshotTests"]
@@ -47,7 +47,7 @@ class BlobTests:
 
 
 class SnapshotTests:
-    """Snapshots: written once, listed oldest first, size-limited."""
+    """Snapshots: written once, listed oldest first, size-limited, made durable on demand."""
 
     async def test_write_read_list_delete(self, store: Store) -> None:
         await store.create_run(manifest())
@@ -89,6 +89,27 @@ class SnapshotTests:
             await store.write_snapshot(snapshot("s1", 2))
         assert await store.list_snapshots("run-1") == [first]
         assert (await store.read_snapshot("run-1", "s1")).position == 1
+
+    async def test_synced_snapshots_list_as_durable(self, store: Store) -> None:
+        """``sync_snapshots`` (a no-op for a store that writes them durably) is idempotent."""
+        await store.create_run(manifest())
+        written = [await store.write_snapshot(snapshot(f"s{i}", i)) for i in range(3)]
+        assert await store.list_snapshots("run-1") == written
+        await sync_snapshots(store, "run-1", ["s0", "s2"])
+        await sync_snapshots(store, "run-1", ["s2"])
+        await sync_snapshots(store, "run-1", [])
+        listed = await store.list_snapshots("run-1")
+        assert [s.snapshot_id for s in listed] == ["s0", "s1", "s2"]
+        assert listed[0].durable
+        assert listed[2].durable
+        assert listed[1] == written[1]
+        for info in listed:
+            assert msgspec.structs.replace(info, durable=True) == msgspec.structs.replace(
+                written[info.position], durable=True
+            )
+            assert await store.read_snapshot("run-1", info.snapshot_id) == snapshot(
+                info.snapshot_id, info.position
+            )
 
     async def test_an_update_that_renames_the_run_is_refused(self, store: Store) -> None:
         await store.create_run(manifest())

@@ -9,6 +9,13 @@ returned if it returned one. A finished run's manifest and snapshots are
 written without syncs of their own: when the power loss takes them, the end
 record in the log restores them (``run_end_restored``), and no recorded ask
 runs again.
+
+Snapshots are written without syncs too; the variants with ``tear`` bring
+the disk back with torn, reordered unsynced writes (snapshots cut short, a
+deletion kept and a write lost), and those with ``prune`` prune the store in
+the middle of each unit, as ``actorflow prune`` may beside a live run:
+retention cuts the log below the snapshots it keeps, which it must make
+durable first, or recovery finds neither the records nor a snapshot.
 """
 
 from __future__ import annotations
@@ -29,14 +36,16 @@ from actorflow import (
     handler,
     phase,
 )
-from actorflow.errors import ActorflowError, RunNotFoundError
+from actorflow.errors import ActorflowError, CorruptedDataError, RunNotFoundError
 from actorflow.runtime import Durability
-from actorflow.storage import Codec, FileStore, RunStatus, StepRecord
+from actorflow.storage import Codec, FileStore, RetentionPolicy, RunStatus, Snapshot, StepRecord
 from tests.storage.file.simfs import SimFS
 
 RUN = "cut"
 UNITS = 3
 EXECUTED: list[str] = []
+PRUNING: list[FileStore] = []  # a store to prune in the middle of each unit, if any
+KEEP_NEWEST = RetentionPolicy(keep_last=1, keep_phase_ends=False)
 
 
 class Square(Request[int], frozen=True):
@@ -49,6 +58,8 @@ class Squarer(Specialist):
     @handler
     async def square(self, job: Square) -> int:
         EXECUTED.append(f"{self.name}/{job.n}")
+        for store in PRUNING:  # as `actorflow prune` may, beside the live run
+            await store.prune(KEEP_NEWEST)
         return job.n * job.n
 
 
@@ -69,18 +80,48 @@ EXPECTED = [(k + 1) ** 2 for k in range(UNITS)]
 
 
 def open_store(fs: SimFS) -> FileStore:
-    return FileStore("/store", fs=fs, codec=Codec(compress_above=64))
+    # small segments: a log cut drops some, and a new one's folder fsync makes that durable
+    return FileStore("/store", fs=fs, codec=Codec(compress_above=64), segment_bytes=512)
 
 
-async def first_process(fs: SimFS, config: RuntimeConfig) -> list[int] | None:
+async def first_process(
+    fs: SimFS, config: RuntimeConfig, *, prune: bool = False
+) -> list[int] | None:
     """Run until the power goes; the result if ``run()`` returned one."""
     returned: list[int] | None = None
+    store = open_store(fs)
+    if prune:
+        PRUNING.append(store)
     try:
-        async with Runtime(store=open_store(fs), config=config) as runtime:
+        async with Runtime(store=store, config=config) as runtime:
             returned = await runtime.run(Units, UNITS, run_id=RUN)
     except* (ActorflowError, OSError):
         pass  # the machine is off: whatever the runtime tried last failed
+    finally:
+        PRUNING.clear()
     return returned
+
+
+async def recorded_asks(store: FileStore) -> set[str]:
+    """The agents whose asks are recorded, as recovery reads them: in the newest
+    snapshot that verifies and the log after it (what pruning cut is in the former)."""
+    newest = await newest_snapshot(store)
+    records = await store.read_log(RUN, newest.position if newest is not None else 0)
+    if newest is not None:
+        records = [*newest.steps, *records]
+    recorded = {r.target or "" for r in records if isinstance(r, StepRecord) and r.kind == "ask"}
+    if newest is not None:  # phase "unit.k" asked squarer-k
+        recorded |= {f"squarer-{p.rpartition('.')[2]}" for p in newest.phases}
+    return recorded
+
+
+async def newest_snapshot(store: FileStore) -> Snapshot | None:
+    for info in reversed(await store.list_snapshots(RUN)):
+        try:
+            return await store.read_snapshot(RUN, info.snapshot_id)
+        except CorruptedDataError:
+            assert not info.durable, f"a durable snapshot is damaged: {info}"
+    return None
 
 
 async def second_process(fs: SimFS, config: RuntimeConfig) -> tuple[Any, list[str], bool]:
@@ -89,11 +130,7 @@ async def second_process(fs: SimFS, config: RuntimeConfig) -> tuple[Any, list[st
     store = open_store(fs)
     EXECUTED.clear()
     try:
-        recorded = {
-            r.target
-            for r in await store.read_log(RUN)
-            if isinstance(r, StepRecord) and r.kind == "ask"
-        }
+        recorded = await recorded_asks(store)
     except RunNotFoundError:
         return None, [], False
     with structlog.testing.capture_logs() as logs:
@@ -106,25 +143,38 @@ async def second_process(fs: SimFS, config: RuntimeConfig) -> tuple[Any, list[st
     return result, again, restored
 
 
-async def count_calls(config: RuntimeConfig) -> int:
+async def count_calls(config: RuntimeConfig, *, prune: bool = False) -> int:
     fs = SimFS()
-    assert await first_process(fs, config) == EXPECTED
+    assert await first_process(fs, config, prune=prune) == EXPECTED
     return fs.ops
 
 
-@pytest.mark.parametrize("durability", [Durability.SYNC, Durability.BATCHED])
+@pytest.mark.parametrize(
+    ("durability", "prune", "tear"),
+    [
+        (Durability.SYNC, False, False),
+        (Durability.BATCHED, False, False),
+        (Durability.SYNC, False, True),
+        (Durability.SYNC, True, False),
+        (Durability.SYNC, True, True),
+    ],
+    ids=["sync", "batched", "sync-torn", "sync-pruned", "sync-pruned-torn"],
+)
 async def test_a_run_cut_by_power_loss_anywhere_recovers_the_uninterrupted_result(
-    durability: Durability,
+    durability: Durability, prune: bool, tear: bool
 ) -> None:
-    config = RuntimeConfig(durability=durability, retention=None)
-    total = await count_calls(config)
+    # with pruning, the runtime's own pass after the run prunes too
+    retention = KEEP_NEWEST if prune else None
+    config = RuntimeConfig(durability=durability, retention=retention)
+    total = await count_calls(config, prune=prune)
     restored = 0
     for crash_at in range(1, total + 1):
         fs = SimFS(crash_at=crash_at)
-        returned = await first_process(fs, config)
+        returned = await first_process(fs, config, prune=prune)
         if not fs.crashed:
             continue  # this schedule made fewer calls
-        result, again, was_restored = await second_process(fs.after_power_loss(), config)
+        after = fs.after_power_loss(tear=tear, seed=crash_at)
+        result, again, was_restored = await second_process(after, config)
         if result is None:
             assert returned is None, f"crash at {crash_at}: a returned run is gone"
             continue

@@ -13,7 +13,16 @@ from typing import TYPE_CHECKING, ClassVar
 
 import msgspec
 
-from actorflow import Orchestrator, Request, RunContext, Runtime, Specialist, handler, phase
+from actorflow import (
+    Orchestrator,
+    Request,
+    RunContext,
+    Runtime,
+    RuntimeConfig,
+    Specialist,
+    handler,
+    phase,
+)
 from actorflow.cli._inspect import checkpoint_rows
 from actorflow.storage import FileStore, RetentionPolicy
 
@@ -77,4 +86,24 @@ async def test_a_finished_run_forks_from_its_first_phase_end_under_the_default_r
             first = ends[0]["snapshot_id"]
             handle = await runtime.fork("novel", first, new_run_id="from-the-start")
             assert await handle.result() == CHAPTERS
+        # its past is in no log: its first snapshot was made durable, and retention,
+        # dropping that one after the run, made the newest durable first
+        forked = await store.list_snapshots("from-the-start")
+        assert not forked[0].snapshot_id.startswith("0000-fork-of-")
+        assert forked[-1].durable
+        assert not forked[0].durable
         assert Novel.written == list(range(1, CHAPTERS)), "chapter 0 came from the checkpoint"
+
+
+async def test_a_forks_first_snapshot_is_made_durable(tmp_path: Path) -> None:
+    """The fork's past is in no log, only in that snapshot; the run's own need no sync."""
+    async with FileStore(tmp_path) as store:
+        async with Runtime(store=store, config=RuntimeConfig(retention=None)) as runtime:
+            await runtime.run(Novel, 2, run_id="short")
+            ends = [s for s in await store.list_snapshots("short") if s.trigger == "phase_end"]
+            handle = await runtime.fork("short", ends[0].snapshot_id, new_run_id="forked")
+            assert await handle.result() == 2
+        forked = await store.list_snapshots("forked")
+        assert forked[0].snapshot_id.startswith("0000-fork-of-")
+        assert forked[0].durable
+        assert not any(s.durable for s in forked[1:])

@@ -236,6 +236,25 @@ class TestLostManifest:
         assert created
         await store.aclose()
 
+    @pytest.mark.parametrize("part", ["log", "blobs", "snapshots"])
+    async def test_a_part_folder_a_cut_short_creation_lost_is_made_again(
+        self, tmp_path: Path, part: str
+    ) -> None:
+        """A power loss can keep a new run's manifest and lose a part's (empty) folder."""
+        store = FileStore(tmp_path)
+        await store.create_run(manifest("r1"))
+        (tmp_path / "runs/r1" / part).rmdir()
+        fresh = FileStore(tmp_path)
+        assert await fresh.append("r1", [rec(0)]) == 1
+        ref = await fresh.put_blob("r1", b"state")
+        snap = Snapshot(run_id="r1", snapshot_id="s1", position=1, created=0.0, trigger="t")
+        await fresh.write_snapshot(snap)
+        assert await fresh.read_log("r1") == [rec(0)]
+        assert await fresh.get_blob("r1", ref) == b"state"
+        assert await fresh.read_snapshot("r1", "s1") == snap
+        await store.aclose()
+        await fresh.aclose()
+
 
 def age(path: Path, seconds: float) -> None:
     """Make ``path`` look ``seconds`` old (its modification time)."""

@@ -4,6 +4,13 @@ SIGKILL keeps the page cache, so only a disk that forgets unsynced writes can
 show a missing fsync. The FileStore runs over ``SimFS``; a dry run counts the
 workload's file-system calls, then the workload runs again crashing at each
 call in turn (and once more per point with torn, reordered unsynced writes).
+
+Snapshots are off the durability path: one written but not synced may be
+lost or torn (it must then fail its checksum, never load wrong), one synced
+(by ``sync_snapshots`` or by retention, before it cuts the log below it) must
+survive, and a deleted one may come back. What recovery reads, the newest
+snapshot that verifies and the log after it, must always hold every record
+acknowledged there, and the blobs they reference.
 """
 
 from __future__ import annotations
@@ -14,12 +21,13 @@ import anyio
 import msgspec
 import pytest
 
-from actorflow.errors import StorageError
+from actorflow.errors import CheckpointCorruptedError, StorageError
 from actorflow.storage import (
     AgentSnapshot,
     Codec,
     EventRecord,
     FileStore,
+    RetentionPolicy,
     RunManifest,
     RunStatus,
     Snapshot,
@@ -56,8 +64,10 @@ class Acked:
     counter: int = 0
     records: dict[int, EventRecord] = field(default_factory=dict)
     snapshots: dict[str, Snapshot] = field(default_factory=dict)
-    blobs: dict[str, bytes] = field(default_factory=dict)
+    synced: set[str] = field(default_factory=set)
     deleted: set[str] = field(default_factory=set)
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    pruning: bool = False  # from here on the log may start later, and blobs may go
     attempt: int = 0
 
 
@@ -78,18 +88,27 @@ async def workload(fs: SimFS, acked: Acked) -> None:
             ref = await store.put_blob(RUN, state)
             acked.blobs[ref] = state
             snap = snapshot(n, acked.length, ref)
+            acked.snapshots[snap.snapshot_id] = snap  # written whole, if at all
             if n == 3:  # a run's end: its final snapshot and status in one call
                 await store.write_snapshot(snap, update=_bump_attempt)
             else:
                 await store.write_snapshot(snap)
-            acked.snapshots[snap.snapshot_id] = snap
-            if n == 2:  # retention's way: an acknowledged delete stays deleted
-                del acked.snapshots["s0"]  # once asked for, it may be gone
-                await store.delete_snapshot(RUN, "s0")
+            if n == 1:
+                await store.sync_snapshots(RUN, ["s1"])
+                acked.synced.add("s1")
+            if n == 2:  # once asked for, it may be gone; a power loss may bring it back
                 acked.deleted.add("s0")
+                await store.delete_snapshot(RUN, "s0")
             if n != 3:
                 await store.update_run(RUN, _bump_attempt)
             acked.attempt += 1
+        # retention: the newest stays (synced first), the rest go, the log is cut
+        # below it, and the blobs only the others referenced are collected
+        acked.pruning = True
+        acked.deleted |= {"s1", "s2"}
+        await store.prune(RetentionPolicy(keep_last=1))
+        acked.synced |= {s.snapshot_id for s in await store.list_snapshots(RUN) if s.durable}
+        await append_one(store, acked)
     except* StorageError:
         pass  # the power went out
     finally:
@@ -115,19 +134,32 @@ async def check_after_power_loss(fs: SimFS, acked: Acked) -> None:
             return
         manifest = await store.read_run(RUN)
         assert manifest.attempt >= acked.attempt
-        log = await store.read_log(RUN)
-        assert len(log) >= acked.length
+        listed = {s.snapshot_id: s for s in await store.list_snapshots(RUN)}
+        assert acked.synced - acked.deleted <= set(listed), "a synced snapshot was lost"
+        newest: Snapshot | None = None
+        for sid, info in listed.items():  # oldest first
+            try:
+                loaded = await store.read_snapshot(RUN, sid)
+            except CheckpointCorruptedError:  # torn: only one never synced may be
+                assert not info.durable, sid
+                assert sid not in acked.synced, sid
+                continue
+            assert loaded == acked.snapshots[sid]  # nothing half-written loads
+            newest = loaded
+        # what recovery reads: the newest snapshot that verifies, and the log after it
+        start = newest.position if newest is not None else 0
+        if not acked.pruning:
+            start = 0  # nothing was cut: the whole log is there
+        log = await store.read_log(RUN, start)
+        assert start + len(log) >= acked.length
         for position, rec in acked.records.items():
-            assert log[position] == rec
-        listed = {s.snapshot_id for s in await store.list_snapshots(RUN)}
-        assert set(acked.snapshots) <= listed
-        assert not acked.deleted & listed
-        for sid in listed:  # anything listed loads: nothing half-written
-            loaded = await store.read_snapshot(RUN, sid)
-            if sid in acked.snapshots:
-                assert loaded == acked.snapshots[sid]
-        for ref, data in acked.blobs.items():
-            assert await store.get_blob(RUN, ref) == data
+            if position >= start:
+                assert log[position - start] == rec
+        needed = {ref for ref in acked.blobs if not acked.pruning}
+        if newest is not None:
+            needed |= {a.state.blob for a in newest.agents.values() if a.state is not None}
+        for ref in needed:
+            assert await store.get_blob(RUN, ref) == acked.blobs[ref]
         # the store keeps working: the tail is cut and appends continue
         lease = await store.claim(RUN, "recoverer")
         end = await store.append(RUN, [EventRecord(kind="after")])

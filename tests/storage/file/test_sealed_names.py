@@ -11,6 +11,7 @@ import os
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
+import msgspec
 import pytest
 
 from actorflow.storage import Codec, FileStore
@@ -142,7 +143,12 @@ async def test_names_written_before_still_list_load_and_delete(tmp_path: Path) -
     assert path.name == snapshot_file_name(listed, sealed=True)
     os.rename(path, folder / snapshot_file_name(listed))
     fresh = sealed_store(tmp_path)
-    assert await fresh.list_snapshots("r1") == [named, listed]
+    # names written before carry no "~unsynced": they were synced when written
+    assert not named.durable
+    assert await fresh.list_snapshots("r1") == [
+        msgspec.structs.replace(named, durable=True),
+        listed,
+    ]
     assert (await fresh.read_snapshot("r1", "named")).trigger == SECRET_REASON
     assert (await fresh.read_snapshot("r1", "listed")).position == 2
     assert await fresh.delete_snapshot("r1", "listed") == listed.stored_size

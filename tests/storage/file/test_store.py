@@ -80,8 +80,11 @@ async def test_snapshot_file_names_read_as_position_time_phase_id(tmp_path: Path
     )
     info = await store.write_snapshot(snap)
     (path,) = (tmp_path / "runs/r1/snapshots").iterdir()
-    sizes = f"{info.stored_size}~{info.raw_size}"
-    assert path.name == f"000000042_19700101T000000Z_draft%231_ck-7~t~0.0~{sizes}.ckpt"
+    name = f"000000042_19700101T000000Z_draft%231_ck-7~t~0.0~{info.stored_size}~{info.raw_size}"
+    assert path.name == f"{name}~unsynced.ckpt"  # until it is synced
+    await store.sync_snapshots("r1", ["ck-7"])
+    (path,) = (tmp_path / "runs/r1/snapshots").iterdir()
+    assert path.name == f"{name}.ckpt"
 
 
 def snap(sid: str, position: int, **fields: object) -> Snapshot:
