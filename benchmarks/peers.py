@@ -17,10 +17,10 @@ process that times its own runs and hands the figures back between turns.
    a fresh thread per run; its sync API, the idiomatic pairing for
    ``SqliteSaver`` (``ainvoke`` needs ``AsyncSqliteSaver`` and its aiosqlite
    thread). actorflow: an orchestrator calling 10 ``@phase`` methods on a
-   FileStore, ``Durability.SYNC`` ("phases"); and the same with each unit's
-   record coming from an ``ask`` step ("asks"): ``sync`` waits for steps, not
-   for phase ends, whose records reach the disk with the next step's append
-   or snapshot, so a run of bare phases has nothing durable until its end.
+   FileStore, ``Durability.SYNC`` ("phases": each phase's end is durable
+   before the phase returns); and the same with each unit's record coming
+   from an ``ask`` step ("asks": the step's record and the phase's end are
+   two appends).
    DBOS: 10 ``@DBOS.step`` calls in a ``@DBOS.workflow`` on its SQLite
    system database.
 2. The same in default modes: actorflow ``batched``, LangGraph ``async``

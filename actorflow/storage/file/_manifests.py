@@ -1,5 +1,13 @@
 """A file store's manifests: one file per run, read, changed under flock and replaced atomically.
 
+A change that need not be durable (``durable=False``: a finished run's end,
+which its log already holds) goes to a second file, ``manifest.unsynced``,
+written without any fsync, and never over the durable ``manifest``: a power
+loss may take it or leave it torn, and the reader then falls back to the
+durable one, whole. While it exists and verifies it is the newer of the two,
+because every durable write removes it first, with the folder fsync that
+makes the removal stick.
+
 Every method blocks: the store calls them from worker threads.
 """
 
@@ -38,6 +46,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ManifestFiles"]
 
+_UNSYNCED = "manifest.unsynced"
+
 
 class ManifestFiles:
     """The runs' manifests under ``folders``, sealed by ``codec``."""
@@ -48,12 +58,15 @@ class ManifestFiles:
         self._codec = codec
 
     def read(self, run_id: str) -> RunManifest:
-        """The run's manifest.
+        """The run's manifest: the unsynced one if it is there whole, else the durable one.
 
         Raises:
             RunNotFoundError: no such run.
-            CorruptedDataError: the manifest is damaged.
+            CorruptedDataError: the (durable) manifest is damaged.
         """
+        newer = self._read_unsynced(run_id)
+        if newer is not None:
+            return newer
         path = self._folders.run(run_id, "manifest")
         try:
             data = self._fs.read(path)
@@ -61,11 +74,34 @@ class ManifestFiles:
             raise RunNotFoundError(run_id) from None
         return self._codec.load_manifest(data, run_id=run_id, location=path)
 
+    def _read_unsynced(self, run_id: str) -> RunManifest | None:
+        path = self._folders.run(run_id, _UNSYNCED)
+        try:
+            data = self._fs.read(path)
+        except FileNotFoundError:
+            return None
+        try:
+            return self._codec.load_manifest(data, run_id=run_id, location=path)
+        except CorruptedDataError:
+            return None  # what a power loss left of it: the durable manifest is older, whole
+
     def _write(self, manifest: RunManifest, *, durable: bool = True) -> None:
+        if not durable:
+            unsynced = self._folders.run(manifest.run_id, _UNSYNCED)
+            write_atomic(self._fs, unsynced, self._codec.dump_manifest(manifest), durable=False)
+            return
+        self._drop_unsynced(manifest.run_id)
         path = self._folders.run(manifest.run_id, "manifest")
-        # Not durable: the new manifest's content is synced, its rename is not, so
-        # a power loss brings back the old one whole, never a torn new one.
-        write_atomic(self._fs, path, self._codec.dump_manifest(manifest), sync_folder=durable)
+        write_atomic(self._fs, path, self._codec.dump_manifest(manifest))
+
+    def _drop_unsynced(self, run_id: str) -> None:
+        # Removed durably before the durable manifest replaces the old one: a
+        # power loss in between may lose the unsynced change (the log repairs
+        # it) but never leaves it beside, and read before, a newer durable one.
+        path = self._folders.run(run_id, _UNSYNCED)
+        if self._fs.exists(path):
+            self._fs.unlink(path)
+            self._fs.fsync_dir(self._folders.run(run_id))
 
     def change(
         self, run_id: str, change: Callable[[RunManifest], RunManifest], durable: bool = True

@@ -135,8 +135,8 @@ class FileStore(StoreContext):
     ) -> RunManifest:
         """See :meth:`Store.update_run`. ``change`` runs in a worker thread.
 
-        Without ``durable`` the folder is not synced after the rename: one
-        fsync (the new file's) instead of two.
+        Without ``durable`` no fsync at all: the new manifest goes beside the
+        durable one (``manifest.unsynced``), which a power loss brings back.
         """
         validate_run_id(run_id)
         return await self._folders.call(

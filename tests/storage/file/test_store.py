@@ -367,3 +367,47 @@ async def test_a_claim_reads_the_log_afresh_after_another_owner_appended(tmp_pat
     assert await FileStore(tmp_path).read_log("r1") == [rec(i) for i in range(4)]
     await first.aclose()
     await second.aclose()
+
+
+class _CountingFS(actorflow.storage.OSFileSystem):
+    def __init__(self) -> None:
+        self.syncs = 0
+
+    def fsync(self, handle: int) -> None:
+        self.syncs += 1
+        super().fsync(handle)
+
+    def fsync_dir(self, path: str) -> None:
+        self.syncs += 1
+        super().fsync_dir(path)
+
+
+async def test_an_unsynced_manifest_change_costs_no_sync_and_never_replaces_the_durable_one(
+    tmp_path: Path,
+) -> None:
+    fs = _CountingFS()
+    store = FileStore(tmp_path, fs=fs)
+    await store.create_run(manifest())
+    durable = (tmp_path / "runs/r1/manifest").read_bytes()
+    fs.syncs = 0
+
+    def finish(m: RunManifest) -> RunManifest:
+        return msgspec.structs.replace(m, status=RunStatus.COMPLETED, result=b"\x01")
+
+    ended = await store.update_run("r1", finish, durable=False)
+    assert fs.syncs == 0
+    assert (tmp_path / "runs/r1/manifest").read_bytes() == durable
+    assert await FileStore(tmp_path).read_run("r1") == ended
+    assert [m.status for m in await FileStore(tmp_path).list_runs()] == [RunStatus.COMPLETED]
+
+    # what a power loss may leave of it: the durable manifest, whole, is read instead
+    (tmp_path / "runs/r1/manifest.unsynced").write_bytes(b"\x00" * 7)
+    assert (await FileStore(tmp_path).read_run("r1")).status is RunStatus.RUNNING
+
+    # a durable change starts from the newest and takes the unsynced one's place
+    (tmp_path / "runs/r1/manifest.unsynced").unlink()
+    await store.update_run("r1", finish, durable=False)
+    tagged = await store.update_run("r1", lambda m: msgspec.structs.replace(m, phase="p"))
+    assert tagged == msgspec.structs.replace(ended, phase="p", updated=tagged.updated)
+    assert not (tmp_path / "runs/r1/manifest.unsynced").exists()
+    assert await FileStore(tmp_path).read_run("r1") == tagged
