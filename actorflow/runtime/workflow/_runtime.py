@@ -39,6 +39,7 @@ from actorflow.storage import (
     RunStatus,
     Store,
     open_store,
+    update_run_unsynced,
     validate_run_id,
 )
 
@@ -56,6 +57,12 @@ _log = get_logger("actorflow.runtime")
 
 _ORPHANS = (RunStatus.RUNNING, RunStatus.INTERRUPTED)
 _RECOVERABLE = (*_ORPHANS, RunStatus.BLOCKED)
+
+
+def _unchanged(manifest: RunManifest) -> RunManifest:
+    return manifest
+
+
 _SKIPPED: Any = object()
 """What recovering a run that was no orphan after all gives: nothing to report."""
 KEPT_FINISHED_HANDLES = 1000
@@ -306,10 +313,17 @@ class Runtime(ActorSystem):
         ):
             return current
         limit = self.config.max_recovery_attempts if recovering else None
-        manifest = await self.store.update_run(
-            run_id, functools.partial(taken, owner=self.owner, limit=limit, unblock=recovering)
+        # Unsynced: the claim, not the manifest, is what keeps other processes
+        # out, so a power loss that takes this write leaves the run an orphan
+        # as before, one attempt short in its count. That costs a take nothing.
+        manifest = await update_run_unsynced(
+            self.store,
+            run_id,
+            functools.partial(taken, owner=self.owner, limit=limit, unblock=recovering),
         )
         if manifest.status is RunStatus.FAILED and manifest.attempt > current.attempt:
+            # no log record says so, so it is made durable before it is reported
+            manifest = await self.store.update_run(run_id, _unchanged)
             assert manifest.error is not None
             raise RecoveryFailedError(manifest.run_id, manifest.error.message)
         return manifest

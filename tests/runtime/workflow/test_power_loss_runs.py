@@ -203,3 +203,38 @@ async def test_the_end_of_a_run_is_one_durable_record() -> None:
     assert EXECUTED == []
     assert [e["status"] for e in logs if e["event"] == "run_end_restored"] == ["completed"]
     assert (await open_store(store_fs).read_run(RUN)).status is RunStatus.COMPLETED
+
+
+async def recovering_process(fs: SimFS, config: RuntimeConfig) -> None:
+    """Recover until the power goes."""
+    try:
+        async with Runtime(store=open_store(fs), config=config) as runtime:
+            await runtime.recover()
+    except* (ActorflowError, OSError):
+        pass
+
+
+@pytest.mark.parametrize("tear", [False, True], ids=["clean", "torn"])
+async def test_a_recovery_cut_by_power_loss_anywhere_is_recovered_again(tear: bool) -> None:
+    """The take of a run (owner, status, attempt) is written without a sync of its
+    own: lost, it leaves the run an orphan as before, and the next recovery takes it."""
+    config = RuntimeConfig(durability=Durability.SYNC, retention=None)
+    total = await count_calls(config)
+    first = SimFS(crash_at=total // 2)  # the first unit durable, the rest to run
+    assert await first_process(first, config) is None
+    midway = first.after_power_loss()
+    assert (await open_store(midway).read_run(RUN)).status is RunStatus.RUNNING
+    dry = midway.after_power_loss()  # a copy: everything on it is synced
+    await recovering_process(dry, config)
+    assert (await open_store(dry).read_run(RUN)).status is RunStatus.COMPLETED
+    assert dry.ops > 20  # the recovery really runs units
+    for crash_at in range(1, dry.ops + 1):
+        fs = midway.after_power_loss()
+        fs.crash_at = crash_at
+        await recovering_process(fs, config)
+        if not fs.crashed:
+            continue
+        after = fs.after_power_loss(tear=tear, seed=crash_at)
+        result, again, _ = await second_process(after, config)
+        assert result == EXPECTED, f"crash at {crash_at}"
+        assert again == [], f"crash at {crash_at}: recorded asks ran again"
