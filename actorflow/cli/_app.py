@@ -36,7 +36,7 @@ from actorflow.errors import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, MutableMapping
 
 __all__ = [
     "DEFAULT_STORE",
@@ -282,4 +282,31 @@ def _log_to_stderr() -> None:
     # so actorflow's warnings go to stderr. A user's `--app` module imported
     # later may configure structlog its own way.
     if not structlog.is_configured():
-        structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+        structlog.configure(
+            processors=[SealedRunWarnings(), *structlog.get_config()["processors"]],
+            logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        )
+
+
+class SealedRunWarnings:
+    """A structlog processor: one ``run_unreadable`` warning per missing key, not per run.
+
+    Without a store's key every run it sealed is unreadable alike, and the
+    commands say so in their own words (``runs`` counts them, ``validate``
+    names them); a warning for each would bury the rest of stderr.
+    """
+
+    def __init__(self) -> None:
+        self._warned: set[str] = set()
+
+    def __call__(
+        self, logger: object, method: str, event: MutableMapping[str, Any]
+    ) -> MutableMapping[str, Any]:
+        key_id = event.get("key_id")
+        if event.get("event") != "run_unreadable" or not key_id:
+            return event
+        if key_id in self._warned:
+            raise structlog.DropEvent
+        self._warned.add(key_id)
+        event["others"] = "further runs sealed with this key are not warned of one by one"
+        return event

@@ -199,5 +199,9 @@ def warn_unreadable(entries: Sequence[UnreadableEntry]) -> None:
     """Log each entry ``list_runs`` skips, so one damaged entry never hides the others."""
     for entry in entries:
         _log.warning(
-            "run_unreadable", location=entry.location, run_id=entry.run_id, problem=entry.problem
+            "run_unreadable",
+            location=entry.location,
+            run_id=entry.run_id,
+            key_id=entry.key_id,
+            problem=entry.problem,
         )

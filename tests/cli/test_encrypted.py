@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -71,6 +73,23 @@ class TestWithoutTheKey:
             ("run-b", "encrypted", "k1"),
         ]
         assert all(r["alive"] is False for r in rows)  # the flock needs no key
+
+    def test_stderr_warns_once_per_missing_key_not_once_per_run(self, sealed: str) -> None:
+        env = {k: v for k, v in os.environ.items() if k not in UNSET}
+        proc = subprocess.run(
+            [sys.executable, "-m", "actorflow", "runs", "--store", sealed],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**env, "COLUMNS": "200"},
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.count("encrypted") == 2
+        warnings = [line for line in proc.stderr.splitlines() if "run_unreadable" in line]
+        assert len(warnings) == 1, proc.stderr
+        assert "key_id='k1'" in warnings[0] or "key_id=k1" in warnings[0]
+        assert "2 run(s) shown as encrypted" in proc.stderr
 
     def test_a_filter_cannot_see_sealed_runs_and_says_so(self, sealed: str) -> None:
         result = cli("runs", "--store", sealed, "--status", "completed", "--json")
