@@ -2,7 +2,7 @@
 
 This is the store's side of signals. An inbox is a sequence: entry ``seq``
 is stored under a name made of ``seq`` alone (``inbox/00000000000000000003.msg``
-in a file store, ``.../inbox/3`` in S3), created with a conditional create
+in a file store), created with a conditional create
 that fails if the name exists. A poster tries the next free ``seq`` and, when
 someone else got it first, the one after; so posts are ordered, concurrent
 posters (tasks or processes) never share a ``seq``, and a reader walks the
@@ -77,8 +77,8 @@ class SupportsInbox(Protocol):
     """A store that keeps a durable, ordered inbox of messages for each run.
 
     Call it through :func:`post_message` and :func:`read_messages`, which
-    accept any store and say clearly when it has no inbox. The memory, file
-    and S3 stores have one.
+    accept any store and say clearly when it has no inbox. The memory and
+    file stores have one.
 
     .. versionadded:: 0.2
     """
