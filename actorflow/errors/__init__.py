@@ -23,12 +23,14 @@ The tree::
     │   ├── CorruptedDataError          stored bytes fail their checksum or do not decode
     │   │   ├── CheckpointCorruptedError    a snapshot is corrupt
     │   │   ├── LogCorruptedError           a log record a reader needs is corrupt
+    │   │   ├── InboxCorruptedError         an entry of a run's inbox is corrupt
     │   │   └── RunFolderNotEmptyError      a run's folder holds data but no manifest
     │   ├── CheckpointNotFoundError     no such snapshot (also LookupError)
     │   ├── EncodingError               a value cannot be encoded (also TypeError)
     │   ├── CheckpointTooLargeError     a snapshot is over the size limit
     │   ├── EncryptionKeyError          a wrong key, or:
     │   │   └── EncryptionKeyMissingError   a key the store was not given
+    │   ├── InboxUnsupportedError       the store keeps no inbox for its runs
     │   ├── IncompatibleStateError      a stored state does not fit its class any more
     │   ├── RunLockedError              another live owner holds the run
     │   └── LeaseLostError              this owner's lease was taken over (fenced)
@@ -96,6 +98,8 @@ from actorflow.errors._storage import (
     EncodingError,
     EncryptionKeyError,
     EncryptionKeyMissingError,
+    InboxCorruptedError,
+    InboxUnsupportedError,
     IncompatibleStateError,
     LeaseLostError,
     LogCorruptedError,
@@ -123,6 +127,8 @@ __all__ = [
     "EncryptionKeyError",
     "EncryptionKeyMissingError",
     "EscalationError",
+    "InboxCorruptedError",
+    "InboxUnsupportedError",
     "IncompatibleStateError",
     "InvalidNameError",
     "InvalidRunIdError",

@@ -12,6 +12,8 @@ __all__ = [
     "EncodingError",
     "EncryptionKeyError",
     "EncryptionKeyMissingError",
+    "InboxCorruptedError",
+    "InboxUnsupportedError",
     "IncompatibleStateError",
     "LeaseLostError",
     "LogCorruptedError",
@@ -72,6 +74,21 @@ class LogCorruptedError(CorruptedDataError):
     )
 
 
+class InboxCorruptedError(CorruptedDataError):
+    """An entry of a run's inbox failed its checksum or could not be decoded.
+
+    A reader cannot go past it: the entries after it keep their places, but
+    taking them in order needs this one.
+
+    .. versionadded:: 0.2
+    """
+
+    advice = (
+        "The messages posted after it wait behind it: restore the file from a backup "
+        "(`actorflow validate` lists corrupt data)."
+    )
+
+
 class RunFolderNotEmptyError(CorruptedDataError):
     """A run's folder (or S3 prefix) holds data but no manifest; no new run starts on it.
 
@@ -129,6 +146,21 @@ class CheckpointTooLargeError(StorageError):
             "write checkpoint",
             f"checkpoint of run {run_id!r} is {size} bytes, over the limit of {limit}; "
             "keep large data out of agent state or raise `max_snapshot_bytes`",
+        )
+
+
+class InboxUnsupportedError(StorageError):
+    """The store has no per-run inbox (it is no :class:`~actorflow.storage.SupportsInbox`).
+
+    .. versionadded:: 0.2
+    """
+
+    def __init__(self, operation: str, store: str) -> None:
+        self.store = store
+        super().__init__(
+            operation,
+            f"{store} keeps no inbox of messages for its runs; use a store that does "
+            "(MemoryStore, FileStore)",
         )
 
 

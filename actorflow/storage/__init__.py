@@ -22,6 +22,7 @@ from actorflow.storage._codec import (
     encode_value,
     encoder,
 )
+from actorflow.storage._inbox import InboxEntry, SupportsInbox, post_message, read_messages
 from actorflow.storage._logwriter import LogWriter
 from actorflow.storage._memory import MemoryStore
 from actorflow.storage._open import open_store
@@ -72,6 +73,7 @@ __all__ = [
     "EventRecord",
     "FileStore",
     "FileSystem",
+    "InboxEntry",
     "Lease",
     "LogRecord",
     "LogWriter",
@@ -93,6 +95,7 @@ __all__ = [
     "StepRecord",
     "Store",
     "StoreContext",
+    "SupportsInbox",
     "SupportsSnapshotSync",
     "UnreadableEntry",
     "UnreadableLister",
@@ -103,8 +106,10 @@ __all__ = [
     "encode_value",
     "encoder",
     "open_store",
+    "post_message",
     "prune",
     "prune_run",
+    "read_messages",
     "run_verifier",
     "state_version",
     "sync_snapshots",

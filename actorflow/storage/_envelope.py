@@ -88,6 +88,7 @@ class Kind(enum.IntEnum):
     BLOB = 3
     SNAPSHOT = 4
     LEASE = 5
+    INBOX_ENTRY = 6
 
 
 _KINDS = {member.value: member for member in Kind}

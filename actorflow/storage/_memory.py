@@ -8,6 +8,7 @@ aliases the caller's object). Data lives as long as the store object.
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,7 @@ from actorflow.errors import (
 )
 from actorflow.storage._capabilities import ClaimInfo, SealCheck
 from actorflow.storage._envelope import Kind
+from actorflow.storage._inbox import InboxEntry, open_entry, seal_entry
 from actorflow.storage._manifests import (
     add_snapshot,
     live_snapshots,
@@ -68,6 +70,8 @@ class _Run:
     lease: Lease | None = None
     epoch: int = 0
     owner: str | None = None  # who claimed it last, kept after release
+    inbox: list[bytes] = field(default_factory=list)
+    inbox_ids: dict[str, int] = field(default_factory=dict)  # entry id -> its seq
 
 
 class MemoryStore(StoreContext):
@@ -148,7 +152,7 @@ class MemoryStore(StoreContext):
         await anyio.lowlevel.checkpoint()
         run = self._run(run_id)
         freed = sum(map(len, run.log)) + sum(map(len, run.blobs.values()))
-        freed += sum(map(len, run.snapshots.values()))
+        freed += sum(map(len, run.snapshots.values())) + sum(map(len, run.inbox))
         if not tombstone:
             del self._runs[run_id]
             return freed + len(run.manifest)
@@ -314,6 +318,45 @@ class MemoryStore(StoreContext):
         run.manifest = self.codec.dump_manifest(manifest)
         return len(data)
 
+    # --- inbox ---------------------------------------------------------------
+
+    async def post(
+        self,
+        run_id: str,
+        *,
+        entry_id: str,
+        type: str,
+        payload: bytes,
+        sender: str | None = None,
+    ) -> InboxEntry:
+        """See :meth:`SupportsInbox.post`: one process, so a repeated id is always caught."""
+        await anyio.lowlevel.checkpoint()
+        run = self._run(run_id)
+        seq = run.inbox_ids.get(entry_id)
+        if seq is not None:
+            return self._entry(run_id, run, seq)
+        entry = InboxEntry(
+            seq=len(run.inbox),
+            entry_id=entry_id,
+            type=type,
+            payload=payload,
+            sent=time.time(),
+            sender=sender,
+        )
+        run.inbox.append(seal_entry(self.codec, entry, run_id=run_id))
+        run.inbox_ids[entry_id] = entry.seq
+        return entry
+
+    async def read_inbox(self, run_id: str, start: int = 0) -> list[InboxEntry]:
+        """See :meth:`SupportsInbox.read_inbox`: it never holds an id twice."""
+        await anyio.lowlevel.checkpoint()
+        run = self._run(run_id)
+        return [self._entry(run_id, run, seq) for seq in range(max(start, 0), len(run.inbox))]
+
+    def _entry(self, run_id: str, run: _Run, seq: int) -> InboxEntry:
+        where = f"memory:{run_id}/inbox/{seq}"
+        return open_entry(self.codec, run.inbox[seq], run_id=run_id, seq=seq, location=where)
+
     async def check_sealed(self, run_id: str) -> SealCheck:
         """See :meth:`SealChecker.check_sealed`."""
         await anyio.lowlevel.checkpoint()
@@ -330,6 +373,9 @@ class MemoryStore(StoreContext):
         for ref, data in run.blobs.items():
             at = f"{where}/blobs/{ref}"
             check.verify(self.codec, data, kind=Kind.BLOB, part="blobs", location=at)
+        for seq, data in enumerate(run.inbox):
+            at = f"{where}/inbox/{seq}"
+            check.verify(self.codec, data, kind=Kind.INBOX_ENTRY, part="other", location=at)
         return check
 
     # --- ownership -------------------------------------------------------------

@@ -12,6 +12,8 @@ Layout::
         snapshots/000000042_20260125T101500Z_draft%231_<id>~<trigger>~<time>~<sizes>.ckpt
                                       each name lists its snapshot; with encryption on,
                                       phase and trigger are sealed (see _snapshot_names)
+        inbox/00000000000000000003.msg messages posted to the run, one file each, named by
+                                      seq; made on the first post (see _inbox)
 """
 
 from __future__ import annotations
@@ -28,12 +30,15 @@ if TYPE_CHECKING:
 
     from actorflow.storage.file._fs import FileSystem
 
-__all__ = ["RUN_PARTS", "RunFolders"]
+__all__ = ["LAZY_PARTS", "RUN_PARTS", "RunFolders"]
 
 T = TypeVar("T")
 
 RUN_PARTS = ("log", "blobs", "snapshots")
-"""The folders inside every run's folder."""
+"""The folders made with every run's folder."""
+
+LAZY_PARTS = ("inbox",)
+"""Folders of a run made on first use: runs written before they existed have none."""
 
 
 class RunFolders:

@@ -34,7 +34,7 @@ from actorflow.storage._manifests import (
 from actorflow.storage._manifests import tombstone as make_tombstone
 from actorflow.storage._records import validate_run_id
 from actorflow.storage.file._fs import TRASH_PREFIX, write_atomic
-from actorflow.storage.file._layout import RUN_PARTS
+from actorflow.storage.file._layout import LAZY_PARTS, RUN_PARTS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -188,6 +188,9 @@ class ManifestFiles:
         if tombstone:
             self.change(run_id, make_tombstone)
             doomed = [self._folders.run(run_id, sub) for sub in RUN_PARTS]
+            # made again on their first use, if ever, like in a run that never used them
+            lazy = (self._folders.run(run_id, sub) for sub in LAZY_PARTS)
+            doomed += [folder for folder in lazy if self._fs.is_dir(folder)]
         else:
             doomed = [self._folders.run(run_id)]
         freed = 0

@@ -18,6 +18,7 @@ from actorflow.storage._envelope import Kind
 from actorflow.storage._manifests import blob_addresses
 from actorflow.storage._snapshot_names import SUFFIX
 from actorflow.storage.file._frames import scan
+from actorflow.storage.file._inbox import sealed_entries
 
 if TYPE_CHECKING:
     from actorflow.storage._sealing import Codec
@@ -29,7 +30,7 @@ _SEGMENT = ".seg"  # log segments' suffix (see _layout)
 
 
 def check_run(folders: RunFolders, codec: Codec, run_id: str) -> SealCheck:
-    """Verify the run's manifest, owner file, log, snapshots and blobs. Blocks.
+    """Verify the run's manifest, owner file, log, snapshots, blobs and inbox. Blocks.
 
     Raises:
         RunNotFoundError: the run has no manifest.
@@ -47,6 +48,8 @@ def check_run(folders: RunFolders, codec: Codec, run_id: str) -> SealCheck:
     _check_log(folders, codec, run_id, check)
     _check_files(folders, codec, run_id, check, "snapshots")
     _check_files(folders, codec, run_id, check, "blobs")
+    for path, data in sealed_entries(folders, run_id):
+        check.verify(codec, data, kind=Kind.INBOX_ENTRY, part="other", location=path)
     return check
 
 

@@ -3,7 +3,8 @@
 The store is a facade over small collaborators, each owning one part of a
 run's folder (layout in :mod:`._layout`): manifests (:mod:`._manifests`),
 claims (:mod:`._claims`), the log (:mod:`._logs`, group commit in
-:mod:`._log`), blobs (:mod:`._blobs`) and snapshots (:mod:`._snapshots`).
+:mod:`._log`), blobs (:mod:`._blobs`), snapshots (:mod:`._snapshots`) and
+the inbox (:mod:`._inbox`).
 Every durable operation is one call in a worker thread (:mod:`._threads`);
 files written once go through temp file, fsync, rename and folder fsync,
 except snapshots: they are off the durability path, written through temp
@@ -30,6 +31,7 @@ from actorflow.storage._sealing import Codec
 from actorflow.storage.file._blobs import BlobFiles
 from actorflow.storage.file._claims import Claims
 from actorflow.storage.file._fs import FileSystem, OSFileSystem
+from actorflow.storage.file._inbox import InboxFiles
 from actorflow.storage.file._layout import RunFolders
 from actorflow.storage.file._logs import LogFiles
 from actorflow.storage.file._manifests import ManifestFiles
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from actorflow.storage._capabilities import ClaimInfo, SealCheck
+    from actorflow.storage._inbox import InboxEntry
     from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, UnreadableEntry
     from actorflow.storage._records import (
         LogRecord,
@@ -80,6 +83,7 @@ class FileStore(StoreContext):
         self._logs = LogFiles(self._folders, self.codec, segment_bytes)
         self._blobs = BlobFiles(self._folders, self.codec)
         self._snapshots = SnapshotFiles(self._folders, self._manifests, self.codec)
+        self._inbox = InboxFiles(self._folders, self.codec)
 
     def __repr__(self) -> str:
         return f"FileStore({self.path!r}, codec={self.codec.describe()})"
@@ -164,7 +168,12 @@ class FileStore(StoreContext):
         """See :meth:`Store.delete_run`."""
         validate_run_id(run_id)
         self._logs.drop(run_id)
-        return await self._folders.call("delete run", self._manifests.delete_run, run_id, tombstone)
+        try:
+            return await self._folders.call(
+                "delete run", self._manifests.delete_run, run_id, tombstone
+            )
+        finally:
+            self._inbox.forget(run_id)
 
     # --- log ------------------------------------------------------------------------
 
@@ -289,6 +298,37 @@ class FileStore(StoreContext):
         return await self._folders.call(
             "delete checkpoint", self._snapshots.delete, run_id, snapshot_id
         )
+
+    # --- inbox ----------------------------------------------------------------------
+
+    async def post(
+        self,
+        run_id: str,
+        *,
+        entry_id: str,
+        type: str,
+        payload: bytes,
+        sender: str | None = None,
+    ) -> InboxEntry:
+        """See :meth:`SupportsInbox.post`: a file linked into place at the first free ``seq``.
+
+        Its id's ``flock`` makes a repeated id exact across this machine's
+        processes; the entry costs a file fsync and a folder fsync.
+
+        .. versionadded:: 0.2
+        """
+        validate_run_id(run_id)
+        return await self._folders.call(
+            "post message", self._inbox.post, run_id, entry_id, type, payload, sender
+        )
+
+    async def read_inbox(self, run_id: str, start: int = 0) -> list[InboxEntry]:
+        """See :meth:`SupportsInbox.read_inbox`: one file read per entry, no listing.
+
+        .. versionadded:: 0.2
+        """
+        validate_run_id(run_id)
+        return await self._folders.call("read inbox", self._inbox.read, run_id, start)
 
     async def check_sealed(self, run_id: str) -> SealCheck:
         """See :meth:`SealChecker.check_sealed`: every file of the run, nothing decrypted."""

@@ -26,8 +26,8 @@ _log = get_logger(__name__)
 TEMP_MAX_AGE: Final = 3600.0
 """Seconds after which a temp file is a crashed writer's: a live write renames it in far less."""
 
-_TEMP_FOLDERS: Final = ("", "blobs", "snapshots")
-"""Where a run's temp files are written: beside its manifest and owner, blobs, snapshots."""
+_TEMP_FOLDERS: Final = ("", "blobs", "snapshots", "inbox")
+"""Where a run's temp files are written: beside its manifest and owner, blobs, snapshots, inbox."""
 
 
 def sweep(folders: RunFolders, now: float) -> int:

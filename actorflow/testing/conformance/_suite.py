@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from actorflow.testing.conformance._capabilities import CapabilityTests
+from actorflow.testing.conformance._inbox import InboxTests
 from actorflow.testing.conformance._log import LogTests
 from actorflow.testing.conformance._manifests import ManifestTests, OwnershipTests
 from actorflow.testing.conformance._retention import RetentionTests
@@ -26,11 +27,14 @@ class StoreConformance(
     OwnershipTests,
     RetentionTests,
     CapabilityTests,
+    InboxTests,
 ):
     """Every behaviour the ``Store`` protocol promises, as pytest tests on asyncio and trio.
 
     The optional capabilities (``UnreadableLister``, ``ClaimInspector``,
-    ``SealChecker``) are tested where the store offers them, skipped elsewhere.
+    ``SealChecker``, ``SupportsInbox``) are tested where the store offers
+    them, skipped elsewhere. Override the ``reopen`` fixture (see
+    :meth:`InboxTests.reopen`) to test that data outlives the store object.
 
     Subclass it in a test module, under a name pytest collects (``TestMyStore``),
     and override the ``store`` fixture: an open, empty store for each test,

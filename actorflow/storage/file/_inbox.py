@@ -1,0 +1,222 @@
+"""A file store's inboxes: one file per entry, named by its ``seq``, created by an exclusive link.
+
+Layout, inside a run's folder (made on the run's first post, so runs
+written before inboxes existed work unchanged)::
+
+    inbox/00000000000000000042.msg   entry 42: temp file, fsync, link (fails if
+                                     the name exists), folder fsync
+    inbox/<id key>.id                empty: that entry id was posted (or is being)
+    inbox/<id key>.lock              flock'ed while a post of that id runs
+
+``<id key>`` is a hash of the entry id (:func:`~actorflow.storage._inbox.id_key`).
+A post takes its id's lock, so two posts of one id (threads or processes of
+this machine) run one after the other. Under it, a post of a new id creates
+the ``.id`` file, then links its entry at the first free ``seq``; a post
+finding the ``.id`` file looks for the entry holding the id (reading the
+inbox from 0: the rare path), and writes it only if the poster that created
+the file died before writing it. The ``.id`` file is never fsynced: the entry's
+folder fsync commits it with the entry, and without the entry it is only a
+hint to look.
+
+Every method blocks: the store calls them from worker threads.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from actorflow.errors import RunNotFoundError
+from actorflow.storage._inbox import FirstSeqs, InboxEntry, id_key, open_entry, seal_entry
+from actorflow.storage.file._fs import remake_folder, write_atomic
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from actorflow.storage._sealing import Codec
+    from actorflow.storage.file._layout import RunFolders
+
+__all__ = ["ENTRY_SUFFIX", "INBOX", "InboxFiles", "entry_path", "sealed_entries"]
+
+INBOX = "inbox"
+"""The folder of a run's inbox (made on its first post)."""
+
+ENTRY_SUFFIX = ".msg"
+"""The suffix of entry files."""
+
+
+def entry_path(folders: RunFolders, run_id: str, seq: int) -> str:
+    """Where entry ``seq`` of the run lives."""
+    return folders.run(run_id, INBOX, f"{seq:020d}{ENTRY_SUFFIX}")
+
+
+def sealed_entries(folders: RunFolders, run_id: str) -> Iterator[tuple[str, bytes]]:
+    """``(path, sealed bytes)`` of each of the run's entries, in order, none opened."""
+    seq = 0
+    while True:
+        path = entry_path(folders, run_id, seq)
+        try:
+            data = folders.fs.read(path)
+        except FileNotFoundError:  # the end (or no inbox yet)
+            return
+        yield path, data
+        seq += 1
+
+
+class InboxFiles:
+    """The runs' inboxes under ``folders``, sealed by ``codec``."""
+
+    def __init__(self, folders: RunFolders, codec: Codec) -> None:
+        self._folders = folders
+        self._fs = folders.fs
+        self._codec = codec
+        self._guard = threading.Lock()
+        # Where each inbox ended when this store last wrote or found its end: only
+        # a place to start looking (others may have posted since), checked before use.
+        self._ends: dict[str, int] = {}
+        self._seen: dict[str, tuple[threading.Lock, FirstSeqs]] = {}
+
+    def path(self, run_id: str, seq: int) -> str:
+        """Where entry ``seq`` of the run lives."""
+        return entry_path(self._folders, run_id, seq)
+
+    def forget(self, run_id: str) -> None:
+        """Drop what this store remembers of the run's inbox (it was deleted or made anew)."""
+        with self._guard:
+            self._ends.pop(run_id, None)
+            self._seen.pop(run_id, None)
+
+    # --- posting ---------------------------------------------------------------------
+
+    def post(
+        self, run_id: str, entry_id: str, type_name: str, payload: bytes, sender: str | None
+    ) -> InboxEntry:
+        """Append the entry unless its id was posted; see the module docstring.
+
+        Raises:
+            RunNotFoundError: no such run.
+            InboxCorruptedError: a repeated id met a damaged entry while looking for its own.
+        """
+        self._folders.require(run_id)
+        folder = self._open_folder(run_id)
+        key = id_key(self._codec, entry_id)
+        lock = self._fs.lock(os.path.join(folder, f"{key}.lock"))
+        try:
+            if not self._claim(os.path.join(folder, f"{key}.id")):
+                found = self._find(run_id, entry_id)
+                if found is not None:
+                    return found
+                # else its poster died between the claim and the entry: finish its post
+            return self._append(run_id, entry_id, type_name, payload, sender)
+        finally:
+            self._fs.unlock(lock)
+
+    def _open_folder(self, run_id: str) -> str:
+        folder = self._folders.run(run_id, INBOX)
+        if not self._fs.is_dir(folder):
+            try:
+                remake_folder(self._fs, folder)
+            except FileNotFoundError:  # the run's folder went: deleted meanwhile
+                raise RunNotFoundError(run_id) from None
+            self.forget(run_id)  # a new inbox: nothing remembered of an older one holds
+        return folder
+
+    def _claim(self, path: str) -> bool:
+        try:
+            handle = self._fs.open(path, "create")
+        except FileExistsError:
+            return False
+        self._fs.close(handle)
+        return True
+
+    def _append(
+        self, run_id: str, entry_id: str, type_name: str, payload: bytes, sender: str | None
+    ) -> InboxEntry:
+        sent = time.time()
+        seq = self._start(run_id)
+        while True:
+            entry = InboxEntry(
+                seq=seq,
+                entry_id=entry_id,
+                type=type_name,
+                payload=payload,
+                sent=sent,
+                sender=sender,
+            )
+            sealed = seal_entry(self._codec, entry, run_id=run_id)
+            if write_atomic(self._fs, self.path(run_id, seq), sealed, exclusive=True):
+                with self._guard:
+                    self._ends[run_id] = max(self._ends.get(run_id, 0), seq + 1)
+                return entry
+            seq += 1  # another poster took it first
+
+    def _start(self, run_id: str) -> int:
+        """The first ``seq`` worth trying: never past the end, so the inbox has no gaps."""
+        with self._guard:
+            hint = self._ends.get(run_id)
+        # A hint is checked against the entry before it: the inbox may have been
+        # deleted with the run and begun anew in another process since.
+        if hint is not None and (hint == 0 or self._fs.exists(self.path(run_id, hint - 1))):
+            return hint
+        return self._find_end(run_id)
+
+    def _find_end(self, run_id: str) -> int:
+        """The first ``seq`` with no entry, in O(log n) lookups: entries have no gaps."""
+        if not self._fs.exists(self.path(run_id, 0)):
+            return 0
+        low, high = 0, 1  # entry ``low`` exists; past ``high`` unknown
+        while self._fs.exists(self.path(run_id, high)):
+            low, high = high, high * 2
+        while high - low > 1:  # ``low`` exists, ``high`` does not
+            middle = (low + high) // 2
+            if self._fs.exists(self.path(run_id, middle)):
+                low = middle
+            else:
+                high = middle
+        return high
+
+    def _find(self, run_id: str, entry_id: str) -> InboxEntry | None:
+        end = 0
+        for entry in self._entries(run_id, 0):
+            end = entry.seq + 1
+            if entry.entry_id == entry_id:
+                return entry
+        with self._guard:
+            self._ends[run_id] = max(self._ends.get(run_id, 0), end)
+        return None
+
+    # --- reading ---------------------------------------------------------------------
+
+    def read(self, run_id: str, start: int) -> list[InboxEntry]:
+        """Entries from ``start`` on, each id's first only.
+
+        Raises:
+            RunNotFoundError: no such run.
+            InboxCorruptedError: an entry at or after ``start`` is damaged (or, the
+                first time this store reads the run, one before it).
+        """
+        self._folders.require(run_id)
+        start = max(start, 0)
+        with self._guard:
+            lock, firsts = self._seen.setdefault(run_id, (threading.Lock(), FirstSeqs()))
+        with lock:
+            # the ids before ``start``, read once per store, so duplicates there are known
+            for entry in self._entries(run_id, firsts.end, stop=start):
+                firsts.add(entry)
+            entries = list(self._entries(run_id, start))
+            for entry in entries:
+                firsts.add(entry)
+            return firsts.keep(entries)
+
+    def _entries(self, run_id: str, start: int, stop: int | None = None) -> Iterator[InboxEntry]:
+        seq = start
+        while stop is None or seq < stop:
+            path = self.path(run_id, seq)
+            try:
+                data = self._fs.read(path)
+            except FileNotFoundError:  # the end (or no inbox yet)
+                return
+            yield open_entry(self._codec, data, run_id=run_id, seq=seq, location=path)
+            seq += 1
