@@ -150,8 +150,9 @@ class Store(Protocol):
         so it must be a pure function of its argument. With ``durable=False``
         the new manifest must still replace the old one atomically (a reader
         sees one or the other), but a power loss may bring back the old one:
-        the runtime passes it where the log already holds what the change
-        says (a finished run's end), so the manifest is only a cache of it.
+        the runtime passes it where losing the change costs nothing: the log
+        already holds it (a finished run's end), or the run's claim made it
+        safe to lose (a recovery's take of an orphan).
 
         Raises:
             RunNotFoundError: no such run.

@@ -1,7 +1,8 @@
 """A file store's manifests: one file per run, read, changed under flock and replaced atomically.
 
 A change that need not be durable (``durable=False``: a finished run's end,
-which its log already holds) goes to a second file, ``manifest.unsynced``,
+which its log already holds, or a recovery's take of a run, which its claim
+makes safe to lose) goes to a second file, ``manifest.unsynced``,
 written without any fsync, and never over the durable ``manifest``: a power
 loss may take it or leave it torn, and the reader then falls back to the
 durable one, whole. While it exists and verifies it is the newer of the two,
@@ -96,8 +97,9 @@ class ManifestFiles:
 
     def _drop_unsynced(self, run_id: str) -> None:
         # Removed durably before the durable manifest replaces the old one: a
-        # power loss in between may lose the unsynced change (the log repairs
-        # it) but never leaves it beside, and read before, a newer durable one.
+        # power loss in between may lose the unsynced change (only ever a run's
+        # end, which its log repairs, or a take, which the claim made safe to
+        # lose) but never leaves it beside, and read before, a newer durable one.
         path = self._folders.run(run_id, _UNSYNCED)
         if self._fs.exists(path):
             self._fs.unlink(path)
