@@ -15,7 +15,8 @@ other (or a retry racing a poster that is still at work) may both land; a
 reader then sees only the first (:class:`FirstSeqs`), which every store
 applies in ``read_inbox``. The file store's posts take a lock per id, so
 there only a key rotation (which renames ids, see :func:`id_key`) can
-store one twice.
+store one twice; the S3 store's locks are per store object, so posts from
+two processes can.
 
 The typed ``InboxEntry`` is sealed like every stored object (checksum,
 compression, encryption bound to the run and ``inbox/<seq>``), so an entry
@@ -77,8 +78,8 @@ class SupportsInbox(Protocol):
     """A store that keeps a durable, ordered inbox of messages for each run.
 
     Call it through :func:`post_message` and :func:`read_messages`, which
-    accept any store and say clearly when it has no inbox. The memory and
-    file stores have one.
+    accept any store and say clearly when it has no inbox. The memory, file
+    and S3 stores have one.
 
     .. versionadded:: 0.2
     """

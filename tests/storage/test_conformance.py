@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from actorflow.storage import FileStore
+from actorflow.storage.s3._store import S3Store
 from actorflow.testing.conformance import StoreConformance
 
 if TYPE_CHECKING:
@@ -30,11 +31,22 @@ class TestStores(StoreConformance):
 
     @pytest.fixture
     def reopen(self) -> Callable[[Store], Store] | None:
-        """File stores open their folder again; memory ones cannot, S3 ones are not asked."""
-        return _reopen_file
+        """File stores open their folder again, S3 ones their prefix; memory ones cannot."""
+        return _reopen
 
 
-def _reopen_file(store: Store) -> Store:
-    if not isinstance(store, FileStore):
-        pytest.skip("only file stores are reopened here")
-    return FileStore(store.path, codec=store.codec, fs=store.fs)
+def _reopen(store: Store) -> Store:
+    if isinstance(store, FileStore):
+        return FileStore(store.path, codec=store.codec, fs=store.fs)
+    if isinstance(store, S3Store):
+        o = store._objects.wire.options
+        return S3Store(
+            o.bucket,
+            prefix=store.prefix,
+            endpoint_url=o.endpoint_url,
+            region_name=o.region_name,
+            aws_access_key_id=o.aws_access_key_id,
+            aws_secret_access_key=o.aws_secret_access_key,
+            codec=store.codec,
+        )
+    pytest.skip("only file and S3 stores are reopened here")

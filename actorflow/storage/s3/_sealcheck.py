@@ -39,11 +39,13 @@ def _what(rest: str, blobs: set[str]) -> tuple[Kind, _Part] | None:
         return Kind.SNAPSHOT, "snapshots"
     if head == "blobs" and name in blobs:
         return Kind.BLOB, "blobs"
-    return None  # log-start (a number), and objects actorflow did not write
+    if head == "inbox" and name.isdigit():
+        return Kind.INBOX_ENTRY, "other"
+    return None  # log-start (a number), inbox-ids (empty), and objects actorflow did not write
 
 
 async def check_run(objects: S3Objects, codec: Codec, run_id: str) -> SealCheck:
-    """Verify the run's manifest, lease, log segments, snapshots and blobs."""
+    """Verify the run's manifest, lease, log segments, snapshots, blobs and inbox entries."""
     prefix = objects.key(run_id, "")
     listed = await objects.list_objects("check run", prefix)
     folder = objects.key(run_id, "blobs", "")

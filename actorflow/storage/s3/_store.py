@@ -12,16 +12,19 @@ Layout under ``{prefix}runs/{run_id}/``::
                              (position, time, phase, id, trigger, sizes: _snapshots.py)
     snapshots/{snapshot_id}  the same, written by 0.1 or with an entry too long for a
                              key; listed by the manifest's ``snapshots``
+    inbox/{seq:020d}         sealed inbox entry ``seq``, written once   (_inbox.py)
+    inbox-ids/{id key}       empty: that entry id was posted
 
 Every object is sealed by the same :class:`Codec` as the file store's (header,
 checksum, compression, encryption), so data moves between stores. Segments,
-blobs and snapshots are created with ``If-None-Match: *`` and never edited.
+blobs, snapshots and inbox entries are created with ``If-None-Match: *`` and
+never edited.
 Writing a snapshot is one PUT (the manifest is replaced only for
 ``write_snapshot(update=)``); listing them is one LIST.
 The store is a facade over collaborators: the wire (aioboto3 on asyncio, a
 helper thread under trio, retries, errors) in ``_wire.py``; keys and
-conditional writes in ``_objects.py``; manifests, blobs, the log, the lease
-and snapshots each in their own module.
+conditional writes in ``_objects.py``; manifests, blobs, the log, the lease,
+snapshots and the inbox each in their own module.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from actorflow.storage._records import SnapshotStatus
 from actorflow.storage._retention import prune
 from actorflow.storage._sealing import Codec
 from actorflow.storage.s3._blobs import BlobObjects
+from actorflow.storage.s3._inbox import InboxObjects
 from actorflow.storage.s3._lease import LeaseTable
 from actorflow.storage.s3._log import SegmentLog
 from actorflow.storage.s3._manifests import ManifestObjects
@@ -60,6 +64,7 @@ from actorflow.storage.s3._wire import S3Options, S3Wire
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
+    from actorflow.storage._inbox import InboxEntry
     from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, UnreadableEntry
     from actorflow.storage._records import (
         LogRecord,
@@ -144,6 +149,7 @@ class S3Store(StoreContext):
         self._leases = LeaseTable(objects, self.codec, lease_ttl)
         self._blobs = BlobObjects(objects, self.codec)
         self._snapshots = SnapshotObjects(objects, self.codec)
+        self._inbox = InboxObjects(objects, self.codec)
 
     def __repr__(self) -> str:
         return f"S3Store({self.bucket!r}, prefix={self.prefix!r})"
@@ -215,6 +221,7 @@ class S3Store(StoreContext):
         await o.delete("delete run", [d.key for d in doomed])
         self._log.forget(run_id)
         self._snapshots.forget(run_id)
+        self._inbox.forget(run_id)
         if not tombstone:
             self._manifests.discard(run_id)
             self._leases.forget(run_id)
@@ -378,6 +385,36 @@ class S3Store(StoreContext):
                 run_id, lambda m: mark_snapshot(m, snapshot_id, SnapshotStatus.DELETED)
             )
         return sum(s.size for s in found)
+
+    # --- inbox --------------------------------------------------------------------
+
+    async def post(
+        self,
+        run_id: str,
+        *,
+        entry_id: str,
+        type: str,
+        payload: bytes,
+        sender: str | None = None,
+    ) -> InboxEntry:
+        """See :meth:`SupportsInbox.post`: an id claim, then an entry at the first free ``seq``.
+
+        Both are ``If-None-Match: *`` PUTs. S3 has no locks: a retry racing the
+        first post of its id in another process may store it too, and
+        ``read_inbox`` leaves out the later one.
+
+        .. versionadded:: 0.2
+        """
+        await self._manifests.require(run_id)
+        return await self._inbox.post(run_id, entry_id, type, payload, sender)
+
+    async def read_inbox(self, run_id: str, start: int = 0) -> list[InboxEntry]:
+        """See :meth:`SupportsInbox.read_inbox`: GETs from ``start`` until a 404, no LIST.
+
+        .. versionadded:: 0.2
+        """
+        await self._manifests.require(run_id)
+        return await self._inbox.read(run_id, start)
 
     # --- ownership ----------------------------------------------------------------
 

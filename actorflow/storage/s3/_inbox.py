@@ -1,0 +1,215 @@
+"""An S3 store's inboxes: one object per entry, named by its ``seq``, made by a conditional PUT.
+
+Layout, under a run's prefix::
+
+    inbox/{seq:020d}        entry ``seq``, sealed; created with ``If-None-Match: *``
+    inbox-ids/{id key}      empty: that entry id was posted (or is being)
+
+``{id key}`` is a hash of the entry id (:func:`~actorflow.storage._inbox.id_key`).
+A post claims its id with an ``If-None-Match: *`` PUT of the empty
+``inbox-ids`` object, then creates its entry at the first free ``seq``, the
+next one when another writer got there first. A post whose claim exists looks
+for the entry holding the id (reading the inbox from 0, the rare path) and
+writes one only if it finds none: the first poster died between the claim and
+its entry, or is still at work. S3 has no locks, so in that second case both
+may store the id; readers leave out the later one (:class:`FirstSeqs`). In
+one store, posts of one id take a lock, so they store it once.
+
+Where an inbox ends is found without a LIST: a remembered end is checked by
+a HEAD of the entry before it, else an exponential then binary search with
+HEADs (entries have no gaps). Reading GETs entries from ``start`` until a 404.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import defaultdict
+from functools import partial
+from typing import TYPE_CHECKING
+
+import anyio
+
+from actorflow.storage._inbox import FirstSeqs, InboxEntry, id_key, open_entry, seal_entry
+from actorflow.storage.s3._wire import PreconditionFailed, drop_idle_lock
+
+if TYPE_CHECKING:
+    from actorflow.storage._sealing import Codec
+    from actorflow.storage.s3._objects import S3Objects
+
+__all__ = ["INBOX", "INBOX_IDS", "InboxObjects"]
+
+INBOX = "inbox"
+"""The folder of a run's entries."""
+
+INBOX_IDS = "inbox-ids"
+"""The folder of a run's id claims."""
+
+_BATCH = 8
+"""Entries read concurrently: S3 latency, not bandwidth, bounds a read."""
+
+
+class InboxObjects:
+    """The runs' inboxes under ``objects``, sealed by ``codec``; callers check the run exists."""
+
+    def __init__(self, objects: S3Objects, codec: Codec) -> None:
+        self._objects = objects
+        self._codec = codec
+        # Where each inbox ended when this store last wrote or found its end: only
+        # a place to start looking (others may have posted since), checked before use.
+        self._ends: dict[str, int] = {}
+        self._seen: dict[str, tuple[anyio.Lock, FirstSeqs]] = {}
+        self._posting: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
+
+    def key(self, run_id: str, seq: int) -> str:
+        """The key of entry ``seq`` of the run."""
+        return self._objects.key(run_id, INBOX, f"{seq:020d}")
+
+    def forget(self, run_id: str) -> None:
+        """Drop what this store remembers of the run's inbox (the run was deleted)."""
+        self._ends.pop(run_id, None)
+        self._seen.pop(run_id, None)
+
+    # --- posting ---------------------------------------------------------------------
+
+    async def post(
+        self, run_id: str, entry_id: str, type_name: str, payload: bytes, sender: str | None
+    ) -> InboxEntry:
+        """Append the entry unless its id was posted; see the module docstring.
+
+        Raises:
+            InboxCorruptedError: a repeated id met a damaged entry while looking for its own.
+        """
+        name = id_key(self._codec, entry_id)
+        claim = self._objects.key(run_id, INBOX_IDS, name)
+        lock_name = f"{run_id}/{name}"
+        try:
+            async with self._posting[lock_name]:
+                try:
+                    await self._objects.put("post message", claim, b"", token=uuid.uuid4().hex)
+                except PreconditionFailed:
+                    found = await self._find(run_id, entry_id)
+                    if found is not None:
+                        return found
+                    # else its poster died before its entry, or is still at work: post it
+                return await self._append(run_id, entry_id, type_name, payload, sender)
+        finally:
+            drop_idle_lock(self._posting, lock_name)
+
+    async def _append(
+        self, run_id: str, entry_id: str, type_name: str, payload: bytes, sender: str | None
+    ) -> InboxEntry:
+        sent = time.time()
+        seq = await self._start(run_id)
+        while True:
+            entry = InboxEntry(
+                seq=seq,
+                entry_id=entry_id,
+                type=type_name,
+                payload=payload,
+                sent=sent,
+                sender=sender,
+            )
+            sealed = seal_entry(self._codec, entry, run_id=run_id)
+            try:
+                # a fresh token per seq: a 412 carrying it means this very PUT landed earlier
+                key = self.key(run_id, seq)
+                await self._objects.put("post message", key, sealed, token=uuid.uuid4().hex)
+            except PreconditionFailed:
+                seq += 1  # another writer took it first
+                continue
+            self._ends[run_id] = max(self._ends.get(run_id, 0), seq + 1)
+            return entry
+
+    async def _exists(self, run_id: str, seq: int) -> bool:
+        return await self._objects.head("post message", self.key(run_id, seq)) is not None
+
+    async def _start(self, run_id: str) -> int:
+        """The first ``seq`` worth trying: never past the end, so the inbox has no gaps."""
+        hint = self._ends.get(run_id)
+        # A hint is checked against the entry before it: the inbox may have been
+        # deleted with the run and begun anew by another process since.
+        if hint is not None and (hint == 0 or await self._exists(run_id, hint - 1)):
+            return hint
+        return await self._find_end(run_id)
+
+    async def _find_end(self, run_id: str) -> int:
+        """The first ``seq`` with no entry, in O(log n) HEADs: entries have no gaps."""
+        if not await self._exists(run_id, 0):
+            return 0
+        low, high = 0, 1  # entry ``low`` exists; past ``high`` unknown
+        while await self._exists(run_id, high):
+            low, high = high, high * 2
+        while high - low > 1:  # ``low`` exists, ``high`` does not
+            middle = (low + high) // 2
+            if await self._exists(run_id, middle):
+                low = middle
+            else:
+                high = middle
+        return high
+
+    async def _find(self, run_id: str, entry_id: str) -> InboxEntry | None:
+        """The first entry holding ``entry_id``, or None."""
+        lock, firsts = self._firsts(run_id)
+        async with lock:
+            known = firsts.first.get(entry_id)
+            if known is None:
+                for entry in await self._read(run_id, firsts.end):
+                    firsts.add(entry)
+                known = firsts.first.get(entry_id)
+            self._ends[run_id] = max(self._ends.get(run_id, 0), firsts.end)
+        if known is None:
+            return None
+        found = await self._read(run_id, known, known + 1)
+        if not found or found[0].entry_id != entry_id:
+            self.forget(run_id)  # deleted and posted anew meanwhile: what we knew is stale
+            return None
+        return found[0]
+
+    # --- reading ---------------------------------------------------------------------
+
+    def _firsts(self, run_id: str) -> tuple[anyio.Lock, FirstSeqs]:
+        return self._seen.setdefault(run_id, (anyio.Lock(), FirstSeqs()))
+
+    async def read(self, run_id: str, start: int) -> list[InboxEntry]:
+        """Entries from ``start`` on, each id's first only.
+
+        Raises:
+            InboxCorruptedError: an entry at or after ``start`` is damaged (or, the
+                first time this store reads the run, one before it).
+        """
+        start = max(start, 0)
+        lock, firsts = self._firsts(run_id)
+        async with lock:
+            # the ids before ``start``, read once per store, so duplicates there are known
+            if firsts.end < start:
+                for entry in await self._read(run_id, firsts.end, start):
+                    firsts.add(entry)
+            entries = await self._read(run_id, start)
+            if entries and firsts.end < start:  # posted meanwhile: the ones before are there now
+                for entry in await self._read(run_id, firsts.end, start):
+                    firsts.add(entry)
+            for entry in entries:
+                firsts.add(entry)
+            self._ends[run_id] = max(self._ends.get(run_id, 0), firsts.end)
+            return firsts.keep(entries)
+
+    async def _read(self, run_id: str, start: int, stop: int | None = None) -> list[InboxEntry]:
+        """Entries ``start`` .. ``stop - 1``, or to the end, in batches of concurrent GETs."""
+        entries: list[InboxEntry] = []
+        seq = start
+        while stop is None or seq < stop:
+            count = _BATCH if stop is None else min(_BATCH, stop - seq)
+            keys = [self.key(run_id, s) for s in range(seq, seq + count)]
+            bodies = await self._objects.gather(
+                [partial(self._objects.get_or_none, "read inbox", k) for k in keys]
+            )
+            for key, body in zip(keys, bodies, strict=True):
+                if body is None:  # the end
+                    return entries
+                location = self._objects.location(key)
+                entries.append(
+                    open_entry(self._codec, body, run_id=run_id, seq=seq, location=location)
+                )
+                seq += 1
+        return entries
