@@ -111,6 +111,10 @@ def _print_runs(store: str, rows: list[dict[str, Any]]) -> None:
     prompts = any(r["prompt"] is not None for r in rows)
     if prompts:
         table.add_column("prompt", overflow="fold")
+    # ... and until when it waits, if its wait has a timeout
+    deadlines = any(r["deadline"] is not None for r in rows)
+    if deadlines:
+        table.add_column("waits until", overflow="fold")
     # A blocked run waits for code that replays its log: what diverged, and under which code.
     blocked = any(r["status"] == RunStatus.BLOCKED for r in rows)
     if blocked:
@@ -130,6 +134,7 @@ def _print_runs(store: str, rows: list[dict[str, Any]]) -> None:
         table.add_row(
             *cells,
             *([esc(r["prompt"] or "")] if prompts else []),
+            *([when(r["deadline"])] if deadlines else []),
             *([_blocked_by(r)] if blocked else []),
         )
     out().print(table if rows else f"no runs in {esc(store)}")

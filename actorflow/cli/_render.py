@@ -15,12 +15,14 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from actorflow.cli import _inspect
 from actorflow.cli._program import program
+from actorflow.runtime.workflow._wait_records import WAIT_KINDS, read_request
 from actorflow.storage import (
     DecisionRecord,
     EventRecord,
@@ -132,6 +134,7 @@ def run_row(run: ListedRun) -> dict[str, Any]:
         "parent": m.parent,
         "error": f"{m.error.type}: {m.error.message}" if m.error else None,
         "prompt": m.prompt,
+        "deadline": m.deadline,
         "blocked_code_version": m.blocked_code_version,
         "encrypted_with": None,
     }
@@ -156,6 +159,7 @@ def sealed_row(run: SealedRun) -> dict[str, Any]:
         "parent": None,
         "error": None,
         "prompt": None,
+        "deadline": None,
         "blocked_code_version": None,
         "encrypted_with": run.key_id,
     }
@@ -280,13 +284,26 @@ def print_record(position: int, record: LogRecord, *, as_json: bool) -> None:
         case MilestoneRecord():
             out().print(f"{position:>6} milestone {esc(record.agent)} {esc(record.key)}")
         case EventRecord():
-            # A wait's request (`input_requested`: the prompt) is what a reader came for.
-            detail = data["data"] if record.kind.endswith("_requested") else None
-            shown = f": {esc(detail)}" if isinstance(detail, str) else ""
+            # A wait's request (what it waits for, its prompt) is what a reader came for.
+            shown = _wait_text(record)
             out().print(
                 f"{position:>6} [yellow]event[/] {esc(record.kind)} "
                 f"{esc(record.step_id or '')}{shown}"
             )
+
+
+def _wait_text(record: EventRecord) -> str:
+    """``: <prompt or type> until <deadline>`` for a wait's request; else nothing."""
+    kind = record.kind.removesuffix("_requested")
+    if kind == record.kind or kind not in WAIT_KINDS:
+        return ""
+    try:
+        request = read_request(kind, record.data or b"")
+    except msgspec.DecodeError:
+        return ""
+    what = request.prompt if request.prompt is not None else request.type
+    until = f" until {when(request.deadline)}" if request.deadline is not None else ""
+    return f": {esc(what)}{until}"
 
 
 def print_outcomes(outcomes: list[Any], *, as_json: bool) -> None:

@@ -40,6 +40,8 @@ The tree::
     │   │   └── RunNotPausedError       resume of a run that is not paused
     │   ├── RunFailedError              the run ended in failure; carries the cause
     │   │   └── RunBlockedError         its code no longer replays its log; it waits, not failed
+    │   ├── RunFinishedError            a signal or update sent to a run that has ended
+    │   ├── WaitTimeoutError            a wait's deadline passed with no default (also TimeoutError)
     │   ├── RunInputMismatchError       a run id reused with different input
     │   ├── StepFailedError             a step of the run failed
     │   ├── NonDeterminismError         re-run code diverged from the recorded log
@@ -82,6 +84,7 @@ from actorflow.errors._runs import (
     RunBlockedError,
     RunError,
     RunFailedError,
+    RunFinishedError,
     RunInputMismatchError,
     RunNotFinishedError,
     RunNotFoundError,
@@ -89,6 +92,7 @@ from actorflow.errors._runs import (
     RunPaused,
     StepFailedError,
     UnawaitedStepError,
+    WaitTimeoutError,
 )
 from actorflow.errors._storage import (
     CheckpointCorruptedError,
@@ -143,6 +147,7 @@ __all__ = [
     "RunBlockedError",
     "RunError",
     "RunFailedError",
+    "RunFinishedError",
     "RunFolderNotEmptyError",
     "RunInputMismatchError",
     "RunLockedError",
@@ -156,6 +161,7 @@ __all__ = [
     "StoreUnavailableError",
     "UnawaitedStepError",
     "UnhandledMessageError",
+    "WaitTimeoutError",
 ]
 
 # Users import these from here, and here is where tracebacks should say they live.

@@ -11,12 +11,14 @@ __all__ = [
     "RunBlockedError",
     "RunError",
     "RunFailedError",
+    "RunFinishedError",
     "RunInputMismatchError",
     "RunNotFinishedError",
     "RunNotFoundError",
     "RunPaused",
     "StepFailedError",
     "UnawaitedStepError",
+    "WaitTimeoutError",
 ]
 
 
@@ -94,6 +96,43 @@ class RunBlockedError(RunFailedError):
         )
 
 
+class RunFinishedError(RunError):
+    """A signal, update or cancel request reached a run that has already ended.
+
+    ``status`` is how it ended (completed, failed, cancelled).
+
+    .. versionadded:: 0.3
+    """
+
+    def __init__(self, run_id: str, status: str, what: str = "a signal") -> None:
+        self.status = status
+        super().__init__(
+            run_id,
+            f"run {run_id!r} has ended ({status}), so {what} cannot reach it: nothing will "
+            f"take it. `actorflow show {run_id}` shows how it ended; start a new run instead",
+        )
+
+
+class WaitTimeoutError(RunError, TimeoutError):
+    """A ``ctx.wait_for`` reached its deadline with no message and no ``default``.
+
+    The timeout is recorded, so a replay raises it again at the same step.
+
+    .. versionadded:: 0.3
+    """
+
+    def __init__(self, run_id: str, step_id: str, type_name: str, timeout: float | None) -> None:
+        self.step_id = step_id
+        self.type_name = type_name
+        self.timeout = timeout
+        after = f" after {timeout:g}s" if timeout is not None else ""
+        super().__init__(
+            run_id,
+            f"step {step_id}: no {type_name} signal arrived{after}; pass default=... to "
+            "ctx.wait_for to go on without one, or catch WaitTimeoutError",
+        )
+
+
 class RunInputMismatchError(RunError):
     """A run id was reused with an input different from the stored one."""
 
@@ -168,9 +207,17 @@ class MissingResponseError(RunError, LookupError):
 
 
 class RunPaused(ActorflowError):
-    """The run waits for human input; resume it with ``runtime.resume(run_id, response)``."""
+    """The run waits for input; resume it with ``runtime.resume(run_id, response)``.
 
-    def __init__(self, run_id: str, prompt: str) -> None:
+    ``deadline`` (``time.time()``) is when its wait stops waiting, if it has a
+    timeout: ``recover()`` then continues it with the wait's default.
+
+    .. versionchanged:: 0.3
+       ``deadline``.
+    """
+
+    def __init__(self, run_id: str, prompt: str, deadline: float | None = None) -> None:
         self.run_id = run_id
         self.prompt = prompt
+        self.deadline = deadline
         super().__init__(f"run {run_id!r} paused for input: {prompt}")

@@ -142,8 +142,13 @@ class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", ta
     store whose leases time out (S3): such a store refuses the update of an
     owner whose epoch is older. Other stores leave it 0.
 
+    ``prompt`` and ``deadline`` describe a paused run's wait: what it asks
+    and when (``time.time()``) it stops waiting, if it has a timeout.
+
     .. versionchanged:: 0.2
        ``epoch`` added.
+    .. versionchanged:: 0.3
+       ``deadline`` added.
     """
 
     run_id: str
@@ -167,6 +172,7 @@ class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", ta
     recovery_errors: tuple[ErrorInfo, ...] = ()
     blocked_code_version: str | None = None
     epoch: int = 0
+    deadline: float | None = None
 
 
 class StateRef(msgspec.Struct, frozen=True, kw_only=True):
@@ -262,6 +268,12 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="
 
     ``phases`` maps finished phase ids to their recorded results; ``steps``
     holds the records of steps that are not inside a finished phase.
+    ``inbox_taken`` lists the ``seq`` of every inbox entry the run has
+    taken (its signals), so a log pruned below the snapshot never lets a
+    signal be taken twice.
+
+    .. versionchanged:: 0.3
+       ``inbox_taken`` added.
     """
 
     run_id: str
@@ -279,3 +291,4 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="
     milestones: tuple[MilestoneRecord, ...] = ()
     events: tuple[EventRecord, ...] = ()
     metrics: dict[str, float] = {}
+    inbox_taken: tuple[int, ...] = ()

@@ -43,8 +43,10 @@ from actorflow.runtime.workflow._outcomes import (
 )
 from actorflow.runtime.workflow._recorder import Recorder
 from actorflow.runtime.workflow._replay import RunView, load_view
-from actorflow.runtime.workflow._steps import PauseRun, close_namespace
+from actorflow.runtime.workflow._signals import SignalDesk
+from actorflow.runtime.workflow._steps import close_namespace
 from actorflow.runtime.workflow._triggers import final_trigger, peak_memory
+from actorflow.runtime.workflow._waits import PauseRun
 from actorflow.storage import ErrorInfo, LogWriter, RunManifest, RunStatus, update_run_unsynced
 from actorflow.storage import decode_value as decode
 from actorflow.storage import encode_value as encode
@@ -317,7 +319,20 @@ class RunDriver:
             # no attempt can ever start from this input: the run fails, with the cause stored
             outcome.failed(run_id, exc)
         async with anyio.create_task_group() as tg:
-            env = StepEnv(recorder=recorder, agents=agents, config=self.config, task_group=tg)
+            signals = SignalDesk(
+                store,
+                run_id,
+                view.inbox_taken,
+                poll_interval=self.config.signal_poll_interval,
+                task_group=tg,
+            )
+            env = StepEnv(
+                recorder=recorder,
+                agents=agents,
+                config=self.config,
+                task_group=tg,
+                signals=signals,
+            )
             ctx = RunContext(env)
             result = None
             recorder.flush_behind(tg)
@@ -329,6 +344,7 @@ class RunDriver:
                 # the outcome's own flush carries what is left; a waiting timer
                 # would only hold the task group open
                 recorder.stop_flushing_behind()
+                signals.stop()
             await _store_outcome(handle, recorder, queue, outcome, result)
         handle.checkpoints_written = queue.wait_idle
         handle.metrics.update(
@@ -400,7 +416,7 @@ async def _execute(
             outcome.status = RunStatus.COMPLETED
         except PauseRun as pause:
             outcome.status = RunStatus.PAUSED
-            outcome.error = RunPaused(run_id, pause.prompt)
+            outcome.error = RunPaused(run_id, pause.prompt, pause.deadline)
         except StorageError as exc:
             if isinstance(exc, EncodingError):
                 # the run's own values (not the store) are at fault: it fails
@@ -482,12 +498,13 @@ async def _store_outcome(
     info = None
     if status in (RunStatus.FAILED, RunStatus.BLOCKED) and error is not None:
         info = ErrorInfo.of(error.__cause__ or error)
-    prompt = error.prompt if isinstance(error, RunPaused) else None
+    paused = error if isinstance(error, RunPaused) else None
     change = status_change(
         status,
         result,
         info,
-        prompt=prompt,
+        prompt=paused.prompt if paused is not None else None,
+        deadline=paused.deadline if paused is not None else None,
         phase=recorder.view.phase,
         code_version=outcome.code_version,
     )
@@ -558,6 +575,7 @@ def status_change(
     error: ErrorInfo | None = None,
     *,
     prompt: str | None = None,
+    deadline: float | None = None,
     phase: str | None = None,
     code_version: str | None = None,
 ) -> Callable[[RunManifest], RunManifest]:
@@ -573,6 +591,7 @@ def status_change(
             result=result if result is not None else m.result,
             error=error,
             prompt=prompt,
+            deadline=deadline,
             phase=phase if phase is not None else m.phase,
             updated=time.time(),
             owner=None,

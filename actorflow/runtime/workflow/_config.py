@@ -128,6 +128,9 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
         max_recovery_attempts: recoveries of one run before it is marked failed.
         recovery_timeout: seconds one recovery may take (``None``: unbounded).
         ask_timeout: default timeout of ``ctx.ask`` in seconds (``None``: none).
+        signal_poll_interval: how often, in seconds, a waiting run reads its
+            inbox on a store that cannot push a wake-up (S3 pushes none; the
+            memory and file stores do, and are not polled).
         code_version: stored with new runs, shown by the CLI.
     """
 
@@ -140,6 +143,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_recovery_attempts: int = 3
     recovery_timeout: float | None = None
     ask_timeout: float | None = None
+    signal_poll_interval: float = 0.25
     code_version: str | None = None
 
     def __post_init__(self) -> None:
@@ -175,6 +179,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
         _check_int(self, "max_recovery_attempts", minimum=1)
         _check_number(self, "recovery_timeout", minimum=0.0, optional=True, positive=True)
         _check_number(self, "ask_timeout", minimum=0.0, optional=True, positive=True)
+        _check_number(self, "signal_poll_interval", minimum=0.0, positive=True)
         code_version: object = self.code_version
         if code_version is not None and not isinstance(code_version, str):
             raise ConfigurationError("code_version", self.code_version, "a string or None")
@@ -187,7 +192,8 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
         ``ACTORFLOW_FLUSH_DELAY`` (a duration such as ``20ms``),
         ``ACTORFLOW_RETENTION`` (``keep=5,max_age=7d`` or ``off``),
         ``ACTORFLOW_STEP_RETRIES``, ``ACTORFLOW_MAX_RECOVERY_ATTEMPTS``,
-        ``ACTORFLOW_RECOVERY_TIMEOUT`` (a duration), ``ACTORFLOW_CHECKPOINT_EVERY_STEPS``,
+        ``ACTORFLOW_RECOVERY_TIMEOUT`` (a duration), ``ACTORFLOW_SIGNAL_POLL_INTERVAL``
+        (a duration), ``ACTORFLOW_CHECKPOINT_EVERY_STEPS``,
         ``ACTORFLOW_CHECKPOINT_EVERY`` (a duration),
         ``ACTORFLOW_CHECKPOINT_MIN_INTERVAL`` (a duration), ``ACTORFLOW_CODE_VERSION``.
 
@@ -215,6 +221,10 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
                 values[field] = _parse_int(var, v)
         if (v := env.get("ACTORFLOW_RECOVERY_TIMEOUT")) is not None:
             values["recovery_timeout"] = parse_duration(v, option="ACTORFLOW_RECOVERY_TIMEOUT")
+        if (v := env.get("ACTORFLOW_SIGNAL_POLL_INTERVAL")) is not None:
+            values["signal_poll_interval"] = parse_duration(
+                v, option="ACTORFLOW_SIGNAL_POLL_INTERVAL"
+            )
         if (v := env.get("ACTORFLOW_CODE_VERSION")) is not None:
             values["code_version"] = v
         triggers: dict[str, Any] = {}
@@ -244,6 +254,7 @@ _VARIABLES = {
     "step_retries": "ACTORFLOW_STEP_RETRIES",
     "max_recovery_attempts": "ACTORFLOW_MAX_RECOVERY_ATTEMPTS",
     "recovery_timeout": "ACTORFLOW_RECOVERY_TIMEOUT",
+    "signal_poll_interval": "ACTORFLOW_SIGNAL_POLL_INTERVAL",
     "code_version": "ACTORFLOW_CODE_VERSION",
     "every_steps": "ACTORFLOW_CHECKPOINT_EVERY_STEPS",
     "every_seconds": "ACTORFLOW_CHECKPOINT_EVERY",

@@ -13,6 +13,7 @@ import time
 import uuid as _uuid
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from actorflow.errors import ConfigurationError
 from actorflow.runtime.workflow._gather import gather_steps
 from actorflow.runtime.workflow._ids import Namespace, current_namespace
 from actorflow.runtime.workflow._phases import RetryPhase, run_phase
@@ -25,9 +26,10 @@ from actorflow.runtime.workflow._steps import (
     SpawnStep,
     Step,
     ValueStep,
-    WaitStep,
 )
 from actorflow.runtime.workflow._triggers import manual_trigger
+from actorflow.runtime.workflow._wait_records import signal_type
+from actorflow.runtime.workflow._waits import NO_DEFAULT, WaitStep
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -45,6 +47,16 @@ T1 = TypeVar("T1")
 T2 = TypeVar("T2")
 T3 = TypeVar("T3")
 T4 = TypeVar("T4")
+D = TypeVar("D")
+
+
+def _check_timeout(timeout: object) -> None:
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not timeout > 0  # NaN too
+    ):
+        raise ConfigurationError("timeout", timeout, "a positive number of seconds, or None")
 
 
 class RunContext:
@@ -190,14 +202,83 @@ class RunContext:
 
     # --- waiting for the outside world -------------------------------------------
 
-    async def wait_for_input(self, prompt: str) -> str:
-        """Pause the run until ``runtime.resume(run_id, response)`` answers ``prompt``.
+    @overload
+    def wait_for(
+        self, type: type[T], *, timeout: float | None = None, pause: bool = False
+    ) -> Step[T]: ...
+    @overload
+    def wait_for(
+        self, type: type[T], *, timeout: float | None = None, default: D, pause: bool = False
+    ) -> Step[T | D]: ...
+    def wait_for(
+        self,
+        type: type[Any],
+        *,
+        timeout: float | None = None,
+        default: Any = NO_DEFAULT,
+        pause: bool = False,
+    ) -> Step[Any]:
+        """Wait for one signal of ``type`` (``runtime.signal(run_id, message)``) and return it.
 
-        The first time, this records the request, takes a snapshot and ends
-        the run's tasks: ``runtime.run`` raises ``RunPaused``. On resume the
-        run replays to here and this returns the response.
+        Durable: the wait, its deadline and the message it takes are recorded,
+        so a restart waits only for what is left and a replay returns the same
+        message. Signals of ``type`` are taken in the order they were sent,
+        each by one wait; waits started together (``ctx.gather``) take them in
+        step order. With ``timeout`` (seconds), the wait returns ``default``
+        at its deadline, or raises ``WaitTimeoutError`` if none is given.
+
+        The run waits in this process; ``pause=True`` instead ends its tasks
+        (``RunPaused``) unless a signal is already there, and the run goes on
+        when ``resume`` or ``recover()`` takes it up again.
+
+        Raises:
+            WaitTimeoutError: the deadline passed and no ``default`` was given.
+            ConfigurationError: ``timeout`` is not a positive number.
         """
-        return await WaitStep(self._env, self._ns(), "input", prompt.encode(), str)
+        _check_timeout(timeout)
+        return WaitStep(
+            self._env,
+            self._ns(),
+            "wait",
+            type,
+            signal_type(type),
+            timeout=timeout,
+            default=default,
+            prompt=None,
+            pause=pause,
+        )
+
+    @overload
+    def wait_for_input(self, prompt: str, *, timeout: float | None = None) -> Step[str]: ...
+    @overload
+    def wait_for_input(
+        self, prompt: str, *, timeout: float | None = None, default: D
+    ) -> Step[str | D]: ...
+    def wait_for_input(
+        self, prompt: str, *, timeout: float | None = None, default: Any = NO_DEFAULT
+    ) -> Step[Any]:
+        """Pause the run until a string answers ``prompt``; return it.
+
+        A ``wait_for(str, pause=True)`` that shows ``prompt``: the run pauses
+        (``runtime.run`` raises ``RunPaused``) unless a string signal is
+        already waiting; ``runtime.resume(run_id, response)`` sends the
+        response and runs it on, and ``runtime.signal(run_id, response)``
+        leaves it for the next ``recover()``. With ``timeout``, a run still
+        paused at its deadline goes on (at the next ``recover()``) with
+        ``default``, or fails the wait with ``WaitTimeoutError``.
+        """
+        _check_timeout(timeout)
+        return WaitStep(
+            self._env,
+            self._ns(),
+            "input",
+            str,
+            signal_type(str),
+            timeout=timeout,
+            default=default,
+            prompt=prompt,
+            pause=True,
+        )
 
     # --- evolving code ---------------------------------------------------------
 

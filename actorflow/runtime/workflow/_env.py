@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._config import RuntimeConfig
     from actorflow.runtime.workflow._recorder import Recorder
     from actorflow.runtime.workflow._replay import RunView
+    from actorflow.runtime.workflow._signals import SignalDesk
 
 __all__ = ["StepEnv"]
 
@@ -25,9 +26,10 @@ class StepEnv:
         agents: the run's agents (its actor scope).
         config: the runtime's options (timeouts, retries, durability).
         task_group: hosts work that outlives one step (a ``ctx.send``'s completion).
+        signals: hands the run's inbox entries to its waits.
     """
 
-    __slots__ = ("agents", "config", "recorder", "run_id", "task_group", "view")
+    __slots__ = ("agents", "config", "recorder", "run_id", "signals", "task_group", "view")
 
     def __init__(
         self,
@@ -36,6 +38,7 @@ class StepEnv:
         agents: RunAgents,
         config: RuntimeConfig,
         task_group: TaskGroup,
+        signals: SignalDesk,
     ) -> None:
         self.run_id = recorder.run_id
         self.recorder = recorder
@@ -43,3 +46,4 @@ class StepEnv:
         self.agents = agents
         self.config = config
         self.task_group = task_group
+        self.signals = signals

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from actorflow.errors import StepFailedError
-from actorflow.runtime.workflow._steps import AskStep, PauseRun, Step
+from actorflow.runtime.workflow._steps import AskStep, Step
+from actorflow.runtime.workflow._waits import PauseRun
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence

@@ -24,6 +24,7 @@ import msgspec
 
 from actorflow._text import error_message
 from actorflow.errors import CorruptedDataError, NonDeterminismError
+from actorflow.runtime.workflow._wait_records import WAIT_KINDS, taken_seq
 from actorflow.storage import (
     AgentSnapshot,
     DecisionRecord,
@@ -71,6 +72,7 @@ class RunView:
         self.snapshots_taken = 0
         self.steps_since_snapshot = 0
         self.roles: dict[str, str] = {}
+        self.inbox_taken: set[int] = set()
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> RunView:
@@ -86,6 +88,7 @@ class RunView:
         view.events = {e.step_id or e.kind: e for e in snapshot.events}
         view.metrics = dict(snapshot.metrics)
         view.phase = snapshot.phase
+        view.inbox_taken = set(snapshot.inbox_taken)
         return view
 
     # --- following the log -------------------------------------------------
@@ -110,6 +113,10 @@ class RunView:
 
     def _apply_step(self, record: StepRecord) -> None:
         self.steps[record.step_id] = record
+        if record.kind in WAIT_KINDS:
+            seq = taken_seq(record)
+            if seq is not None:
+                self.inbox_taken.add(seq)
         self.steps_since_snapshot += 1
         for name, value in record.metrics.items():
             self.metrics[name] = self.metrics.get(name, 0.0) + value
@@ -201,6 +208,7 @@ class RunView:
             milestones=tuple(self.milestones.values()),
             events=tuple(self.events.values()),
             metrics=dict(self.metrics),
+            inbox_taken=tuple(sorted(self.inbox_taken)),
         )
 
 

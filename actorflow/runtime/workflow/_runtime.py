@@ -17,6 +17,7 @@ from actorflow._log import get_logger
 from actorflow._text import describe
 from actorflow.errors import (
     ActorDefinitionError,
+    ConfigurationError,
     RecoveryFailedError,
     RunInputMismatchError,
     RunLockedError,
@@ -33,8 +34,12 @@ from actorflow.runtime.workflow._fork import copy_for_fork
 from actorflow.runtime.workflow._handle import RunHandle, RunTracker
 from actorflow.runtime.workflow._outcomes import decode_result, finished_error, new_manifest, taken
 from actorflow.runtime.workflow._pruning import Pruner
-from actorflow.runtime.workflow._steps import answer_wait
+from actorflow.runtime.workflow._replay import load_view
+from actorflow.runtime.workflow._signals import send_signal
+from actorflow.runtime.workflow._wait_records import pending_waits, signal_type
+from actorflow.runtime.workflow._waits import can_go_on
 from actorflow.storage import (
+    InboxEntry,
     RunManifest,
     RunStatus,
     Store,
@@ -346,7 +351,10 @@ class Runtime(ActorSystem):
         *,
         on_start: Callable[[RunHandle], object] | None = None,
     ) -> dict[str, Any]:
-        """Resume orphaned runs (running or interrupted, no live owner), and blocked ones.
+        """Resume orphaned runs (running or interrupted, no live owner), blocked and paused ones.
+
+        A paused run is resumed only if its wait can resolve now: a signal of
+        the type it waits for is in its inbox, or its deadline has passed.
 
         Returns ``{run_id: result}`` for every run that finishes. A run that
         pauses or fails is left in that state (see ``runs()``); one that has
@@ -367,9 +375,13 @@ class Runtime(ActorSystem):
 
         .. versionchanged:: 0.2
            Blocked runs.
+        .. versionchanged:: 0.3
+           Paused runs whose wait can resolve.
         """
         if run_id is not None:
             manifest = await self.store.read_run(validate_run_id(run_id))
+            if manifest.status is RunStatus.PAUSED:
+                manifest = await self._wake_paused(manifest)
             if manifest.status not in _RECOVERABLE:
                 return {}
             try:
@@ -380,11 +392,15 @@ class Runtime(ActorSystem):
                 _log.warning("run_not_recovered", run_id=run_id, error=describe(exc))
                 return {}
             return {} if outcome is _SKIPPED else {run_id: outcome}
-        manifests = await self.store.list_runs(status=list(_RECOVERABLE))
+        manifests = await self.store.list_runs(status=[*_RECOVERABLE, RunStatus.PAUSED])
         results: dict[str, Any] = {}
 
         async def one(m: RunManifest) -> None:
             try:
+                if m.status is RunStatus.PAUSED:
+                    m = await self._wake_paused(m)
+                    if m.status is RunStatus.PAUSED:
+                        return
                 outcome = await self._recover_one(m, on_start)
             except RunLockedError:
                 return  # a live process owns it: not an orphan after all
@@ -400,11 +416,27 @@ class Runtime(ActorSystem):
             for m in manifests:
                 if m.status is RunStatus.BLOCKED and not self._retries_blocked(m):
                     continue
-                if m.status in _RECOVERABLE:
+                if m.status in _RECOVERABLE or m.status is RunStatus.PAUSED:
                     # taking the run (its lock or lease) is what tells an orphan
                     # from a run a live process owns
                     tg.start_soon(one, m)
         return results
+
+    async def _wake_paused(self, manifest: RunManifest) -> RunManifest:
+        """A paused run whose wait can resolve now, marked interrupted (to recover); else as is."""
+        if not await can_go_on(self.store, manifest):
+            return manifest
+
+        def wake(m: RunManifest) -> RunManifest:
+            if m.status is not RunStatus.PAUSED:
+                return m  # another process took it meanwhile
+            return msgspec.structs.replace(
+                m, status=RunStatus.INTERRUPTED, prompt=None, deadline=None, updated=time.time()
+            )
+
+        woken = await self.store.update_run(manifest.run_id, wake)
+        _log.info("paused_run_woken", run_id=manifest.run_id, status=str(woken.status))
+        return woken
 
     def _retries_blocked(self, manifest: RunManifest) -> bool:
         """Whether ``recover()`` tries a blocked run again: under other code than blocked it."""
@@ -452,39 +484,76 @@ class Runtime(ActorSystem):
     async def resume(
         self,
         run_id: str,
-        response: str,
+        response: object,
         *,
         on_start: Callable[[RunHandle], object] | None = None,
     ) -> Any:
-        """Answer a paused run's ``wait_for_input`` and run it on to the end.
+        """Answer a paused run's wait (``wait_for_input``: a string) and run it on to the end.
 
-        ``on_start`` is called with the run's handle as it starts again, to
-        follow its events (as in :meth:`recover`). If an earlier ``resume``
-        recorded its response and crashed before the run went on, the run
-        goes on with that recorded response and ``response`` is not used.
+        The response is sent as a signal, with an id tied to the wait it
+        answers: if an earlier ``resume`` sent its response and crashed before
+        the run went on, the run goes on with that first response and
+        ``response`` is not used. ``on_start`` is called with the run's handle
+        as it starts again, to follow its events (as in :meth:`recover`).
 
         Raises:
             RunNotFoundError: no such run.
             RunNotPausedError: the run is not paused (its status says why).
+            ConfigurationError: the run's wait takes another type of response.
         """
         manifest = await self.store.read_run(validate_run_id(run_id))
         if manifest.status is not RunStatus.PAUSED:
             raise RunNotPausedError(run_id, str(manifest.status))
         workflow = lookup(manifest.workflow)
-        lease = await self.store.claim(run_id, self.owner)
-        try:
-            request = manifest.prompt.encode() if manifest.prompt is not None else None
-            if not await answer_wait(self.store, run_id, "input", response, request):
-                _log.warning("resume_response_already_recorded", run_id=run_id)
-        finally:
-            await self.store.release(lease)
+        view, _ = await load_view(self.store, run_id, lambda *a, **k: None)
+        waits = [w for w in pending_waits(view.events, view.steps) if w.pause]
+        kind = signal_type(type(response))
+        fitting = [w for w in waits if w.type == kind]
+        if waits and not fitting:
+            wanted = " or ".join(sorted({w.type for w in waits}))
+            raise ConfigurationError("response", response, f"a {wanted}: what the run waits for")
+        if fitting:
+            # the wait the run reported (its prompt), else the first
+            reported = [w for w in fitting if w.prompt == manifest.prompt] or fitting
+            await send_signal(
+                self.store,
+                run_id,
+                response,
+                entry_id=f"resume:{reported[0].step_id}",
+                sender=self.owner,
+                what="a response",
+            )
         manifest = await self.store.update_run(
-            run_id, lambda m: msgspec.structs.replace(m, status=RunStatus.INTERRUPTED, prompt=None)
+            run_id,
+            lambda m: msgspec.structs.replace(
+                m, status=RunStatus.INTERRUPTED, prompt=None, deadline=None
+            ),
         )
         handle = await self._launch(workflow, manifest)
         if on_start is not None:
             on_start(handle)
         return await handle.result()
+
+    async def signal(self, run_id: str, message: object, *, id: str | None = None) -> InboxEntry:
+        """Send ``message`` (any msgspec-encodable value) to a run, from any process.
+
+        It is kept durably in the run's inbox until a ``ctx.wait_for`` of its
+        type takes it, whether the run is live (its owner is woken at once),
+        paused (``recover()`` continues a paused run that waits for it) or
+        orphaned (it is taken after recovery). Each signal is taken once;
+        signals of one type are taken in the order they were sent. ``id``
+        makes retries harmless: a second signal with an id the inbox holds
+        adds nothing. Returns the inbox entry that holds it.
+
+        Raises:
+            RunNotFoundError: no such run.
+            RunFinishedError: the run has ended; nothing would take it.
+            EncodingError: ``message`` cannot be encoded.
+            InboxUnsupportedError: the store keeps no inbox.
+        """
+        return await send_signal(
+            self.store, validate_run_id(run_id), message, entry_id=id, sender=self.owner
+        )
 
     async def fork(
         self, run_id: str, checkpoint: str, *, new_run_id: str | None = None

@@ -10,8 +10,8 @@ them together.
 
 Adding a kind of step is one class here (and one record type, if it records
 something new). The kinds: ``ValueStep`` (now, random, uuid), ``SleepStep``,
-``AskStep``, ``SendStep``, ``SpawnStep``, ``DecideStep``, ``WaitStep`` (the one
-durable wait: human input today) and ``PatchStep``.
+``AskStep``, ``SendStep``, ``SpawnStep``, ``DecideStep`` and ``PatchStep``; the
+one durable wait, ``WaitStep``, has a module of its own (``_waits.py``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from actorflow.errors import (
     ActorFailedError,
     DuplicateActorNameError,
     EncodingError,
-    RunNotFinishedError,
     StepFailedError,
     UnawaitedStepError,
 )
@@ -36,7 +35,7 @@ from actorflow.runtime.actors import class_name, state_type
 from actorflow.runtime.workflow._agents import reply_type
 from actorflow.runtime.workflow._ids import args_hash, message_hash, value_hash
 from actorflow.runtime.workflow._progress import StepInfo, StepMeta, current_step_meta
-from actorflow.runtime.workflow._replay import check_replay, load_view
+from actorflow.runtime.workflow._replay import check_replay
 from actorflow.storage import (
     DecisionRecord,
     ErrorInfo,
@@ -55,33 +54,21 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._env import StepEnv
     from actorflow.runtime.workflow._ids import Namespace
     from actorflow.runtime.workflow._recorder import Turnstile
-    from actorflow.storage import Store
 
 __all__ = [
     "AskStep",
     "DecideStep",
     "PatchStep",
-    "PauseRun",
     "SendStep",
     "SleepStep",
     "SpawnStep",
     "Step",
     "ValueStep",
-    "WaitStep",
-    "answer_wait",
     "close_namespace",
 ]
 
 T = TypeVar("T")
 A = TypeVar("A", bound="Actor")
-
-
-class PauseRun(BaseException):
-    """Raised by a wait with no recorded answer: the run pauses (``RunPaused``)."""
-
-    def __init__(self, step_id: str, prompt: str) -> None:
-        self.step_id = step_id
-        self.prompt = prompt
 
 
 class Step(Generic[T]):
@@ -642,69 +629,6 @@ def _check_confidence(decision: str, confidence: object) -> None:
             f"decision {safe_repr(decision)}",
             f"its confidence {safe_repr(confidence)} is not a number between 0 and 1",
         )
-
-
-# --- waits ------------------------------------------------------------------------
-
-
-class WaitStep(Step[T]):
-    """The one durable wait: the run pauses until something outside answers it.
-
-    Its records: when the wait starts, an ``EventRecord`` of kind
-    ``<wait>_requested`` holding the request; when it is answered, a
-    ``StepRecord`` of kind ``<wait>`` holding the answer (written by whoever
-    answers, through ``answer_wait``). Replay returns that answer and never
-    waits again. Human input (``ctx.wait_for_input``) is the wait ``input``.
-    """
-
-    def __init__(
-        self, env: StepEnv, ns: Namespace, wait: str, request: bytes, answer_type: type[T]
-    ) -> None:
-        self.kind = wait
-        self._request = request
-        self._type = answer_type
-        super().__init__(env, ns, None, "")
-
-    def _decode(self, result: bytes | None) -> T:
-        value: T = decode(result or b"\xc0", self._type, f"{self.kind} of step", self.id)
-        return value
-
-    async def _live(self) -> T:
-        rec = self.env.recorder
-        rec.record(EventRecord(kind=f"{self.kind}_requested", step_id=self.id, data=self._request))
-        await rec.flush()
-        raise PauseRun(self.id, self._request.decode(errors="replace"))
-
-
-async def answer_wait(
-    store: Store, run_id: str, wait: str, answer: object, request: bytes | None
-) -> bool:
-    """Record ``answer`` for the run's pending wait of kind ``wait`` (the caller owns the run).
-
-    With several waits pending (phases gathered concurrently), the one whose
-    request is ``request`` (as the run reported it) is answered, else the first.
-    Returns False, recording nothing, if the paused run's request already has
-    an answer: an earlier caller recorded it and stopped (crashed) before the
-    run went on, and the recorded answer stands.
-
-    Raises:
-        RunNotFinishedError: no wait of kind ``wait`` is recorded.
-    """
-    view, _ = await load_view(store, run_id, lambda *a, **k: None)
-    requests = [
-        e for e in view.events.values() if e.kind == f"{wait}_requested" and e.step_id is not None
-    ]
-    waiting = [e for e in requests if e.step_id not in view.steps]
-    if not waiting:
-        if any(request is None or e.data == request for e in requests):
-            return False
-        raise RunNotFinishedError(run_id, f"paused, but no unanswered {wait} request is recorded")
-    reported = [e for e in waiting if request is not None and e.data == request]
-    step_id = (reported or waiting)[0].step_id
-    assert step_id is not None
-    record = StepRecord(step_id=step_id, kind=wait, result=encode(answer, wait), time=time.time())
-    await store.append(run_id, [record])
-    return True
 
 
 # --- evolving code -----------------------------------------------------------------

@@ -29,6 +29,7 @@ from actorflow.errors import (
     RunNotFoundError,
     RunNotPausedError,
     RunPaused,
+    StorageError,
 )
 from actorflow.storage import (
     FileStore,
@@ -322,11 +323,23 @@ async def test_a_resume_that_crashed_after_recording_its_response_can_be_resumed
             await runtime.run(Approval, "hello", run_id="approve")
     crashing = CrashingStore(store, crash_after=1)  # dies right after the response's record
     async with Runtime(store=crashing) as runtime:
-        with pytest.raises(SimulatedCrashError):
+        with pytest.raises(StorageError) as info:
             await runtime.resume("approve", "yes")
-    assert (await store.read_run("approve")).status is RunStatus.PAUSED
+    assert isinstance(info.value.__cause__, SimulatedCrashError)
+    # the response was sent and the run taken up: it is an orphan now, not paused
+    assert (await store.read_run("approve")).status is RunStatus.RUNNING
     async with Runtime(store=store) as runtime:
-        # the recorded response stands: the run goes on with it, never asks again
+        # the sent response stands: the run goes on with it, never asks again
+        assert await runtime.recover() == {"approve": "hello:yes"}
+
+
+async def test_a_response_sent_before_a_resume_is_the_one_the_run_takes() -> None:
+    store = MemoryStore()
+    async with Runtime(store=store) as runtime:
+        with pytest.raises(RunPaused):
+            await runtime.run(Approval, "hello", run_id="approve")
+        await runtime.signal("approve", "yes")  # kept in the inbox; nothing runs
+        assert (await store.read_run("approve")).status is RunStatus.PAUSED
         assert await runtime.resume("approve", "no") == "hello:yes"
 
 

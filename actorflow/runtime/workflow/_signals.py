@@ -1,0 +1,222 @@
+"""Signals: typed messages sent to a run from any process, taken by its waits.
+
+``send_signal`` posts a message to a run's inbox (the store's durable,
+ordered, per-run inbox). ``SignalDesk`` is the live owner's side: the run's
+waits register with it in the order they start, and it hands each inbox
+entry that no wait has taken to the first registered wait of its type. An
+entry counts as taken once a wait's resolution is recorded (the view's
+``inbox_taken``, kept in snapshots); until then it is only reserved, and a
+wait that is cancelled before recording gives its entry back.
+
+The desk reads the inbox only while a wait needs it: on the first wait it
+opens the store's inbox watch (a push on the memory and file stores, a poll
+on S3) and reads new entries each time the watch says the inbox changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from typing import TYPE_CHECKING
+
+import anyio
+import structlog
+
+from actorflow._text import error_message
+from actorflow.errors import RunFinishedError, StorageError
+from actorflow.runtime.workflow._wait_records import signal_type
+from actorflow.storage import InboxEntry, post_message, read_messages
+from actorflow.storage import encode_value as encode
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+
+    from anyio.abc import TaskGroup
+
+    from actorflow.storage import Store
+
+__all__ = ["SignalDesk", "Waiter", "send_signal"]
+
+_log = structlog.get_logger("actorflow.signals")
+
+
+async def send_signal(
+    store: Store,
+    run_id: str,
+    message: object,
+    *,
+    entry_id: str | None,
+    sender: str | None,
+    what: str = "a signal",
+) -> InboxEntry:
+    """Post ``message`` to the run's inbox, durably; the run takes it when a wait asks.
+
+    Raises:
+        RunNotFoundError: no such run.
+        RunFinishedError: the run has ended.
+        EncodingError: ``message`` cannot be encoded.
+        InboxUnsupportedError: the store keeps no inbox.
+    """
+    manifest = await store.read_run(run_id)
+    if manifest.status.finished:
+        raise RunFinishedError(run_id, str(manifest.status), what)
+    payload = encode(message, "signal", type(message).__qualname__)
+    return await post_message(
+        store,
+        run_id,
+        entry_id=entry_id if entry_id is not None else uuid.uuid4().hex,
+        type=signal_type(type(message)),
+        payload=payload,
+        sender=sender,
+    )
+
+
+class _PollWatch:  # TODO(merge): replaced by the store's watch_messages
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+
+    async def changed(self) -> None:
+        await anyio.sleep(self.interval)
+
+
+@contextlib.asynccontextmanager
+async def watch_messages(
+    store: Store, run_id: str, *, poll_interval: float
+) -> AsyncIterator[_PollWatch]:
+    yield _PollWatch(poll_interval)
+
+
+class Waiter:
+    """One wait, registered with the desk: the type it takes and the entry it got."""
+
+    __slots__ = ("accept", "entry", "got", "step_id", "type")
+
+    def __init__(self, step_id: str, type: str, accept: Callable[[InboxEntry], bool]) -> None:
+        self.step_id = step_id
+        self.type = type
+        self.accept = accept
+        self.entry: InboxEntry | None = None
+        self.got = anyio.Event()
+
+
+class SignalDesk:
+    """The live owner's view of its run's inbox, handing entries to waits in order."""
+
+    def __init__(
+        self,
+        store: Store,
+        run_id: str,
+        taken: set[int],
+        *,
+        poll_interval: float,
+        task_group: TaskGroup,
+    ) -> None:
+        self._store = store
+        self._run_id = run_id
+        self._taken = taken  # the view's: grows as resolutions are recorded
+        self._reserved: set[int] = set()
+        self._untaken: dict[int, InboxEntry] = {}
+        self._next = 0
+        self._waiters: list[Waiter] = []
+        self._poll_interval = poll_interval
+        self._task_group = task_group
+        self._watching: anyio.CancelScope | None = None
+        self._read_lock = anyio.Lock()
+        self._refused: set[int] = set()
+
+    def register(self, waiter: Waiter) -> None:
+        """Add a wait (in the order waits start): it gets the first untaken entry of its type."""
+        self._waiters.append(waiter)
+        self._dispatch()
+
+    def withdraw(self, waiter: Waiter, *, consumed: bool) -> None:
+        """Remove a wait; an entry it got but did not record goes back to the others."""
+        with contextlib.suppress(ValueError):
+            self._waiters.remove(waiter)
+        entry = waiter.entry
+        if entry is not None:
+            self._reserved.discard(entry.seq)
+            if not consumed and entry.seq not in self._taken:
+                self._untaken[entry.seq] = entry
+                waiter.entry = None
+                self._dispatch()
+        if not self._waiters:
+            self.stop()
+
+    async def check(self) -> None:
+        """Read the inbox once, now, and hand out what is there."""
+        await self._refresh()
+
+    async def wait(self, waiter: Waiter) -> None:
+        """Wait until ``waiter`` has an entry, watching the inbox meanwhile."""
+        if waiter.entry is None:
+            self._watch()
+            await waiter.got.wait()
+
+    def stop(self) -> None:
+        """Stop watching the inbox (no wait needs it)."""
+        if self._watching is not None:
+            self._watching.cancel()
+            self._watching = None
+
+    # --- reading ------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        if self._watching is None:
+            self._watching = scope = anyio.CancelScope()
+            self._task_group.start_soon(self._follow, scope)
+
+    async def _follow(self, scope: anyio.CancelScope) -> None:
+        with scope:
+            async with watch_messages(
+                self._store, self._run_id, poll_interval=self._poll_interval
+            ) as watch:
+                while True:
+                    await self._refresh()
+                    await watch.changed()
+
+    async def _refresh(self) -> None:
+        async with self._read_lock:
+            try:
+                entries = await read_messages(self._store, self._run_id, self._next)
+            except StorageError as exc:
+                # the waits wait on; the next change (or poll) reads again
+                _log.warning("inbox_unreadable", run_id=self._run_id, error=error_message(exc))
+                return
+        for entry in entries:
+            self._next = max(self._next, entry.seq + 1)
+            if entry.seq not in self._taken and entry.seq not in self._reserved:
+                self._untaken[entry.seq] = entry
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        for seq in sorted(self._untaken):
+            entry = self._untaken[seq]
+            if seq in self._taken:
+                del self._untaken[seq]
+                continue
+            for waiter in self._waiters:
+                if (
+                    waiter.entry is None
+                    and waiter.type == entry.type
+                    and self._accepts(waiter, entry)
+                ):
+                    del self._untaken[seq]
+                    self._reserved.add(seq)
+                    waiter.entry = entry
+                    waiter.got.set()
+                    break
+
+    def _accepts(self, waiter: Waiter, entry: InboxEntry) -> bool:
+        if waiter.accept(entry):
+            return True
+        if entry.seq not in self._refused:
+            self._refused.add(entry.seq)
+            _log.warning(
+                "signal_undecodable",
+                run_id=self._run_id,
+                seq=entry.seq,
+                type=entry.type,
+                step_id=waiter.step_id,
+            )
+        return False
