@@ -78,9 +78,9 @@ class _Outcome:
         self.error: BaseException | None = None
         self.code_version: str | None = None
 
-    def cancelled(self, run_id: str) -> None:
+    def cancelled(self, run_id: str, reason: str | None = None) -> None:
         self.status = RunStatus.CANCELLED
-        self.error = RunFailedError(run_id, "cancelled", "the run was cancelled")
+        self.error = RunFailedError(run_id, "cancelled", reason or "the run was cancelled")
 
     def failed(self, run_id: str, exc: Exception) -> None:
         self.status = RunStatus.FAILED
@@ -325,7 +325,9 @@ class RunDriver:
                 view.inbox_taken,
                 poll_interval=self.config.signal_poll_interval,
                 task_group=tg,
+                on_cancel=handle.cancel,
             )
+            signals.start()
             env = StepEnv(
                 recorder=recorder,
                 agents=agents,
@@ -404,7 +406,7 @@ async def _execute(
     """Run a fresh orchestrator from the top; return the encoded result if it completed."""
     run_id = ctx.run_id
     if handle.cancel_requested:  # cancelled before its code could start: none of it runs
-        outcome.cancelled(run_id)
+        outcome.cancelled(run_id, handle.cancel_reason)
         return None
     encoded = None
     with anyio.CancelScope() as cancel_scope:
@@ -444,7 +446,7 @@ async def _execute(
     # the scope and the tasks and scopes it still points to
     handle.attach(None)
     if cancel_scope.cancel_called and outcome.status is RunStatus.RUNNING:
-        outcome.cancelled(run_id)
+        outcome.cancelled(run_id, handle.cancel_reason)
     return encoded
 
 
@@ -498,6 +500,8 @@ async def _store_outcome(
     info = None
     if status in (RunStatus.FAILED, RunStatus.BLOCKED) and error is not None:
         info = ErrorInfo.of(error.__cause__ or error)
+    elif status is RunStatus.CANCELLED and handle.cancel_reason is not None:
+        info = ErrorInfo(type="cancelled", message=handle.cancel_reason)
     paused = error if isinstance(error, RunPaused) else None
     change = status_change(
         status,
@@ -553,7 +557,7 @@ async def _settle(
         outcome.result = decode(end.result or b"\xc0", result_type, f"result of run {run_id}")
         outcome.status = RunStatus.COMPLETED
     elif end.status is RunStatus.CANCELLED:
-        outcome.cancelled(run_id)
+        outcome.cancelled(run_id, end.error.message if end.error else None)
     else:
         error = end.error or ErrorInfo(type="RunFailedError", message="the run failed")
         outcome.status = RunStatus.FAILED

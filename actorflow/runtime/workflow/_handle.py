@@ -45,6 +45,7 @@ class RunTracker:
         self.metrics: dict[str, float] = {}
         self.replayed_steps = 0
         self.cancel_requested = False
+        self.cancel_reason: str | None = None
         self.interrupt_requested = False
         self.result: Any = None
         self.error: BaseException | None = None
@@ -95,8 +96,10 @@ class RunTracker:
         """The cancel scope the run's code runs in (None once it has left it)."""
         self._cancel_scope = scope
 
-    def cancel(self) -> None:
-        """Stop the run; it is marked cancelled and will not be recovered."""
+    def cancel(self, reason: str | None = None) -> None:
+        """Stop the run; it is marked cancelled (with ``reason``) and will not be recovered."""
+        if not self.cancel_requested:
+            self.cancel_reason = reason
         self.cancel_requested = True
         if self._cancel_scope is not None:
             self._cancel_scope.cancel()
@@ -231,9 +234,9 @@ class RunHandle(metaclass=_NoPublicConstructor):
             raise tracker.error
         return tracker.result
 
-    def cancel(self) -> None:
-        """Stop the run; it is marked cancelled and will not be recovered."""
-        self._tracker.cancel()
+    def cancel(self, reason: str | None = None) -> None:
+        """Stop the run; it is marked cancelled (``reason`` is recorded) and not recovered."""
+        self._tracker.cancel(reason)
 
     def __repr__(self) -> str:
         return f"<RunHandle {self.workflow} {self.run_id!r} {self.status}>"

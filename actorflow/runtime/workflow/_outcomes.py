@@ -153,7 +153,7 @@ def finished_error(manifest: RunManifest) -> BaseException:
     """What waiting on a run that is not completed raises: paused, failed, blocked, not finished."""
     run_id = manifest.run_id
     if manifest.status is RunStatus.PAUSED:
-        return RunPaused(run_id, manifest.prompt or "")
+        return RunPaused(run_id, manifest.prompt or "", manifest.deadline)
     if manifest.status is RunStatus.BLOCKED:
         error = manifest.error
         return RunBlockedError(

@@ -35,14 +35,16 @@ from actorflow.runtime.workflow._handle import RunHandle, RunTracker
 from actorflow.runtime.workflow._outcomes import decode_result, finished_error, new_manifest, taken
 from actorflow.runtime.workflow._pruning import Pruner
 from actorflow.runtime.workflow._replay import load_view
-from actorflow.runtime.workflow._signals import send_signal
+from actorflow.runtime.workflow._signals import request_cancel, send_signal
 from actorflow.runtime.workflow._wait_records import pending_waits, signal_type
 from actorflow.runtime.workflow._waits import can_go_on
 from actorflow.storage import (
+    ErrorInfo,
     InboxEntry,
     RunManifest,
     RunStatus,
     Store,
+    SupportsInbox,
     open_store,
     update_run_unsynced,
     validate_run_id,
@@ -572,22 +574,47 @@ class Runtime(ActorSystem):
         stored = await copy_for_fork(self.store, source, checkpoint, new_id)
         return await self._launch(workflow, stored)
 
-    async def cancel(self, run_id: str) -> None:
-        """Cancel a run: a live one here stops; any other is marked cancelled."""
+    async def cancel(self, run_id: str, *, reason: str | None = None) -> None:
+        """Cancel a run, from any process; it ends ``cancelled`` with ``reason`` recorded.
+
+        A run live in this runtime stops now, and this returns once it has
+        ended. A run another live process owns gets a durable cancel request
+        in its inbox, which its owner takes at once (this returns when the
+        request is stored; ``result`` says when it ended). Any other unfinished
+        run (orphaned, paused, blocked) is marked cancelled, and the request
+        stays for a process that may be recovering it this moment. A finished
+        run is left as it is.
+
+        Raises:
+            RunNotFoundError: no such run.
+
+        .. versionchanged:: 0.3
+           ``reason``; runs owned by other processes.
+        """
         live = self._runs.get(run_id)
         if live is not None and not live.done:
-            live.cancel()
+            live.cancel(reason)
             await live.ended.wait()
             return
         manifest = await self.store.read_run(validate_run_id(run_id))
         if manifest.status.finished:
             return
-        if await self.store.is_owned(run_id):
+        if isinstance(self.store, SupportsInbox):
+            await request_cancel(self.store, run_id, reason, sender=self.owner)
+            if await self.store.is_owned(run_id):
+                return  # its owner takes the request
+        elif await self.store.is_owned(run_id):
             raise RunLockedError(run_id, manifest.owner)
-        await self.store.update_run(
-            run_id,
-            lambda m: msgspec.structs.replace(m, status=RunStatus.CANCELLED, updated=time.time()),
-        )
+        error = ErrorInfo(type="cancelled", message=reason) if reason is not None else None
+
+        def cancelled(m: RunManifest) -> RunManifest:
+            if m.status.finished:
+                return m
+            return msgspec.structs.replace(
+                m, status=RunStatus.CANCELLED, error=error, updated=time.time()
+            )
+
+        await self.store.update_run(run_id, cancelled)
 
     # --- looking at runs -----------------------------------------------------
 

@@ -20,12 +20,14 @@ import uuid
 from typing import TYPE_CHECKING
 
 import anyio
+import msgspec
 import structlog
 
 from actorflow._text import error_message
 from actorflow.errors import RunFinishedError, StorageError
 from actorflow.runtime.workflow._wait_records import signal_type
 from actorflow.storage import InboxEntry, post_message, read_messages
+from actorflow.storage import decode_value as decode
 from actorflow.storage import encode_value as encode
 
 if TYPE_CHECKING:
@@ -35,7 +37,14 @@ if TYPE_CHECKING:
 
     from actorflow.storage import Store
 
-__all__ = ["SignalDesk", "Waiter", "send_signal"]
+__all__ = [
+    "CANCEL_TYPE",
+    "CancelRequest",
+    "SignalDesk",
+    "Waiter",
+    "request_cancel",
+    "send_signal",
+]
 
 _log = structlog.get_logger("actorflow.signals")
 
@@ -67,6 +76,30 @@ async def send_signal(
         entry_id=entry_id if entry_id is not None else uuid.uuid4().hex,
         type=signal_type(type(message)),
         payload=payload,
+        sender=sender,
+    )
+
+
+CANCEL_TYPE = "actorflow.cancel"
+"""The inbox type of a cancel request (``runtime.cancel`` of a run another process owns)."""
+
+
+class CancelRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A request, kept in the run's inbox, that its owner cancel it."""
+
+    reason: str | None = None
+
+
+async def request_cancel(
+    store: Store, run_id: str, reason: str | None, *, sender: str | None
+) -> InboxEntry:
+    """Post a durable cancel request to the run's inbox (one per run: a second adds nothing)."""
+    return await post_message(
+        store,
+        run_id,
+        entry_id=CANCEL_TYPE,
+        type=CANCEL_TYPE,
+        payload=encode(CancelRequest(reason=reason), "cancel request"),
         sender=sender,
     )
 
@@ -110,6 +143,7 @@ class SignalDesk:
         *,
         poll_interval: float,
         task_group: TaskGroup,
+        on_cancel: Callable[[str | None], None] | None = None,
     ) -> None:
         self._store = store
         self._run_id = run_id
@@ -123,6 +157,12 @@ class SignalDesk:
         self._watching: anyio.CancelScope | None = None
         self._read_lock = anyio.Lock()
         self._refused: set[int] = set()
+        self._on_cancel = on_cancel
+        self._cancel_seen = False
+
+    def start(self) -> None:
+        """Watch the inbox from now on: a cancel request is taken whenever it comes."""
+        self._watch()
 
     def register(self, waiter: Waiter) -> None:
         """Add a wait (in the order waits start): it gets the first untaken entry of its type."""
@@ -140,8 +180,6 @@ class SignalDesk:
                 self._untaken[entry.seq] = entry
                 waiter.entry = None
                 self._dispatch()
-        if not self._waiters:
-            self.stop()
 
     async def check(self) -> None:
         """Read the inbox once, now, and hand out what is there."""
@@ -195,6 +233,10 @@ class SignalDesk:
             if seq in self._taken:
                 del self._untaken[seq]
                 continue
+            if entry.type == CANCEL_TYPE:
+                del self._untaken[seq]
+                self._cancel(entry)
+                continue
             for waiter in self._waiters:
                 if (
                     waiter.entry is None
@@ -206,6 +248,17 @@ class SignalDesk:
                     waiter.entry = entry
                     waiter.got.set()
                     break
+
+    def _cancel(self, entry: InboxEntry) -> None:
+        if self._cancel_seen or self._on_cancel is None:
+            return
+        self._cancel_seen = True
+        try:
+            reason = decode(entry.payload, CancelRequest, "cancel request", str(entry.seq)).reason
+        except Exception:
+            reason = None  # an unreadable reason still cancels
+        _log.info("cancel_requested", run_id=self._run_id, seq=entry.seq, sender=entry.sender)
+        self._on_cancel(reason)
 
     def _accepts(self, waiter: Waiter, entry: InboxEntry) -> bool:
         if waiter.accept(entry):

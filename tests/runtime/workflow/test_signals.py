@@ -352,3 +352,41 @@ async def test_a_signal_to_an_orphan_is_taken_once_after_its_owner_is_killed(
             assert await runtime.run(TwoFixes, None, run_id="orphan") == [1, 2]
             taken = [read_resolution(r).seq for r in await waits_of(runtime.store, "orphan")]
     assert taken == [0, 1], lines
+
+
+# --- cancel from anywhere -----------------------------------------------------------
+
+
+async def test_a_run_owned_by_another_runtime_is_cancelled_through_its_inbox(
+    tmp_path: Path,
+) -> None:
+    async with Runtime(store=FileStore(tmp_path)) as owner:
+        handle = await owner.start(TwoFixes, None, run_id="owned")
+        async with Runtime(store=FileStore(tmp_path)) as other:
+            await until_waiting(other.store, "owned")
+            await other.cancel("owned", reason="the user closed the tab")
+            await other.cancel("owned", reason="a second request adds nothing")
+        with pytest.raises(RunFailedError, match="the user closed the tab"):
+            await handle.result()
+    manifest = await FileStore(tmp_path).read_run("owned")
+    assert manifest.status is RunStatus.CANCELLED
+    assert manifest.error is not None
+    assert manifest.error.message == "the user closed the tab"
+    async with Runtime(store=FileStore(tmp_path)) as runtime:
+        assert await runtime.recover() == {}
+        with pytest.raises(RunFailedError, match="the user closed the tab"):
+            await runtime.result("owned")
+
+
+async def test_cancelling_a_paused_run_from_anywhere_marks_it_with_the_reason() -> None:
+    store = MemoryStore()
+    async with Runtime(store=store) as runtime:
+        with pytest.raises(RunPaused):
+            await runtime.run(PausedFix, None, run_id="paused-cancel")
+    async with Runtime(store=store) as other:
+        await other.cancel("paused-cancel", reason="no longer needed")
+        with pytest.raises(RunFailedError, match="no longer needed"):
+            await other.result("paused-cancel")
+        with pytest.raises(RunFinishedError):
+            await other.signal("paused-cancel", Fix(1))
+        assert await other.recover() == {}
