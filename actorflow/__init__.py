@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from actorflow import errors
 from actorflow._log import configure_logging
-from actorflow.agents import Evaluator, Orchestrator, Specialist, phase
+from actorflow.agents import Evaluator, Orchestrator, Specialist, phase, update
 from actorflow.runtime import (
     Actor,
     ActorRef,
@@ -41,5 +41,6 @@ __all__ = [
     "errors",
     "handler",
     "phase",
+    "update",
 ]
 __version__ = "0.1.0"

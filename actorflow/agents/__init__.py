@@ -1,8 +1,9 @@
-"""Agent roles on top of the runtime: Orchestrator, Specialist, Evaluator, @phase."""
+"""Agent roles on top of the runtime: Orchestrator, Specialist, Evaluator, @phase, @update."""
 
 from __future__ import annotations
 
 from actorflow.agents._phase import phase
 from actorflow.agents._roles import Evaluator, Orchestrator, Specialist
+from actorflow.runtime.workflow._update_handlers import update
 
-__all__ = ["Evaluator", "Orchestrator", "Specialist", "phase"]
+__all__ = ["Evaluator", "Orchestrator", "Specialist", "phase", "update"]

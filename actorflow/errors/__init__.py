@@ -42,6 +42,8 @@ The tree::
     │   │   └── RunBlockedError         its code no longer replays its log; it waits, not failed
     │   ├── RunFinishedError            a signal or update sent to a run that has ended
     │   ├── WaitTimeoutError            a wait's deadline passed with no default (also TimeoutError)
+    │   ├── UpdateRejectedError         the run refused an update (validator, no handler)
+    │   ├── UpdateFailedError           an accepted update's handler raised
     │   ├── RunInputMismatchError       a run id reused with different input
     │   ├── StepFailedError             a step of the run failed
     │   ├── NonDeterminismError         re-run code diverged from the recorded log
@@ -92,6 +94,8 @@ from actorflow.errors._runs import (
     RunPaused,
     StepFailedError,
     UnawaitedStepError,
+    UpdateFailedError,
+    UpdateRejectedError,
     WaitTimeoutError,
 )
 from actorflow.errors._storage import (
@@ -161,6 +165,8 @@ __all__ = [
     "StoreUnavailableError",
     "UnawaitedStepError",
     "UnhandledMessageError",
+    "UpdateFailedError",
+    "UpdateRejectedError",
     "WaitTimeoutError",
 ]
 

@@ -18,6 +18,8 @@ __all__ = [
     "RunPaused",
     "StepFailedError",
     "UnawaitedStepError",
+    "UpdateFailedError",
+    "UpdateRejectedError",
     "WaitTimeoutError",
 ]
 
@@ -110,6 +112,33 @@ class RunFinishedError(RunError):
             run_id,
             f"run {run_id!r} has ended ({status}), so {what} cannot reach it: nothing will "
             f"take it. `actorflow show {run_id}` shows how it ended; start a new run instead",
+        )
+
+
+class UpdateRejectedError(RunError):
+    """The run refused an update before recording anything: its validator raised, or no handler.
+
+    .. versionadded:: 0.3
+    """
+
+    def __init__(self, run_id: str, update_id: str, reason: str) -> None:
+        self.update_id = update_id
+        self.reason = reason
+        super().__init__(run_id, f"run {run_id!r} rejected update {update_id!r}: {reason}")
+
+
+class UpdateFailedError(RunError):
+    """An accepted update's handler raised; ``error_type`` and ``error_message`` as recorded.
+
+    .. versionadded:: 0.3
+    """
+
+    def __init__(self, run_id: str, update_id: str, error_type: str, error_message: str) -> None:
+        self.update_id = update_id
+        self.error_type = error_type
+        self.error_message = error_message
+        super().__init__(
+            run_id, f"update {update_id!r} of run {run_id!r} failed: {error_type}: {error_message}"
         )
 
 

@@ -46,6 +46,7 @@ from actorflow.runtime.workflow._replay import RunView, load_view
 from actorflow.runtime.workflow._signals import SignalDesk
 from actorflow.runtime.workflow._steps import close_namespace
 from actorflow.runtime.workflow._triggers import final_trigger, peak_memory
+from actorflow.runtime.workflow._updates import UpdateRunner
 from actorflow.runtime.workflow._waits import PauseRun
 from actorflow.storage import ErrorInfo, LogWriter, RunManifest, RunStatus, update_run_unsynced
 from actorflow.storage import decode_value as decode
@@ -336,17 +337,20 @@ class RunDriver:
                 signals=signals,
             )
             ctx = RunContext(env)
+            updates = UpdateRunner(env, ctx, tg)
+            signals.on_update = updates.offer
             result = None
             recorder.flush_behind(tg)
             try:
                 if outcome.status is RunStatus.RUNNING:
                     handle.emit("run_started", workflow=manifest.workflow, agents_restored=restored)
-                    result = await _execute(handle, env, cls, value, ctx, outcome)
+                    result = await _execute(handle, env, cls, value, ctx, outcome, updates)
             finally:
                 # the outcome's own flush carries what is left; a waiting timer
                 # would only hold the task group open
                 recorder.stop_flushing_behind()
                 signals.stop()
+                updates.stop()
             await _store_outcome(handle, recorder, queue, outcome, result)
         handle.checkpoints_written = queue.wait_idle
         handle.metrics.update(
@@ -402,6 +406,7 @@ async def _execute(
     value: object,
     ctx: RunContext,
     outcome: _Outcome,
+    updates: UpdateRunner,
 ) -> bytes | None:
     """Run a fresh orchestrator from the top; return the encoded result if it completed."""
     run_id = ctx.run_id
@@ -412,7 +417,7 @@ async def _execute(
     with anyio.CancelScope() as cancel_scope:
         handle.attach(cancel_scope)
         try:
-            outcome.result = await _orchestrate(env, cls, value, ctx)
+            outcome.result = await _orchestrate(env, cls, value, ctx, updates)
             # a result that cannot be stored fails the run now, with that cause
             encoded = encode(outcome.result, f"result of run {run_id}")
             outcome.status = RunStatus.COMPLETED
@@ -462,13 +467,16 @@ def _divergence(exc: Exception) -> NonDeterminismError | None:
     return None
 
 
-async def _orchestrate(env: StepEnv, cls: type[Any], value: object, ctx: RunContext) -> object:
+async def _orchestrate(
+    env: StepEnv, cls: type[Any], value: object, ctx: RunContext, updates: UpdateRunner
+) -> object:
     # A fresh instance on every attempt: its attributes are rebuilt by
     # replay, never restored, so nothing is applied twice.
     orchestrator = cls()
     orchestrator.name = "orchestrator"
     st = state_type(cls) if issubclass(cls, Actor) else type(None)
     orchestrator.state = st() if st is not type(None) else None
+    updates.attach(orchestrator)
     result: object = await orchestrator.run(ctx, value)
     await close_namespace(env, ctx.root)
     await env.recorder.output_barrier()

@@ -24,7 +24,7 @@ import msgspec
 
 from actorflow._text import error_message
 from actorflow.errors import CorruptedDataError, NonDeterminismError
-from actorflow.runtime.workflow._wait_records import WAIT_KINDS, taken_seq
+from actorflow.runtime.workflow._wait_records import TAKING_KINDS, taken_seq
 from actorflow.storage import (
     AgentSnapshot,
     DecisionRecord,
@@ -113,7 +113,7 @@ class RunView:
 
     def _apply_step(self, record: StepRecord) -> None:
         self.steps[record.step_id] = record
-        if record.kind in WAIT_KINDS:
+        if record.kind in TAKING_KINDS:
             seq = taken_seq(record)
             if seq is not None:
                 self.inbox_taken.add(seq)

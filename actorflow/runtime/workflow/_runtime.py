@@ -36,6 +36,7 @@ from actorflow.runtime.workflow._outcomes import decode_result, finished_error, 
 from actorflow.runtime.workflow._pruning import Pruner
 from actorflow.runtime.workflow._replay import load_view
 from actorflow.runtime.workflow._signals import request_cancel, send_signal
+from actorflow.runtime.workflow._updates import call_update
 from actorflow.runtime.workflow._wait_records import pending_waits, signal_type
 from actorflow.runtime.workflow._waits import can_go_on
 from actorflow.storage import (
@@ -535,6 +536,41 @@ class Runtime(ActorSystem):
         if on_start is not None:
             on_start(handle)
         return await handle.result()
+
+    async def update(
+        self,
+        run_id: str,
+        message: object,
+        *,
+        update_id: str | None = None,
+        result_type: Any = Any,
+    ) -> Any:
+        """Send ``message`` to the run's ``@update`` handler for its type and return its reply.
+
+        From any process. The run validates it before recording anything,
+        then runs the handler as steps of its own and records the reply, which
+        is decoded as ``result_type`` (the handler's return annotation is not
+        known here: without it, the reply comes back as plain data).
+        ``update_id`` makes retries harmless: a second call with the same id
+        gets the first one's reply, and the handler runs once. An orphaned or
+        paused run answers when it goes on: bound the wait with
+        ``anyio.fail_after`` (the update stays in the run's inbox).
+
+        Raises:
+            RunNotFoundError: no such run.
+            RunFinishedError: the run ended before it replied (or had ended).
+            UpdateRejectedError: its validator refused it, or it has no handler for the type.
+            UpdateFailedError: the handler raised.
+        """
+        return await call_update(
+            self.store,
+            validate_run_id(run_id),
+            message,
+            update_id=update_id,
+            sender=self.owner,
+            poll_interval=self.config.signal_poll_interval,
+            result_type=result_type,
+        )
 
     async def signal(self, run_id: str, message: object, *, id: str | None = None) -> InboxEntry:
         """Send ``message`` (any msgspec-encodable value) to a run, from any process.

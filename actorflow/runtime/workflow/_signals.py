@@ -80,6 +80,9 @@ async def send_signal(
     )
 
 
+UPDATE_PREFIX = "actorflow.update/"
+"""Inbox types of updates: this prefix and the message's type name (see ``_updates.py``)."""
+
 CANCEL_TYPE = "actorflow.cancel"
 """The inbox type of a cancel request (``runtime.cancel`` of a run another process owns)."""
 
@@ -159,6 +162,8 @@ class SignalDesk:
         self._refused: set[int] = set()
         self._on_cancel = on_cancel
         self._cancel_seen = False
+        #: called with each update in the inbox (its runner decides what is new)
+        self.on_update: Callable[[InboxEntry], None] | None = None
 
     def start(self) -> None:
         """Watch the inbox from now on: a cancel request is taken whenever it comes."""
@@ -223,7 +228,11 @@ class SignalDesk:
                 return
         for entry in entries:
             self._next = max(self._next, entry.seq + 1)
-            if entry.seq not in self._taken and entry.seq not in self._reserved:
+            if entry.type.startswith(UPDATE_PREFIX):
+                # taken or not: a finished update's reply may still have to be posted
+                if self.on_update is not None:
+                    self.on_update(entry)
+            elif entry.seq not in self._taken and entry.seq not in self._reserved:
                 self._untaken[entry.seq] = entry
         self._dispatch()
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from actorflow.storage import EventRecord, StepRecord
 
 __all__ = [
+    "TAKING_KINDS",
     "WAIT_KINDS",
     "PendingWait",
     "WaitRequest",
@@ -40,6 +41,9 @@ __all__ = [
 
 #: Step kinds that are waits: ``ctx.wait_for`` and ``ctx.wait_for_input``.
 WAIT_KINDS = frozenset({"wait", "input"})
+
+#: Step kinds whose record takes an inbox entry (its ``seq``): waits and updates.
+TAKING_KINDS = WAIT_KINDS | {"update"}
 
 _REQUESTED = "_requested"
 
@@ -130,14 +134,21 @@ def read_resolution(record: StepRecord) -> WaitResolution:
         raise
 
 
+class _Taken(msgspec.Struct):
+    seq: int | None = None
+
+
+_taken_decoder = msgspec.msgpack.Decoder(_Taken)
+
+
 def taken_seq(record: StepRecord) -> int | None:
-    """The inbox ``seq`` a wait's record took, if it is a wait that took one."""
-    if record.kind not in WAIT_KINDS or record.error is not None:
+    """The inbox ``seq`` a wait's or an update's record took, if it took one."""
+    if record.kind not in TAKING_KINDS or record.error is not None or record.result is None:
         return None
     try:
-        return read_resolution(record).seq
+        return _taken_decoder.decode(record.result).seq
     except msgspec.DecodeError:
-        return None
+        return None  # a bare answer of 0.2: it took no entry
 
 
 def pending_waits(
