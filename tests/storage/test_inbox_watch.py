@@ -22,7 +22,7 @@ from actorflow.testing.conformance._samples import manifest
 class _NoWatch(MemoryStore):
     """A store with an inbox but no watch (as a third party's might be)."""
 
-    watch_inbox = None  # a protocol method set to None: not a SupportsInboxWatch
+    watch_inbox = None  # type: ignore[assignment]  # None: not a SupportsInboxWatch
 
 
 class _NoInbox:
@@ -43,7 +43,7 @@ async def test_a_store_with_a_watch_is_watched_by_it() -> None:
 
 async def test_a_store_without_a_watch_is_polled() -> None:
     store = _NoWatch()
-    assert not isinstance(store, SupportsInboxWatch)
+    assert not isinstance(cast("object", store), SupportsInboxWatch)
     await store.create_run(manifest())
     async with watch_messages(store, "run-1", poll_interval=0.01) as watch:
         assert isinstance(watch, PollingWatch)

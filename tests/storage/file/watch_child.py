@@ -16,7 +16,8 @@ from actorflow.storage import FileStore
 RUN = "run-1"
 
 
-async def main(folder: str, mode: str, *args: str) -> None:
+async def main(argv: list[str]) -> None:
+    folder, mode, *args = argv
     store = FileStore(folder)
     try:
         if mode == "post":
@@ -30,4 +31,4 @@ async def main(folder: str, mode: str, *args: str) -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main, *sys.argv[1:])
+    anyio.run(main, sys.argv[1:])

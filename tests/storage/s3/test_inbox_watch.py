@@ -17,7 +17,7 @@ from actorflow.storage.s3._store import S3Store
 from tests.storage.factories_s3 import open_s3_store, sibling
 
 if TYPE_CHECKING:
-    from actorflow.storage.s3._objects import ObjectInfo
+    from actorflow.storage.s3._wire import ObjectInfo
     from tests.storage.s3_servers import S3Server
 
 INTERVAL = 0.05
