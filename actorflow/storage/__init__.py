@@ -23,6 +23,7 @@ from actorflow.storage._codec import (
     encoder,
 )
 from actorflow.storage._inbox import InboxEntry, SupportsInbox, post_message, read_messages
+from actorflow.storage._inbox_watch import InboxWatch, SupportsInboxWatch, watch_messages
 from actorflow.storage._logwriter import LogWriter
 from actorflow.storage._memory import MemoryStore
 from actorflow.storage._open import open_store
@@ -74,6 +75,7 @@ __all__ = [
     "FileStore",
     "FileSystem",
     "InboxEntry",
+    "InboxWatch",
     "Lease",
     "LogRecord",
     "LogWriter",
@@ -96,6 +98,7 @@ __all__ = [
     "Store",
     "StoreContext",
     "SupportsInbox",
+    "SupportsInboxWatch",
     "SupportsSnapshotSync",
     "UnreadableEntry",
     "UnreadableLister",
@@ -116,4 +119,5 @@ __all__ = [
     "update_run_unsynced",
     "validate_run_id",
     "verify_store",
+    "watch_messages",
 ]

@@ -7,6 +7,7 @@ aliases the caller's object). Data lives as long as the store object.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from actorflow.errors import (
 from actorflow.storage._capabilities import ClaimInfo, SealCheck
 from actorflow.storage._envelope import Kind
 from actorflow.storage._inbox import InboxEntry, open_entry, seal_entry
+from actorflow.storage._inbox_watch import Wakeups, WakeupWatch
 from actorflow.storage._manifests import (
     add_snapshot,
     live_snapshots,
@@ -47,7 +49,7 @@ from actorflow.storage._retention import prune as prune_by_policy
 from actorflow.storage._sealing import Codec
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import AsyncIterator, Callable, Sequence
 
     from actorflow.storage._records import (
         LogRecord,
@@ -86,6 +88,7 @@ class MemoryStore(StoreContext):
         self._runs: dict[str, _Run] = {}
         self._order = itertools.count()
         self._created: dict[str, int] = {}
+        self._wakeups = Wakeups()
 
     async def aclose(self) -> None:
         """Nothing to release; kept for the protocol."""
@@ -345,6 +348,7 @@ class MemoryStore(StoreContext):
         )
         run.inbox.append(seal_entry(self.codec, entry, run_id=run_id))
         run.inbox_ids[entry_id] = entry.seq
+        self._wakeups.wake(run_id)
         return entry
 
     async def read_inbox(self, run_id: str, start: int = 0) -> list[InboxEntry]:
@@ -352,6 +356,16 @@ class MemoryStore(StoreContext):
         await anyio.lowlevel.checkpoint()
         run = self._run(run_id)
         return [self._entry(run_id, run, seq) for seq in range(max(start, 0), len(run.inbox))]
+
+    @contextlib.asynccontextmanager
+    async def watch_inbox(self, run_id: str) -> AsyncIterator[WakeupWatch]:
+        """See :meth:`SupportsInboxWatch.watch_inbox`: an event set by each post, no polling.
+
+        .. versionadded:: 0.2
+        """
+        await anyio.lowlevel.checkpoint()
+        self._run(run_id)
+        yield WakeupWatch(self._wakeups, run_id)
 
     def _entry(self, run_id: str, run: _Run, seq: int) -> InboxEntry:
         where = f"memory:{run_id}/inbox/{seq}"

@@ -14,6 +14,8 @@ Layout::
                                       phase and trigger are sealed (see _snapshot_names)
         inbox/00000000000000000003.msg messages posted to the run, one file each, named by
                                       seq; made on the first post (see _inbox)
+        inbox.wake                    a FIFO that posts write a byte to, made by the run's
+                                      watcher (its live owner) and removed by it (see _wake)
 """
 
 from __future__ import annotations

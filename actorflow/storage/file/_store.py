@@ -13,6 +13,7 @@ file and rename alone until ``sync_snapshots`` (see :mod:`._snapshots`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from typing import TYPE_CHECKING
@@ -38,12 +39,14 @@ from actorflow.storage.file._manifests import ManifestFiles
 from actorflow.storage.file._sealcheck import check_run
 from actorflow.storage.file._snapshots import SnapshotFiles
 from actorflow.storage.file._sweep import sweep
+from actorflow.storage.file._wake import wake, watch
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import AsyncIterator, Callable, Sequence
 
     from actorflow.storage._capabilities import ClaimInfo, SealCheck
     from actorflow.storage._inbox import InboxEntry
+    from actorflow.storage._inbox_watch import InboxWatch
     from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, UnreadableEntry
     from actorflow.storage._records import (
         LogRecord,
@@ -313,14 +316,44 @@ class FileStore(StoreContext):
         """See :meth:`SupportsInbox.post`: a file linked into place at the first free ``seq``.
 
         Its id's ``flock`` makes a repeated id exact across this machine's
-        processes; the entry costs a file fsync and a folder fsync.
+        processes; the entry costs a file fsync and a folder fsync. Then, in
+        the same worker thread, a byte to the run's watcher, if one lives
+        (see :meth:`watch_inbox`).
 
         .. versionadded:: 0.2
         """
         validate_run_id(run_id)
         return await self._folders.call(
-            "post message", self._inbox.post, run_id, entry_id, type, payload, sender
+            "post message", self._post, run_id, entry_id, type, payload, sender
         )
+
+    def _post(
+        self, run_id: str, entry_id: str, type_name: str, payload: bytes, sender: str | None
+    ) -> InboxEntry:
+        entry = self._inbox.post(run_id, entry_id, type_name, payload, sender)
+        wake(self._folders, run_id)  # a retried id wakes too: its first post may have died here
+        return entry
+
+    @contextlib.asynccontextmanager
+    async def watch_inbox(self, run_id: str) -> AsyncIterator[InboxWatch]:
+        """See :meth:`SupportsInboxWatch.watch_inbox`: a FIFO in the run's folder, no polling.
+
+        Each post, from this process or another on the machine, writes a byte
+        to ``inbox.wake``, a FIFO the watch makes in the run's folder (replacing
+        one a killed watcher left) and removes on leaving; the wait is
+        ``anyio.wait_readable`` on its read end. Where no FIFO can be made
+        (a file layer that is not the operating system's, a file system
+        without FIFOs) the watch returns every 0.2 s instead.
+
+        Raises:
+            RunNotFoundError: no such run.
+            StorageError: the operating system refused to open the FIFO.
+
+        .. versionadded:: 0.2
+        """
+        validate_run_id(run_id)
+        async with watch(self._folders, run_id) as opened:
+            yield opened
 
     async def read_inbox(self, run_id: str, start: int = 0) -> list[InboxEntry]:
         """See :meth:`SupportsInbox.read_inbox`: one file read per entry, no listing.

@@ -18,6 +18,12 @@ one store, posts of one id take a lock, so they store it once.
 Where an inbox ends is found without a LIST: a remembered end is checked by
 a HEAD of the entry before it, else an exponential then binary search with
 HEADs (entries have no gaps). Reading GETs entries from ``start`` until a 404.
+
+A watch (:class:`InboxPoll`) polls: it finds the end once when it opens, then
+every ``interval`` seconds HEADs the entry at the end, one request a poll,
+and returns when it exists. The end moves on past what this store has read
+since, so entries already read never wake it again. Posts through this very
+store object wake its watches at once, without a request.
 """
 
 from __future__ import annotations
@@ -31,13 +37,14 @@ from typing import TYPE_CHECKING
 import anyio
 
 from actorflow.storage._inbox import FirstSeqs, InboxEntry, id_key, open_entry, seal_entry
+from actorflow.storage._inbox_watch import Wakeups
 from actorflow.storage.s3._wire import PreconditionFailed, drop_idle_lock
 
 if TYPE_CHECKING:
     from actorflow.storage._sealing import Codec
     from actorflow.storage.s3._objects import S3Objects
 
-__all__ = ["INBOX", "INBOX_IDS", "InboxObjects"]
+__all__ = ["INBOX", "INBOX_IDS", "InboxObjects", "InboxPoll"]
 
 INBOX = "inbox"
 """The folder of a run's entries."""
@@ -60,6 +67,8 @@ class InboxObjects:
         self._ends: dict[str, int] = {}
         self._seen: dict[str, tuple[anyio.Lock, FirstSeqs]] = {}
         self._posting: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
+        self._read_to: dict[str, int] = {}  # where this store's last read of each inbox ended
+        self._wakeups = Wakeups()  # this store's posts, for its own watches
 
     def key(self, run_id: str, seq: int) -> str:
         """The key of entry ``seq`` of the run."""
@@ -69,6 +78,7 @@ class InboxObjects:
         """Drop what this store remembers of the run's inbox (the run was deleted)."""
         self._ends.pop(run_id, None)
         self._seen.pop(run_id, None)
+        self._read_to.pop(run_id, None)
 
     # --- posting ---------------------------------------------------------------------
 
@@ -119,10 +129,11 @@ class InboxObjects:
                 seq += 1  # another writer took it first
                 continue
             self._ends[run_id] = max(self._ends.get(run_id, 0), seq + 1)
+            self._wakeups.wake(run_id)
             return entry
 
-    async def _exists(self, run_id: str, seq: int) -> bool:
-        return await self._objects.head("post message", self.key(run_id, seq)) is not None
+    async def _exists(self, run_id: str, seq: int, operation: str = "post message") -> bool:
+        return await self._objects.head(operation, self.key(run_id, seq)) is not None
 
     async def _start(self, run_id: str) -> int:
         """The first ``seq`` worth trying: never past the end, so the inbox has no gaps."""
@@ -166,6 +177,20 @@ class InboxObjects:
             return None
         return found[0]
 
+    # --- watching --------------------------------------------------------------------
+
+    async def watch(self, run_id: str, interval: float) -> InboxPoll:
+        """A watch on the run's inbox from its current end (a few HEADs to find it)."""
+        return InboxPoll(self, self._wakeups, run_id, await self._start(run_id), interval)
+
+    def read_to(self, run_id: str) -> int:
+        """Where this store's reads of the inbox ended (0 if it has read none)."""
+        return self._read_to.get(run_id, 0)
+
+    async def has_entry(self, run_id: str, seq: int) -> bool:
+        """Whether entry ``seq`` exists: one HEAD."""
+        return await self._exists(run_id, seq, "watch inbox")
+
     # --- reading ---------------------------------------------------------------------
 
     def _firsts(self, run_id: str) -> tuple[anyio.Lock, FirstSeqs]:
@@ -192,6 +217,7 @@ class InboxObjects:
             for entry in entries:
                 firsts.add(entry)
             self._ends[run_id] = max(self._ends.get(run_id, 0), firsts.end)
+            self._read_to[run_id] = max(self._read_to.get(run_id, 0), firsts.end)
             return firsts.keep(entries)
 
     async def _read(self, run_id: str, start: int, stop: int | None = None) -> list[InboxEntry]:
@@ -213,3 +239,34 @@ class InboxObjects:
                 )
                 seq += 1
         return entries
+
+
+class InboxPoll:
+    """An S3 store's inbox watch: a HEAD of the next entry every ``interval`` seconds."""
+
+    def __init__(
+        self, inbox: InboxObjects, wakeups: Wakeups, run_id: str, end: int, interval: float
+    ) -> None:
+        self._inbox = inbox
+        self._wakeups = wakeups
+        self._run_id = run_id
+        self._end = end  # entries before it existed when the watch opened or last returned
+        self._posts = wakeups.count(run_id)  # this store's posts seen
+        self._interval = interval
+
+    async def changed(self) -> None:
+        """See :meth:`InboxWatch.changed`: within ``interval`` of a post, at once for our own.
+
+        Raises:
+            StorageError: the bucket could not be reached (after the store's retries).
+        """
+        while True:
+            with anyio.move_on_after(self._interval):
+                self._posts = await self._wakeups.wait_past(self._run_id, self._posts)
+                return
+            # past what this store has read since: those need no wake-up
+            end = max(self._end, self._inbox.read_to(self._run_id))
+            if await self._inbox.has_entry(self._run_id, end):
+                self._end = end + 1
+                return
+            self._end = end

@@ -29,6 +29,8 @@ snapshots and the inbox each in their own module.
 
 from __future__ import annotations
 
+import contextlib
+import math
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -62,9 +64,10 @@ from actorflow.storage.s3._snapshots import SnapshotObjects, best
 from actorflow.storage.s3._wire import S3Options, S3Wire
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
     from actorflow.storage._inbox import InboxEntry
+    from actorflow.storage._inbox_watch import InboxWatch
     from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, UnreadableEntry
     from actorflow.storage._records import (
         LogRecord,
@@ -99,6 +102,8 @@ class S3Store(StoreContext):
             (full jitter).
         max_connections: HTTP connections (and concurrent requests) per store.
         client_config: extra ``botocore.config.Config`` options.
+        inbox_poll_interval: seconds between the polls of an inbox watch
+            (:meth:`watch_inbox`), one HEAD each.
 
     Raises:
         StoreUnavailableError: aioboto3 is missing (``pip install 'actorflow[s3]'``);
@@ -124,7 +129,12 @@ class S3Store(StoreContext):
         backoff_max: float = 2.0,
         max_connections: int = 16,
         client_config: Mapping[str, Any] | None = None,
+        inbox_poll_interval: float = 0.5,
     ) -> None:
+        if not (inbox_poll_interval > 0 and math.isfinite(inbox_poll_interval)):
+            raise ValueError(
+                f"inbox_poll_interval must be positive and finite, not {inbox_poll_interval!r}"
+            )
         options = S3Options(
             bucket=bucket,
             endpoint_url=endpoint_url,
@@ -150,6 +160,7 @@ class S3Store(StoreContext):
         self._blobs = BlobObjects(objects, self.codec)
         self._snapshots = SnapshotObjects(objects, self.codec)
         self._inbox = InboxObjects(objects, self.codec)
+        self.inbox_poll_interval = inbox_poll_interval
 
     def __repr__(self) -> str:
         return f"S3Store({self.bucket!r}, prefix={self.prefix!r})"
@@ -415,6 +426,20 @@ class S3Store(StoreContext):
         """
         await self._manifests.require(run_id)
         return await self._inbox.read(run_id, start)
+
+    @contextlib.asynccontextmanager
+    async def watch_inbox(self, run_id: str) -> AsyncIterator[InboxWatch]:
+        """See :meth:`SupportsInboxWatch.watch_inbox`: it polls, one HEAD a poll.
+
+        S3 cannot push, so ``changed()`` HEADs the entry past the inbox's end
+        every ``inbox_poll_interval`` seconds and returns once it exists (a few
+        HEADs on entering find the end). Entries this store has read or
+        posted since do not wake it again. Nothing to release on leaving.
+
+        .. versionadded:: 0.2
+        """
+        await self._manifests.require(run_id)
+        yield await self._inbox.watch(run_id, self.inbox_poll_interval)
 
     # --- ownership ----------------------------------------------------------------
 

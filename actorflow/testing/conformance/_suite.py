@@ -8,6 +8,7 @@ import pytest
 
 from actorflow.testing.conformance._capabilities import CapabilityTests
 from actorflow.testing.conformance._inbox import InboxTests
+from actorflow.testing.conformance._inbox_watch import InboxWatchTests
 from actorflow.testing.conformance._log import LogTests
 from actorflow.testing.conformance._manifests import ManifestTests, OwnershipTests
 from actorflow.testing.conformance._retention import RetentionTests
@@ -28,11 +29,12 @@ class StoreConformance(
     RetentionTests,
     CapabilityTests,
     InboxTests,
+    InboxWatchTests,
 ):
     """Every behaviour the ``Store`` protocol promises, as pytest tests on asyncio and trio.
 
     The optional capabilities (``UnreadableLister``, ``ClaimInspector``,
-    ``SealChecker``, ``SupportsInbox``) are tested where the store offers
+    ``SealChecker``, ``SupportsInbox``, ``SupportsInboxWatch``) are tested where the store offers
     them, skipped elsewhere. Override the ``reopen`` fixture (see
     :meth:`InboxTests.reopen`) to test that data outlives the store object.
 
