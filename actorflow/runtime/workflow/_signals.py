@@ -26,12 +26,12 @@ import structlog
 from actorflow._text import error_message
 from actorflow.errors import RunFinishedError, StorageError
 from actorflow.runtime.workflow._wait_records import signal_type
-from actorflow.storage import InboxEntry, post_message, read_messages
+from actorflow.storage import InboxEntry, post_message, read_messages, watch_messages
 from actorflow.storage import decode_value as decode
 from actorflow.storage import encode_value as encode
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import Callable
 
     from anyio.abc import TaskGroup
 
@@ -105,21 +105,6 @@ async def request_cancel(
         payload=encode(CancelRequest(reason=reason), "cancel request"),
         sender=sender,
     )
-
-
-class _PollWatch:  # TODO(merge): replaced by the store's watch_messages
-    def __init__(self, interval: float) -> None:
-        self.interval = interval
-
-    async def changed(self) -> None:
-        await anyio.sleep(self.interval)
-
-
-@contextlib.asynccontextmanager
-async def watch_messages(
-    store: Store, run_id: str, *, poll_interval: float
-) -> AsyncIterator[_PollWatch]:
-    yield _PollWatch(poll_interval)
 
 
 class Waiter:
