@@ -128,9 +128,11 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
         max_recovery_attempts: recoveries of one run before it is marked failed.
         recovery_timeout: seconds one recovery may take (``None``: unbounded).
         ask_timeout: default timeout of ``ctx.ask`` in seconds (``None``: none).
-        signal_poll_interval: how often, in seconds, a waiting run reads its
-            inbox on a store that cannot push a wake-up (S3 pushes none; the
-            memory and file stores do, and are not polled).
+        signal_poll_interval: how often, in seconds, a live run reads its
+            inbox on a store with no inbox watch of its own, and how often
+            ``runtime.update`` looks for its reply. (The memory and file
+            stores push a wake-up; ``S3Store`` polls at its own
+            ``inbox_poll_interval``.)
         code_version: stored with new runs, shown by the CLI.
     """
 

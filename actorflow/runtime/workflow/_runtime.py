@@ -35,7 +35,7 @@ from actorflow.runtime.workflow._handle import RunHandle, RunTracker
 from actorflow.runtime.workflow._outcomes import decode_result, finished_error, new_manifest, taken
 from actorflow.runtime.workflow._pruning import Pruner
 from actorflow.runtime.workflow._replay import load_view
-from actorflow.runtime.workflow._signals import request_cancel, send_signal
+from actorflow.runtime.workflow._signals import RESUME_PREFIX, request_cancel, send_signal
 from actorflow.runtime.workflow._updates import call_update
 from actorflow.runtime.workflow._wait_records import pending_waits, signal_type
 from actorflow.runtime.workflow._waits import can_go_on
@@ -522,7 +522,7 @@ class Runtime(ActorSystem):
                 self.store,
                 run_id,
                 response,
-                entry_id=f"resume:{reported[0].step_id}",
+                entry_id=RESUME_PREFIX + reported[0].step_id,
                 sender=self.owner,
                 what="a response",
             )

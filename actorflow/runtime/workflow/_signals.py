@@ -107,6 +107,26 @@ async def request_cancel(
     )
 
 
+RESUME_PREFIX = "resume:"
+"""Entry ids of ``runtime.resume`` responses: the prefix and the step id of the wait answered."""
+
+
+def _step_order(waiter: Waiter) -> tuple[tuple[int, str, int], ...]:
+    """A step id as a sort key that puts concurrent waits in step order, whatever ran first.
+
+    ``3/review.1@2/0``: numbers by value, phases by name and occurrence.
+    """
+    key = []
+    for part in waiter.step_id.split("/"):
+        if part.isdigit():
+            key.append((0, "", int(part)))
+        else:
+            name, _, rest = part.partition(".")
+            n = rest.partition("@")[0]
+            key.append((1, name, int(n) if n.isdigit() else 0))
+    return tuple(key)
+
+
 class Waiter:
     """One wait, registered with the desk: the type it takes and the entry it got."""
 
@@ -231,9 +251,14 @@ class SignalDesk:
                 del self._untaken[seq]
                 self._cancel(entry)
                 continue
-            for waiter in self._waiters:
+            target = entry.entry_id.removeprefix(RESUME_PREFIX)
+            targeted = target != entry.entry_id
+            if targeted and target not in {w.step_id for w in self._waiters}:
+                continue  # a response to one paused wait: kept for that wait
+            for waiter in sorted(self._waiters, key=_step_order):
                 if (
-                    waiter.entry is None
+                    (not targeted or waiter.step_id == target)
+                    and waiter.entry is None
                     and waiter.type == entry.type
                     and self._accepts(waiter, entry)
                 ):
