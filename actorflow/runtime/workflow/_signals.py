@@ -107,6 +107,9 @@ async def request_cancel(
     )
 
 
+WATCH_AFTER = 1.0
+"""Seconds into an attempt after which its inbox is watched even with no wait."""
+
 RESUME_PREFIX = "resume:"
 """Entry ids of ``runtime.resume`` responses: the prefix and the step id of the wait answered."""
 
@@ -163,6 +166,7 @@ class SignalDesk:
         self._poll_interval = poll_interval
         self._task_group = task_group
         self._watching: anyio.CancelScope | None = None
+        self._starting: anyio.CancelScope | None = None
         self._read_lock = anyio.Lock()
         self._refused: set[int] = set()
         self._on_cancel = on_cancel
@@ -171,8 +175,19 @@ class SignalDesk:
         self.on_update: Callable[[InboxEntry], None] | None = None
 
     def start(self) -> None:
-        """Watch the inbox from now on: a cancel request is taken whenever it comes."""
-        self._watch()
+        """Watch the inbox from ``WATCH_AFTER`` seconds on (or the first wait, if sooner).
+
+        A cancel request from another process is taken once the watch is
+        open. Most runs are over sooner, and never pay for a watch (on the
+        file store a FIFO made and removed, on S3 polls) they do not use.
+        """
+        self._starting = anyio.CancelScope()
+        self._task_group.start_soon(self._watch_later, self._starting)
+
+    async def _watch_later(self, scope: anyio.CancelScope) -> None:
+        with scope:
+            await anyio.sleep(WATCH_AFTER)
+            self._watch()
 
     def register(self, waiter: Waiter) -> None:
         """Add a wait (in the order waits start): it gets the first untaken entry of its type."""
@@ -202,7 +217,10 @@ class SignalDesk:
             await waiter.got.wait()
 
     def stop(self) -> None:
-        """Stop watching the inbox (no wait needs it)."""
+        """Stop watching the inbox (the run's attempt is over)."""
+        if self._starting is not None:
+            self._starting.cancel()
+            self._starting = None
         if self._watching is not None:
             self._watching.cancel()
             self._watching = None

@@ -27,7 +27,7 @@ from actorflow.errors import (
     RunPaused,
     WaitTimeoutError,
 )
-from actorflow.runtime.workflow import _waits
+from actorflow.runtime.workflow import _signals, _waits
 from actorflow.runtime.workflow._wait_records import pending_waits, read_resolution
 from actorflow.storage import EventRecord, FileStore, MemoryStore, RunStatus, StepRecord
 from tests.runtime.workflow.crash_parent import child_env
@@ -390,3 +390,23 @@ async def test_cancelling_a_paused_run_from_anywhere_marks_it_with_the_reason() 
         with pytest.raises(RunFinishedError):
             await other.signal("paused-cancel", Fix(1))
         assert await other.recover() == {}
+
+
+class Sleeper(Orchestrator):
+    async def run(self, ctx: RunContext, _: None) -> None:
+        await ctx.sleep(3600)
+
+
+async def test_a_run_that_waits_for_nothing_still_takes_a_cancel_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # its inbox is watched from WATCH_AFTER seconds into the attempt on
+    monkeypatch.setattr(_signals, "WATCH_AFTER", 0.01)
+    async with Runtime(store=FileStore(tmp_path)) as owner:
+        handle = await owner.start(Sleeper, None, run_id="sleeper")
+        async with Runtime(store=FileStore(tmp_path)) as other:
+            assert await other.store.is_owned("sleeper")
+            # posted before the owner watches: its watch's first read takes it
+            await other.cancel("sleeper", reason="stop sleeping")
+        with pytest.raises(RunFailedError, match="stop sleeping"):
+            await handle.result()
