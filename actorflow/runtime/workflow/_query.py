@@ -17,10 +17,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, TypeVar
 
+import anyio
 import msgspec
 
 from actorflow.errors import InboxUnsupportedError
-from actorflow.runtime.workflow._replay import decode_agent_state, load_view
+from actorflow.runtime.workflow._replay import RunView, decode_agent_state, load_view
 from actorflow.runtime.workflow._wait_records import PendingWait, pending_waits
 from actorflow.storage import (
     AgentSnapshot,
@@ -33,7 +34,7 @@ from actorflow.storage import (
 )
 
 if TYPE_CHECKING:
-    from actorflow.storage import Store
+    from actorflow.storage import RunManifest, Store
 
 __all__ = ["RunQuery", "query_run"]
 
@@ -135,6 +136,9 @@ msgspec.json.Decoder(RunQuery)
 async def query_run(store: Store, run_id: str) -> RunQuery:
     """The run ``run_id`` as ``store`` holds it now; see :meth:`Runtime.query`.
 
+    The manifest first (an unknown run ends there), then the view and the
+    inbox side by side: on S3 their requests overlap.
+
     Raises:
         InvalidRunIdError: ``run_id`` is not a valid run id.
         RunNotFoundError: no such run.
@@ -142,15 +146,36 @@ async def query_run(store: Store, run_id: str) -> RunQuery:
     """
     validate_run_id(run_id)
     manifest = await store.read_run(run_id)
-    view, _ = await load_view(store, run_id, _ignore)
-    try:
-        entries = await read_messages(store, run_id)
-    except InboxUnsupportedError:
-        entries = []
+    views: list[RunView] = []
+    inboxes: list[list[InboxEntry]] = []
+    failures: list[BaseException] = []
+
+    async def view() -> None:
+        try:
+            views.append((await load_view(store, run_id, _ignore))[0])
+        except Exception as exc:  # raised below as it is, not in an ExceptionGroup
+            failures.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(view)
+        try:
+            inboxes.append(await read_messages(store, run_id))
+        except InboxUnsupportedError:
+            inboxes.append([])
+        except Exception as exc:
+            failures.append(exc)
+    if failures:
+        raise failures[0]
+    return _query(store, manifest, views[0], inboxes[0])
+
+
+def _query(
+    store: Store, manifest: RunManifest, view: RunView, entries: list[InboxEntry]
+) -> RunQuery:
     taken = view.inbox_taken
     ended = manifest.status.finished  # a wait a cancelled run left open waits for nothing
     query = RunQuery(
-        run_id=run_id,
+        run_id=manifest.run_id,
         workflow=manifest.workflow,
         status=manifest.status,
         phase=view.phase if view.phase is not None else manifest.phase,
