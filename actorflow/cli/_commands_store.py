@@ -31,6 +31,7 @@ from actorflow.cli._app import (
     command,
     run_command,
 )
+from actorflow.cli._live import live_to_dict, print_live
 from actorflow.cli._loading import require_keys, with_store
 from actorflow.cli._program import program
 from actorflow.cli._render import (
@@ -191,9 +192,24 @@ def show_command(
     checkpoint: CheckpointArg,
     store: StoreOpt = DEFAULT_STORE,
     key_file: KeyFileOpt = None,
+    as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Print one checkpoint as JSON, with agent states, results and decisions decoded."""
+    """Print one checkpoint as JSON, with agent states, results and decisions decoded.
+
+    `live` instead of a checkpoint: the run as it stands now (newest checkpoint plus the
+    log after it), with its waits and untaken inbox; read without taking the run.
+    """
+    if checkpoint == "live":
+        d = run_command(
+            lambda: with_store(store, lambda s: live_to_dict(s, run_id), key_file=key_file),
+            debug=debug,
+        )
+        if as_json:
+            print_json(d)
+        else:
+            print_live(d)
+        return
 
     async def body(s: Store) -> dict[str, Any]:
         snapshot_id = await _inspect.resolve_checkpoint(s, run_id, checkpoint)

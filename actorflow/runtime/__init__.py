@@ -32,8 +32,10 @@ from actorflow.runtime.workflow._progress import (
     report,
     save_progress,
 )
+from actorflow.runtime.workflow._query import RunQuery
 from actorflow.runtime.workflow._runtime import Runtime
 from actorflow.runtime.workflow._steps import Step
+from actorflow.runtime.workflow._wait_records import PendingWait
 
 __all__ = [
     "Actor",
@@ -42,10 +44,12 @@ __all__ = [
     "CheckpointTriggers",
     "Durability",
     "MailboxStatistics",
+    "PendingWait",
     "Request",
     "RunContext",
     "RunEvent",
     "RunHandle",
+    "RunQuery",
     "Runtime",
     "RuntimeConfig",
     "Step",

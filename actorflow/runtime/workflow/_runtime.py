@@ -34,6 +34,7 @@ from actorflow.runtime.workflow._fork import copy_for_fork
 from actorflow.runtime.workflow._handle import RunHandle, RunTracker
 from actorflow.runtime.workflow._outcomes import decode_result, finished_error, new_manifest, taken
 from actorflow.runtime.workflow._pruning import Pruner
+from actorflow.runtime.workflow._query import RunQuery, query_run
 from actorflow.runtime.workflow._replay import load_view
 from actorflow.runtime.workflow._signals import RESUME_PREFIX, request_cancel, send_signal
 from actorflow.runtime.workflow._updates import call_update
@@ -707,3 +708,17 @@ class Runtime(ActorSystem):
         await super().__aenter__()
         self._stopping = False
         return self
+
+    async def query(self, run_id: str) -> RunQuery:
+        """What run ``run_id`` has recorded, read now: status, agents, waits, inbox and more.
+
+        From any process, the run's owner or not, live, paused, orphaned or
+        finished: it reads the newest snapshot and the log after it, takes
+        no claim and writes nothing, so it never disturbs the run. The
+        runtime need not be running. See :class:`RunQuery`.
+
+        Raises:
+            InvalidRunIdError: ``run_id`` is not a valid run id.
+            RunNotFoundError: no such run.
+        """
+        return await query_run(self.store, run_id)

@@ -90,7 +90,18 @@ class WaitResolution(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
 
 
 class PendingWait(msgspec.Struct, frozen=True, kw_only=True):
-    """A wait that started and has not resolved, as a reader of the run sees it."""
+    """A wait that started and has not resolved, as a reader of the run sees it.
+
+    Attributes:
+        step_id: the wait's step id in the run.
+        kind: ``wait`` (``ctx.wait_for``) or ``input`` (``ctx.wait_for_input``).
+        type: the signal type name it takes (``str`` for ``wait_for_input``).
+        deadline: when it stops waiting (``time.time()``), or None for never.
+        prompt: what it asks a human, if anything.
+        pause: whether the run pauses (ends its tasks) while it waits.
+
+    .. versionadded:: 0.3
+    """
 
     step_id: str
     kind: str
