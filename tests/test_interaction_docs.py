@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+import types
+
+import anyio
 import pytest
 
 from tests.snippets import python_blocks
@@ -10,14 +14,18 @@ SECTIONS = [
     "## Signals: messages into a run",
     "## Waits that expire",
     "## Updates: a signal with a reply",
+    "## Queries",
 ]
 
 
 @pytest.mark.parametrize("heading", SECTIONS)
-async def test_the_example_of_each_section_runs(heading: str) -> None:
+async def test_the_example_of_each_section_runs(
+    heading: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (code,) = python_blocks("interaction.md", heading)
-    namespace: dict[str, object] = {"__name__": f"docs_interaction_{len(heading)}"}
-    exec(compile(code, f"docs/interaction.md {heading}", "exec"), namespace)
-    main = namespace["main"]
-    assert callable(main)
-    await main()
+    # a module of its own, as a script has: annotations resolve through it
+    module = types.ModuleType(f"docs_interaction_{SECTIONS.index(heading)}")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    exec(compile(code, f"docs/interaction.md {heading}", "exec"), module.__dict__)
+    with anyio.fail_after(30):
+        await module.main()
