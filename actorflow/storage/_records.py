@@ -145,12 +145,12 @@ class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", ta
     ``prompt`` and ``deadline`` describe a paused run's wait: what it asks
     and when (``time.time()``) it stops waiting, if it has a timeout.
 
-    .. versionchanged:: 0.2
-       ``epoch`` added.
     ``parent_run`` and ``parent_step`` name the run, and its step, that
     started this one as a child run (``ctx.start_child``); distinct from
     ``parent``, the run a fork was copied from.
 
+    .. versionchanged:: 0.2
+       ``epoch`` added.
     .. versionchanged:: 0.3
        ``deadline``, ``parent_run`` and ``parent_step`` added.
     """

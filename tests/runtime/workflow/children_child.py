@@ -14,7 +14,15 @@ import sys
 import anyio
 import msgspec
 
-from actorflow import Orchestrator, Request, RunContext, Runtime, Specialist, handler
+from actorflow import (
+    Orchestrator,
+    Request,
+    RunContext,
+    Runtime,
+    RuntimeConfig,
+    Specialist,
+    handler,
+)
 from actorflow.storage import EventRecord, FileStore, StepRecord
 
 CHILD_TIMEOUT = 60.0
@@ -81,7 +89,9 @@ async def until_logged(runtime: Runtime, run_id: str, kind: str) -> None:
 
 async def main(store_dir: str, work_log: str) -> None:
     with anyio.fail_after(CHILD_TIMEOUT):
-        async with Runtime(store=FileStore(store_dir)) as runtime:
+        async with Runtime(
+            store=FileStore(store_dir), config=RuntimeConfig(signal_poll_interval=0.01)
+        ) as runtime:
             handle = await runtime.start(Lead, Job(1, work_log), run_id=LEAD)
             await until_logged(runtime, CHECK, "wait_requested")
             await until_logged(runtime, CHECK, "ask")

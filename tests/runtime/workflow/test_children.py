@@ -9,6 +9,7 @@ in its middle; a cancelled parent cancels its unfinished children.
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import TYPE_CHECKING, ClassVar
 
@@ -17,7 +18,7 @@ import msgspec
 import pytest
 from anyio.streams.text import TextReceiveStream
 
-from actorflow import Orchestrator, RunContext, Runtime
+from actorflow import Orchestrator, RunContext, Runtime, RuntimeConfig
 from actorflow.errors import StepFailedError
 from actorflow.runtime.workflow._children import (
     RuntimeChildren,
@@ -42,6 +43,10 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from actorflow.storage import Store
+
+
+FAST = RuntimeConfig(signal_poll_interval=0.01)
+"""Waits read the inbox often: these tests wait for signals all the time."""
 
 
 class Double(Orchestrator):
@@ -168,7 +173,7 @@ def test_a_child_id_that_would_not_fit_or_be_safe_is_hashed_and_valid(
 async def test_a_childs_result_reaches_its_parent_typed() -> None:
     store = MemoryStore()
     Double.runs.clear()
-    async with Runtime(store=store) as runtime:
+    async with Runtime(store=store, config=FAST) as runtime:
         report = await runtime.run(One, 21, run_id="p")
         assert report == Report(child=42, run_id="p.child-0")
         child = await store.read_run("p.child-0")
@@ -182,7 +187,7 @@ async def test_a_childs_result_reaches_its_parent_typed() -> None:
 
 async def test_children_started_together_run_in_parallel() -> None:
     store = MemoryStore()
-    async with Runtime(store=store) as runtime:
+    async with Runtime(store=store, config=FAST) as runtime:
         handle = await runtime.start(Pair, None, run_id="pair")
         a, b = "pair.child-0", "pair.child-1"
         await until_logged(store, a, "wait_requested")
@@ -197,11 +202,11 @@ async def test_children_started_together_run_in_parallel() -> None:
 async def test_a_failed_child_raises_step_failed_error_in_its_parent_live_and_replayed() -> None:
     store = MemoryStore()
     Broken.runs.clear()
-    async with Runtime(store=store) as runtime:
+    async with Runtime(store=store, config=FAST) as runtime:
         await runtime.start(Failing, None, run_id="f")
         await until_logged(store, "f", "wait_requested", count=2)  # past the child's end
         assert (await store.read_run("f.child-0")).status is RunStatus.FAILED
-    async with Runtime(store=store) as runtime:
+    async with Runtime(store=store, config=FAST) as runtime:
         await runtime.signal("f", Go(0))
         said = "ValueError|child run 'f.child-0' failed: bad draft 'd1'"
         assert await runtime.recover() == {"f": said}  # replayed: the same error
@@ -211,11 +216,11 @@ async def test_a_failed_child_raises_step_failed_error_in_its_parent_live_and_re
 async def test_a_parent_replayed_after_its_child_finished_does_not_run_the_child_again() -> None:
     store = MemoryStore()
     Double.runs.clear()
-    async with Runtime(store=store) as runtime:
+    async with Runtime(store=store, config=FAST) as runtime:
         await runtime.start(ThenWait, 4, run_id="t")
         await until_logged(store, "t", "wait_requested", count=2)  # past the child's result
     assert (await store.read_run("t")).status is RunStatus.INTERRUPTED
-    async with Runtime(store=store) as runtime:
+    async with Runtime(store=store, config=FAST) as runtime:
         await runtime.signal("t", Go(1))
         assert await runtime.recover() == {"t": 9}
     assert Double.runs == [4]
@@ -233,7 +238,7 @@ async def test_a_lost_end_signal_is_posted_again_by_the_parents_reattach(
 
     with monkeypatch.context() as patch:
         patch.setattr(RuntimeChildren, "_post_when_ended", lost)
-        async with Runtime(store=store) as runtime:
+        async with Runtime(store=store, config=FAST) as runtime:
             await runtime.start(Waiting, 5, run_id="w")
             await until_logged(store, "w", "wait_requested")  # the parent waits for the child
             await until_logged(store, "w.child-0", "wait_requested")
@@ -241,7 +246,7 @@ async def test_a_lost_end_signal_is_posted_again_by_the_parents_reattach(
             assert await runtime.handle("w.child-0").result() == 6
     assert (await store.read_run("w")).status is RunStatus.INTERRUPTED
     assert await read_messages(store, "w") == []  # lost
-    async with Runtime(store=store) as runtime:
+    async with Runtime(store=store, config=FAST) as runtime:
         assert await runtime.recover() == {"w": 6}
     child = await store.read_run("w.child-0")
     await post_end(store, child, "w", "again")  # a repeat adds nothing
@@ -254,7 +259,7 @@ async def test_a_cancelled_parent_cancels_its_unfinished_child_unless_it_abandon
     policy: str,
 ) -> None:
     store = MemoryStore()
-    async with Runtime(store=store) as runtime:
+    async with Runtime(store=store, config=FAST) as runtime:
         await runtime.start(Abandoning, policy, run_id="c")
         await until_logged(store, "c.child-0", "wait_requested")
         await until_logged(store, "c", "wait_requested")
@@ -295,7 +300,7 @@ async def test_a_child_run_survives_a_sigkill_in_its_middle_and_its_work_runs_on
                 seen += await stream.receive()
             process.kill()  # SIGKILL, while the child run waits
             await process.wait()
-        async with Runtime(store=FileStore(store_dir)) as runtime:
+        async with Runtime(store=FileStore(store_dir), config=FAST) as runtime:
             for run_id in (LEAD, CHECK):
                 assert (await runtime.store.read_run(run_id)).status is RunStatus.RUNNING
             await runtime.signal(CHECK, Go(5))  # kept for the recovery
@@ -318,3 +323,25 @@ async def test_the_documented_example_runs() -> None:
     main = namespace["main"]
     assert callable(main)
     await main()
+
+
+# --- the CLI ---------------------------------------------------------------------------
+
+
+def test_actorflow_runs_shows_a_childs_parent_run(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from actorflow.cli import EXIT_CODES, app
+
+    async def two_runs() -> None:
+        async with Runtime(store=FileStore(tmp_path), config=FAST) as runtime:
+            await runtime.run(One, 1, run_id="p")
+
+    anyio.run(two_runs)
+    runner = CliRunner()
+    table = runner.invoke(app, ["runs", "--store", str(tmp_path)], env={"COLUMNS": "250"})
+    assert table.exit_code == EXIT_CODES["ok"], table.output
+    assert "parent run" in table.output
+    listed = runner.invoke(app, ["runs", "--store", str(tmp_path), "--json"])
+    rows = {r["run_id"]: r["parent_run"] for r in json.loads(listed.stdout)}
+    assert rows == {"p": None, "p.child-0": "p"}
