@@ -281,9 +281,10 @@ class RuntimeChildren:
             return
         for child_id in sorted(children):
             try:
-                # TODO(merge): a child live in another process needs the durable
-                # cancel request (runtime.cancel from anywhere); until then it is
-                # RunLockedError here, and the child runs on
+                # TODO(merge): with runtime.cancel from anywhere (main), a child
+                # another process drives gets a durable cancel request; pass
+                # reason=f"its parent run {tracker.run_id!r} was cancelled" then.
+                # Before it, such a child raises RunLockedError here and runs on.
                 await self._cancel(child_id)
             except Exception as exc:
                 _log.warning(
