@@ -63,11 +63,11 @@ class WaitGo(Orchestrator):
         return n + go.n
 
 
-class Broken(Orchestrator):
+class BrokenChild(Orchestrator):
     runs: ClassVar[list[str]] = []
 
     async def run(self, ctx: RunContext, draft: str) -> int:
-        Broken.runs.append(draft)
+        BrokenChild.runs.append(draft)
         raise ValueError(f"bad draft {draft!r}")
 
 
@@ -90,12 +90,12 @@ class Pair(Orchestrator):
         return [ra, rb]
 
 
-class Failing(Orchestrator):
+class FailingParent(Orchestrator):
     """A failed child's error, then a wait of the parent's own (where a test interrupts it)."""
 
     async def run(self, ctx: RunContext, _: None) -> str:
         try:
-            await ctx.run_child(Broken, "d1")
+            await ctx.run_child(BrokenChild, "d1")
         except StepFailedError as exc:
             said = f"{exc.error_type}|{exc.error_message}"
         else:
@@ -201,16 +201,16 @@ async def test_children_started_together_run_in_parallel() -> None:
 
 async def test_a_failed_child_raises_step_failed_error_in_its_parent_live_and_replayed() -> None:
     store = MemoryStore()
-    Broken.runs.clear()
+    BrokenChild.runs.clear()
     async with Runtime(store=store, config=FAST) as runtime:
-        await runtime.start(Failing, None, run_id="f")
+        await runtime.start(FailingParent, None, run_id="f")
         await until_logged(store, "f", "wait_requested", count=2)  # past the child's end
         assert (await store.read_run("f.child-0")).status is RunStatus.FAILED
     async with Runtime(store=store, config=FAST) as runtime:
         await runtime.signal("f", Go(0))
         said = "ValueError|child run 'f.child-0' failed: bad draft 'd1'"
         assert await runtime.recover() == {"f": said}  # replayed: the same error
-    assert Broken.runs == ["d1"]
+    assert BrokenChild.runs == ["d1"]
 
 
 async def test_a_parent_replayed_after_its_child_finished_does_not_run_the_child_again() -> None:
