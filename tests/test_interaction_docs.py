@@ -15,6 +15,7 @@ SECTIONS = [
     "## Waits that expire",
     "## Updates: a signal with a reply",
     "## Queries",
+    "## Child runs",
 ]
 
 

@@ -116,6 +116,10 @@ def _print_runs(store: str, rows: list[dict[str, Any]]) -> None:
     deadlines = any(r["deadline"] is not None for r in rows)
     if deadlines:
         table.add_column("waits until", overflow="fold")
+    # A child run (ctx.start_child): the run that started it.
+    children = any(r["parent_run"] is not None for r in rows)
+    if children:
+        table.add_column("parent run", overflow="fold")
     # A blocked run waits for code that replays its log: what diverged, and under which code.
     blocked = any(r["status"] == RunStatus.BLOCKED for r in rows)
     if blocked:
@@ -136,6 +140,7 @@ def _print_runs(store: str, rows: list[dict[str, Any]]) -> None:
             *cells,
             *([esc(r["prompt"] or "")] if prompts else []),
             *([when(r["deadline"])] if deadlines else []),
+            *([esc(r["parent_run"] or "-")] if children else []),
             *([_blocked_by(r)] if blocked else []),
         )
     out().print(table if rows else f"no runs in {esc(store)}")

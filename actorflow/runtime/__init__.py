@@ -16,6 +16,7 @@ from actorflow.runtime.actors import (
     register,
     state_type,
 )
+from actorflow.runtime.workflow._children import ChildRun
 from actorflow.runtime.workflow._config import (
     CheckpointTriggers,
     Durability,
@@ -42,6 +43,7 @@ __all__ = [
     "ActorRef",
     "ActorScope",
     "CheckpointTriggers",
+    "ChildRun",
     "Durability",
     "MailboxStatistics",
     "PendingWait",

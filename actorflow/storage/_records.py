@@ -145,10 +145,14 @@ class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", ta
     ``prompt`` and ``deadline`` describe a paused run's wait: what it asks
     and when (``time.time()``) it stops waiting, if it has a timeout.
 
+    ``parent_run`` and ``parent_step`` name the run, and its step, that
+    started this one as a child run (``ctx.start_child``); distinct from
+    ``parent``, the run a fork was copied from.
+
     .. versionchanged:: 0.2
        ``epoch`` added.
     .. versionchanged:: 0.3
-       ``deadline`` added.
+       ``deadline``, ``parent_run`` and ``parent_step`` added.
     """
 
     run_id: str
@@ -173,6 +177,8 @@ class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", ta
     blocked_code_version: str | None = None
     epoch: int = 0
     deadline: float | None = None
+    parent_run: str | None = None
+    parent_step: str | None = None
 
 
 class StateRef(msgspec.Struct, frozen=True, kw_only=True):

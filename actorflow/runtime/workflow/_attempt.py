@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from actorflow.runtime.actors import ActorRef, ActorScope
     from actorflow.runtime.workflow._checkpointer import Checkpointer
     from actorflow.runtime.workflow._config import RuntimeConfig
+    from actorflow.runtime.workflow._env import ChildRuns
     from actorflow.runtime.workflow._handle import RunTracker
     from actorflow.storage import Lease, RetentionPolicy, Store
 
@@ -110,6 +111,7 @@ class RunDriver:
         checkpointer: the runtime's checkpoint actor (started on first use).
         on_finished: told of every run whose attempt ended (its handle), and
             whether the retention policy should look at the run.
+        children: starts the runs' child runs (``ctx.start_child``).
     """
 
     def __init__(
@@ -121,6 +123,7 @@ class RunDriver:
         open_scope: Callable[[str, Callable[[EscalationError], None]], ActorScope],
         checkpointer: Callable[[], ActorRef[Checkpointer]],
         on_finished: Callable[[RunTracker, bool], None],
+        children: ChildRuns | None = None,
     ) -> None:
         self.store = store
         self.config = config
@@ -128,6 +131,7 @@ class RunDriver:
         self._open_scope = open_scope
         self._checkpointer = checkpointer
         self._on_finished = on_finished
+        self._children = children
 
     async def drive_in_background(
         self,
@@ -335,6 +339,7 @@ class RunDriver:
                 config=self.config,
                 task_group=tg,
                 signals=signals,
+                children=self._children,
             )
             ctx = RunContext(env)
             updates = UpdateRunner(env, ctx, tg)

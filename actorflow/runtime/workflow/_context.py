@@ -11,9 +11,10 @@ from __future__ import annotations
 import random as _random
 import time
 import uuid as _uuid
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from actorflow.errors import ConfigurationError
+from actorflow.runtime.workflow._children import StartChildStep
 from actorflow.runtime.workflow._gather import gather_steps
 from actorflow.runtime.workflow._ids import Namespace, current_namespace
 from actorflow.runtime.workflow._phases import RetryPhase, run_phase
@@ -35,10 +36,11 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from actorflow.runtime.actors import Actor, ActorRef, AgentRef, Request
+    from actorflow.runtime.workflow._children import ChildRun, OnParentCancel
     from actorflow.runtime.workflow._env import StepEnv
     from actorflow.storage import DecisionRecord
 
-__all__ = ["RunContext"]
+__all__ = ["RunContext", "Workflow"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -48,6 +50,15 @@ T2 = TypeVar("T2")
 T3 = TypeVar("T3")
 T4 = TypeVar("T4")
 D = TypeVar("D")
+I = TypeVar("I")  # noqa: E741
+I_contra = TypeVar("I_contra", contravariant=True)
+R_co = TypeVar("R_co", covariant=True)
+
+
+class Workflow(Protocol[I_contra, R_co]):
+    """An orchestrator class as ``start_child`` types it: ``run(ctx, input) -> result``."""
+
+    def run(self, ctx: RunContext, input: I_contra, /) -> Awaitable[R_co]: ...
 
 
 def _check_timeout(timeout: object) -> None:
@@ -323,3 +334,70 @@ class RunContext:
         """
         phase_id = self._ns().next_phase(name)
         return run_phase(self._env, phase_id, name, fn, args, kwargs, result_type)
+
+    # --- child runs ------------------------------------------------------------
+
+    def start_child(
+        self,
+        workflow: type[Workflow[I, R]],
+        input: I,
+        *,
+        run_id: str | None = None,
+        on_parent_cancel: OnParentCancel = "cancel",
+    ) -> Step[ChildRun[R]]:
+        """Start a child run of ``workflow`` on ``input``; return its handle, ``ChildRun``.
+
+        The child is a run of its own (its own log, checkpoints and manifest,
+        whose ``parent_run`` names this run), driven beside this one in the
+        same runtime. Its id is ``run_id``, or one derived from this run's id
+        and the step's, the same on every replay. Starting it is a step: a
+        replay finds the child and never starts a second; a child orphaned by
+        a crash is driven on (unless another live process drives it). Await
+        ``handle.result()`` for its result.
+
+        ``on_parent_cancel``: ``"cancel"`` (the default) cancels the child if
+        this run ends cancelled while the child has not finished;
+        ``"abandon"`` lets it run on.
+
+        Raises:
+            ConfigurationError: a bad ``on_parent_cancel``.
+            InvalidRunIdError: a bad ``run_id``.
+            EncodingError: ``input`` cannot be encoded.
+            StepFailedError: (when awaited) a run ``run_id`` exists with another
+                input.
+
+        .. versionadded:: 0.3
+        """
+        return StartChildStep(
+            self._env,
+            self._ns(),
+            self._ns,
+            workflow,
+            input,
+            run_id=run_id,
+            on_parent_cancel=on_parent_cancel,
+        )
+
+    async def run_child(
+        self,
+        workflow: type[Workflow[I, R]],
+        input: I,
+        *,
+        run_id: str | None = None,
+        on_parent_cancel: OnParentCancel = "cancel",
+    ) -> R:
+        """Run a child run to its end and return its result: ``start_child``, then ``result()``.
+
+        Two steps: the child's start and the wait for its end (see
+        :meth:`start_child` and ``ChildRun.result``).
+
+        Raises:
+            StepFailedError: the child failed or was cancelled (the message
+                names the child run and its error).
+
+        .. versionadded:: 0.3
+        """
+        child = await self.start_child(
+            workflow, input, run_id=run_id, on_parent_cancel=on_parent_cancel
+        )
+        return await child.result()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -13,7 +13,39 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._replay import RunView
     from actorflow.runtime.workflow._signals import SignalDesk
 
-__all__ = ["StepEnv"]
+__all__ = ["ChildRuns", "StepEnv"]
+
+
+class ChildRuns(Protocol):
+    """What a run's steps need of its runtime to start child runs and follow them."""
+
+    async def start(
+        self,
+        workflow: type[object],
+        input: object,
+        *,
+        child_id: str,
+        parent_run: str,
+        parent_step: str,
+    ) -> None:
+        """Create the child run and drive it here; re-attach if it exists already.
+
+        Raises:
+            RunInputMismatchError: a run ``child_id`` exists with another input.
+        """
+        ...
+
+    async def reattach(self, child_id: str, parent_run: str, *, post: bool) -> None:
+        """See that the child goes on: drive it here if it is an orphan.
+
+        With ``post``, a finished child's end is posted to ``parent_run``
+        again (a lost post is made good; a repeat adds nothing).
+        """
+        ...
+
+    def adopt(self, parent_run: str, child_id: str) -> None:
+        """Cancel ``child_id`` when the parent's attempt in this runtime ends cancelled."""
+        ...
 
 
 class StepEnv:
@@ -27,9 +59,19 @@ class StepEnv:
         config: the runtime's options (timeouts, retries, durability).
         task_group: hosts work that outlives one step (a ``ctx.send``'s completion).
         signals: hands the run's inbox entries to its waits.
+        children: starts the run's child runs and follows them (None: it cannot).
     """
 
-    __slots__ = ("agents", "config", "recorder", "run_id", "signals", "task_group", "view")
+    __slots__ = (
+        "agents",
+        "children",
+        "config",
+        "recorder",
+        "run_id",
+        "signals",
+        "task_group",
+        "view",
+    )
 
     def __init__(
         self,
@@ -39,6 +81,7 @@ class StepEnv:
         config: RuntimeConfig,
         task_group: TaskGroup,
         signals: SignalDesk,
+        children: ChildRuns | None = None,
     ) -> None:
         self.run_id = recorder.run_id
         self.recorder = recorder
@@ -47,3 +90,4 @@ class StepEnv:
         self.config = config
         self.task_group = task_group
         self.signals = signals
+        self.children = children

@@ -29,6 +29,7 @@ from actorflow.errors import (
 from actorflow.runtime.actors import ActorSystem, class_name, is_abstract, lookup, register
 from actorflow.runtime.workflow._attempt import RunDriver, status_change
 from actorflow.runtime.workflow._checkpointer import Checkpointer
+from actorflow.runtime.workflow._children import RuntimeChildren
 from actorflow.runtime.workflow._config import RuntimeConfig
 from actorflow.runtime.workflow._fork import copy_for_fork
 from actorflow.runtime.workflow._handle import RunHandle, RunTracker
@@ -161,6 +162,7 @@ class Runtime(ActorSystem):
                 open_scope=lambda run_id, escalate: self.open_scope(run_id, on_escalate=escalate),
                 checkpointer=self._checkpointer_ref,
                 on_finished=self._run_ended,
+                children=self._child_runs,
             )
         return self._driver
 
@@ -304,6 +306,8 @@ class Runtime(ActorSystem):
         task_group.start_soon(
             self._runs_driver.drive_in_background, tracker, manifest, workflow, lease, fresh
         )
+        if manifest.parent_run is not None:  # a child run: its end goes to its parent
+            self._child_runs.follow(tracker, manifest.parent_run)
         return tracker.handle, True
 
     async def _take(self, run_id: str, *, recovering: bool) -> RunManifest:
@@ -722,3 +726,58 @@ class Runtime(ActorSystem):
             RunNotFoundError: no such run.
         """
         return await query_run(self.store, run_id)
+
+    # --- child runs ------------------------------------------------------------
+
+    @functools.cached_property
+    def _child_runs(self) -> RuntimeChildren:
+        """What runs' steps start child runs through (``ctx.start_child``)."""
+        return RuntimeChildren(
+            store=self.store,
+            owner=self.owner,
+            code_version=self.config.code_version,
+            drive=self._drive_child,
+            cancel=lambda run_id, reason: self.cancel(run_id, reason=reason),
+            tracker=self._runs.get,
+            task_group=self._accepting_runs,
+            grace=self.shutdown_timeout,
+        )
+
+    async def _drive_child(
+        self, workflow: type[Any], manifest: RunManifest, create: bool
+    ) -> RunManifest | None:
+        """Create a child run (``create``) or take the stored one; drive it here if no one does.
+
+        Like ``start`` for a new child, like ``recover`` for an orphaned one
+        (the claim decides who drives it: a ``recover()`` running beside
+        this never drives it twice). Returns the child's manifest if it has
+        finished, else None (it is live here or in another process, or
+        waits: whoever finishes it posts its end to its parent).
+
+        Raises:
+            RunInputMismatchError: ``create``, and the child exists with another input.
+        """
+        self._accepting_runs()
+        stored = manifest
+        if create:
+            register(workflow)
+            stored, created = await self.store.create_run(manifest)
+            if created:
+                await self._launch(workflow, stored, fresh=True)
+                return None
+            if stored.input_hash != manifest.input_hash:
+                raise RunInputMismatchError(stored.run_id)
+        live = self._runs.get(stored.run_id)
+        if live is not None and not live.done:
+            return None
+        if stored.status in _ORPHANS:
+            try:
+                _, driven = await self._take_and_drive(
+                    workflow, stored, fresh=False, recovering=True
+                )
+            except RunLockedError:
+                return None  # another live owner drives it
+            if driven:
+                return None
+            stored = await self.store.read_run(stored.run_id)
+        return stored if stored.status.finished else None
