@@ -34,6 +34,7 @@ from actorflow.runtime.workflow._progress import (
 )
 from actorflow.runtime.workflow._runtime import Runtime
 from actorflow.runtime.workflow._steps import Step
+from actorflow.runtime.workflow._stream import Emitted, EventStream
 
 __all__ = [
     "Actor",
@@ -41,6 +42,8 @@ __all__ = [
     "ActorScope",
     "CheckpointTriggers",
     "Durability",
+    "Emitted",
+    "EventStream",
     "MailboxStatistics",
     "Request",
     "RunContext",

@@ -220,6 +220,7 @@ class RunDriver:
                         "agent_escalated", agent=e.actor, error=error_message(e), level="warning"
                     ),
                 )
+                scope.emit_sink = handle.stream.publish  # agents' emit() reaches events() readers
                 await self._attempt(handle, manifest, workflow, view, writer, outcome, scope)
         except BaseException as exc:
             # whatever a run stopped by its runtime raised on its way out (a
@@ -318,6 +319,7 @@ class RunDriver:
             outcome.failed(run_id, exc)
         async with anyio.create_task_group() as tg:
             env = StepEnv(recorder=recorder, agents=agents, config=self.config, task_group=tg)
+            env.publish = handle.stream.publish
             ctx = RunContext(env)
             result = None
             recorder.flush_behind(tg)
@@ -449,6 +451,7 @@ async def _orchestrate(env: StepEnv, cls: type[Any], value: object, ctx: RunCont
     # replay, never restored, so nothing is applied twice.
     orchestrator = cls()
     orchestrator.name = "orchestrator"
+    orchestrator._actorflow_emit = env.publish  # its emit(), as its agents'
     st = state_type(cls) if issubclass(cls, Actor) else type(None)
     orchestrator.state = st() if st is not type(None) else None
     result: object = await orchestrator.run(ctx, value)

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._config import RuntimeConfig
     from actorflow.runtime.workflow._recorder import Recorder
     from actorflow.runtime.workflow._replay import RunView
+    from actorflow.runtime.workflow._stream import EmitSink
 
 __all__ = ["StepEnv"]
 
@@ -25,9 +26,11 @@ class StepEnv:
         agents: the run's agents (its actor scope).
         config: the runtime's options (timeouts, retries, durability).
         task_group: hosts work that outlives one step (a ``ctx.send``'s completion).
+        publish: where the orchestrator's emitted events go (the run's
+            ``handle.events()`` readers), or None.
     """
 
-    __slots__ = ("agents", "config", "recorder", "run_id", "task_group", "view")
+    __slots__ = ("agents", "config", "publish", "recorder", "run_id", "task_group", "view")
 
     def __init__(
         self,
@@ -43,3 +46,4 @@ class StepEnv:
         self.agents = agents
         self.config = config
         self.task_group = task_group
+        self.publish: EmitSink | None = None
