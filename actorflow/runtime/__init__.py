@@ -35,25 +35,46 @@ from actorflow.runtime.workflow._progress import (
 from actorflow.runtime.workflow._runtime import Runtime
 from actorflow.runtime.workflow._steps import Step
 from actorflow.runtime.workflow._stream import Emitted, EventStream
+from actorflow.runtime.workflow._watch import (
+    CheckpointSaved,
+    DecisionMade,
+    EmitRecorded,
+    PhaseEnded,
+    Recorded,
+    RunEnded,
+    StatusChanged,
+    StepCompleted,
+    WatchEvent,
+    watch_run,
+)
 
 __all__ = [
     "Actor",
     "ActorRef",
     "ActorScope",
+    "CheckpointSaved",
     "CheckpointTriggers",
+    "DecisionMade",
     "Durability",
+    "EmitRecorded",
     "Emitted",
     "EventStream",
     "MailboxStatistics",
+    "PhaseEnded",
+    "Recorded",
     "Request",
     "RunContext",
+    "RunEnded",
     "RunEvent",
     "RunHandle",
     "Runtime",
     "RuntimeConfig",
+    "StatusChanged",
     "Step",
+    "StepCompleted",
     "StepInfo",
     "SupervisorPolicy",
+    "WatchEvent",
     "class_name",
     "current_message_meta",
     "current_step",
@@ -66,8 +87,10 @@ __all__ = [
     "report",
     "save_progress",
     "state_type",
+    "watch_run",
 ]
 
 for _name in __all__:
-    globals()[_name].__module__ = __name__
+    if _name != "WatchEvent":  # a union of the watch's event classes: nothing to rename
+        globals()[_name].__module__ = __name__
 del _name

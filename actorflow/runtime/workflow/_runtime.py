@@ -8,7 +8,7 @@ import os
 import socket
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import msgspec
@@ -34,6 +34,7 @@ from actorflow.runtime.workflow._handle import RunHandle, RunTracker
 from actorflow.runtime.workflow._outcomes import decode_result, finished_error, new_manifest, taken
 from actorflow.runtime.workflow._pruning import Pruner
 from actorflow.runtime.workflow._steps import answer_wait
+from actorflow.runtime.workflow._watch import DEFAULT_POLL_INTERVAL, watch_run
 from actorflow.storage import (
     RunManifest,
     RunStatus,
@@ -44,12 +45,13 @@ from actorflow.storage import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
     from typing import Self
 
     from anyio.abc import TaskGroup
 
     from actorflow.runtime.actors import ActorRef
+    from actorflow.runtime.workflow._watch import WatchEvent
 
 __all__ = ["Runtime"]
 
@@ -575,3 +577,44 @@ class Runtime(ActorSystem):
         await super().__aenter__()
         self._stopping = False
         return self
+
+    # --- following runs from anywhere ---------------------------------------------
+
+    def watch(
+        self,
+        run_id: str,
+        *,
+        position: int = 0,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        until: Literal["stopped", "finished"] = "stopped",
+    ) -> AsyncIterator[WatchEvent]:
+        """Follow a run in this runtime's store, whichever process runs it: an async iterator.
+
+        Yields, in log order from ``position`` (0: the beginning), what the run
+        makes durable: ``StepCompleted``, ``DecisionMade``, ``PhaseEnded``,
+        ``EmitRecorded`` (``ctx.emit(..., durable=True)``), ``Recorded`` (any
+        other record), ``CheckpointSaved`` (before the record at its
+        position), and ``StatusChanged`` (the status first read, then each
+        change). Ends after ``RunEnded`` when the run finishes; with
+        ``until="stopped"`` (the default) it also ends when the run stops
+        without finishing (paused, blocked, interrupted: nobody runs it now),
+        after that ``StatusChanged``; ``until="finished"`` follows it through
+        pauses and recoveries. A run whose owner died still reads as running
+        until something recovers it.
+
+        It owns nothing and never writes: it reads the manifest and the log
+        every ``poll_interval`` seconds, so events arrive that much after the
+        run's log is durable (in ``batched`` mode, within its flush delay).
+        Ephemeral emits are not in the log: read them with ``handle.events()``
+        in the run's process. Break out of the loop to stop early (close it
+        with ``contextlib.aclosing`` on trio).
+
+        Raises:
+            RunNotFoundError: the store has no such run.
+            StorageError: ``position`` is below what retention kept of the log.
+
+        .. versionadded:: 0.2
+        """
+        return watch_run(
+            self.store, run_id, position=position, poll_interval=poll_interval, until=until
+        )
