@@ -59,6 +59,7 @@ _HISTORY = 256
 """Recent lifecycle events (and emits) a new reader is given first (``replay=True``)."""
 
 _EMPTY: Any = object()
+_now = time.time
 
 
 class RunEvent(dict[str, Any]):
@@ -182,7 +183,7 @@ class EventHub:
         self._seq = 0
         self._emit_readers: list[_Reader] = []
         self._lifecycle_readers: list[_Reader] = []
-        self._history: deque[Emitted] = deque(maxlen=_HISTORY)
+        self._history: deque[tuple[str, object, int, float, str | None]] = deque(maxlen=_HISTORY)
         self._lifecycle_history: deque[tuple[int, RunEvent]] = deque(maxlen=_HISTORY)
 
     @property
@@ -202,10 +203,14 @@ class EventHub:
         """
         seq = self._seq
         self._seq = seq + 1
-        item = Emitted(agent=agent, event=event, seq=seq, time=time.time(), step_id=step_id)
-        self._history.append(item)
-        for reader in self._emit_readers:
-            reader.push_emit(item)
+        now = _now()
+        # the recent past as plain tuples: with no reader, no Emitted is built
+        self._history.append((agent, event, seq, now, step_id))
+        readers = self._emit_readers
+        if readers:
+            item = Emitted(agent=agent, event=event, seq=seq, time=now, step_id=step_id)
+            for reader in readers:
+                reader.push_emit(item)
 
     def lifecycle(self, event: RunEvent) -> None:
         """Pass a lifecycle event to every reader of them (never dropped)."""
@@ -223,8 +228,10 @@ class EventHub:
             if lifecycle:
                 reader.lifecycle.extend(self._lifecycle_history)
             if emits:
-                for item in self._history:
-                    reader.push_emit(item)
+                for agent, event, seq, at, step_id in self._history:
+                    reader.push_emit(
+                        Emitted(agent=agent, event=event, seq=seq, time=at, step_id=step_id)
+                    )
         if self.closed:
             reader.closed = True
         else:
