@@ -138,7 +138,8 @@ async def one_round() -> tuple[Results, float]:
         results: Results = await handle.result()
     async with ActorSystem() as system:
         ref = await system.spawn(Quiet, name="quiet")
-        plain: float = await ref.ask(N_IDLE)
+        plain = await ref.ask(N_IDLE)
+    assert isinstance(plain, float)
     return results, plain
 
 
