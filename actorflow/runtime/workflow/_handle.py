@@ -198,10 +198,13 @@ class RunHandle(metaclass=_NoPublicConstructor):
         Yields lifecycle events (``RunEvent``) and what its agents emit
         (``Emitted``), in the order they happened; ``lifecycle=False`` or
         ``emits=False`` leaves one kind out. The reader is subscribed when
-        this returns; with ``replay`` the recent past (up to 256 events of
-        each kind) comes first. Never blocks the run: a reader more than
-        ``buffer`` emitted events behind (default 10,000) loses the oldest,
-        counted in the stream's ``dropped``; lifecycle events are never lost.
+        this returns (call it right after ``runtime.start``: the run's code
+        starts only once the caller yields); with ``replay`` the recent past
+        lifecycle events (up to 256) come first; emits are never kept for
+        later readers (with no reader, ``emit`` keeps nothing). Never blocks
+        the run: a reader more than ``buffer`` emitted events behind (default
+        10,000) loses the oldest, counted in the stream's ``dropped``;
+        lifecycle events are never lost.
 
         To stop reading before the run ends, close it (``async with
         handle.events() as events:``, ``contextlib.aclosing``, or ``close()``).

@@ -56,7 +56,7 @@ DEFAULT_BUFFER = 10_000
 """Emitted events a reader holds before it loses the oldest."""
 
 _HISTORY = 256
-"""Recent lifecycle events (and emits) a new reader is given first (``replay=True``)."""
+"""Recent lifecycle events a new reader is given first (``replay=True``); emits are not kept."""
 
 _EMPTY: Any = object()
 _now = time.time
@@ -166,7 +166,6 @@ class EventHub:
     __slots__ = (
         "_dropped_gone",
         "_emit_readers",
-        "_history",
         "_lifecycle_history",
         "_lifecycle_readers",
         "_seq",
@@ -183,7 +182,6 @@ class EventHub:
         self._seq = 0
         self._emit_readers: list[_Reader] = []
         self._lifecycle_readers: list[_Reader] = []
-        self._history: deque[tuple[str, object, int, float, str | None]] = deque(maxlen=_HISTORY)
         self._lifecycle_history: deque[tuple[int, RunEvent]] = deque(maxlen=_HISTORY)
 
     @property
@@ -203,12 +201,9 @@ class EventHub:
         """
         seq = self._seq
         self._seq = seq + 1
-        now = _now()
-        # the recent past as plain tuples: with no reader, no Emitted is built
-        self._history.append((agent, event, seq, now, step_id))
         readers = self._emit_readers
-        if readers:
-            item = Emitted(agent=agent, event=event, seq=seq, time=now, step_id=step_id)
+        if readers:  # with none, nothing is built nor kept: emits are not replayed
+            item = Emitted(agent=agent, event=event, seq=seq, time=_now(), step_id=step_id)
             for reader in readers:
                 reader.push_emit(item)
 
@@ -222,16 +217,10 @@ class EventHub:
     def subscribe(
         self, *, replay: bool, lifecycle: bool, emits: bool, buffer: int | None = None
     ) -> EventStream[Any]:
-        """A new reader of what is published from now on (recent past first, with ``replay``)."""
+        """A new reader of what is published from now on (past lifecycle first, with ``replay``)."""
         reader = _Reader(self.buffer if buffer is None else buffer)
-        if replay:
-            if lifecycle:
-                reader.lifecycle.extend(self._lifecycle_history)
-            if emits:
-                for agent, event, seq, at, step_id in self._history:
-                    reader.push_emit(
-                        Emitted(agent=agent, event=event, seq=seq, time=at, step_id=step_id)
-                    )
+        if replay and lifecycle:
+            reader.lifecycle.extend(self._lifecycle_history)
         if self.closed:
             reader.closed = True
         else:

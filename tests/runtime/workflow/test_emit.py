@@ -114,13 +114,14 @@ async def test_a_reader_of_lifecycle_events_only_gets_no_emits() -> None:
     assert kinds == {RunEvent}
 
 
-async def test_a_late_reader_gets_the_recent_emits_first() -> None:
+async def test_a_late_reader_gets_past_lifecycle_events_but_no_past_emits() -> None:
     async with Runtime(store=MemoryStore()) as runtime:
         handle = await runtime.start(Bursts, 2)
         await handle.result()
-        late = [ev async for ev in handle.events(lifecycle=False)]
-        fresh = [ev async for ev in handle.events(lifecycle=False, replay=False)]
-    assert len(late) == 2 + AGENTS * 2
+        late = [ev async for ev in handle.events()]
+        fresh = [ev async for ev in handle.events(replay=False)]
+    assert late
+    assert all(isinstance(ev, RunEvent) for ev in late)
     assert fresh == []
 
 
