@@ -123,6 +123,6 @@ async def watch_checkpoints(handle: RunHandle, sink: ProgressSink) -> None:
     Any workflow's run writes checkpoints, so ``recover`` shows them for runs
     that are not the demo's too.
     """
-    async for event in handle.events():
+    async for event in handle.events(emits=False):
         if event.name == "checkpoint_saved":
             sink.checkpoint_written(str(event.get("snapshot_id", "")))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Final
 
-import anyio
 import msgspec
 import typer
 from rich.table import Table
@@ -51,7 +50,15 @@ from actorflow.cli._render import (
 )
 from actorflow.cli._runs import ListedRun, SealedRun, list_runs
 from actorflow.errors import ConfigurationError, EncryptionKeyError
-from actorflow.runtime import parse_duration
+from actorflow.runtime import (
+    DecisionMade,
+    EmitRecorded,
+    PhaseEnded,
+    Recorded,
+    StepCompleted,
+    parse_duration,
+    watch_run,
+)
 from actorflow.storage import (
     PruneReport,
     RetentionPolicy,
@@ -353,7 +360,10 @@ def log_command(
     follow: Annotated[
         bool,
         typer.Option(
-            "--follow", "-f", help="Keep printing until the run finishes or pauses for input."
+            "--follow",
+            "-f",
+            help="Keep printing until the run finishes or stops (paused for input, blocked, "
+            "interrupted), durable emits included.",
         ),
     ] = False,
     start: Annotated[int, typer.Option(help="First log position to print.")] = 0,
@@ -368,23 +378,23 @@ def log_command(
     """
 
     async def body(s: Store) -> None:
-        position = start
-        while True:
-            # Status first: once it ended (or paused), every record is already in the log.
-            status = (await s.read_run(run_id)).status
-            finished = status.finished or status in (RunStatus.PAUSED, RunStatus.BLOCKED)
-            for record in await s.read_log(run_id, position):
+        if not follow:
+            for position, record in enumerate(await s.read_log(run_id, start), start):
                 print_record(position, record, as_json=as_json)
-                position += 1
-            if not follow or finished:
-                return
-            # A reader in another process has no event to wait on; poll the store gently.
-            await anyio.sleep(_FOLLOW_INTERVAL)
+            return
+        # the runtime's watch: polls the store gently, ends once the run stops
+        async for event in watch_run(s, run_id, position=start, poll_interval=_FOLLOW_INTERVAL):
+            if isinstance(
+                event, StepCompleted | DecisionMade | PhaseEnded | EmitRecorded | Recorded
+            ):
+                print_record(event.position, event.record, as_json=as_json)
 
     run_command(lambda: with_store(store, body, key_file=key_file), debug=debug)
 
 
 _FOLLOW_INTERVAL: Final = 0.5
+_LOGGED: Final = (StepCompleted, DecisionMade, PhaseEnded, EmitRecorded, Recorded)
+"""The watch's events that are log records (the others: status, checkpoints)."""
 
 
 @command("prune")

@@ -73,7 +73,7 @@ class _Watch:
         self.checkpoint: dict[str, tuple[str, int]] = {}
 
     async def follow(self, handle: RunHandle) -> None:
-        async for event in handle.events():
+        async for event in handle.events(emits=False):
             if event.name == "checkpoint_restored":
                 where = (str(event["snapshot_id"]), int(event["position"]))
                 self.checkpoint[handle.run_id] = where

@@ -270,6 +270,14 @@ def print_record(position: int, record: LogRecord, *, as_json: bool) -> None:
                 out().print(f"       {esc(record.description)}")
             if record.rationale:
                 out().print(f"       rationale: {esc(record.rationale)}")
+        case StepRecord(kind="emit", error=None) if isinstance(data["result"], dict):
+            # a durable emit (ctx.emit(..., durable=True)): the event is what a reader came for
+            emitted = data["result"]
+            out().print(
+                f"{position:>6} [bold blue]emit[/] [bold]{esc(emitted.get('type'))}[/] by "
+                f"{esc(emitted.get('agent'))} (step {esc(record.step_id)}): "
+                f"{_cell(emitted.get('event'))}"
+            )
         case StepRecord():
             outcome = (
                 f"[red]{esc(record.error.type)}: {esc(record.error.message)}[/]"

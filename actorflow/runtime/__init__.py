@@ -36,27 +36,51 @@ from actorflow.runtime.workflow._progress import (
 from actorflow.runtime.workflow._query import RunQuery
 from actorflow.runtime.workflow._runtime import Runtime
 from actorflow.runtime.workflow._steps import Step
+from actorflow.runtime.workflow._stream import Emitted, EventStream
 from actorflow.runtime.workflow._wait_records import PendingWait
+from actorflow.runtime.workflow._watch import (
+    CheckpointSaved,
+    DecisionMade,
+    EmitRecorded,
+    PhaseEnded,
+    Recorded,
+    RunEnded,
+    StatusChanged,
+    StepCompleted,
+    WatchEvent,
+    watch_run,
+)
 
 __all__ = [
     "Actor",
     "ActorRef",
     "ActorScope",
+    "CheckpointSaved",
     "CheckpointTriggers",
     "ChildRun",
+    "DecisionMade",
     "Durability",
+    "EmitRecorded",
+    "Emitted",
+    "EventStream",
     "MailboxStatistics",
     "PendingWait",
+    "PhaseEnded",
+    "Recorded",
     "Request",
     "RunContext",
+    "RunEnded",
     "RunEvent",
     "RunHandle",
     "RunQuery",
     "Runtime",
     "RuntimeConfig",
+    "StatusChanged",
     "Step",
+    "StepCompleted",
     "StepInfo",
     "SupervisorPolicy",
+    "WatchEvent",
     "class_name",
     "current_message_meta",
     "current_step",
@@ -69,8 +93,10 @@ __all__ = [
     "report",
     "save_progress",
     "state_type",
+    "watch_run",
 ]
 
 for _name in __all__:
-    globals()[_name].__module__ = __name__
+    if _name != "WatchEvent":  # a union of the watch's event classes: nothing to rename
+        globals()[_name].__module__ = __name__
 del _name

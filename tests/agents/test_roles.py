@@ -208,7 +208,7 @@ async def test_an_evaluators_confidence_is_read_by_the_runtimes_triggers(
         async with Runtime(store=store, config=config) as runtime:
             handle = await runtime.start(Review, 0.9, run_id="review")
             # read to the end (the stream ends with the run): leaving it early leaks it
-            async for event in handle.events():
+            async for event in handle.events(emits=False):
                 if event.name == "checkpoint_saved":
                     saved.append(event)
                     if event["trigger"] == expected:

@@ -129,7 +129,7 @@ def emit(line: str) -> None:
 
 
 async def watch_checkpoints(runtime: Runtime, run_id: str) -> None:
-    async for event in runtime.handle(run_id).events():
+    async for event in runtime.handle(run_id).events(emits=False):
         if event.name == "checkpoint_saved":
             GATES.checkpoint_saved(event["trigger"])
 

@@ -186,7 +186,7 @@ async def test_progress_costs_the_run_no_sync_and_reading_it_syncs_nothing(
             async with anyio.create_task_group() as tg:
 
                 async def watch() -> None:
-                    async for event in handle.events():
+                    async for event in handle.events(emits=False):
                         if event.name == "checkpoint_saved":
                             gates.checkpoint_saved(event["trigger"])
 

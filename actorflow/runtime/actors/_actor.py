@@ -115,6 +115,8 @@ class Actor:
     role: ClassVar[str] = "actor"
     name: str
     state: Any
+    # where ``emit`` goes: set by the actor's scope when it is built (a run's event hub)
+    _actorflow_emit: Callable[[str, object], None] | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -136,6 +138,28 @@ class Actor:
 
     def __repr__(self) -> str:
         return f"<{type(self).__qualname__} {getattr(self, 'name', '?')!r}>"
+
+    def emit(self, event: object) -> None:
+        """Stream ``event`` to the readers of its run's ``handle.events()``, now.
+
+        Synchronous and cheap: it never blocks, never waits for a reader and
+        never raises for a full buffer (a reader too far behind loses the
+        oldest events, counted). The event is passed as is, neither copied
+        nor encoded (emit immutable values, such as frozen msgspec Structs);
+        nothing is recorded, and a recovery that runs the code again emits
+        again. Readers see it tagged with this actor's name, in emit order.
+        For an event recorded once and visible to other processes, the
+        orchestrator awaits ``ctx.emit(event, durable=True)``.
+
+        Outside a run (an actor of a plain ``ActorSystem``, or one spawned on
+        the runtime directly) there is no reader: it does nothing.
+        Call it from the event loop's thread (a handler, not a worker thread).
+
+        .. versionadded:: 0.2
+        """
+        sink = self._actorflow_emit
+        if sink is not None:
+            sink(self.name, event)
 
 
 def _namespaces(owner: type) -> tuple[dict[str, Any], dict[str, Any]]:

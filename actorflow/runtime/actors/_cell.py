@@ -31,6 +31,8 @@ from actorflow.storage import decoder_for as shared_decoder_for
 from actorflow.storage import encoder as shared_encoder
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from actorflow.runtime.actors._actor import Dispatch
     from actorflow.runtime.actors._envelope import Envelope, Reply
     from actorflow.runtime.actors._supervisor import SupervisorPolicy
@@ -70,6 +72,11 @@ class CellOwner(Protocol):
     @property
     def id(self) -> str | None:
         """The scope's id, for log lines."""
+        ...
+
+    @property
+    def emit_sink(self) -> Callable[[str, object], None] | None:
+        """Where the actor's ``emit`` goes (None: nowhere)."""
         ...
 
     def escalate(self, error: EscalationError) -> None:
@@ -142,6 +149,9 @@ class ActorCell:
         actor = self.actor_cls.__new__(self.actor_cls)
         actor.name = self.name
         actor.state = state
+        sink = self.scope.emit_sink
+        if sink is not None:
+            actor._actorflow_emit = sink
         actor.__init__()  # type: ignore[misc]  # actors take no constructor arguments
         return actor
 

@@ -68,7 +68,12 @@ class ActorScope:
 
     Attributes:
         id: the scope's id (a run id), or None for the runtime's root scope.
+        emit_sink: where its actors' ``emit(event)`` goes, called with the
+            actor's name and the event (set by the workflow engine for a
+            run's scope before any spawn); None: ``emit`` does nothing.
     """
+
+    emit_sink: Callable[[str, object], None] | None = None
 
     def __init__(
         self,

@@ -227,6 +227,7 @@ class RunDriver:
                         "agent_escalated", agent=e.actor, error=error_message(e), level="warning"
                     ),
                 )
+                scope.emit_sink = handle.stream.publish  # agents' emit() reaches events() readers
                 await self._attempt(handle, manifest, workflow, view, writer, outcome, scope)
         except BaseException as exc:
             # whatever a run stopped by its runtime raised on its way out (a
@@ -341,6 +342,7 @@ class RunDriver:
                 signals=signals,
                 children=self._children,
             )
+            env.publish = handle.stream.publish
             ctx = RunContext(env)
             updates = UpdateRunner(env, ctx, tg)
             signals.on_update = updates.offer
@@ -479,6 +481,7 @@ async def _orchestrate(
     # replay, never restored, so nothing is applied twice.
     orchestrator = cls()
     orchestrator.name = "orchestrator"
+    orchestrator._actorflow_emit = env.publish  # its emit(), as its agents'
     st = state_type(cls) if issubclass(cls, Actor) else type(None)
     orchestrator.state = st() if st is not type(None) else None
     updates.attach(orchestrator)

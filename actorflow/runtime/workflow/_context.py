@@ -21,6 +21,7 @@ from actorflow.runtime.workflow._phases import RetryPhase, run_phase
 from actorflow.runtime.workflow._steps import (
     AskStep,
     DecideStep,
+    EmitStep,
     PatchStep,
     SendStep,
     SleepStep,
@@ -33,7 +34,7 @@ from actorflow.runtime.workflow._wait_records import signal_type
 from actorflow.runtime.workflow._waits import NO_DEFAULT, WaitStep
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 
     from actorflow.runtime.actors import Actor, ActorRef, AgentRef, Request
     from actorflow.runtime.workflow._children import ChildRun, OnParentCancel
@@ -401,3 +402,46 @@ class RunContext:
             workflow, input, run_id=run_id, on_parent_cancel=on_parent_cancel
         )
         return await child.result()
+
+    # --- streamed events ---------------------------------------------------------
+
+    def emit(
+        self, event: object, *, durable: bool = False, agent: str = "orchestrator"
+    ) -> Awaitable[None]:
+        """Stream ``event`` to the run's readers; await the result.
+
+        Without ``durable`` this is the orchestrator's ``self.emit(event)``:
+        passed at once to this process's ``handle.events()`` readers, never
+        recorded (a recovery that runs the code again emits it again); it
+        issues no step, and awaiting it returns at once.
+
+        With ``durable=True`` it is a step: the event (msgspec-encodable) is
+        recorded in the run's log, where ``runtime.watch`` and
+        ``actorflow log --follow`` see it from any process, and passed to
+        this process's readers. It is recorded once: a replay neither records
+        nor delivers it again. Only its type is checked on replay.
+
+        Raises:
+            EncodingError: (durable) the event cannot be encoded; raised by this call.
+
+        .. versionadded:: 0.2
+        """
+        if durable:
+            return EmitStep(self._env, self._ns(), event, agent, self._env.publish)
+        publish = self._env.publish
+        if publish is not None:
+            publish(agent, event)
+        return _DONE
+
+
+class _Done:
+    """An awaitable that is already done (an ephemeral ``ctx.emit``)."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return
+        yield
+
+
+_DONE = _Done()

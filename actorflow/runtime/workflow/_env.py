@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._recorder import Recorder
     from actorflow.runtime.workflow._replay import RunView
     from actorflow.runtime.workflow._signals import SignalDesk
+    from actorflow.runtime.workflow._stream import EmitSink
 
 __all__ = ["ChildRuns", "StepEnv"]
 
@@ -60,12 +61,15 @@ class StepEnv:
         task_group: hosts work that outlives one step (a ``ctx.send``'s completion).
         signals: hands the run's inbox entries to its waits.
         children: starts the run's child runs and follows them (None: it cannot).
+        publish: where the orchestrator's emitted events go (the run's
+            ``handle.events()`` readers), or None.
     """
 
     __slots__ = (
         "agents",
         "children",
         "config",
+        "publish",
         "recorder",
         "run_id",
         "signals",
@@ -91,3 +95,4 @@ class StepEnv:
         self.task_group = task_group
         self.signals = signals
         self.children = children
+        self.publish: EmitSink | None = None

@@ -2,33 +2,23 @@
 
 from __future__ import annotations
 
-import math
 import time
-from collections import deque
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, overload
 
 import anyio
 
 from actorflow._log import enabled, get_logger
+from actorflow.runtime.workflow._stream import EventHub, RunEvent
 from actorflow.storage import RunStatus
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, Awaitable, Callable
+    from collections.abc import Awaitable, Callable
 
-    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+    from actorflow.runtime.workflow._stream import Emitted, EventStream
 
 __all__ = ["RunEvent", "RunHandle", "RunTracker"]
 
 _log = get_logger("actorflow.run")
-
-
-class RunEvent(dict[str, Any]):
-    """One lifecycle event of a run: ``event`` (its name), ``run_id``, ``time`` and data."""
-
-    @property
-    def name(self) -> str:
-        """The event's name, e.g. ``checkpoint_saved``."""
-        return str(self["event"])
 
 
 class RunTracker:
@@ -56,9 +46,8 @@ class RunTracker:
         self._drive_scope: anyio.CancelScope | None = None
         self._shielded: anyio.CancelScope | None = None
         self._grace = 0.0
-        self._subscribers: list[MemoryObjectSendStream[RunEvent]] = []
-        # late subscribers see the recent past (events(replay=True))
-        self._history: deque[RunEvent] = deque(maxlen=256)
+        self.stream = EventHub(run_id)
+        """Where the run's lifecycle events and its agents' ``emit`` go, to ``events()`` readers."""
         self.handle: RunHandle = RunHandle._create(self)
 
     @property
@@ -70,27 +59,7 @@ class RunTracker:
         """Log ``event`` with structlog and pass it to every ``events()`` subscriber."""
         if enabled(level):
             getattr(_log, level)(event, run_id=self.run_id, **data)
-        record = RunEvent(event=event, run_id=self.run_id, time=time.time(), **data)
-        self._history.append(record)
-        for stream in list(self._subscribers):
-            try:
-                stream.send_nowait(record)
-            except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                # its reader left (a loop over events() that broke out): let go of it, closed
-                self._subscribers.remove(stream)
-                stream.close()
-
-    def subscribe(self, *, replay: bool) -> MemoryObjectReceiveStream[RunEvent]:
-        """A stream of the run's events from now on (after the recent past, with ``replay``)."""
-        send, receive = anyio.create_memory_object_stream[RunEvent](math.inf)
-        if replay:
-            for past in self._history:
-                send.send_nowait(past)
-        if self.ended.is_set():
-            send.close()
-        else:
-            self._subscribers.append(send)
-        return receive
+        self.stream.lifecycle(RunEvent(event=event, run_id=self.run_id, time=time.time(), **data))
 
     def attach(self, scope: anyio.CancelScope | None) -> None:
         """The cancel scope the run's code runs in (None once it has left it)."""
@@ -141,9 +110,10 @@ class RunTracker:
         self.result = result
         self.error = error
         self.ended.set()
-        for stream in self._subscribers:
-            stream.close()
-        self._subscribers.clear()
+        stream = self.stream
+        if stream.dropped:
+            self.metrics["events_dropped"] = stream.dropped
+        stream.close()
 
 
 class _NoPublicConstructor(type):
@@ -191,21 +161,65 @@ class RunHandle(metaclass=_NoPublicConstructor):
         """How many log records this attempt replayed instead of running."""
         return self._tracker.replayed_steps
 
-    async def events(self, *, replay: bool = True) -> AsyncGenerator[RunEvent, None]:
-        """Yield the run's events as they happen, ending when the run ends.
+    @overload
+    def events(
+        self,
+        *,
+        replay: bool = True,
+        lifecycle: Literal[True] = True,
+        emits: Literal[False],
+        buffer: int | None = None,
+    ) -> EventStream[RunEvent]: ...
+    @overload
+    def events(
+        self,
+        *,
+        replay: bool = True,
+        lifecycle: Literal[False],
+        emits: Literal[True] = True,
+        buffer: int | None = None,
+    ) -> EventStream[Emitted]: ...
+    @overload
+    def events(
+        self,
+        *,
+        replay: bool = True,
+        lifecycle: bool = True,
+        emits: bool = True,
+        buffer: int | None = None,
+    ) -> EventStream[RunEvent | Emitted]: ...
+    def events(
+        self,
+        *,
+        replay: bool = True,
+        lifecycle: bool = True,
+        emits: bool = True,
+        buffer: int | None = None,
+    ) -> EventStream[Any]:
+        """The run's events as they happen, ending when the run ends.
 
-        With ``replay`` the events emitted before the call come first. To stop
-        reading before the run ends, close it: ``async with
-        contextlib.aclosing(handle.events()) as events:`` (trio warns of an
-        async generator left suspended).
+        Yields lifecycle events (``RunEvent``) and what its agents emit
+        (``Emitted``), in the order they happened; ``lifecycle=False`` or
+        ``emits=False`` leaves one kind out. The reader is subscribed when
+        this returns (call it right after ``runtime.start``: the run's code
+        starts only once the caller yields); with ``replay`` the recent past
+        lifecycle events (up to 256) come first; emits are never kept for
+        later readers (with no reader, ``emit`` keeps nothing). Never blocks
+        the run: a reader more than ``buffer`` emitted events behind (default
+        10,000) loses the oldest, counted in the stream's ``dropped``;
+        lifecycle events are never lost.
+
+        To stop reading before the run ends, close it (``async with
+        handle.events() as events:``, ``contextlib.aclosing``, or ``close()``).
 
         .. versionchanged:: 0.2
-           Typed as the async generator it is, so that ``aclosing`` takes it.
+           Yields emitted events too; returns an ``EventStream`` (with
+           ``dropped``), subscribed at the call; ``lifecycle``, ``emits`` and
+           ``buffer``.
         """
-        receive = self._tracker.subscribe(replay=replay)
-        async with receive:
-            async for event in receive:
-                yield event
+        return self._tracker.stream.subscribe(
+            replay=replay, lifecycle=lifecycle, emits=emits, buffer=buffer
+        )
 
     @property
     def done(self) -> bool:

@@ -8,7 +8,7 @@ import os
 import socket
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import msgspec
@@ -41,6 +41,7 @@ from actorflow.runtime.workflow._signals import RESUME_PREFIX, request_cancel, s
 from actorflow.runtime.workflow._updates import call_update
 from actorflow.runtime.workflow._wait_records import pending_waits, signal_type
 from actorflow.runtime.workflow._waits import can_go_on
+from actorflow.runtime.workflow._watch import DEFAULT_POLL_INTERVAL, watch_run
 from actorflow.storage import (
     ErrorInfo,
     InboxEntry,
@@ -54,12 +55,13 @@ from actorflow.storage import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
     from typing import Self
 
     from anyio.abc import TaskGroup
 
     from actorflow.runtime.actors import ActorRef
+    from actorflow.runtime.workflow._watch import WatchEvent
 
 __all__ = ["Runtime"]
 
@@ -781,3 +783,44 @@ class Runtime(ActorSystem):
                 return None
             stored = await self.store.read_run(stored.run_id)
         return stored if stored.status.finished else None
+
+    # --- following runs from anywhere ---------------------------------------------
+
+    def watch(
+        self,
+        run_id: str,
+        *,
+        position: int = 0,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        until: Literal["stopped", "finished"] = "stopped",
+    ) -> AsyncIterator[WatchEvent]:
+        """Follow a run in this runtime's store, whichever process runs it: an async iterator.
+
+        Yields, in log order from ``position`` (0: the beginning), what the run
+        makes durable: ``StepCompleted``, ``DecisionMade``, ``PhaseEnded``,
+        ``EmitRecorded`` (``ctx.emit(..., durable=True)``), ``Recorded`` (any
+        other record), ``CheckpointSaved`` (before the record at its
+        position), and ``StatusChanged`` (the status first read, then each
+        change). Ends after ``RunEnded`` when the run finishes; with
+        ``until="stopped"`` (the default) it also ends when the run stops
+        without finishing (paused, blocked, interrupted: nobody runs it now),
+        after that ``StatusChanged``; ``until="finished"`` follows it through
+        pauses and recoveries. A run whose owner died still reads as running
+        until something recovers it.
+
+        It owns nothing and never writes: it reads the manifest and the log
+        every ``poll_interval`` seconds, so events arrive that much after the
+        run's log is durable (in ``batched`` mode, within its flush delay).
+        Ephemeral emits are not in the log: read them with ``handle.events()``
+        in the run's process. Break out of the loop to stop early (close it
+        with ``contextlib.aclosing`` on trio).
+
+        Raises:
+            RunNotFoundError: the store has no such run.
+            StorageError: ``position`` is below what retention kept of the log.
+
+        .. versionadded:: 0.2
+        """
+        return watch_run(
+            self.store, run_id, position=position, poll_interval=poll_interval, until=until
+        )

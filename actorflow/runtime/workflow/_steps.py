@@ -10,8 +10,8 @@ them together.
 
 Adding a kind of step is one class here (and one record type, if it records
 something new). The kinds: ``ValueStep`` (now, random, uuid), ``SleepStep``,
-``AskStep``, ``SendStep``, ``SpawnStep``, ``DecideStep`` and ``PatchStep``; the
-one durable wait, ``WaitStep``, has a module of its own (``_waits.py``).
+``AskStep``, ``SendStep``, ``SpawnStep``, ``DecideStep``, ``PatchStep`` and
+``EmitStep``; the one durable wait, ``WaitStep``, has a module of its own (``_waits.py``).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from actorflow.runtime.workflow._agents import reply_type
 from actorflow.runtime.workflow._ids import args_hash, message_hash, value_hash
 from actorflow.runtime.workflow._progress import StepInfo, StepMeta, current_step_meta
 from actorflow.runtime.workflow._replay import check_replay
+from actorflow.runtime.workflow._stream import EmitPayload
 from actorflow.storage import (
     DecisionRecord,
     ErrorInfo,
@@ -54,10 +55,12 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._env import StepEnv
     from actorflow.runtime.workflow._ids import Namespace
     from actorflow.runtime.workflow._recorder import Turnstile
+    from actorflow.runtime.workflow._stream import EmitSink
 
 __all__ = [
     "AskStep",
     "DecideStep",
+    "EmitStep",
     "PatchStep",
     "SendStep",
     "SleepStep",
@@ -657,3 +660,50 @@ class PatchStep:
             ns.next_step()
             env.recorder.record(EventRecord(kind="patch", step_id=step_id, data=change_id.encode()))
             self.taken = True
+
+
+# --- streamed events -----------------------------------------------------------------
+
+
+class EmitStep(Step[None]):
+    """``ctx.emit(event, durable=True)``: an event recorded once, for readers in any process.
+
+    Its record is a ``StepRecord`` of kind ``emit`` whose result is an
+    ``EmitPayload`` (the event's type name, the agent, the event). Live, it is
+    recorded and passed to this process's ``handle.events()`` readers; replayed,
+    it does neither: a reader never sees it twice. Only the event's type is
+    checked on replay (its value may differ: it is an observation, not an input).
+    """
+
+    kind = "emit"
+
+    def __init__(
+        self, env: StepEnv, ns: Namespace, event: object, agent: str, publish: EmitSink | None
+    ) -> None:
+        type_name = class_name(type(event))
+        # encoded now: an event that cannot be stored fails where it is emitted
+        self._payload = encode(
+            EmitPayload(type=type_name, agent=agent, event=event), f"emitted {type_name}"
+        )
+        self._event = event
+        self._agent = agent
+        self._publish = publish
+        super().__init__(env, ns, None, args_hash(self.kind, None, type_name.encode()))
+
+    def _decode(self, result: bytes | None) -> None:
+        return None
+
+    async def _live(self) -> None:
+        rec = self.env.recorder
+        rec.record(
+            StepRecord(
+                step_id=self.id,
+                kind=self.kind,
+                args_hash=self.hash,
+                result=self._payload,
+                time=time.time(),
+            )
+        )
+        if self._publish is not None:
+            self._publish(self._agent, self._event, self.id)
+        await rec.after_step()

@@ -88,7 +88,7 @@ def named_many(prefix: str) -> list[str]:
 
 
 async def print_snapshots(handle: Any) -> None:
-    async for event in handle.events():
+    async for event in handle.events(emits=False):
         if event.name == "checkpoint_saved":
             emit(f"S {event['snapshot_id']}")
 
@@ -127,7 +127,7 @@ async def recover(runtime: Runtime) -> tuple[dict[str, Any], dict[str, list[dict
     events: dict[str, list[dict[str, Any]]] = {}
     for run_id in results:
         seen = events.setdefault(run_id, [])
-        async for event in runtime.handle(run_id).events():
+        async for event in runtime.handle(run_id).events(emits=False):
             if event.name in RECOVERY_EVENTS:
                 seen.append({k: v for k, v in event.items() if k != "time"})
     return results, events

@@ -136,7 +136,7 @@ async def interrupted_run(store: Store, run_id: str, *, at: str = "second-2") ->
         # the held entry never finishes: its agent is not waited for
         async with Runtime(store=store, config=CONFIG, shutdown_timeout=0) as runtime:
             handle = await runtime.start(define_ledger(1), ENTRIES, run_id=run_id)
-            async with contextlib.aclosing(handle.events()) as events:
+            async with contextlib.aclosing(handle.events(emits=False)) as events:
                 async for event in events:
                     if event.name == "checkpoint_saved" and event["trigger"] == "phase_end":
                         break

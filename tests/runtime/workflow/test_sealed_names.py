@@ -85,7 +85,7 @@ async def test_an_encrypted_run_names_no_phase_or_reason_and_forks_from_its_chec
     Secretive.saved = anyio.Event()
     async with store, Runtime(store=store) as runtime:
         handle = await runtime.start(Secretive, "memo", run_id="secret")
-        async for event in handle.events():  # ends with the run
+        async for event in handle.events(emits=False):  # ends with the run
             if event.name == "checkpoint_saved" and event["trigger"] == f"manual:{REASON}":
                 Secretive.saved.set()
         assert await handle.result() == "MEMO!"
