@@ -134,3 +134,14 @@ def test_s3_run_crashed_in_one_process_is_recovered_by_another(moto_server: S3Se
     runs = json.loads(run("-m", "actorflow", "runs", "--store", url, "--json", env=env))
     assert [(r["run_id"], r["status"]) for r in runs] == [("thumbnails", "completed")]
     assert run("-m", "actorflow", "validate", "--store", url, env=env).startswith("ok")
+
+
+def test_the_streaming_assistant_streams_tokens_and_takes_a_correction_from_elsewhere(
+    tmp_path: Path,
+) -> None:
+    out = run(str(EXAMPLES / "streaming_assistant.py"), str(tmp_path / "store"))
+    assert "[corrector] sent a correction" in out
+    assert "[assistant] final: Tides follow the moon;" in out
+    assert out.rstrip().endswith("cite the 2024 survey.")
+    # the tokens streamed as they came: the draft's words, before the final line
+    assert out.index("two tides a day.") < out.index("[assistant] final")
