@@ -7,8 +7,10 @@ it starts the post, and the next one once the run has taken it (it reads
 the run's log), so no two pings overlap. Round trip = the moment the wait
 returns minus the ping's send time: the post (fsync'd entry), the wake-up
 (file store: a FIFO push; S3: the owner's poll), the read, the durable
-record. Baseline in the same run: the sender's bare ``post`` (its share of
-the round trip). Run: ``python benchmarks/interaction_signals.py``.
+record. Baselines in the same run: the sender's bare ``post`` (its share of
+the round trip) and the floor on a file store, two fsyncs through a worker
+thread (the entry's and the record's). Run:
+``python benchmarks/interaction_signals.py [--s3]``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import msgspec
 from _machine import cpu_model
 
@@ -103,10 +106,28 @@ async def _owner(spec: str, backend: str) -> tuple[list[float], list[float]]:
     return [x * 1000 for x in Echo.latencies], posts
 
 
-def _row(name: str, trips: list[float], posts: list[float]) -> str:
+async def _two_fsyncs(folder: str) -> float:
+    """p50 ms of two fsyncs of a small appended write, each through a worker thread."""
+    path = os.path.join(folder, "fsync-floor")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    times = []
+    try:
+        for _ in range(PINGS):
+            start = time.perf_counter()
+            for _ in range(2):
+                os.write(fd, b"x" * 200)
+                await anyio.to_thread.run_sync(os.fsync, fd)
+            times.append((time.perf_counter() - start) * 1000)
+    finally:
+        os.close(fd)
+    return statistics.median(times)
+
+
+def _row(name: str, trips: list[float], posts: list[float], floor: float | None) -> str:
     p90 = statistics.quantiles(trips, n=10)[8]
     trip, post = statistics.median(trips), statistics.median(posts)
-    return f"{name:<22}{trip:>10.2f}{p90:>10.2f}{post:>12.2f}{trip / post:>9.2f}x"
+    floor_cells = f"{floor:>10.2f}{trip / floor:>9.2f}x" if floor is not None else ""
+    return f"{name:<22}{trip:>10.2f}{p90:>10.2f}{post:>12.2f}{trip / post:>9.2f}x{floor_cells}"
 
 
 def main() -> None:
@@ -115,7 +136,10 @@ def main() -> None:
         return
     print(f"python {sys.version.split()[0]}, {cpu_model()}, {os.cpu_count()} cores")
     print(f"{PINGS} pings, one at a time; times in ms")
-    print(f"{'store / loop':<22}{'trip p50':>10}{'trip p90':>10}{'post p50':>12}{'trip/post':>10}")
+    print(
+        f"{'store / loop':<22}{'trip p50':>10}{'trip p90':>10}{'post p50':>12}"
+        f"{'trip/post':>10}{'2 fsyncs':>10}{'trip/fl':>10}"
+    )
     server: Any = None
     with tempfile.TemporaryDirectory(prefix="af-signal-bench-") as tmp:
         specs = [("file", f"file:{tmp}/store")]
@@ -131,7 +155,8 @@ def main() -> None:
             for name, spec in specs:
                 for backend in ("asyncio", "trio"):
                     trips, posts = anyio.run(_owner, spec, backend, backend=backend)
-                    print(_row(f"{name} / {backend}", trips, posts))
+                    floor = anyio.run(_two_fsyncs, tmp, backend=backend) if name == "file" else None
+                    print(_row(f"{name} / {backend}", trips, posts, floor))
         finally:
             if server is not None:
                 server.stop()
