@@ -100,11 +100,9 @@ class WaitStep(Step[T]):
 
     # --- replay -------------------------------------------------------------------
 
-    def replay(self) -> T:
-        record = self.record
+    def _decode(self, result: bytes | None) -> T:
+        record = self.record  # replayed: read with its kind (0.2's answers were bare)
         assert record is not None
-        if record.error is not None:
-            raise self.failure(record.error)
         return self._outcome(read_resolution(record))
 
     def _outcome(self, resolution: WaitResolution) -> T:
