@@ -117,6 +117,9 @@ class RunView:
             seq = taken_seq(record)
             if seq is not None:
                 self.inbox_taken.add(seq)
+            if record.kind == "update":
+                # a finished update never runs again: its own steps need not travel
+                self._drop_inside(record.step_id)
         self.steps_since_snapshot += 1
         for name, value in record.metrics.items():
             self.metrics[name] = self.metrics.get(name, 0.0) + value
@@ -151,6 +154,10 @@ class RunView:
         old = self.agents.get(name)
         if old is not None:
             self.agents[name] = msgspec.structs.replace(old, **changes)
+
+    def _drop_inside(self, prefix: str) -> None:
+        self.steps = {k: v for k, v in self.steps.items() if not _inside(k, prefix)}
+        self.events = {k: v for k, v in self.events.items() if not _inside(k, prefix)}
 
     def _finish_phase(self, record: PhaseEndRecord) -> None:
         pid = record.phase_id

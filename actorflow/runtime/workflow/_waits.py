@@ -167,7 +167,8 @@ class WaitStep(Step[T]):
             if waiter.entry is None and (deadline is None or deadline > time.time()):
                 if request.pause:
                     await self.env.recorder.flush()
-                    raise PauseRun(self.id, request.prompt or "", deadline)
+                    prompt = request.prompt
+                    raise PauseRun(self.id, prompt or f"a {request.type} signal", deadline)
                 with anyio.move_on_after(
                     deadline - time.time() if deadline is not None else float("inf")
                 ):

@@ -96,6 +96,10 @@ async def test_an_update_gets_its_reply_once_however_often_it_is_retried() -> No
         "update/0/0",
         "update/2/0",
     ]
+    # snapshots keep a finished update's reply, not its own steps
+    final = (await store.list_snapshots("todo"))[-1]
+    steps = (await store.read_snapshot("todo", final.snapshot_id)).steps
+    assert {s.step_id for s in steps if s.step_id.startswith("update/")} == {"update/0", "update/2"}
 
 
 async def test_rejected_and_failed_updates_are_named_errors_and_rejections_record_nothing() -> None:
