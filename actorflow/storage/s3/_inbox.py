@@ -221,11 +221,17 @@ class InboxObjects:
             return firsts.keep(entries)
 
     async def _read(self, run_id: str, start: int, stop: int | None = None) -> list[InboxEntry]:
-        """Entries ``start`` .. ``stop - 1``, or to the end, in batches of concurrent GETs."""
+        """Entries ``start`` .. ``stop - 1``, or to the end, in batches of concurrent GETs.
+
+        To the end, batches grow 1, 2, 4 ... up to ``_BATCH``: most reads (an
+        empty inbox, a follower with nothing new) cost one GET.
+        """
         entries: list[InboxEntry] = []
         seq = start
+        grow = 1
         while stop is None or seq < stop:
-            count = _BATCH if stop is None else min(_BATCH, stop - seq)
+            count = min(grow, _BATCH) if stop is None else min(_BATCH, stop - seq)
+            grow *= 2
             keys = [self.key(run_id, s) for s in range(seq, seq + count)]
             bodies = await self._objects.gather(
                 [partial(self._objects.get_or_none, "read inbox", k) for k in keys]
