@@ -12,7 +12,8 @@ signals it (SIGKILL is still a real kill of a real process) and gets its exit
 status as ``subprocess.Popen`` reports it.
 
 Whatever an interpreter reads only at startup must match: the zygote serves a
-command only when it is ``[sys.executable, "-m", module, *args]`` and the
+command only when it is ``[sys.executable, "-m", module, *args]`` (or a script's
+path instead of ``-m module``) and the
 ``PYTHON*`` variables and ``ACTORFLOW_LOG_LEVEL`` (read when actorflow is
 imported) of its environment equal the zygote's; anything else runs as a plain
 ``subprocess.Popen``. ``ACTORFLOW_FORKSERVER=0`` turns the zygote off.
@@ -34,7 +35,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeAlias
 
 ROOT = Path(__file__).resolve().parents[1]
 PRELOAD = [
@@ -47,8 +48,16 @@ PRELOAD = [
     "actorflow.storage.file",
     "actorflow.runtime",
     "actorflow.testing",
+    # what typer imports when the CLI parses its options (0.3 s); typer itself reads
+    # variables when imported, so the child imports it
+    "pydantic",
+    "pydantic.type_adapter",
+    "pydantic.functional_validators",
+    "pydantic.fields",
+    "pydantic.errors",
 ]
-"""What the zygote imports before it serves (only modules whose import has no side effects)."""
+"""What the zygote imports before it serves: modules that read no environment variable
+and start nothing when imported (an optional one that is missing is left out)."""
 
 _STARTUP_KEYS = ("ACTORFLOW_LOG_LEVEL",)
 
@@ -58,9 +67,11 @@ def _startup_env(env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k.startswith("PYTHON") or k in _STARTUP_KEYS}
 
 
-def _zygote_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACTORFLOW_")}
-    env["PYTHONPATH"] = str(ROOT)
+def _zygote_env(startup: dict[str, str]) -> dict[str, str]:
+    """The environment of a zygote for children whose startup variables are ``startup``."""
+    env = {k: v for k, v in os.environ.items() if k not in _startup_env(os.environ.copy())}
+    env = {k: v for k, v in env.items() if not k.startswith("ACTORFLOW_")}
+    env.update(startup)
     return env
 
 
@@ -164,13 +175,12 @@ class ForkedProcess:
 
 
 class _Zygote:
-    def __init__(self) -> None:
+    def __init__(self, startup: dict[str, str], path0: str) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = _zygote_env()
-        self.startup = _startup_env(env)
+        env = _zygote_env(startup)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.forkserver", str(theirs.fileno())],
-            cwd=ROOT,
+            [sys.executable, __file__, str(theirs.fileno()), path0],
+            cwd=path0,
             env=env,
             pass_fds=[theirs.fileno()],
             stdin=subprocess.DEVNULL,
@@ -216,27 +226,31 @@ class _Zygote:
             self.process.wait()
 
 
-_zygote: _Zygote | None = None
+Child: TypeAlias = "ForkedProcess | subprocess.Popen[Any]"
+"""What :func:`popen` returns."""
+
+_zygotes: dict[tuple[str, tuple[tuple[str, str], ...]], _Zygote] = {}
+"""One zygote per first entry of ``sys.path`` and set of startup variables (a few)."""
 _zygote_lock = threading.Lock()
 
 
-def _get_zygote() -> _Zygote:
-    global _zygote
+def _get_zygote(startup: dict[str, str], path0: str) -> _Zygote:
+    key = (path0, tuple(sorted(startup.items())))
     with _zygote_lock:
-        if _zygote is None:
-            _zygote = _Zygote()
-            atexit.register(_zygote.close)
-        return _zygote
+        if key not in _zygotes:
+            _zygotes[key] = zygote = _Zygote(startup, path0)
+            atexit.register(zygote.close)
+        return _zygotes[key]
 
 
 def _servable(args: list[str], env: dict[str, str] | None, kwargs: dict[str, Any]) -> bool:
     if os.environ.get("ACTORFLOW_FORKSERVER") == "0" or kwargs:
         return False
-    if len(args) < 3 or args[0] != sys.executable or args[1] != "-m":
+    if len(args) < 2 or args[0] != sys.executable:
         return False
-    startup = _startup_env(dict(os.environ if env is None else env))
-    startup.setdefault("PYTHONPATH", str(ROOT))
-    return startup == _startup_env(_zygote_env())
+    if args[1] == "-m":
+        return len(args) >= 3
+    return args[1].endswith(".py")
 
 
 def popen(
@@ -249,7 +263,7 @@ def popen(
     stderr: Any = None,
     text: bool = False,
     **kwargs: Any,
-) -> ForkedProcess | subprocess.Popen[Any]:
+) -> Child:
     """``subprocess.Popen(args, ...)``, forked from the zygote when it can serve ``args``."""
     if not _servable(args, env, kwargs):
         return subprocess.Popen(
@@ -285,12 +299,12 @@ def popen(
             else:
                 child_fds.append(spec if isinstance(spec, int) else spec.fileno())
                 ours.append(None)
-        request = {
-            "args": args[2:],
-            "cwd": str(cwd if cwd is not None else os.getcwd()),
-            "env": dict(os.environ if env is None else env),
-        }
-        pid, status = _get_zygote().spawn(request, child_fds)
+        folder = os.path.abspath(cwd if cwd is not None else os.getcwd())
+        child_env = dict(os.environ if env is None else env)
+        request = {"args": args[1:], "cwd": folder, "env": child_env}
+        # what a new interpreter would put first on sys.path: the zygote imports with it
+        path0 = folder if args[1] == "-m" else os.path.dirname(os.path.join(folder, args[1]))
+        pid, status = _get_zygote(_startup_env(child_env), path0).spawn(request, child_fds)
     except BaseException:
         for stream in ours:
             if stream is not None:
@@ -302,6 +316,31 @@ def popen(
         if devnull is not None:
             os.close(devnull)
     return ForkedProcess(args, pid, status, *ours)
+
+
+def run(
+    args: list[str],
+    *,
+    capture_output: bool = False,
+    text: bool = False,
+    timeout: float | None = None,
+    check: bool = False,
+    **kwargs: Any,
+) -> subprocess.CompletedProcess[Any]:
+    """``subprocess.run(args, ...)``, forked from the zygote when it can serve ``args``."""
+    if capture_output:
+        kwargs["stdout"] = kwargs["stderr"] = subprocess.PIPE
+    process = popen(args, text=text, **kwargs)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
+    returncode = process.wait()
+    if check and returncode:
+        raise subprocess.CalledProcessError(returncode, args, stdout, stderr)
+    return subprocess.CompletedProcess(args, returncode, stdout, stderr)
 
 
 # --- the zygote's side -------------------------------------------------------
@@ -375,23 +414,31 @@ def _serve(control_fd: int) -> dict[str, Any]:
 
 
 def _run_child(request: dict[str, Any]) -> None:
-    """In the forked child: become ``python -m <module> <args>`` in the request's cwd and env."""
+    """In the forked child: become ``python -m <module> <args>`` (or ``python <script>
+    <args>``) in the request's cwd and environment."""
     import runpy
 
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    module, *args = request["args"]
-    sys.argv = [module, *args]
-    sys.path[0] = request["cwd"]
-    runpy.run_module(module, run_name="__main__", alter_sys=True)
+    first, *args = request["args"]
+    if first == "-m":
+        module, *args = args
+        sys.argv = [module, *args]
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = [first, *args]
+        runpy.run_path(first, run_name="__main__")
 
 
 if __name__ == "__main__":
     import importlib
 
+    # run as a script: sys.path starts as the children's will (their folder or script's folder)
+    sys.path[0] = sys.argv[2]
     for name in PRELOAD:
-        importlib.import_module(name)
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
     _request = _serve(int(sys.argv[1]))
     # only a forked child gets here, with the zygote's frames gone
     _run_child(_request)
