@@ -7,13 +7,14 @@ import importlib.util
 import json
 import os
 import re
-import subprocess
 import sys
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from tests import forkserver
 
 if TYPE_CHECKING:
     from tests.storage.s3_servers import S3Server
@@ -24,7 +25,7 @@ TIMEOUT = 120  # seconds; a bound on a hung example, far above their run time
 
 def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
     """Run a Python program; return its output, failing with its stderr if it fails."""
-    proc = subprocess.run(
+    proc = forkserver.run(
         [sys.executable, *args],
         capture_output=True,
         text=True,
@@ -34,7 +35,7 @@ def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) 
         check=False,
     )
     assert proc.returncode == 0, f"{args} failed:\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout
+    return str(proc.stdout)
 
 
 def load(name: str) -> Any:
@@ -116,7 +117,7 @@ def test_s3_run_crashed_in_one_process_is_recovered_by_another(moto_server: S3Se
         "AWS_SECRET_ACCESS_KEY": moto_server.secret_key,
         "AWS_DEFAULT_REGION": "us-east-1",
     }
-    crashed = subprocess.run(
+    crashed = forkserver.run(
         [sys.executable, str(EXAMPLES / "s3_recovery.py"), "start", url],
         capture_output=True,
         text=True,

@@ -27,6 +27,7 @@ from actorflow import Runtime
 from actorflow.cli import app
 from actorflow.cli._runs import run_progress
 from actorflow.storage import FileStore, OSFileSystem
+from tests import forkserver
 from tests.cli import progress_child
 from tests.cli.progress_child import CONFIG, GATHERED, Gates, Review
 from tests.runtime.workflow.crash_parent import ROOT, child_env
@@ -64,7 +65,7 @@ class Held:
     """A child process whose run holds inside ``evaluate``."""
 
     def __init__(self, store: Path, backend: str) -> None:
-        self.proc = subprocess.Popen(
+        self.proc = forkserver.popen(
             [sys.executable, "-m", "tests.cli.progress_child", str(store), "held", backend],
             cwd=ROOT,
             env=child_env(),

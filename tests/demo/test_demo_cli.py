@@ -17,13 +17,14 @@ import pytest
 
 from actorflow._demo import _analysis as analysis
 from actorflow._demo._workflow import STALL_ENV, STALLED_LINE, TRACE_ENV
+from tests import forkserver
 from tests.demo.test_workflow import make_tree
 
 TIMEOUT = 180  # seconds: a bound on a hung command, far above its run time
 
 
 def actorflow(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forkserver.run(
         [sys.executable, "-m", "actorflow", *args],
         capture_output=True,
         text=True,
@@ -180,8 +181,8 @@ def test_fork_resume_and_recover_on_the_demo_data(
     assert "not paused" in not_paused.stderr
 
 
-def _start_demo(root: Path, store: str, trace: Path, run_id: str) -> subprocess.Popen[str]:
-    demo = subprocess.Popen(
+def _start_demo(root: Path, store: str, trace: Path, run_id: str) -> forkserver.Child:
+    demo = forkserver.popen(
         [
             sys.executable,
             "-m",

@@ -221,8 +221,38 @@ def moto(data_dir: Path) -> S3Server:
     )
 
 
+def share_botocore_data() -> None:
+    """Let every botocore session of this test process share one data loader.
+
+    Each ``S3Store`` opens its own session, and each session's loader read and
+    parsed botocore's JSON models (S3's, endpoints, partitions) again: a third
+    of the cost of opening a store, paid hundreds of times per test session.
+    One loader serves them all, as one session's loader serves all of that
+    session's clients (models are cached per loader and never changed by
+    clients). Clients, requests and servers stay real.
+    """
+    import botocore.loaders
+    import botocore.session
+
+    create = botocore.loaders.create_loader
+    if getattr(create, "shared", False):
+        return
+    loaders: dict[str | None, Any] = {}
+    lock = threading.Lock()
+
+    def shared(search_path_string: str | None = None) -> Any:
+        with lock:
+            if search_path_string not in loaders:
+                loaders[search_path_string] = create(search_path_string)
+            return loaders[search_path_string]
+
+    shared.shared = True  # type: ignore[attr-defined]
+    botocore.session.create_loader = shared  # what sessions call
+
+
 @contextlib.contextmanager
 def _running(server: S3Server) -> Iterator[S3Server]:
+    share_botocore_data()
     server.start()
     try:
         yield server

@@ -23,6 +23,7 @@ import msgspec
 
 from actorflow.errors import RunNotFoundError
 from actorflow.storage import FileStore, StepRecord
+from tests import forkserver
 from tests.runtime.workflow.crash_child import side_file
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -116,7 +117,7 @@ def run_child(
         env["CRASH_HOLD_AFTER"] = str(kill_after)
     errors = store.parent / f"{store.name}.stderr"
     with errors.open("ab") as stderr:
-        child = subprocess.Popen(
+        child = forkserver.popen(
             [
                 sys.executable,
                 "-m",

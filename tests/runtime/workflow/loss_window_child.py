@@ -6,7 +6,8 @@ with mode ``start`` (run ``FanOutTeam``) or ``recover`` (``runtime.recover()``).
 One phase asks ``TASKS`` callers at once; caller ``n`` answers ``n * SPACING``
 seconds after its task starts, as LLM calls finish at spread-out times (in
 ``start`` mode the last one never does, so the run is still going when the
-parent's kill lands). Each
+parent's kill lands; in ``recover`` mode, which nobody kills and whose
+timing no check reads, callers answer at once). Each
 execution is appended to ``<store_dir>.executions`` (``<pid> <agent>``, with
 fsync) and printed as ``X <agent>``. After every log append the store prints
 ``D <agent> ...``: the callers whose results that append made durable. The
@@ -48,6 +49,7 @@ def emit(line: str) -> None:
 class _Side:
     fd = -1
     hold_last = False  # in ``start`` mode the last caller never answers: the run cannot end
+    spread = False  # in ``start`` mode answers come at spread-out times
 
 
 SIDE = _Side()
@@ -64,7 +66,8 @@ class Caller(Specialist):
     async def call(self, job: Job) -> str:
         if SIDE.hold_last and job.n == TASKS - 1:
             await anyio.sleep_forever()
-        await anyio.sleep(job.n * SPACING)  # the child stands in for a slow LLM call
+        if SIDE.spread:
+            await anyio.sleep(job.n * SPACING)  # the child stands in for a slow LLM call
         os.write(SIDE.fd, f"{os.getpid()} {self.name}\n".encode())
         os.fsync(SIDE.fd)
         emit(f"X {self.name}")
@@ -101,7 +104,7 @@ class ReportingStore(FileStore):
 
 async def main(store_dir: str, run_id: str, mode: str) -> None:
     SIDE.fd = os.open(side_file(store_dir), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    SIDE.hold_last = mode == "start"
+    SIDE.hold_last = SIDE.spread = mode == "start"
     store = ReportingStore(store_dir)
     with anyio.fail_after(CHILD_TIMEOUT):
         async with Runtime(store=store) as runtime:

@@ -33,6 +33,7 @@ import msgspec
 import pytest
 
 from actorflow import RuntimeConfig
+from tests import forkserver
 from tests.runtime.workflow.loss_window_child import SPACING, TASKS, expected, side_file
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -71,7 +72,7 @@ def run_child(
     store: Path, backend: str, mode: str, *, kill_after: int | None = None, extra: float = 0.0
 ) -> Child:
     """Run a child to its end, or SIGKILL it ``extra`` s after its ``kill_after``-th execution."""
-    proc = subprocess.Popen(
+    proc = forkserver.popen(
         [
             sys.executable,
             "-m",

@@ -25,6 +25,7 @@ import pytest
 from actorflow import Orchestrator, RunContext, Runtime, RuntimeConfig
 from actorflow.errors import RunFailedError
 from actorflow.storage import FileStore, MemoryStore, RunStatus
+from tests import forkserver
 from tests.runtime.workflow import interrupt_child
 from tests.runtime.workflow.crash_parent import ROOT, child_env
 from tests.runtime.workflow.interrupt_child import RUNS, STEPS, BigStates, run_ids
@@ -158,11 +159,11 @@ async def test_leaving_the_block_mid_run_interrupts_every_run_and_recover_finish
 # --- a real process, signalled mid-run ------------------------------------
 
 
-def _start_child(store: Path, backend: str, mode: str) -> subprocess.Popen[bytes]:
+def _start_child(store: Path, backend: str, mode: str) -> forkserver.Child:
     env = child_env(ACTORFLOW_CHECKPOINT_EVERY_STEPS="1")
     errors = store.parent / f"{store.name}.{mode}.stderr"
     with errors.open("ab") as stderr:
-        return subprocess.Popen(
+        return forkserver.popen(
             [
                 sys.executable,
                 "-m",
@@ -178,7 +179,7 @@ def _start_child(store: Path, backend: str, mode: str) -> subprocess.Popen[bytes
         )
 
 
-def _read_until(child: subprocess.Popen[bytes], steps: int) -> None:
+def _read_until(child: forkserver.Child, steps: int) -> None:
     """Read the child's lines until it started its runs and reported ``steps`` steps."""
     assert child.stdout is not None
     fd = child.stdout.fileno()
@@ -198,7 +199,7 @@ def _read_until(child: subprocess.Popen[bytes], steps: int) -> None:
         seen += sum(line.startswith(b"P ") for line in lines)
 
 
-def _wait(child: subprocess.Popen[bytes]) -> int:
+def _wait(child: forkserver.Child) -> int:
     try:
         return child.wait(timeout=CHILD_DEADLINE)
     except subprocess.TimeoutExpired:

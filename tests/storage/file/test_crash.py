@@ -20,6 +20,7 @@ import anyio
 import pytest
 
 from actorflow.storage import FileStore
+from tests import forkserver
 from tests.storage.file.crash_child import RUN, blob_data, record
 
 KILLS = 25
@@ -34,7 +35,7 @@ class Reported:
 
 
 def run_child_until_killed(folder: Path, backend: str, lines: int, seen: Reported) -> None:
-    child = subprocess.Popen(
+    child = forkserver.popen(
         [sys.executable, "-m", "tests.storage.file.crash_child", str(folder), backend],
         cwd=ROOT,
         stdout=subprocess.PIPE,
