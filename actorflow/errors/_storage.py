@@ -160,7 +160,7 @@ class InboxUnsupportedError(StorageError):
         super().__init__(
             operation,
             f"{store} keeps no inbox of messages for its runs; use a store that does "
-            "(MemoryStore, FileStore)",
+            "(MemoryStore, FileStore, S3Store), or implement SupportsInbox",
         )
 
 
