@@ -217,7 +217,13 @@ class SignalDesk:
             await waiter.got.wait()
 
     def stop(self) -> None:
-        """Stop watching the inbox (the run's attempt is over)."""
+        """Stop watching the inbox (the run's attempt is over); let go of the callbacks.
+
+        (The update runner holds the run's objects, which hold this desk: a
+        cycle the collector would have to find, once per run.)
+        """
+        self.on_update = None
+        self._on_cancel = None
         if self._starting is not None:
             self._starting.cancel()
             self._starting = None
