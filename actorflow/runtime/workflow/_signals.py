@@ -240,12 +240,20 @@ class SignalDesk:
 
     async def _follow(self, scope: anyio.CancelScope) -> None:
         with scope:
-            async with watch_messages(
-                self._store, self._run_id, poll_interval=self._poll_interval
-            ) as watch:
+            try:
+                async with watch_messages(
+                    self._store, self._run_id, poll_interval=self._poll_interval
+                ) as watch:
+                    while True:
+                        await self._refresh()
+                        await watch.changed()
+            except StorageError as exc:
+                # no watch to be had (a FIFO refused, the store unreachable): the
+                # run goes on, and its waits poll
+                _log.warning("inbox_watch_failed", run_id=self._run_id, error=error_message(exc))
                 while True:
+                    await anyio.sleep(self._poll_interval)
                     await self._refresh()
-                    await watch.changed()
 
     async def _refresh(self) -> None:
         async with self._read_lock:

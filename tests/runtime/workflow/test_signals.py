@@ -17,7 +17,7 @@ import msgspec
 import pytest
 from anyio.streams.text import TextReceiveStream
 
-from actorflow import Orchestrator, RunContext, Runtime, phase
+from actorflow import Orchestrator, RunContext, Runtime, RuntimeConfig, phase
 from actorflow.errors import (
     ConfigurationError,
     EncodingError,
@@ -25,6 +25,7 @@ from actorflow.errors import (
     RunFinishedError,
     RunNotFoundError,
     RunPaused,
+    StoreUnavailableError,
     WaitTimeoutError,
 )
 from actorflow.runtime.workflow import _signals, _waits
@@ -410,3 +411,27 @@ async def test_a_run_that_waits_for_nothing_still_takes_a_cancel_request(
             await other.cancel("sleeper", reason="stop sleeping")
         with pytest.raises(RunFailedError, match="stop sleeping"):
             await handle.result()
+
+
+class NoWatch:
+    """A memory store whose inbox watch cannot be opened (as a FIFO the OS refuses)."""
+
+    def __init__(self, inner: MemoryStore) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def watch_inbox(self, run_id: str) -> object:
+        raise StoreUnavailableError("watch inbox", "no watch here")
+
+
+async def test_a_run_whose_inbox_watch_fails_still_takes_its_signals_by_polling() -> None:
+    store = NoWatch(MemoryStore())
+    config = RuntimeConfig(signal_poll_interval=0.01)
+    async with Runtime(store=store, config=config) as runtime:  # type: ignore[arg-type]
+        handle = await runtime.start(TwoFixes, None, run_id="polled")
+        await until_waiting(store.inner, "polled")
+        await runtime.signal("polled", Fix(1))
+        await runtime.signal("polled", Fix(2))
+        assert await handle.result() == [1, 2]
