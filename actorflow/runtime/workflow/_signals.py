@@ -167,6 +167,7 @@ class SignalDesk:
         self._task_group = task_group
         self._watching: anyio.CancelScope | None = None
         self._starting: anyio.CancelScope | None = None
+        self._stopped = False
         self._read_lock = anyio.Lock()
         self._refused: set[int] = set()
         self._on_cancel = on_cancel
@@ -222,6 +223,7 @@ class SignalDesk:
         (The update runner holds the run's objects, which hold this desk: a
         cycle the collector would have to find, once per run.)
         """
+        self._stopped = True
         self.on_update = None
         self._on_cancel = None
         if self._starting is not None:
@@ -234,7 +236,9 @@ class SignalDesk:
     # --- reading ------------------------------------------------------------------
 
     def _watch(self) -> None:
-        if self._watching is None:
+        # stopped: a timer that fired just before the stop must not start a watch
+        # nobody would cancel (it would hold the attempt's task group open)
+        if self._watching is None and not self._stopped:
             self._watching = scope = anyio.CancelScope()
             self._task_group.start_soon(self._follow, scope)
 

@@ -435,3 +435,20 @@ async def test_a_run_whose_inbox_watch_fails_still_takes_its_signals_by_polling(
         await runtime.signal("polled", Fix(1))
         await runtime.signal("polled", Fix(2))
         assert await handle.result() == [1, 2]
+
+
+async def test_a_stopped_desk_starts_no_watch_that_would_hold_its_run_open() -> None:
+    # a timer (or a wait) that asks for a watch just after the attempt stopped
+    # the desk must not start one: nobody would cancel it
+    store = MemoryStore()
+    async with Runtime(store=store) as runtime:
+        await runtime.start(PausedFix, None, run_id="desk")
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            desk = _signals.SignalDesk(store, "desk", set(), poll_interval=0.01, task_group=tg)
+            desk.stop()
+            waiter = _signals.Waiter("0", "Fix", lambda entry: True)
+            desk.register(waiter)
+            with anyio.move_on_after(0.05):
+                await desk.wait(waiter)
+            assert waiter.entry is None
