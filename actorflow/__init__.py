@@ -8,6 +8,7 @@ from actorflow.agents import Evaluator, Orchestrator, Specialist, phase, update
 from actorflow.runtime import (
     Actor,
     ActorRef,
+    AdoptionPolicy,
     CheckpointTriggers,
     Durability,
     PendingWait,
@@ -26,6 +27,7 @@ from actorflow.storage import RunStatus
 __all__ = [
     "Actor",
     "ActorRef",
+    "AdoptionPolicy",
     "CheckpointTriggers",
     "Durability",
     "Evaluator",

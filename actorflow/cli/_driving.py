@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["RunOutcome", "fork_run", "outcomes_exit", "recover_runs", "resume_run", "start_run"]
 
 
-_ORPHANS = [RunStatus.RUNNING, RunStatus.INTERRUPTED]
+_ORPHANS = [RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.INTERRUPTED]
 _TRIED = [*_ORPHANS, RunStatus.BLOCKED]  # what recover(run_id) takes
 
 

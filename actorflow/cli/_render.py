@@ -195,6 +195,7 @@ _ENDED: Final = ("completed", "failed", "cancelled")
 
 _STATUS_STYLE: Final = {
     "completed": "green",
+    "queued": "cyan",
     "running": "cyan",
     "paused": "yellow",
     "interrupted": "yellow",

@@ -24,6 +24,7 @@ The tree::
     │   │   ├── CheckpointCorruptedError    a snapshot is corrupt
     │   │   ├── LogCorruptedError           a log record a reader needs is corrupt
     │   │   ├── InboxCorruptedError         an entry of a run's inbox is corrupt
+    │   │   ├── NewerFormatError            sound, but written by a newer actorflow
     │   │   └── RunFolderNotEmptyError      a run's folder holds data but no manifest
     │   ├── CheckpointNotFoundError     no such snapshot (also LookupError)
     │   ├── EncodingError               a value cannot be encoded (also TypeError)
@@ -111,6 +112,7 @@ from actorflow.errors._storage import (
     IncompatibleStateError,
     LeaseLostError,
     LogCorruptedError,
+    NewerFormatError,
     RunFolderNotEmptyError,
     RunLockedError,
     StorageError,
@@ -145,6 +147,7 @@ __all__ = [
     "MailboxClosedError",
     "MailboxFullError",
     "MissingResponseError",
+    "NewerFormatError",
     "NonDeterminismError",
     "RecoveryFailedError",
     "RegistryError",

@@ -51,6 +51,22 @@ class CorruptedDataError(StorageError):
         )
 
 
+class NewerFormatError(CorruptedDataError):
+    """Stored bytes passed their checksum but hold a record, field value or status this
+    actorflow does not know: a newer actorflow wrote them.
+
+    Nothing is damaged and nothing is changed: a worker that meets one leaves
+    the run for a newer worker and spends none of its recovery attempts.
+
+    .. versionadded:: 0.4
+    """
+
+    advice = (
+        "A newer actorflow wrote it: upgrade this process (or let a newer worker take the "
+        "run); the data is sound and was left as it is."
+    )
+
+
 class CheckpointCorruptedError(CorruptedDataError):
     """A snapshot failed its checksum or could not be decoded."""
 

@@ -16,6 +16,7 @@ from actorflow.runtime.actors import (
     register,
     state_type,
 )
+from actorflow.runtime.workflow._adoption import AdoptionPolicy
 from actorflow.runtime.workflow._children import ChildRun
 from actorflow.runtime.workflow._config import (
     CheckpointTriggers,
@@ -55,6 +56,7 @@ __all__ = [
     "Actor",
     "ActorRef",
     "ActorScope",
+    "AdoptionPolicy",
     "CheckpointSaved",
     "CheckpointTriggers",
     "ChildRun",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from actorflow.storage._capabilities import (
     ClaimInfo,
     ClaimInspector,
+    RunIndex,
     SealCheck,
     SealChecker,
     UnreadableLister,
@@ -85,6 +86,7 @@ __all__ = [
     "PhaseEndRecord",
     "PruneReport",
     "RetentionPolicy",
+    "RunIndex",
     "RunManifest",
     "RunStatus",
     "S3Store",

@@ -21,7 +21,14 @@ if TYPE_CHECKING:
     from actorflow.storage._protocol import UnreadableEntry
     from actorflow.storage._sealing import Codec
 
-__all__ = ["ClaimInfo", "ClaimInspector", "SealCheck", "SealChecker", "UnreadableLister"]
+__all__ = [
+    "ClaimInfo",
+    "ClaimInspector",
+    "RunIndex",
+    "SealCheck",
+    "SealChecker",
+    "UnreadableLister",
+]
 
 
 @runtime_checkable
@@ -37,6 +44,39 @@ class UnreadableLister(Protocol):
         Damaged manifests, manifests encrypted with a key the store was not
         given, entries that are not runs, and run data whose manifest is missing.
         """
+        ...
+
+
+@runtime_checkable
+class RunIndex(Protocol):
+    """A store that keeps an index of its unfinished runs, for workers to poll.
+
+    The index holds every run whose status is not finished (queued, running,
+    interrupted, paused, blocked). A store adds a run to it before the run's
+    manifest exists and removes it after the manifest says the run finished,
+    so a crash in between leaves an extra entry, never a missing one: readers
+    treat it as a hint and read the manifest before they act. A run written
+    by an actorflow older than the index, or an entry a power loss took, is
+    put back by :meth:`reindex`.
+
+    .. versionadded:: 0.4
+    """
+
+    async def list_unfinished(self, *, unowned: bool = False) -> list[str]:
+        """The ids in the index, in no particular order, without reading any manifest.
+
+        With ``unowned``, leave out the runs the store can cheaply tell a live
+        owner holds (a live flock, a live worker lease naming the run). The
+        filter only ever errs by keeping an owned run, for a claim to refuse.
+        """
+        ...
+
+    async def unindex(self, run_id: str) -> None:
+        """Drop ``run_id`` from the index: its manifest says it finished, or it is gone."""
+        ...
+
+    async def reindex(self) -> int:
+        """Rebuild the index from every manifest (a full listing); how many entries changed."""
         ...
 
 

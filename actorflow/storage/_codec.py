@@ -17,7 +17,12 @@ from typing import Any
 import msgspec
 
 from actorflow._text import error_message
-from actorflow.errors import CheckpointCorruptedError, CorruptedDataError, EncodingError
+from actorflow.errors import (
+    CheckpointCorruptedError,
+    CorruptedDataError,
+    EncodingError,
+    NewerFormatError,
+)
 from actorflow.storage._protocol import Lease
 from actorflow.storage._records import LogRecord, RunManifest, Snapshot
 
@@ -144,6 +149,10 @@ def encode_lease(lease: Lease) -> bytes:
 def _decode(decoder: msgspec.msgpack.Decoder[Any], data: bytes, location: str) -> Any:
     try:
         return decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        # the envelope's checksum verified, so these are the bytes a writer
+        # meant: well-formed but unknown here (a new record type or status)
+        raise NewerFormatError(location, f"does not decode here: {exc}") from exc
     except _DECODE_ERRORS as exc:
         raise CorruptedDataError(location, f"does not decode: {exc}") from exc
 

@@ -88,6 +88,7 @@ class MemoryStore(StoreContext):
         self._runs: dict[str, _Run] = {}
         self._order = itertools.count()
         self._created: dict[str, int] = {}
+        self._unfinished: set[str] = set()
         self._wakeups = Wakeups()
 
     async def aclose(self) -> None:
@@ -114,6 +115,8 @@ class MemoryStore(StoreContext):
             return self._manifest(run_id, existing), False
         self._runs[run_id] = _Run(manifest=self.codec.dump_manifest(manifest))
         self._created[run_id] = next(self._order)
+        if not manifest.status.finished:
+            self._unfinished.add(run_id)
         return manifest, True
 
     async def read_run(self, run_id: str) -> RunManifest:
@@ -131,6 +134,10 @@ class MemoryStore(StoreContext):
         if new.run_id != run_id:
             raise StorageError("update run", f"change() may not rename run {run_id!r}")
         run.manifest = self.codec.dump_manifest(new)
+        if new.status.finished:
+            self._unfinished.discard(run_id)
+        else:
+            self._unfinished.add(run_id)
         return new
 
     async def list_runs(
@@ -156,6 +163,7 @@ class MemoryStore(StoreContext):
         run = self._run(run_id)
         freed = sum(map(len, run.log)) + sum(map(len, run.blobs.values()))
         freed += sum(map(len, run.snapshots.values())) + sum(map(len, run.inbox))
+        self._unfinished.discard(run_id)
         if not tombstone:
             del self._runs[run_id]
             return freed + len(run.manifest)
@@ -435,6 +443,29 @@ class MemoryStore(StoreContext):
     def renew_interval(self) -> float | None:
         """``None``: a memory claim lasts until released."""
         return None
+
+    # --- the index of unfinished runs ---------------------------------------------
+
+    async def list_unfinished(self, *, unowned: bool = False) -> list[str]:
+        """See :meth:`RunIndex.list_unfinished`."""
+        await anyio.lowlevel.checkpoint()
+        return [
+            run_id
+            for run_id in self._unfinished
+            if not unowned or (run := self._runs.get(run_id)) is None or run.lease is None
+        ]
+
+    async def unindex(self, run_id: str) -> None:
+        """See :meth:`RunIndex.unindex`."""
+        await anyio.lowlevel.checkpoint()
+        self._unfinished.discard(run_id)
+
+    async def reindex(self) -> int:
+        """See :meth:`RunIndex.reindex`."""
+        unfinished = {m.run_id for m in await self.list_runs() if not m.status.finished}
+        changed = len(unfinished ^ self._unfinished)
+        self._unfinished = unfinished
+        return changed
 
     # --- retention -------------------------------------------------------------
 

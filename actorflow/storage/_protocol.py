@@ -43,13 +43,20 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True):
 
     ``expires`` is a wall-clock deadline for stores whose leases time out
     (S3); ``None`` where the operating system ends the claim with the
-    process (file store's ``flock``) or with the store (memory).
+    process (file store's ``flock``) or with the store (memory), or where
+    ``worker`` names the lease of the store that holds the run (S3 since
+    0.4: one lease per store, renewed for all its runs at once); 0.0 once
+    released.
+
+    .. versionchanged:: 0.4
+       ``worker``.
     """
 
     run_id: str
     owner: str
     epoch: int
     expires: float | None = None
+    worker: str | None = None
 
 
 class RetentionPolicy(msgspec.Struct, frozen=True, kw_only=True):

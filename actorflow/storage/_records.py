@@ -67,8 +67,12 @@ class RunStatus(enum.StrEnum):
     (``NonDeterminismError``); it waits for code that replays the log, and
     ``recover()`` takes it up again under another ``code_version``, or when
     named. (``blocked`` is new in 0.2.)
+
+    ``queued``: submitted (``Runtime.submit``) for a worker to start; no
+    code of it has run. (``queued`` is new in 0.4.)
     """
 
+    QUEUED = "queued"
     RUNNING = "running"
     PAUSED = "paused"
     INTERRUPTED = "interrupted"

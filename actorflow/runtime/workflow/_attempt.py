@@ -22,6 +22,7 @@ from actorflow._text import error_message
 from actorflow.errors import (
     CorruptedDataError,
     EncodingError,
+    NewerFormatError,
     NonDeterminismError,
     RecoveryFailedError,
     RunBlockedError,
@@ -37,6 +38,7 @@ from actorflow.runtime.workflow._env import StepEnv
 from actorflow.runtime.workflow._outcomes import (
     RunEnd,
     end_record,
+    left_for_newer,
     recorded_end,
     recovery_failed,
     run_signature,
@@ -243,6 +245,13 @@ class RunDriver:
                         await scope.aclose(timeout=self.shutdown_timeout)
                     await store.update_run(run_id, status_change(RunStatus.INTERRUPTED))
                 emit("run_interrupted")
+                outcome.status = RunStatus.INTERRUPTED
+            elif isinstance(exc, NewerFormatError) and not fresh:
+                # sound data this code cannot read: the run is left to a newer
+                # worker, and the attempt it took is given back
+                with anyio.CancelScope(shield=True):
+                    await store.update_run(run_id, left_for_newer)
+                emit("run_left_for_newer_code", error=error_message(exc), level="warning")
                 outcome.status = RunStatus.INTERRUPTED
             elif isinstance(exc, Exception) and not fresh:
                 # the run stays as it was, for a later recover(); what stopped it is kept

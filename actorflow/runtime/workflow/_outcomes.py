@@ -72,7 +72,7 @@ def _resolve_signature(cls: type[Any]) -> tuple[Any, Any]:
 
 
 def new_manifest(
-    workflow: type[Any], input: Any, *, run_id: str, owner: str, code_version: str | None
+    workflow: type[Any], input: Any, *, run_id: str, owner: str | None, code_version: str | None
 ) -> RunManifest:
     """The manifest of a run about to start: already running, owned by ``owner``."""
     data = encode(input, "workflow input")
@@ -108,6 +108,8 @@ def taken(m: RunManifest, *, owner: str, limit: int | None, unblock: bool = Fals
             blocked_code_version=None,
             updated=now,
         )
+    if m.status is RunStatus.QUEUED:  # its first start: nothing crashed, no attempt counts
+        return msgspec.structs.replace(m, status=RunStatus.RUNNING, owner=owner, updated=now)
     if m.status not in (RunStatus.RUNNING, RunStatus.INTERRUPTED):
         return m
     if limit is None:
@@ -124,6 +126,19 @@ def taken(m: RunManifest, *, owner: str, limit: int | None, unblock: bool = Fals
         )
     return msgspec.structs.replace(
         m, attempt=attempt, status=RunStatus.RUNNING, owner=owner, updated=now
+    )
+
+
+def left_for_newer(m: RunManifest) -> RunManifest:
+    """``m`` let go by a process too old to read it: interrupted again, its attempt refunded."""
+    if m.status is not RunStatus.RUNNING:
+        return m
+    return msgspec.structs.replace(
+        m,
+        status=RunStatus.INTERRUPTED,
+        owner=None,
+        attempt=max(0, m.attempt - 1),
+        updated=time.time(),
     )
 
 

@@ -27,6 +27,7 @@ from actorflow.errors import (
     RuntimeNotRunningError,
 )
 from actorflow.runtime.actors import ActorSystem, class_name, is_abstract, lookup, register
+from actorflow.runtime.workflow._adoption import Adopter, AdopterHooks, AdoptionPolicy
 from actorflow.runtime.workflow._attempt import RunDriver, status_change
 from actorflow.runtime.workflow._checkpointer import Checkpointer
 from actorflow.runtime.workflow._children import RuntimeChildren
@@ -67,7 +68,7 @@ __all__ = ["Runtime"]
 
 _log = get_logger("actorflow.runtime")
 
-_ORPHANS = (RunStatus.RUNNING, RunStatus.INTERRUPTED)
+_ORPHANS = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.INTERRUPTED)
 _RECOVERABLE = (*_ORPHANS, RunStatus.BLOCKED)
 
 
@@ -90,7 +91,14 @@ class Runtime(ActorSystem):
             touch it: a runtime used for plain actors never opens it.
         config: workflow options (durability, triggers, retention, retries...);
             default ``RuntimeConfig.from_env()``.
+        adopt_orphans: make this runtime a worker: while it runs, it keeps
+            looking for runs no live process drives (orphaned, queued, paused
+            with a wait that can resolve) and recovers them. ``True`` uses the
+            default :class:`AdoptionPolicy`. See docs/scale-out.md.
         mailbox_size, supervisor, shutdown_timeout: see the actor runtime.
+
+    .. versionchanged:: 0.4
+       ``adopt_orphans``.
     """
 
     def __init__(
@@ -98,9 +106,16 @@ class Runtime(ActorSystem):
         *,
         store: Store | str | os.PathLike[str] | None = None,
         config: RuntimeConfig | None = None,
+        adopt_orphans: bool | AdoptionPolicy = False,
         **actor_options: Any,
     ) -> None:
         super().__init__(**actor_options)
+        if adopt_orphans is True:
+            adopt_orphans = AdoptionPolicy()
+        self.adoption: AdoptionPolicy | None = adopt_orphans or None
+        """The adoption policy of a worker runtime; ``None`` if it adopts nothing."""
+        self._adopter: Adopter | None = None
+        self._adopting = anyio.CancelScope()
         self._store_spec = store
         self._store: Store | None = store if isinstance(store, Store) else None
         self.config = config if config is not None else RuntimeConfig.from_env()
@@ -123,6 +138,7 @@ class Runtime(ActorSystem):
 
     async def __aexit__(self, *exc_info: Any) -> None:
         self._stopping = True
+        self._adopting.cancel()  # no new adoption once stopping; the adopted runs stop below
         try:
             if exc_info[1] is None and self._pruner.pending:
                 # let retention finish what finished runs started, within the deadline
@@ -713,7 +729,100 @@ class Runtime(ActorSystem):
     async def __aenter__(self) -> Self:
         await super().__aenter__()
         self._stopping = False
+        if self.adoption is not None:
+            try:
+                self._adopter = Adopter(self.store, self.adoption, self._adopter_hooks())
+            except BaseException:
+                await super().__aexit__(None, None, None)
+                raise
+            self._adopting = anyio.CancelScope()
+            self.require_running("adopt runs").start_soon(self._adopt_runs, self._adopter)
         return self
+
+    # --- workers ---------------------------------------------------------------
+
+    async def _adopt_runs(self, adopter: Adopter) -> None:
+        with self._adopting:
+            await adopter.run()
+
+    def _adopter_hooks(self) -> AdopterHooks:
+        def drives(run_id: str) -> bool:
+            tracker = self._runs.get(run_id)
+            return tracker is not None and not tracker.done
+
+        return AdopterHooks(
+            drives=drives,
+            recover=self._adopt_one,
+            wake_paused=self._wake_paused,
+            retries_blocked=self._retries_blocked,
+        )
+
+    async def _adopt_one(self, manifest: RunManifest) -> bool:
+        """Drive an orphan to its end (or pause); whether this process drove it.
+
+        Raises:
+            RunLockedError: a live owner holds it.
+            RecoveryFailedError: the attempt failed and left the run for a later one.
+        """
+        workflow = lookup(manifest.workflow)
+        handle, driven = await self._take_and_drive(
+            workflow, manifest, fresh=False, recovering=True
+        )
+        if not driven:
+            return False
+        await handle.wait()
+        if handle.status is RunStatus.INTERRUPTED and not self._stopping:
+            try:
+                await handle.result()
+            except Exception as exc:
+                raise RecoveryFailedError(manifest.run_id, describe(exc)) from exc
+            raise RecoveryFailedError(manifest.run_id, "its attempt was interrupted")
+        return True
+
+    def adopt_now(self) -> None:
+        """Look for runs to adopt at once rather than at the next poll (a worker only).
+
+        For a process that learns a peer died (Ray's report of a dead node,
+        say): it only speeds up the search; a run is still taken only once
+        the store says no live owner holds it.
+        """
+        if self._adopter is not None:
+            self._adopter.nudge()
+
+    async def submit(
+        self, workflow: type[Any], input: Any = None, *, run_id: str | None = None
+    ) -> str:
+        """Record a run for a worker to start, and return its id; none of it runs here.
+
+        The run is stored ``queued``; a runtime with ``adopt_orphans`` (or
+        ``recover()``) starts it. Submitting the same ``run_id`` with the same
+        input again changes nothing. Follow it with :meth:`watch`,
+        :meth:`query` or :meth:`result`.
+
+        Raises:
+            ActorDefinitionError: ``workflow`` is a base class.
+            RunInputMismatchError: ``run_id`` exists with a different input.
+
+        .. versionadded:: 0.4
+        """
+        if is_abstract(workflow):
+            raise ActorDefinitionError(
+                class_name(workflow),
+                "is a base class; submit a subclass of it that defines "
+                "`async def run(self, ctx, input)`",
+            )
+        register(workflow)
+        run_id = validate_run_id(run_id) if run_id is not None else uuid.uuid4().hex
+        manifest = new_manifest(
+            workflow, input, run_id=run_id, owner=None, code_version=self.config.code_version
+        )
+        manifest = msgspec.structs.replace(manifest, status=RunStatus.QUEUED)
+        stored, created = await self.store.create_run(manifest)
+        if not created and stored.input_hash != manifest.input_hash:
+            raise RunInputMismatchError(run_id)
+        if created:
+            self.adopt_now()
+        return run_id
 
     async def query(self, run_id: str) -> RunQuery:
         """What run ``run_id`` has recorded, read now: status, agents, waits, inbox and more.

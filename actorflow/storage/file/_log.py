@@ -28,7 +28,12 @@ import anyio
 import sniffio
 
 from actorflow._log import get_logger
-from actorflow.errors import CorruptedDataError, LogCorruptedError, StorageError
+from actorflow.errors import (
+    CorruptedDataError,
+    LogCorruptedError,
+    NewerFormatError,
+    StorageError,
+)
 from actorflow.storage._codec import encode_record
 from actorflow.storage._sealing import Codec, Kind
 from actorflow.storage.file._frames import HEADER_SIZE, Scan, frame, scan
@@ -148,7 +153,7 @@ class FileLog:
             return self.codec.load_record(
                 bytes(payload), run_id=self.run_id, position=position, location=location
             )
-        except LogCorruptedError:
+        except (LogCorruptedError, NewerFormatError):
             raise
         except CorruptedDataError as exc:
             raise LogCorruptedError(location, exc.cause_text) from exc

@@ -35,6 +35,7 @@ from actorflow.storage._manifests import (
 from actorflow.storage._manifests import tombstone as make_tombstone
 from actorflow.storage._records import validate_run_id
 from actorflow.storage.file._fs import TRASH_PREFIX, write_atomic
+from actorflow.storage.file._index import UnfinishedMarks
 from actorflow.storage.file._layout import LAZY_PARTS, RUN_PARTS
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ class ManifestFiles:
         self._folders = folders
         self._fs = folders.fs
         self._codec = codec
+        self.unfinished = UnfinishedMarks(folders.fs, folders.root)
 
     def read(self, run_id: str) -> RunManifest:
         """The run's manifest: the unsynced one if it is there whole, else the durable one.
@@ -115,10 +117,15 @@ class ManifestFiles:
         if handle is None:
             raise RunNotFoundError(run_id)
         try:
-            new = change(self.read(run_id))
+            old = self.read(run_id)
+            new = change(old)
             if new.run_id != run_id:
                 raise StorageError("update run", f"change() may not rename run {run_id!r}")
+            if old.status.finished and not new.status.finished:
+                self.unfinished.add(run_id)  # before the manifest, as at creation
             self._write(new, durable=durable)
+            if new.status.finished and not old.status.finished:
+                self.unfinished.remove(run_id)
             return new
         finally:
             self._fs.unlock(handle)
@@ -138,6 +145,8 @@ class ManifestFiles:
             self._fs.mkdir(self._folders.run(run_id, sub))
         data = self._codec.dump_manifest(manifest)
         path = self._folders.run(run_id, "manifest")
+        if not manifest.status.finished:
+            self.unfinished.add(run_id)
         if not write_atomic(self._fs, path, data, exclusive=True):
             return self.read(run_id), False
         return manifest, True
@@ -187,6 +196,7 @@ class ManifestFiles:
     def delete_run(self, run_id: str, tombstone: bool) -> int:
         """Delete the run's data (all of it, or all but a tombstone manifest); bytes freed."""
         self._folders.require(run_id)
+        self.unfinished.remove(run_id)
         if tombstone:
             self.change(run_id, make_tombstone)
             doomed = [self._folders.run(run_id, sub) for sub in RUN_PARTS]

@@ -18,6 +18,7 @@ import os
 import time
 from typing import TYPE_CHECKING
 
+from actorflow.errors import RunNotFoundError
 from actorflow.storage._logwriter import finishes_when_cancelled
 from actorflow.storage._manifests import (
     matches,
@@ -413,6 +414,39 @@ class FileStore(StoreContext):
     def renew_interval(self) -> float | None:
         """``None``: the operating system ends a claim with its process."""
         return None
+
+    # --- the index of unfinished runs ------------------------------------------------
+
+    async def list_unfinished(self, *, unowned: bool = False) -> list[str]:
+        """See :meth:`RunIndex.list_unfinished`; ``unowned`` tries each run's flock, not kept."""
+        return await self._folders.call("list unfinished runs", self._unfinished, unowned)
+
+    def _unfinished(self, unowned: bool) -> list[str]:
+        found = self._manifests.unfinished.list()
+        if not unowned:
+            return found
+        free = []
+        for run_id in found:
+            if self._claims.holds(run_id):
+                continue
+            try:
+                if not self._claims.probe(run_id):
+                    free.append(run_id)
+            except RunNotFoundError:
+                free.append(run_id)  # a marker made just before its manifest, or left over
+        return free
+
+    async def unindex(self, run_id: str) -> None:
+        """See :meth:`RunIndex.unindex`."""
+        await self._folders.call("unindex run", self._manifests.unfinished.remove, run_id)
+
+    async def reindex(self) -> int:
+        """See :meth:`RunIndex.reindex`."""
+        manifests = await self.list_runs()
+        unfinished = {m.run_id for m in manifests if not m.status.finished and not m.tombstone}
+        return await self._folders.call(
+            "reindex runs", self._manifests.unfinished.reset, unfinished
+        )
 
     # --- retention ------------------------------------------------------------------
 

@@ -1,12 +1,17 @@
-"""Run ownership on S3: a lease object with an expiry and a fencing epoch.
+"""Run ownership on S3: a lease object naming its worker, and a fencing epoch.
 
 ``lease`` holds a sealed :class:`Lease`. Claiming creates it with
-``If-None-Match: *`` or replaces an expired or released one with ``If-Match``
+``If-None-Match: *`` or replaces a dead or released one with ``If-Match``
 on its ETag, so of many claimers exactly one wins, and the epoch grows by one
 with every new owner. Release sets the expiry to zero but keeps the epoch, so
-epochs never repeat. The owner renews every ``ttl / 3``; a holder whose lease
-ran out renews before it writes again, and if someone else took the run it
-gets :class:`LeaseLostError` instead.
+epochs never repeat.
+
+A run's lease is live while the worker lease it names is (``_workers.py``):
+the store renews that one object every ``ttl / 3``, not a lease per run. A
+lease written before worker leases existed carries its own expiry and is
+read as it always was. A holder whose worker lease ran out renews it before
+it writes again, then reads each run's lease, and a run someone else took
+meanwhile gets :class:`LeaseLostError`.
 
 The expiry is read on each process's own clock, so it decides only when
 another process may try to take the run (liveness). What keeps a stale owner
@@ -29,16 +34,13 @@ from actorflow.storage._codec import decode_lease, encode_lease
 from actorflow.storage._envelope import Kind
 from actorflow.storage._protocol import Lease
 from actorflow.storage.s3._wire import PreconditionFailed
+from actorflow.storage.s3._workers import WorkerLeases
 
 if TYPE_CHECKING:
     from actorflow.storage._sealing import Codec
     from actorflow.storage.s3._objects import S3Objects
 
 __all__ = ["LeaseTable"]
-
-
-def _live(lease: Lease, now: float) -> bool:
-    return lease.expires is not None and lease.expires > now
 
 
 def _same(a: Lease, b: Lease) -> bool:
@@ -52,8 +54,32 @@ class LeaseTable:
         self._objects = objects
         self._codec = codec
         self.ttl = ttl
+        self.workers = WorkerLeases(objects, codec, ttl)
         self._held: dict[str, Lease] = {}
         self._lost: dict[str, Lease] = {}
+
+    async def live(self, lease: Lease) -> bool:
+        """Whether ``lease`` protects its run now: not released, its worker (or itself) alive."""
+        if lease.worker is None or lease.expires == 0.0:
+            return lease.expires is not None and lease.expires > time.time()
+        return await self.workers.expiry(lease.worker) > time.time()
+
+    async def expiry(self, lease: Lease) -> float | None:
+        """When ``lease`` stops protecting its run (its worker's expiry, for a worker's lease)."""
+        if lease.worker is None or lease.expires == 0.0:
+            return lease.expires
+        return await self.workers.expiry(lease.worker)
+
+    def _held_runs(self) -> tuple[str, ...]:
+        return tuple(self._held)
+
+    async def _keep_alive(self, owner: str | None = None) -> None:
+        """Renew this store's worker lease if due; if it had run out, check every held run."""
+        if await self.workers.keep_alive(owner, self._held_runs):
+            for run_id, held in list(self._held.items()):
+                current = await self.read(run_id)
+                if current is None or not _same(current[0], held) or current[0].expires == 0.0:
+                    self.lose(run_id)
 
     def _key(self, run_id: str) -> str:
         return self._objects.key(run_id, "lease")
@@ -85,12 +111,12 @@ class LeaseTable:
         Raises:
             RunLockedError: a live lease exists, or another claimer won the race.
         """
+        await self._keep_alive(owner)  # the lease about to be named must be live
         current = await self.read(run_id)
-        now = time.time()
-        if current is not None and _live(current[0], now):
+        if current is not None and await self.live(current[0]):
             raise RunLockedError(run_id, current[0].owner)
         epoch = current[0].epoch + 1 if current is not None else 1
-        lease = Lease(run_id=run_id, owner=owner, epoch=epoch, expires=now + self.ttl)
+        lease = Lease(run_id=run_id, owner=owner, epoch=epoch, worker=self.workers.worker)
         try:
             await self._write(lease, "claim run", current[1] if current is not None else None)
         except PreconditionFailed:
@@ -101,12 +127,20 @@ class LeaseTable:
         return lease
 
     async def renew(self, lease: Lease) -> Lease:
-        """Extend ``lease`` by ``ttl`` from now.
+        """Keep ``lease`` alive: its worker lease, renewed if due (one PUT for all runs).
 
         Raises:
             LeaseLostError: another owner took the run, or it was released.
         """
         run_id = lease.run_id
+        if lease.worker is not None:
+            await self._keep_alive()
+            if (lost := self._lost.get(run_id)) is not None and _same(lost, lease):
+                raise LeaseLostError(run_id, lease.epoch)
+            held = self._held.get(run_id)
+            if held is None or not _same(held, lease):
+                raise LeaseLostError(run_id, lease.epoch)
+            return held
         current = await self.read(run_id)
         if current is None or not _same(current[0], lease) or current[0].expires == 0.0:
             self.lose(run_id)
@@ -140,7 +174,7 @@ class LeaseTable:
     async def is_owned(self, run_id: str) -> bool:
         """Whether a live lease exists."""
         current = await self.read(run_id)
-        return current is not None and _live(current[0], time.time())
+        return current is not None and await self.live(current[0])
 
     def epoch(self, run_id: str) -> int | None:
         """The epoch this store writes the run under: its lease's, held or lost; ``None``: none."""
@@ -172,5 +206,12 @@ class LeaseTable:
         if (lost := self._lost.get(run_id)) is not None:
             raise LeaseLostError(run_id, lost.epoch)
         held = self._held.get(run_id)
-        if held is not None and held.expires is not None and held.expires <= time.time():
+        if held is None:
+            return
+        if held.worker is not None:
+            if self.workers.expired():
+                await self._keep_alive()
+                if (lost := self._lost.get(run_id)) is not None:
+                    raise LeaseLostError(run_id, lost.epoch)
+        elif held.expires is not None and held.expires <= time.time():
             await self.renew(held)

@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from actorflow._log import get_logger
-from actorflow.errors import CorruptedDataError, LeaseLostError, LogCorruptedError, StorageError
+from actorflow.errors import (
+    CorruptedDataError,
+    LeaseLostError,
+    LogCorruptedError,
+    NewerFormatError,
+    StorageError,
+)
 from actorflow.storage._codec import encode_record
 from actorflow.storage._envelope import Kind
 from actorflow.storage.s3._fencing import (
@@ -269,7 +275,7 @@ class SegmentLog:
         where = f"{location} (position {position})"
         try:
             return self._codec.load_record(sealed, run_id=run_id, position=position, location=where)
-        except LogCorruptedError:
+        except (LogCorruptedError, NewerFormatError):
             raise
         except CorruptedDataError as exc:
             raise LogCorruptedError(where, exc.cause_text) from exc

@@ -33,6 +33,7 @@ class S3Objects:
     def __init__(self, wire: S3Wire, prefix: str, *, max_concurrency: int) -> None:
         self.wire = wire
         self.bucket = wire.options.bucket
+        self.prefix = prefix
         self.root = f"{prefix}runs/"
         self._limit = anyio.CapacityLimiter(max_concurrency)
         self.page_size = 1000
@@ -40,6 +41,10 @@ class S3Objects:
     def key(self, run_id: str, *parts: str) -> str:
         """The key of ``parts`` under the run's folder (the run id validated)."""
         return f"{self.root}{validate_run_id(run_id)}/" + "/".join(parts)
+
+    def store_key(self, *parts: str) -> str:
+        """The key of ``parts`` beside the runs' folder (the store's own objects)."""
+        return self.prefix + "/".join(parts)
 
     def location(self, key: str) -> str:
         """An ``s3://`` URL for messages."""
@@ -122,6 +127,10 @@ class S3Objects:
                 raise
             raise PreconditionFailed(f"{key} is gone") from None
         return str(r.get("ETag", ""))
+
+    async def overwrite(self, operation: str, key: str, body: bytes) -> None:
+        """Write ``key`` whatever is there: for objects only this store ever writes."""
+        await self.wire.call(operation, "put_object", Key=key, Body=body)
 
     async def list_objects(self, operation: str, prefix: str) -> list[ObjectInfo]:
         """Every object under ``prefix``, in key order, following pagination."""

@@ -37,7 +37,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from actorflow.errors import EncryptionKeyError, LeaseLostError, RunLockedError
+from actorflow._log import get_logger
+from actorflow._text import describe
+from actorflow.errors import EncryptionKeyError, LeaseLostError, RunLockedError, StorageError
 from actorflow.storage._capabilities import ClaimInfo, SealCheck
 from actorflow.storage._manifests import (
     add_snapshot,
@@ -50,11 +52,12 @@ from actorflow.storage._manifests import (
 )
 from actorflow.storage._manifests import tombstone as make_tombstone
 from actorflow.storage._protocol import StoreContext
-from actorflow.storage._records import SnapshotStatus
+from actorflow.storage._records import RunStatus, SnapshotStatus
 from actorflow.storage._retention import prune
 from actorflow.storage._sealing import Codec
 from actorflow.storage.s3._blobs import BlobObjects
 from actorflow.storage.s3._inbox import InboxObjects
+from actorflow.storage.s3._index import UnfinishedKeys
 from actorflow.storage.s3._lease import LeaseTable
 from actorflow.storage.s3._log import SegmentLog
 from actorflow.storage.s3._manifests import ManifestObjects
@@ -72,12 +75,13 @@ if TYPE_CHECKING:
     from actorflow.storage._records import (
         LogRecord,
         RunManifest,
-        RunStatus,
         Snapshot,
         SnapshotInfo,
     )
 
 __all__ = ["S3Store"]
+
+_log = get_logger(__name__)
 
 
 class S3Store(StoreContext):
@@ -160,19 +164,28 @@ class S3Store(StoreContext):
         self._blobs = BlobObjects(objects, self.codec)
         self._snapshots = SnapshotObjects(objects, self.codec)
         self._inbox = InboxObjects(objects, self.codec)
+        self._unfinished = UnfinishedKeys(objects)
         self.inbox_poll_interval = inbox_poll_interval
 
     def __repr__(self) -> str:
         return f"S3Store({self.bucket!r}, prefix={self.prefix!r})"
 
     async def aclose(self) -> None:
-        """Close connections and the helper thread. Idempotent."""
-        await self._objects.wire.aclose()
+        """End this store's worker lease, close connections and the helper thread. Idempotent."""
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._leases.workers.release()
+        except StorageError as exc:  # it runs out by itself within lease_ttl
+            _log.warning("worker_lease_not_released", error=describe(exc))
+        finally:
+            await self._objects.wire.aclose()
 
     # --- manifests --------------------------------------------------------------
 
     async def create_run(self, manifest: RunManifest) -> tuple[RunManifest, bool]:
         """See :meth:`Store.create_run`; exactly one of racing creators gets ``True``."""
+        if not manifest.status.finished:
+            await self._unfinished.add(manifest.run_id)  # before the manifest: never missing
         stored, created = await self._manifests.create(manifest)
         if created:
             self._snapshots.start_empty(manifest.run_id)
@@ -194,11 +207,23 @@ class S3Store(StoreContext):
             LeaseLostError: this store held the run's lease and another owner took it.
         """
         await self._leases.check(run_id)
+        was: list[RunStatus] = []
+
+        def tracked(m: RunManifest) -> RunManifest:
+            was.append(m.status)
+            return change(m)
+
         try:
-            return await self._manifests.update(run_id, change, epoch=self._leases.epoch(run_id))
+            new = await self._manifests.update(run_id, tracked, epoch=self._leases.epoch(run_id))
         except LeaseLostError:
             self._leases.lose(run_id)
             raise
+        if was and new.status.finished != was[-1].finished:
+            if new.status.finished:
+                await self._unfinished.remove(run_id)
+            else:
+                await self._unfinished.add(run_id)
+        return new
 
     async def list_runs(
         self,
@@ -223,6 +248,7 @@ class S3Store(StoreContext):
     async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:
         """See :meth:`Store.delete_run`; with ``tombstone`` the manifest and lease stay."""
         await self._manifests.require(run_id)
+        await self._unfinished.remove(run_id)
         o = self._objects
         manifest_key, lease_key = o.key(run_id, "manifest"), o.key(run_id, "lease")
         objects = await o.list_objects("delete run", o.key(run_id, ""))
@@ -515,13 +541,35 @@ class S3Store(StoreContext):
         if current is None:
             return ClaimInfo(alive=False)
         lease = current[0]
-        alive = lease.expires is not None and lease.expires > time.time()
-        return ClaimInfo(owner=lease.owner, alive=alive, expires=lease.expires)
+        expires = await self._leases.expiry(lease)
+        alive = expires is not None and expires > time.time()
+        return ClaimInfo(owner=lease.owner, alive=alive, expires=expires)
 
     @property
     def renew_interval(self) -> float | None:
-        """A third of ``lease_ttl``."""
+        """A third of ``lease_ttl``: how often the store's one worker lease is renewed."""
         return self._leases.ttl / 3
+
+    # --- the index of unfinished runs ---------------------------------------------
+
+    async def list_unfinished(self, *, unowned: bool = False) -> list[str]:
+        """See :meth:`RunIndex.list_unfinished`: one LIST; ``unowned`` adds one LIST
+        and a GET per live worker lease, never a read per run."""
+        found = await self._unfinished.list()
+        if not unowned:
+            return found
+        held = await self._leases.workers.held_by_live()
+        return [run_id for run_id in found if run_id not in held]
+
+    async def unindex(self, run_id: str) -> None:
+        """See :meth:`RunIndex.unindex`."""
+        await self._unfinished.remove(run_id)
+
+    async def reindex(self) -> int:
+        """See :meth:`RunIndex.reindex`."""
+        manifests = await self.list_runs()
+        unfinished = {m.run_id for m in manifests if not m.status.finished and not m.tombstone}
+        return await self._unfinished.reset(unfinished)
 
     # --- retention ----------------------------------------------------------------
 

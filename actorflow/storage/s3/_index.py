@@ -1,0 +1,58 @@
+"""An S3 store's index of unfinished runs: one empty object per run under ``unfinished/``.
+
+As on the file store, a marker is written before a run's manifest and
+deleted after the manifest that says the run finished, so a crash between
+leaves an extra marker (a reader finds the run finished and drops it), never
+a missing one. Listing the index is one LIST per thousand unfinished runs,
+whatever the number of finished ones.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from actorflow.storage._records import validate_run_id
+from actorflow.storage.s3._wire import PreconditionFailed
+
+if TYPE_CHECKING:
+    from actorflow.storage.s3._objects import S3Objects
+
+__all__ = ["UnfinishedKeys"]
+
+_FOLDER = "unfinished"
+
+
+class UnfinishedKeys:
+    """The markers under ``<prefix>unfinished/``."""
+
+    def __init__(self, objects: S3Objects) -> None:
+        self._objects = objects
+        self._root = objects.store_key(_FOLDER, "")
+
+    def _key(self, run_id: str) -> str:
+        return self._root + validate_run_id(run_id)
+
+    async def add(self, run_id: str) -> None:
+        """Mark the run unfinished (idempotent)."""
+        try:
+            await self._objects.put("index run", self._key(run_id), b"", token=run_id)
+        except PreconditionFailed:
+            pass  # marked already
+
+    async def remove(self, run_id: str) -> None:
+        """Drop the run's marker, if any."""
+        await self._objects.delete("unindex run", [self._key(run_id)])
+
+    async def list(self) -> list[str]:
+        """The marked run ids."""
+        found = await self._objects.list_objects("list unfinished runs", self._root)
+        return [o.key[len(self._root) :] for o in found]
+
+    async def reset(self, unfinished: set[str]) -> int:
+        """Make the markers exactly ``unfinished``; how many were added or removed."""
+        marked = set(await self.list())
+        for run_id in unfinished - marked:
+            await self.add(run_id)
+        doomed = marked - unfinished
+        await self._objects.delete("reindex runs", [self._key(r) for r in sorted(doomed)])
+        return len(unfinished ^ marked)
