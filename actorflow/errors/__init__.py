@@ -52,6 +52,10 @@ The tree::
     │   ├── RecoveryFailedError         a run could not be recovered
     │   └── MissingResponseError        a test run paused and no response answers it
     ├── RegistryError                   workflow or agent class lookup failed
+    ├── ClusterError                    something about the cluster (``actorflow.ray``)
+    │   ├── ClusterUnreachableError     its address does not answer (also ConnectionError)
+    │   ├── ClassNotShippedError        its workers cannot import a class a run needs
+    │   └── HostStartError              a host could not start (its store unreachable)
     └── RunPaused                       control flow: the run waits for input
 
 Exceptions build their message from their fields; call sites pass data.
@@ -79,6 +83,12 @@ from actorflow.errors._base import (
     InvalidRunIdError,
     RegistryError,
     RuntimeNotRunningError,
+)
+from actorflow.errors._cluster import (
+    ClassNotShippedError,
+    ClusterError,
+    ClusterUnreachableError,
+    HostStartError,
 )
 from actorflow.errors._runs import (
     MissingResponseError,
@@ -130,6 +140,9 @@ __all__ = [
     "CheckpointCorruptedError",
     "CheckpointNotFoundError",
     "CheckpointTooLargeError",
+    "ClassNotShippedError",
+    "ClusterError",
+    "ClusterUnreachableError",
     "ConfigurationError",
     "CorruptedDataError",
     "DuplicateActorNameError",
@@ -137,6 +150,7 @@ __all__ = [
     "EncryptionKeyError",
     "EncryptionKeyMissingError",
     "EscalationError",
+    "HostStartError",
     "InboxCorruptedError",
     "InboxUnsupportedError",
     "IncompatibleStateError",

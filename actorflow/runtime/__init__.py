@@ -18,6 +18,7 @@ from actorflow.runtime.actors import (
 )
 from actorflow.runtime.workflow._adoption import AdoptionPolicy
 from actorflow.runtime.workflow._children import ChildRun
+from actorflow.runtime.workflow._cluster import AgentPlacer, Cluster, RemoteStep
 from actorflow.runtime.workflow._config import (
     CheckpointTriggers,
     Durability,
@@ -57,9 +58,11 @@ __all__ = [
     "ActorRef",
     "ActorScope",
     "AdoptionPolicy",
+    "AgentPlacer",
     "CheckpointSaved",
     "CheckpointTriggers",
     "ChildRun",
+    "Cluster",
     "DecisionMade",
     "Durability",
     "EmitRecorded",
@@ -69,6 +72,7 @@ __all__ = [
     "PendingWait",
     "PhaseEnded",
     "Recorded",
+    "RemoteStep",
     "Request",
     "RunContext",
     "RunEnded",

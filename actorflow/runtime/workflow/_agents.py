@@ -15,9 +15,13 @@ import anyio
 
 from actorflow.runtime.actors import Actor, handler_for, lookup, state_type
 from actorflow.runtime.workflow._replay import decode_agent_state
+from actorflow.storage import encode_value
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from actorflow.runtime.actors import ActorRef, ActorScope
+    from actorflow.runtime.workflow._cluster import AgentPlacer
     from actorflow.runtime.workflow._recorder import Recorder
     from actorflow.storage import StateRef
 
@@ -47,15 +51,39 @@ def reply_type(actor_cls: type[Actor], message_cls: type) -> Any:
 class RunAgents:
     """The agents of one attempt at a run, living in the run's actor scope."""
 
-    __slots__ = ("recorder", "scope")
+    __slots__ = ("_placer_for", "_placers", "placed", "recorder", "scope")
 
-    def __init__(self, scope: ActorScope, recorder: Recorder) -> None:
+    def __init__(
+        self,
+        scope: ActorScope,
+        recorder: Recorder,
+        placer_for: Callable[[type[Any]], AgentPlacer | None] | None = None,
+        placers: set[AgentPlacer] | None = None,
+    ) -> None:
         self.scope = scope
         self.recorder = recorder
+        self._placer_for = placer_for
+        self._placers = placers if placers is not None else set()
+        self.placed: dict[str, ActorRef[Any]] = {}
+        """The run's agents that live in other processes (a cluster's placed agents)."""
 
     def get(self, name: str) -> ActorRef[Any] | None:
         """The run's live agent ``name``, or None."""
+        placed = self.placed.get(name)
+        if placed is not None:
+            return placed if placed.alive else None
         return self.scope.get(name)
+
+    async def _start(self, cls: type[Actor], name: str, state: Any) -> ActorRef[Any]:
+        """Spawn in the run's scope, or through the cluster's placer for a placed class."""
+        placer = self._placer_for(cls) if self._placer_for is not None else None
+        if placer is None:
+            return await self.scope.spawn(cls, name=name, state=state)
+        self._placers.add(placer)
+        data = encode_value(state if state is not None else state_type(cls)(), f"state of {name}")
+        ref = await placer.spawn(cls, run_id=self.recorder.run_id, name=name, state=data)
+        self.placed[name] = ref
+        return ref
 
     async def restore_all(self) -> int:
         """Re-create every agent the view names, with its latest recorded state.
@@ -103,10 +131,10 @@ class RunAgents:
                 rec.last_state[name] = data
         else:
             rec.note_agent(name, cls)
-        return await self.scope.spawn(cls, name=name, state=state)
+        return await self._start(cls, name, state)
 
     async def spawn(self, cls: type[Actor], name: str, state: object) -> ActorRef[Any]:
         """Start a new agent of the run (``ctx.spawn``'s live half)."""
-        ref = await self.scope.spawn(cls, name=name, state=state)
+        ref = await self._start(cls, name, state)
         self.recorder.note_agent(name, cls)
         return ref

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from actorflow.errors import EscalationError
     from actorflow.runtime.actors import ActorRef, ActorScope
     from actorflow.runtime.workflow._checkpointer import Checkpointer
+    from actorflow.runtime.workflow._cluster import AgentPlacer
     from actorflow.runtime.workflow._config import RuntimeConfig
     from actorflow.runtime.workflow._env import ChildRuns
     from actorflow.runtime.workflow._handle import RunTracker
@@ -74,9 +75,10 @@ _CAUSE_CHARS = 1000
 class _Outcome:
     """How an attempt ended, handed to the run's handle once the run is let go."""
 
-    __slots__ = ("code_version", "error", "result", "status")
+    __slots__ = ("code_version", "error", "placers", "result", "status")
 
     def __init__(self) -> None:
+        self.placers: set[AgentPlacer] = set()  # where the attempt placed agents, to release
         self.status = RunStatus.RUNNING
         self.result: Any = None
         self.error: BaseException | None = None
@@ -114,6 +116,7 @@ class RunDriver:
         on_finished: told of every run whose attempt ended (its handle), and
             whether the retention policy should look at the run.
         children: starts the runs' child runs (``ctx.start_child``).
+        placer_for: where agents of a class run, if not here (a cluster's placer).
     """
 
     def __init__(
@@ -126,6 +129,7 @@ class RunDriver:
         checkpointer: Callable[[], ActorRef[Checkpointer]],
         on_finished: Callable[[RunTracker, bool], None],
         children: ChildRuns | None = None,
+        placer_for: Callable[[type[Any]], AgentPlacer | None] | None = None,
     ) -> None:
         self.store = store
         self.config = config
@@ -134,6 +138,7 @@ class RunDriver:
         self._checkpointer = checkpointer
         self._on_finished = on_finished
         self._children = children
+        self._placer_for = placer_for
 
     async def drive_in_background(
         self,
@@ -269,6 +274,8 @@ class RunDriver:
                 try:
                     if scope is not None and not stopped:
                         await scope.aclose(timeout=self.shutdown_timeout)
+                    for placer in outcome.placers:
+                        await placer.release(run_id)
                 finally:
                     try:
                         await store.release(lease)
@@ -323,7 +330,7 @@ class RunDriver:
             request_snapshot=lambda s: queue.offer(s, checkpointer.send_nowait),
             emit=handle.emit,
         )
-        agents = RunAgents(scope, recorder)
+        agents = RunAgents(scope, recorder, self._placer_for, outcome.placers)
         # before the run's task group: a state that cannot be restored (an
         # IncompatibleStateError) reaches the caller as itself
         restored = await agents.restore_all()

@@ -31,6 +31,7 @@ from actorflow.runtime.workflow._adoption import Adopter, AdopterHooks, Adoption
 from actorflow.runtime.workflow._attempt import RunDriver, status_change
 from actorflow.runtime.workflow._checkpointer import Checkpointer
 from actorflow.runtime.workflow._children import RuntimeChildren
+from actorflow.runtime.workflow._cluster import RunFollower
 from actorflow.runtime.workflow._config import RuntimeConfig
 from actorflow.runtime.workflow._fork import copy_for_fork
 from actorflow.runtime.workflow._handle import RunHandle, RunTracker
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
     from actorflow.runtime.actors import ActorRef
+    from actorflow.runtime.workflow._cluster import Cluster
     from actorflow.runtime.workflow._watch import WatchEvent
 
 __all__ = ["Runtime"]
@@ -95,10 +97,13 @@ class Runtime(ActorSystem):
             looking for runs no live process drives (orphaned, queued, paused
             with a wait that can resolve) and recovers them. ``True`` uses the
             default :class:`AdoptionPolicy`. See docs/scale-out.md.
+        cluster: where runs and placed agents go (``actorflow.ray.RayCluster``):
+            runs it drives elsewhere are stored, handed to it and followed
+            through the store; ``None`` (the default): all in this process.
         mailbox_size, supervisor, shutdown_timeout: see the actor runtime.
 
     .. versionchanged:: 0.4
-       ``adopt_orphans``.
+       ``adopt_orphans``, ``cluster``.
     """
 
     def __init__(
@@ -107,9 +112,13 @@ class Runtime(ActorSystem):
         store: Store | str | os.PathLike[str] | None = None,
         config: RuntimeConfig | None = None,
         adopt_orphans: bool | AdoptionPolicy = False,
+        cluster: Cluster | None = None,
         **actor_options: Any,
     ) -> None:
         super().__init__(**actor_options)
+        self.cluster = cluster
+        """Where runs and placed agents go; ``None``: this process."""
+        self._follower: RunFollower | None = None
         if adopt_orphans is True:
             adopt_orphans = AdoptionPolicy()
         self.adoption: AdoptionPolicy | None = adopt_orphans or None
@@ -145,6 +154,9 @@ class Runtime(ActorSystem):
                 with anyio.move_on_after(self.shutdown_timeout):
                     await self._pruner.wait()
             await self._interrupt_runs()
+            if self.cluster is not None:
+                with anyio.CancelScope(shield=True):
+                    await self.cluster.aclose()
             await super().__aexit__(*exc_info)
         finally:
             if self._store is not None and not isinstance(self._store_spec, Store):
@@ -161,7 +173,9 @@ class Runtime(ActorSystem):
         agents to stop; what is still running after that is the actor
         system's to cancel.
         """
-        live = [tracker for tracker in self._runs.values() if not tracker.done]
+        followed = self._follower if self._follower is not None else ()
+        # runs driven elsewhere (a cluster's hosts) go on without this process
+        live = [t for t in self._runs.values() if not t.done and t.run_id not in followed]
         for tracker in live:
             tracker.interrupt(self.shutdown_timeout)
         # shielded: a body cancelled from outside (Ctrl-C on asyncio) still stops its runs
@@ -181,6 +195,7 @@ class Runtime(ActorSystem):
                 checkpointer=self._checkpointer_ref,
                 on_finished=self._run_ended,
                 children=self._child_runs,
+                placer_for=self.cluster.placer_for if self.cluster is not None else None,
             )
         return self._driver
 
@@ -232,6 +247,8 @@ class Runtime(ActorSystem):
             )
         register(workflow)
         self._accepting_runs()  # before the run is recorded: none is left behind unstarted
+        if self.cluster is not None and self.cluster.drives_runs:
+            return await self._start_elsewhere(workflow, input, run_id)
         run_id = validate_run_id(run_id) if run_id is not None else uuid.uuid4().hex
         manifest = new_manifest(
             workflow, input, run_id=run_id, owner=self.owner, code_version=self.config.code_version
@@ -240,6 +257,67 @@ class Runtime(ActorSystem):
         if not created:
             return await self._existing(workflow, stored, manifest.input_hash)
         return await self._launch(workflow, stored, fresh=True)
+
+    async def _start_elsewhere(
+        self, workflow: type[Any], input: Any, run_id: str | None
+    ) -> RunHandle:
+        """``start`` on a cluster: store the run queued, have the cluster drive it, follow it."""
+        assert self.cluster is not None
+        run_id = await self.submit(workflow, input, run_id=run_id)
+        handle = await self.follow(run_id, workflow)
+        if not handle.done:
+            # a run some host drives already just refuses to be driven twice
+            await self.cluster.dispatch(run_id)
+        return handle
+
+    async def follow(self, run_id: str, workflow: type[Any] | None = None) -> RunHandle:
+        """A handle on a run another process drives (a cluster's host, a worker).
+
+        Its ``result``, ``wait``, ``status`` and ``cancel`` work through the
+        store: the handle ends when the run finishes, pauses or is blocked,
+        wherever it runs and however often its driver changes; ``events()``
+        yields ``run_status`` lifecycle events (``watch`` has the steps).
+        ``workflow`` types the result (default: plain data, unless the class
+        is registered). A run this runtime drives itself gives its own handle.
+
+        Raises:
+            RunNotFoundError: no such run.
+            RuntimeNotRunningError: outside ``async with``.
+
+        .. versionadded:: 0.4
+        """
+        task_group = self._accepting_runs()
+        live = self._runs.get(run_id)
+        if live is not None and not live.done:
+            return live.handle
+        manifest = await self.store.read_run(validate_run_id(run_id))
+        if workflow is None:
+            try:
+                workflow = lookup(manifest.workflow)
+            except Exception:  # not imported here: the result comes back as plain data
+                workflow = None
+        if manifest.status.finished:
+            return self._ended(manifest, workflow)
+        if self._follower is None:
+            self._follower = RunFollower(
+                self.store,
+                cancel=self._cancel_stored,
+                poll_interval=self.config.signal_poll_interval,
+            )
+            task_group.start_soon(self._follower.run)
+        tracker = RunTracker(run_id, manifest.workflow)
+        self._runs[run_id] = tracker
+        self._follower.follow(tracker, workflow)
+        return tracker.handle
+
+    @property
+    def active_runs(self) -> int:
+        """How many runs this runtime drives now (runs it only follows are not counted).
+
+        .. versionadded:: 0.4
+        """
+        followed = self._follower if self._follower is not None else ()
+        return sum(1 for t in self._runs.values() if not t.done and t.run_id not in followed)
 
     def _accepting_runs(self) -> TaskGroup:
         """The task group runs go in; refused once the runtime began to stop.
@@ -655,6 +733,10 @@ class Runtime(ActorSystem):
             live.cancel(reason)
             await live.ended.wait()
             return
+        await self._cancel_stored(run_id, reason)
+
+    async def _cancel_stored(self, run_id: str, reason: str | None) -> None:
+        """``cancel`` of a run this runtime does not drive: through the store."""
         manifest = await self.store.read_run(validate_run_id(run_id))
         if manifest.status.finished:
             return
@@ -729,6 +811,13 @@ class Runtime(ActorSystem):
     async def __aenter__(self) -> Self:
         await super().__aenter__()
         self._stopping = False
+        self._follower = None
+        if self.cluster is not None:
+            try:
+                await self.cluster.open(self)
+            except BaseException:
+                await super().__aexit__(None, None, None)
+                raise
         if self.adoption is not None:
             try:
                 self._adopter = Adopter(self.store, self.adoption, self._adopter_hooks())

@@ -1,0 +1,185 @@
+"""A host: a detached Ray actor running a full actorflow ``Runtime`` (asyncio inside Ray).
+
+Each host opens the shared store and runs a worker runtime
+(``adopt_orphans``): the driver hands it runs to drive (``drive``), and its
+adopter takes over runs no live process drives, such as those of a host that
+died, once the store says their owner is gone. A host restarted by Ray on
+another node starts its runtime again from its spec. A loop watches Ray's
+node table and wakes the adopter when a node dies: that only speeds up the
+search, the store's claim still decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import TYPE_CHECKING
+
+import anyio
+import msgspec
+import ray
+
+from actorflow._log import get_logger
+from actorflow._text import describe
+from actorflow.errors import RegistryError, RunLockedError
+from actorflow.ray._placed import RayPlacer
+from actorflow.ray._placement import placement_of
+from actorflow.ray._spec import HostInfo, HostSpec, decode_config, encode, import_all
+from actorflow.runtime import Runtime
+from actorflow.runtime.actors import lookup
+from actorflow.storage import RunIndex, open_store
+
+if TYPE_CHECKING:
+    from actorflow.runtime import AgentPlacer
+    from actorflow.runtime.actors import Actor
+
+__all__ = ["Host", "HostCluster"]
+
+_log = get_logger("actorflow.ray")
+
+
+class HostCluster:
+    """A host runtime's side of the cluster: it drives its runs itself, and places agents."""
+
+    drives_runs = False
+
+    def __init__(self, placer: RayPlacer) -> None:
+        self._placer = placer
+
+    async def open(self, runtime: Runtime) -> None:
+        """Nothing to connect: the host runs inside the cluster."""
+
+    async def aclose(self) -> None:
+        """Nothing to let go of."""
+
+    async def dispatch(self, run_id: str) -> None:
+        """Never called: a host drives its runs itself."""
+        raise NotImplementedError
+
+    def placer_for(self, cls: type[Actor]) -> AgentPlacer | None:
+        """The Ray placer for classes with a ``placement``; ``None`` for the rest."""
+        return self._placer if placement_of(cls) is not None else None
+
+
+class Host:
+    """The Ray actor class of a host (decorated with ``ray.remote`` where it is started)."""
+
+    def __init__(self, spec: bytes) -> None:
+        self._spec = msgspec.msgpack.decode(spec, type=HostSpec)
+        self._runtime: Runtime | None = None
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self._error: str | None = None
+        self._ready = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._node = ray.get_runtime_context().get_node_id()
+        self._task = asyncio.get_running_loop().create_task(self._serve())
+
+    async def _serve(self) -> None:
+        spec = self._spec
+        try:
+            import_all(spec.imports, f"host {spec.name!r}")
+            store = open_store(spec.store, **spec.store_options)
+            placer = RayPlacer(
+                namespace=spec.namespace,
+                imports=spec.imports,
+                runtime_env=None,  # placed actors inherit the job's runtime_env
+                start_timeout=spec.placed_start_timeout,
+            )
+            runtime = Runtime(
+                store=store,
+                config=decode_config(spec.config),
+                adopt_orphans=spec.adoption,
+                cluster=HostCluster(placer),
+            )
+            async with runtime, anyio.create_task_group() as tg:
+                if isinstance(store, RunIndex):
+                    await store.list_unfinished()  # the store answers from here
+                self._runtime, self._tasks = runtime, tg
+                tg.start_soon(self._watch_nodes)
+                self._ready.set()
+                await self._stop.wait()
+                tg.cancel_scope.cancel()
+        except Exception as exc:
+            self._error = describe(exc)
+            _log.error("host_failed", host=spec.name, error=self._error)
+        finally:
+            self._runtime = None
+            self._ready.set()
+
+    async def info(self) -> bytes:
+        """Wait until started; a ``HostInfo`` (with ``error`` if it could not start)."""
+        await self._ready.wait()
+        runtime = self._runtime
+        return encode(
+            HostInfo(
+                name=self._spec.name,
+                owner=runtime.owner if runtime is not None else "",
+                node_id=self._node,
+                pid=os.getpid(),
+                error=self._error if runtime is None else None,
+            )
+        )
+
+    async def drive(self, run_id: str) -> tuple[int, str | None]:
+        """Drive a stored run here, in the background; (this host's load, an error or None).
+
+        The error says the run's workflow class is not importable here (the
+        run is left queued for a host that has its code), or the host is down.
+        """
+        await self._ready.wait()
+        runtime, tasks = self._runtime, self._tasks
+        if runtime is None or tasks is None:
+            return 0, self._error or "the host is stopping"
+        manifest = await runtime.store.read_run(run_id)
+        try:
+            lookup(manifest.workflow)
+        except RegistryError as exc:
+            return runtime.active_runs, f"class:{manifest.workflow}:{describe(exc)}"
+        if not manifest.status.finished:
+            tasks.start_soon(self._drive, runtime, run_id)
+        return runtime.active_runs + 1, None
+
+    async def _drive(self, runtime: Runtime, run_id: str) -> None:
+        try:
+            await runtime.recover(run_id)
+        except RunLockedError:
+            pass  # another host drives it (its adopter was quicker): nothing to do
+        except Exception as exc:
+            # the run stays in the store for the adopters; its handle follows the store
+            _log.warning("host_drive_failed", run_id=run_id, error=describe(exc))
+
+    async def load(self) -> int:
+        """How many runs this host drives now."""
+        runtime = self._runtime
+        return runtime.active_runs if runtime is not None else 0
+
+    async def adopt_now(self) -> None:
+        """Look for orphaned runs now (a peer died)."""
+        if self._runtime is not None:
+            self._runtime.adopt_now()
+
+    async def memory(self) -> int:
+        """This process's resident memory, in bytes."""
+        from actorflow.ray._placed import _rss
+
+        return _rss()
+
+    async def stop(self) -> None:
+        """Stop the runtime: its runs are marked interrupted, for other hosts to adopt."""
+        self._stop.set()
+        await self._task
+
+    async def _watch_nodes(self) -> None:
+        """Wake the adopter whenever a node of the cluster dies."""
+        alive: set[str] | None = None
+        while True:
+            now = await anyio.to_thread.run_sync(_alive_nodes)
+            if alive is not None and alive - now and self._runtime is not None:
+                _log.info("node_lost", nodes=sorted(alive - now))
+                self._runtime.adopt_now()
+            alive = now
+            await anyio.sleep(self._spec.node_watch_interval)
+
+
+def _alive_nodes() -> set[str]:
+    return {n["NodeID"] for n in ray.nodes() if n["Alive"]}  # type: ignore[no-untyped-call]

@@ -1,0 +1,555 @@
+"""Placed agents: the agents of one class on one node, inside one Ray actor, for many runs.
+
+The sending side (a run's host) holds a :class:`PlacedRef` per agent, which
+the engine drives like a local agent: ``deliver`` hands the message to the
+Ray actor and returns a reply slot that Ray's completion fills. The Ray actor
+(:class:`PlacedAgents`) runs the agents in an actorflow actor system of its
+own, one scope per run, so handlers, ``current_step()``, supervision and
+state bytes work as they do in process.
+
+Order: Ray's async actors may start calls out of order, so each message
+carries a sequence number per agent incarnation, and the Ray actor queues a
+message only after its predecessor. Retries belong to actorflow (Ray's task
+retries are off): a call that fails because the Ray actor or its node died
+fails the reply with ``ActorStoppedError``; the step retries it (same
+idempotency key), and the agent is started again, on a live node, from the
+state its last answered message left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import typing
+import uuid
+import zlib
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import anyio
+import msgspec
+import ray
+import ray.util
+from ray.exceptions import RayError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from actorflow._text import describe
+from actorflow.errors import (
+    ActorFailedError,
+    ActorStoppedError,
+    ClassNotShippedError,
+    ConfigurationError,
+    RegistryError,
+)
+from actorflow.ray._bridge import on_done, wait_ref
+from actorflow.ray._placement import Placement, placement_of
+from actorflow.ray._spec import CallReply, encode, import_all
+from actorflow.runtime import ActorRef, RemoteStep
+from actorflow.runtime.actors import (
+    Actor,
+    ActorScope,
+    ActorSystem,
+    class_name,
+    handler_for,
+    lookup,
+    register,
+    state_type,
+)
+from actorflow.storage import decode_value
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from actorflow.runtime.actors import MailboxStatistics, Request
+
+__all__ = ["PlacedAgents", "PlacedRef", "RayPlacer"]
+
+A = TypeVar("A", bound=Actor, covariant=True)
+R = TypeVar("R")
+
+_reply_decoder = msgspec.msgpack.Decoder(CallReply)
+
+
+# --- the Ray actor ---------------------------------------------------------------------
+
+
+class _Served:
+    """One agent inside the Ray actor: its ref and the order its messages are queued in."""
+
+    __slots__ = ("incarnation", "next_seq", "ref", "turn")
+
+    def __init__(self, ref: ActorRef[Any], incarnation: str) -> None:
+        self.ref = ref
+        self.incarnation = incarnation
+        self.next_seq = 0
+        self.turn = asyncio.Condition()
+
+
+class PlacedAgents:
+    """The Ray actor holding every agent of one class on one node (asyncio inside Ray)."""
+
+    def __init__(self, cls_name: str, imports: tuple[str, ...]) -> None:
+        self._error: str | None = None
+        self._cls: type[Actor] | None = None
+        where = f"node {ray.get_runtime_context().get_node_id()[:12]}"
+        try:
+            import_all(imports, where)
+            found = lookup(cls_name)
+            if not (isinstance(found, type) and issubclass(found, Actor)):
+                raise RegistryError(cls_name, "is not an actor class")
+            self._cls = found
+        except (ClassNotShippedError, RegistryError) as exc:
+            self._error = str(ClassNotShippedError(cls_name, where, describe(exc)))
+        if self._cls is not None:
+            # the message types the agents take, by their registry names
+            self._messages = {class_name(t): t for t in _handled(self._cls)}
+        self._system = ActorSystem()
+        self._scopes: dict[str, ActorScope] = {}
+        self._agents: dict[tuple[str, str], _Served] = {}
+        self._started = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._serve())
+
+    async def _serve(self) -> None:
+        async with self._system:
+            self._started.set()
+            await self._stop.wait()
+
+    async def spawn(self, run_id: str, name: str, incarnation: str, state: bytes) -> str | None:
+        """Start (or replace) the run's agent from ``state``; an error message, or None."""
+        if self._cls is None:
+            return self._error
+        await self._started.wait()
+        old = self._agents.pop((run_id, name), None)
+        scope = self._scopes.get(run_id)
+        if scope is None:
+            scope = self._scopes[run_id] = self._system.open_scope(run_id, on_escalate=_ignore)
+        if old is not None:
+            await self._system.stop(old.ref)
+        decoded = decode_value(state, state_type(self._cls), f"state of agent {name!r}")
+        ref = await scope.spawn(self._cls, name=name, state=decoded)
+        self._agents[(run_id, name)] = _Served(ref, incarnation)
+        return None
+
+    async def call(
+        self,
+        run_id: str,
+        name: str,
+        incarnation: str,
+        seq: int,
+        message_type: str,
+        message: bytes,
+        step: bytes | None,
+    ) -> bytes:
+        """Queue one message after its predecessor, wait for the handler; a ``CallReply``."""
+        served = self._agents.get((run_id, name))
+        if served is None or served.incarnation != incarnation or not served.ref.alive:
+            return encode(CallReply(lost=True))
+        msg_cls = self._messages.get(message_type)
+        if msg_cls is None:
+            return encode(CallReply(error_type="UnhandledMessageError", error=message_type))
+        msg = decode_value(message, msg_cls, f"message to agent {name!r}")
+        remote = RemoteStep.unpack(step)
+        async with served.turn:
+            await served.turn.wait_for(lambda: served.next_seq >= seq)
+            try:
+                reply = await served.ref.deliver(msg, remote.meta if remote else None)
+            finally:
+                served.next_seq = seq + 1
+                served.turn.notify_all()
+        await reply.event.wait()
+        report = remote.report() if remote is not None else None
+        if reply.error is not None:
+            if isinstance(reply.error, ActorStoppedError):
+                return encode(CallReply(lost=True))
+            cause = reply.error.__cause__ or reply.error
+            return encode(
+                CallReply(error_type=type(cause).__name__, error=str(cause), report=report)
+            )
+        value = encode(reply.value)
+        return encode(CallReply(value=value, state=reply.state, report=report))
+
+    async def release(self, run_id: str) -> None:
+        """Stop the run's agents here (its attempt ended)."""
+        scope = self._scopes.pop(run_id, None)
+        for key in [key for key in self._agents if key[0] == run_id]:
+            del self._agents[key]
+        if scope is not None:
+            await scope.aclose(timeout=5.0)
+
+    async def agents(self) -> int:
+        """How many agents this actor holds."""
+        return len(self._agents)
+
+    async def memory(self) -> int:
+        """This process's resident memory, in bytes."""
+        return _rss()
+
+
+def _handled(cls: type[Actor]) -> tuple[type, ...]:
+    # the kernel's dispatch table is the one list of the message types a class takes
+    from actorflow.runtime.actors._actor import dispatch_table
+
+    return tuple(dispatch_table(cls).handled)
+
+
+def _ignore(_error: BaseException) -> None:
+    """A placed agent that used up its restarts stops; its sender's steps then fail."""
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1])
+    import resource
+
+    return pages * resource.getpagesize()
+
+
+# --- the sending side ---------------------------------------------------------------------
+
+
+class _RemoteError(Exception):
+    """A placed agent's handler raised; subclasses carry the handler's error type name."""
+
+
+_remote_errors: dict[str, type[_RemoteError]] = {}
+
+
+def _remote_error(type_name: str, message: str) -> _RemoteError:
+    """An error named like the handler's, so the step's record reads as it would in process."""
+    cls = _remote_errors.get(type_name)
+    if cls is None:
+        cls = _remote_errors[type_name] = type(type_name, (_RemoteError,), {})
+    return cls(message)
+
+
+class _Reply:
+    """The reply slot of a message to a placed agent (an ``AgentReply``)."""
+
+    __slots__ = ("error", "event", "notify", "state", "value")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.state = b""
+        self.notify: Any = None
+
+    def settle(self) -> None:
+        self.event.set()
+        if self.notify is not None:
+            self.notify(self)
+
+
+class _Agent:
+    """The sending side's record of one placed agent: where it lives, its last state."""
+
+    def __init__(
+        self, placer: RayPlacer, cls: type[Actor], run_id: str, name: str, state: bytes
+    ) -> None:
+        self.placer = placer
+        self.cls = cls
+        self.cls_name = class_name(cls)
+        self.run_id = run_id
+        self.name = name
+        self.state = state  # after the last answered message: what a restart starts from
+        self.server: Any = None  # the Ray actor's handle, None when it must be (re)started
+        self.incarnation = ""
+        self.seq = 0
+        self.stopped = False
+        self.lock = anyio.Lock()
+        self.reply_types: dict[type, Any] = {}
+
+    async def ensure(self) -> Any:
+        """The Ray actor holding this agent, starting the agent there if needed."""
+        if self.server is not None:
+            return self.server
+        async with self.lock:
+            if self.server is None:
+                server = await self.placer.server_for(self.cls, self.run_id)
+                incarnation = uuid.uuid4().hex[:12]
+                error = await wait_ref(
+                    server.spawn.remote(self.run_id, self.name, incarnation, self.state)
+                )
+                if error is not None:
+                    raise ClassNotShippedError(self.cls_name, "the cluster", error)
+                self.incarnation, self.seq, self.server = incarnation, 0, server
+        return self.server
+
+    def lost(self, server: Any) -> None:
+        if self.server is server:
+            self.server = None
+
+    def reply_type(self, msg_cls: type) -> Any:
+        found = self.reply_types.get(msg_cls)
+        if found is None:
+            fn = handler_for(self.cls, msg_cls)
+            try:
+                found = typing.get_type_hints(fn).get("return", Any) if fn else Any
+            except Exception:
+                found = Any
+            self.reply_types[msg_cls] = found
+        return found
+
+    async def deliver(self, msg: object, meta: object | None) -> _Reply:
+        if self.stopped:
+            raise ActorStoppedError(self.name, "its run's attempt ended")
+        fn = handler_for(self.cls, type(msg))
+        if fn is None:
+            from actorflow.errors import UnhandledMessageError
+
+            raise UnhandledMessageError(self.name, type(msg), ())
+        server = await self.ensure()
+        seq = self.seq
+        self.seq += 1
+        register(type(msg))
+        future: Future[bytes] = server.call.remote(
+            self.run_id,
+            self.name,
+            self.incarnation,
+            seq,
+            class_name(type(msg)),
+            encode(msg),
+            RemoteStep.pack(meta),
+        ).future()
+        reply = _Reply()
+        on_done(future, lambda done: self._fill(reply, done, server, type(msg), meta))
+        return reply
+
+    def _fill(
+        self, reply: _Reply, done: Future[bytes], server: Any, msg_cls: type, meta: object | None
+    ) -> None:
+        try:
+            answer = _reply_decoder.decode(done.result())
+        except RayError as exc:
+            self.lost(server)
+            self.placer.forget(server)
+            reply.error = ActorStoppedError(self.name, f"its Ray actor died ({describe(exc)})")
+            reply.settle()
+            return
+        RemoteStep.settle(meta, answer.report)
+        if answer.lost:
+            self.lost(server)
+            reply.error = ActorStoppedError(self.name, "its Ray actor no longer holds it")
+        elif answer.error_type is not None:
+            cause = _remote_error(answer.error_type, answer.error or "")
+            failed = ActorFailedError(self.name, cause)
+            failed.__cause__ = cause
+            reply.error = failed
+        else:
+            try:
+                reply.value = decode_value(
+                    answer.value, self.reply_type(msg_cls), f"reply of agent {self.name!r}"
+                )
+            except Exception as exc:
+                reply.error = ActorFailedError(self.name, exc)
+            else:
+                reply.state = self.state = answer.state
+        reply.settle()
+
+
+class PlacedRef(ActorRef[A], Generic[A]):
+    """A reference to a placed agent: an ``ActorRef`` whose actor lives on a Ray actor.
+
+    ``ask``, ``send`` and the engine's ``deliver`` go through Ray; the
+    mailbox that gives backpressure is the Ray actor's.
+    """
+
+    # its own slots: the base's cell and mailbox belong to in-process actors
+    __slots__ = ("_agent",)
+
+    def __init__(self, agent: _Agent) -> None:
+        self._agent = agent
+
+    @property
+    def name(self) -> str:
+        """The agent's name, unique within its run."""
+        return self._agent.name
+
+    @property
+    def scope(self) -> str | None:
+        """The run the agent belongs to."""
+        return self._agent.run_id
+
+    @property
+    def actor_type(self) -> type[A]:
+        """The agent's class."""
+        return self._agent.cls  # type: ignore[return-value]
+
+    @property
+    def alive(self) -> bool:
+        """Whether the run still holds the agent (its Ray actor is restarted when lost)."""
+        return not self._agent.stopped
+
+    def mailbox_statistics(self) -> MailboxStatistics:
+        """Not available for a placed agent (its mailbox is in another process).
+
+        Raises:
+            NotImplementedError: always.
+        """
+        raise NotImplementedError("a placed agent's mailbox lives in its Ray actor")
+
+    def __hash__(self) -> int:
+        return id(self._agent)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PlacedRef) and other._agent is self._agent
+
+    def __repr__(self) -> str:
+        agent = self._agent
+        return f"<PlacedRef {agent.cls.__qualname__} {agent.name!r} in {agent.run_id!r}>"
+
+    async def deliver(self, msg: object, meta: object | None = None) -> _Reply:  # type: ignore[override]
+        """Hand ``msg`` to the agent through Ray now; its reply slot is filled later."""
+        return await self._agent.deliver(msg, meta)
+
+    async def send(self, msg: object) -> None:
+        """Hand ``msg`` to the agent through Ray without waiting for its handler."""
+        await self._agent.deliver(msg, None)
+
+    def send_nowait(self, msg: object) -> None:
+        """Not available for a placed agent: use ``await send``.
+
+        Raises:
+            NotImplementedError: always.
+        """
+        raise NotImplementedError("send to a placed agent with `await ref.send(msg)`")
+
+    @typing.overload
+    async def ask(self, msg: Request[R], *, timeout: float | None = None) -> R: ...  # noqa: ASYNC109
+    @typing.overload
+    async def ask(self, msg: object, *, timeout: float | None = None) -> object: ...  # noqa: ASYNC109
+    async def ask(self, msg: object, *, timeout: float | None = None) -> object:  # noqa: ASYNC109
+        """Send ``msg`` through Ray and wait for the handler's reply (as ``ActorRef.ask``)."""
+        reply = await self._agent.deliver(msg, None)
+        if timeout is None:
+            await reply.event.wait()
+        else:
+            with anyio.move_on_after(timeout):
+                await reply.event.wait()
+            if not reply.event.is_set():
+                from actorflow.errors import AskTimeoutError
+
+                raise AskTimeoutError(self._agent.name, timeout, type(msg))
+        if reply.error is not None:
+            raise reply.error
+        return reply.value
+
+
+class RayPlacer:
+    """Starts a run's agents of placed classes on Ray actors: one per class and node.
+
+    A run's agents of a class go to a node that fits the class's
+    :class:`Placement`, chosen from the run id (so runs spread over the nodes
+    that fit, and one run's agents of a class share a node).
+    """
+
+    def __init__(
+        self,
+        *,
+        namespace: str,
+        imports: tuple[str, ...],
+        runtime_env: dict[str, Any] | None,
+        start_timeout: float,
+    ) -> None:
+        self.namespace = namespace
+        self.imports = imports
+        self.runtime_env = runtime_env
+        self.start_timeout = start_timeout
+        self._servers: dict[tuple[str, str], Any] = {}
+        self._agents: dict[str, list[_Agent]] = {}
+        self._nodes: list[tuple[str, dict[str, float]]] | None = None
+
+    def places(self, cls: type) -> bool:
+        """Whether agents of ``cls`` are placed (it has a ``placement``)."""
+        return placement_of(cls) is not None
+
+    async def spawn(
+        self, cls: type[Actor], *, run_id: str, name: str, state: bytes
+    ) -> ActorRef[Any]:
+        """Start agent ``name`` of run ``run_id`` on a node that fits its class.
+
+        Raises:
+            ClassNotShippedError: the node's Ray worker cannot import the class.
+            ConfigurationError: no live node has the resources its placement asks.
+        """
+        register(cls)
+        agent = _Agent(self, cls, run_id, name, state)
+        await agent.ensure()
+        self._agents.setdefault(run_id, []).append(agent)
+        ref: PlacedRef[Any] = PlacedRef._create(agent)
+        return ref
+
+    async def release(self, run_id: str) -> None:
+        """Stop the run's placed agents (best effort: a dead Ray actor has nothing to stop)."""
+        servers = set()
+        for agent in self._agents.pop(run_id, []):
+            agent.stopped = True
+            if agent.server is not None:
+                servers.add(agent.server)
+        for server in servers:
+            try:
+                with anyio.move_on_after(5.0):
+                    await wait_ref(server.release.remote(run_id))
+            except RayError:
+                pass  # gone with its node: so are the agents
+
+    def forget(self, server: Any) -> None:
+        """A Ray actor died: choose among the live nodes again for its class."""
+        for key, known in list(self._servers.items()):
+            if known is server:
+                del self._servers[key]
+        self._nodes = None
+
+    async def server_for(self, cls: type[Actor], run_id: str) -> Any:
+        """The Ray actor holding agents of ``cls`` for this run's node (started if needed)."""
+        placement = placement_of(cls)
+        assert placement is not None
+        nodes = await self._fitting(placement)
+        if not nodes:
+            raise ConfigurationError(
+                f"{cls.__qualname__}.placement",
+                placement,
+                "resources that a live node of the cluster has (see `ray status`)",
+            )
+        node_id = nodes[zlib.crc32(run_id.encode()) % len(nodes)]
+        key = (class_name(cls), node_id)
+        server = self._servers.get(key)
+        if server is None:
+            server = await anyio.to_thread.run_sync(self._start_server, cls, placement, node_id)
+            self._servers[key] = server
+        return server
+
+    def _start_server(self, cls: type[Actor], placement: Placement, node_id: str) -> Any:
+        name = f"actorflow-placed.{class_name(cls)}.{node_id[:16]}"
+        options: dict[str, Any] = {
+            "name": name,
+            "namespace": self.namespace,
+            "get_if_exists": True,
+            "lifetime": "detached",  # it serves every host's runs, not its creator's only
+            "max_restarts": 0,  # actorflow starts it again on a live node, from known states
+            "max_task_retries": 0,  # retries are actorflow's, with idempotency keys
+            "max_concurrency": 10_000,
+            "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False),
+            **placement.ray_options(),
+        }
+        if self.runtime_env is not None:
+            options["runtime_env"] = self.runtime_env
+        return _placed_actor().options(**options).remote(class_name(cls), self.imports)
+
+    async def _fitting(self, placement: Placement) -> list[str]:
+        if self._nodes is None:
+            self._nodes = await anyio.to_thread.run_sync(_live_nodes)
+        return sorted(node for node, resources in self._nodes if placement.fits(resources))
+
+
+def _live_nodes() -> list[tuple[str, dict[str, float]]]:
+    return [(n["NodeID"], dict(n["Resources"])) for n in ray.nodes() if n["Alive"]]  # type: ignore[no-untyped-call]
+
+
+_ACTOR: Any = None
+
+
+def _placed_actor() -> Any:
+    global _ACTOR
+    if _ACTOR is None:
+        _ACTOR = ray.remote(PlacedAgents)
+    return _ACTOR

@@ -1,0 +1,98 @@
+"""Workflows the Ray tests run on hosts (imported there through ``RayCluster(imports=...)``).
+
+Every agent execution appends its step's idempotency key to a side file
+(``O_APPEND`` and fsync), so a test knows exactly what ran, and how often,
+across processes and nodes. The names carry a ``Ray`` prefix: the registry
+finds classes by ``__qualname__``, and other test modules define ``Worker``s.
+"""
+
+from __future__ import annotations
+
+import os
+
+import anyio
+import msgspec
+
+from actorflow import Orchestrator, Request, RunContext, Specialist, handler
+from actorflow.ray import Placement
+
+
+class RayJob(msgspec.Struct, frozen=True):
+    steps: int
+    side: str
+    pause: float = 0.0
+    placed: bool = False
+
+
+class RayTask(Request["RayResult"], frozen=True):
+    n: int
+    side: str
+    pause: float = 0.0
+
+
+class RayResult(msgspec.Struct, frozen=True):
+    n: int
+    value: int
+
+
+class RayCount(msgspec.Struct):
+    handled: int = 0
+
+
+def note(side: str, key: str) -> None:
+    """Append ``key`` and this process's id to the side file, durably, before the work."""
+    fd = os.open(side, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{key} {os.getpid()}\n".encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class RayWorker(Specialist):
+    """Squares numbers; its state counts what it handled, so a lost state changes results."""
+
+    state: RayCount
+
+    @handler
+    async def work(self, task: RayTask) -> RayResult:
+        step = self.step
+        note(task.side, step.key if step is not None else f"{self.name}:{task.n}")
+        if task.pause:
+            await anyio.sleep(task.pause)  # the work takes a while: a node can die meanwhile
+        self.state.handled += 1
+        return RayResult(n=task.n, value=task.n * task.n + self.state.handled)
+
+
+class RayPlacedWorker(RayWorker):
+    """The same worker, on a node with the test cluster's ``special`` resource."""
+
+    placement = Placement(resources={"special": 1})
+
+
+class RayPipeline(Orchestrator):
+    """Asks one worker ``steps`` times and sums what it answers."""
+
+    async def run(self, ctx: RunContext, job: RayJob) -> int:
+        cls = RayPlacedWorker if job.placed else RayWorker
+        worker = await ctx.spawn(cls, name="worker")
+        total = 0
+        for n in range(job.steps):
+            result = await ctx.ask(worker, RayTask(n=n, side=job.side, pause=job.pause))
+            total += result.value
+        return total
+
+
+def expected(steps: int) -> int:
+    """What an uninterrupted ``RayPipeline`` run returns."""
+    return sum(n * n + n + 1 for n in range(steps))
+
+
+def executions(side: str) -> list[tuple[str, int]]:
+    """Every execution the side file holds: (step key, process id), in order."""
+    try:
+        with open(side) as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return []
+    return [(key, int(pid)) for key, pid in (line.split() for line in lines)]

@@ -1,0 +1,93 @@
+"""One local three-node Ray cluster per test module (``ray.cluster_utils.Cluster``).
+
+The head and one worker node have a CPU each; the third has a CPU and the
+``special`` resource placed agents ask for. Hosts reserve a CPU, so two hosts
+land on two different nodes. Health checks are short, so a removed node is
+declared dead within about a second.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+try:
+    import ray
+    import ray.cluster_utils as cluster_utils
+except ImportError:  # the `ray` extra is not installed: these tests are not collected
+    collect_ignore_glob = ["test_*.py"]
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+SYSTEM_CONFIG = {
+    "health_check_initial_delay_ms": 0,
+    "health_check_period_ms": 200,
+    "health_check_failure_threshold": 3,
+}
+"""A dead node is declared dead ~0.6 s after it stops answering."""
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class LocalCluster:
+    """The module's cluster, and what the tests need to know of it."""
+
+    def __init__(self) -> None:
+        self.cluster = cluster_utils.Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": 1,
+                "include_dashboard": False,
+                "_system_config": SYSTEM_CONFIG,
+            },
+        )
+        self.plain = self.cluster.add_node(num_cpus=1)
+        self.special = self.cluster.add_node(num_cpus=1, resources={"special": 1})
+        self.cluster.wait_for_nodes()
+
+    @property
+    def address(self) -> str:
+        return str(self.cluster.address)
+
+    def node(self, node_id: str) -> Any:
+        """The cluster's node object for a Ray node id."""
+        for node in [self.cluster.head_node, *self.cluster.worker_nodes]:
+            if node.node_id == node_id:
+                return node
+        raise LookupError(node_id)
+
+    def is_head(self, node_id: str) -> bool:
+        return bool(self.cluster.head_node.node_id == node_id)
+
+    def replace(self, node: Any) -> None:
+        """Remove ``node`` (its processes die at once) and add a node like it."""
+        special = node is self.special
+        self.cluster.remove_node(node, allow_graceful=False)
+        new = self.cluster.add_node(num_cpus=1, resources={"special": 1} if special else {})
+        if special:
+            self.special = new
+        else:
+            self.plain = new
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[LocalCluster]:
+    """The module's three-node cluster, with this process connected as a driver."""
+    os.environ.setdefault("PYTHONPATH", ROOT)
+    local = LocalCluster()
+    ray.init(address=local.address, namespace="actorflow-tests", log_to_driver=False)
+    try:
+        yield local
+    finally:
+        ray.shutdown()
+        local.cluster.shutdown()
+
+
+@pytest.fixture
+def namespace() -> str:
+    """A Ray namespace of the test's own: its hosts and placed agents are its own."""
+    return f"t-{uuid.uuid4().hex[:10]}"
