@@ -266,9 +266,18 @@ class _Agent:
             if self.server is None:
                 server = await self.placer.server_for(self.cls, self.run_id)
                 incarnation = uuid.uuid4().hex[:12]
-                error = await wait_ref(
-                    server.spawn.remote(self.run_id, self.name, incarnation, self.state)
-                )
+                timeout = self.placer.start_timeout
+                with anyio.move_on_after(timeout) as waited:
+                    error = await wait_ref(
+                        server.spawn.remote(self.run_id, self.name, incarnation, self.state)
+                    )
+                if waited.cancelled_caught:
+                    self.placer.forget(server)
+                    raise ConfigurationError(
+                        f"{self.cls.__qualname__}.placement",
+                        placement_of(self.cls),
+                        f"resources a node has free: its Ray actor did not start in {timeout}s",
+                    )
                 if error is not None:
                     raise ClassNotShippedError(self.cls_name, "the cluster", error)
                 self.incarnation, self.seq, self.server = incarnation, 0, server

@@ -22,7 +22,7 @@ class Placement(msgspec.Struct, frozen=True, kw_only=True):
     reserving the resources once. Without a cluster the attribute is ignored.
 
     Attributes:
-        num_cpus: CPUs the class's Ray actor reserves; ``None``: Ray's default (none).
+        num_cpus: CPUs the class's Ray actor reserves; ``None``: none (it still runs).
         num_gpus: GPUs it reserves.
         memory: bytes of memory it reserves.
         resources: custom Ray resources (``{"embedder": 1}``), as the nodes declare them.
@@ -53,9 +53,8 @@ class Placement(msgspec.Struct, frozen=True, kw_only=True):
 
     def ray_options(self) -> dict[str, Any]:
         """The options of ``ActorClass.options(...)`` that reserve these resources."""
-        options: dict[str, Any] = {}
-        if self.num_cpus is not None:
-            options["num_cpus"] = self.num_cpus
+        # Ray would reserve a CPU to schedule an actor that names none
+        options: dict[str, Any] = {"num_cpus": self.num_cpus or 0}
         if self.num_gpus is not None:
             options["num_gpus"] = self.num_gpus
         if self.memory is not None:

@@ -61,7 +61,8 @@ class LocalCluster:
         raise LookupError(node_id)
 
     def is_head(self, node_id: str) -> bool:
-        return bool(self.cluster.head_node.node_id == node_id)
+        head: Any = self.cluster.head_node
+        return bool(head.node_id == node_id)
 
     def replace(self, node: Any) -> None:
         """Remove ``node`` (its processes die at once) and add a node like it."""
@@ -84,7 +85,7 @@ def ray_cluster() -> Iterator[LocalCluster]:
         yield local
     finally:
         ray.shutdown()
-        local.cluster.shutdown()
+        local.cluster.shutdown()  # type: ignore[no-untyped-call]
 
 
 @pytest.fixture

@@ -55,3 +55,18 @@ async def test_runs_spread_over_hosts_and_finish(
             assert all(handle.status is RunStatus.COMPLETED for handle in handles)
             pids = {pid for _, pid in executions(side)}
             assert pids == {info.pid for info in infos}  # both hosts drove runs
+
+
+async def test_placed_agents_run_on_a_node_with_their_resources(
+    tmp_path: Path, namespace: str, ray_cluster: LocalCluster
+) -> None:
+    side = str(tmp_path / "side")
+    with anyio.fail_after(120):
+        async with on_cluster(tmp_path / "store", namespace) as (runtime, cluster):
+            job = RayJob(steps=4, side=side, placed=True)
+            results = [await runtime.run(RayPipeline, job) for _ in range(2)]
+            assert results == [expected(4)] * 2
+            host_pids = {info.pid for info in cluster.host_info}
+            pids = {pid for _, pid in executions(side)}
+            assert len(pids) == 1  # one Ray actor for the class on the node
+            assert not pids & host_pids
