@@ -31,6 +31,7 @@ import ray.util
 from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from actorflow._log import get_logger
 from actorflow._text import describe
 from actorflow.errors import (
     ActorFailedError,
@@ -66,6 +67,9 @@ A = TypeVar("A", bound=Actor, covariant=True)
 R = TypeVar("R")
 
 _reply_decoder = msgspec.msgpack.Decoder(CallReply)
+_log = get_logger("actorflow.ray")
+_RETRY_DELAY = 0.2
+"""Seconds between looks for a live node that fits, while one is lost or joining."""
 
 
 # --- the Ray actor ---------------------------------------------------------------------
@@ -259,29 +263,48 @@ class _Agent:
         self.reply_types: dict[type, Any] = {}
 
     async def ensure(self) -> Any:
-        """The Ray actor holding this agent, starting the agent there if needed."""
+        """The Ray actor holding this agent, starting the agent there if needed.
+
+        A Ray actor that dies as it is asked (its node is going) is replaced
+        by one on another node that fits, within the placer's start timeout.
+
+        Raises:
+            ClassNotShippedError: the Ray actor cannot import the class.
+            ConfigurationError: no node took the agent within the start timeout.
+        """
         if self.server is not None:
             return self.server
         async with self.lock:
             if self.server is None:
-                server = await self.placer.server_for(self.cls, self.run_id)
-                incarnation = uuid.uuid4().hex[:12]
                 timeout = self.placer.start_timeout
-                with anyio.move_on_after(timeout) as waited:
-                    error = await wait_ref(
-                        server.spawn.remote(self.run_id, self.name, incarnation, self.state)
-                    )
-                if waited.cancelled_caught:
-                    self.placer.forget(server)
+                started = None
+                with anyio.move_on_after(timeout):
+                    started = await self._start()
+                if started is None:
                     raise ConfigurationError(
                         f"{self.cls.__qualname__}.placement",
                         placement_of(self.cls),
-                        f"resources a node has free: its Ray actor did not start in {timeout}s",
+                        f"resources a live node has free: the agent did not start in {timeout}s",
                     )
-                if error is not None:
-                    raise ClassNotShippedError(self.cls_name, "the cluster", error)
-                self.incarnation, self.seq, self.server = incarnation, 0, server
         return self.server
+
+    async def _start(self) -> Any:
+        while True:
+            server = await self.placer.server_for(self.cls, self.run_id)
+            incarnation = uuid.uuid4().hex[:12]
+            try:
+                error = await wait_ref(
+                    server.spawn.remote(self.run_id, self.name, incarnation, self.state)
+                )
+            except RayError as exc:
+                _log.info("placed_actor_lost", agent=self.name, error=describe(exc))
+                self.placer.forget(server)
+                await anyio.sleep(_RETRY_DELAY)  # a node going down: choose again
+                continue
+            if error is not None:
+                raise ClassNotShippedError(self.cls_name, "the cluster", error)
+            self.incarnation, self.seq, self.server = incarnation, 0, server
+            return server
 
     def lost(self, server: Any) -> None:
         if self.server is server:
@@ -509,16 +532,19 @@ class RayPlacer:
         self._nodes = None
 
     async def server_for(self, cls: type[Actor], run_id: str) -> Any:
-        """The Ray actor holding agents of ``cls`` for this run's node (started if needed)."""
+        """The Ray actor holding agents of ``cls`` for this run's node (started if needed).
+
+        Waits (cancellably) while no live node fits the class's placement:
+        a lost node's replacement may still be joining.
+        """
         placement = placement_of(cls)
         assert placement is not None
-        nodes = await self._fitting(placement)
-        if not nodes:
-            raise ConfigurationError(
-                f"{cls.__qualname__}.placement",
-                placement,
-                "resources that a live node of the cluster has (see `ray status`)",
-            )
+        while True:
+            nodes = await self._fitting(placement)
+            if nodes:
+                break
+            self._nodes = None
+            await anyio.sleep(_RETRY_DELAY)
         node_id = nodes[zlib.crc32(run_id.encode()) % len(nodes)]
         key = (class_name(cls), node_id)
         server = self._servers.get(key)

@@ -64,14 +64,17 @@ class LocalCluster:
         head: Any = self.cluster.head_node
         return bool(head.node_id == node_id)
 
-    def replace(self, node: Any) -> None:
-        """Remove ``node`` (its processes die at once) and add a node like it."""
-        special = node is self.special
+    def remove(self, node: Any) -> None:
+        """Remove ``node`` at once: its processes are killed, not stopped."""
         self.cluster.remove_node(node, allow_graceful=False)
+
+    def add_like(self, node: Any) -> None:
+        """Add a node like the removed ``node`` (so later tests have three again)."""
+        special = node is self.special
         new = self.cluster.add_node(num_cpus=1, resources={"special": 1} if special else {})
         if special:
             self.special = new
-        else:
+        elif node is self.plain:
             self.plain = new
 
 

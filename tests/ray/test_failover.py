@@ -1,0 +1,102 @@
+"""A node dies in the middle of runs: every run completes as if nothing happened.
+
+Each agent execution is in a side file (step key, process id). When the node
+is removed, the log records every run has are read at once (its processes
+are dead, so nothing more of theirs can land); afterwards, each of those
+steps must have executed exactly once, and every run must return what an
+uninterrupted run returns.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+
+from actorflow.storage import StepRecord
+from tests.ray.app import RayJob, RayPipeline, executions, expected
+from tests.ray.test_hosts import on_cluster
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from actorflow import RunHandle, Runtime
+    from actorflow.storage import Store
+    from tests.ray.conftest import LocalCluster
+
+pytestmark = pytest.mark.usefixtures("ray_cluster")
+
+STEPS = 8
+PAUSE = 0.25
+
+
+async def recorded_keys(store: Store, run_ids: list[str]) -> set[str]:
+    """The idempotency keys of every agent step the runs' logs hold now."""
+    keys = set()
+    for run_id in run_ids:
+        for record in await store.read_log(run_id):
+            if isinstance(record, StepRecord) and record.kind == "ask":
+                keys.add(f"{run_id}/{record.step_id}")
+    return keys
+
+
+async def wait_for_work(side: str, runs: int, pids: set[int] | None = None) -> set[str]:
+    """Wait until processes ``pids`` (any) ran steps of ``runs`` different runs; their run ids."""
+    with anyio.fail_after(60):
+        while True:
+            done = executions(side)
+            seen = {key.split("/")[0] for key, pid in done if pids is None or pid in pids}
+            if len(seen) >= runs:
+                return seen
+            await anyio.sleep(0.05)
+
+
+async def finish_after_loss(
+    runtime: Runtime, handles: list[RunHandle], side: str, lost_steps: set[str]
+) -> None:
+    assert lost_steps, "the node died with work recorded"
+    results = [await handle.result() for handle in handles]
+    assert results == [expected(STEPS)] * len(handles)
+    counts = collections.Counter(key for key, _ in executions(side))
+    again = sorted(key for key in lost_steps if counts[key] != 1)
+    assert not again, f"steps with a log record ran again: {again}"
+
+
+async def test_a_hosts_node_removed_mid_run_loses_no_run(
+    tmp_path: Path, namespace: str, ray_cluster: LocalCluster
+) -> None:
+    side = str(tmp_path / "side")
+    with anyio.fail_after(180):
+        async with on_cluster(tmp_path / "store", namespace) as (runtime, cluster):
+            victim = next(i for i in cluster.host_info if not ray_cluster.is_head(i.node_id))
+            job = RayJob(steps=STEPS, side=side, pause=PAUSE)
+            handles = [await runtime.start(RayPipeline, job) for _ in range(4)]
+            hosted = await wait_for_work(side, runs=2, pids={victim.pid})
+            node = ray_cluster.node(victim.node_id)
+            ray_cluster.remove(node)  # blocks this loop briefly: Ray wants the main thread
+            lost_steps = await recorded_keys(runtime.store, [h.run_id for h in handles])
+            ray_cluster.add_like(node)
+            await finish_after_loss(runtime, handles, side, lost_steps)
+            survivors = {pid for key, pid in executions(side) if key.split("/")[0] in hosted}
+            assert survivors - {victim.pid}, "the victim's runs went on in another process"
+
+
+async def test_a_placed_agents_node_removed_mid_run_loses_no_run(
+    tmp_path: Path, namespace: str, ray_cluster: LocalCluster
+) -> None:
+    side = str(tmp_path / "side")
+    with anyio.fail_after(180):
+        async with on_cluster(tmp_path / "store", namespace) as (runtime, _):
+            job = RayJob(steps=STEPS, side=side, pause=PAUSE, placed=True)
+            handles = [await runtime.start(RayPipeline, job) for _ in range(3)]
+            await wait_for_work(side, runs=3)
+            node = ray_cluster.special
+            ray_cluster.remove(node)  # blocks this loop briefly: Ray wants the main thread
+            placed_pids = {pid for _, pid in executions(side)}  # all on the lost node
+            lost_steps = await recorded_keys(runtime.store, [h.run_id for h in handles])
+            ray_cluster.add_like(node)
+            await finish_after_loss(runtime, handles, side, lost_steps)
+            later = {pid for _, pid in executions(side)} - placed_pids
+            assert later, "the placed agents went on in a new Ray actor"
