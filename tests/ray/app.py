@@ -9,12 +9,16 @@ finds classes by ``__qualname__``, and other test modules define ``Worker``s.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import anyio
 import msgspec
 
 from actorflow import Orchestrator, Request, RunContext, Specialist, handler
 from actorflow.ray import Placement
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
 
 
 class RayJob(msgspec.Struct, frozen=True):
@@ -96,3 +100,12 @@ def executions(side: str) -> list[tuple[str, int]]:
     except FileNotFoundError:
         return []
     return [(key, int(pid)) for key, pid in (line.split() for line in lines)]
+
+
+async def wait_until(condition: Callable[[], Awaitable[bool]], timeout: float = 60.0) -> None:  # noqa: ASYNC109
+    """Wait (bounded) until ``condition()`` holds, looking every 50 ms: another process's work."""
+    with anyio.fail_after(timeout):
+        while True:
+            if await condition():
+                return
+            await anyio.sleep(0.05)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -20,8 +21,13 @@ try:
 except ImportError:  # the `ray` extra is not installed: these tests are not collected
     collect_ignore_glob = ["test_*.py"]
 
+from actorflow.storage import open_store
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
+
+    from actorflow.storage import Store
 
 SYSTEM_CONFIG = {
     "health_check_initial_delay_ms": 0,
@@ -89,6 +95,40 @@ def ray_cluster() -> Iterator[LocalCluster]:
     finally:
         ray.shutdown()
         local.cluster.shutdown()  # type: ignore[no-untyped-call]
+
+
+@dataclass
+class SharedStore:
+    """A store every node of the cluster reaches: where it is, and how to open it."""
+
+    location: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def open(self) -> Store:
+        """The driver's own store object on it."""
+        return open_store(self.location, **self.options)
+
+
+LEASE_TTL = 3.0
+"""The S3 stores' lease TTL in these tests: a dead host's runs are orphans this much later."""
+
+
+@pytest.fixture(params=["file", "s3"])
+def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> SharedStore:
+    """The shared store, as a folder on this machine (all nodes are here) and on SeaweedFS."""
+    if request.param == "file":
+        return SharedStore(str(tmp_path / "store"))
+    server = request.getfixturevalue("seaweed_server")
+    return SharedStore(
+        f"s3://{server.bucket}/ray-{uuid.uuid4().hex[:10]}",
+        {
+            "endpoint_url": server.url,
+            "region_name": "us-east-1",
+            "aws_access_key_id": server.access_key,
+            "aws_secret_access_key": server.secret_key,
+            "lease_ttl": LEASE_TTL,
+        },
+    )
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from actorflow.storage import StepRecord
-from tests.ray.app import RayJob, RayPipeline, executions, expected
+from tests.ray.app import RayJob, RayPipeline, executions, expected, wait_until
 from tests.ray.test_hosts import on_cluster
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from actorflow import RunHandle, Runtime
     from actorflow.storage import Store
-    from tests.ray.conftest import LocalCluster
+    from tests.ray.conftest import LocalCluster, SharedStore
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 
@@ -44,13 +44,24 @@ async def recorded_keys(store: Store, run_ids: list[str]) -> set[str]:
 
 async def wait_for_work(side: str, runs: int, pids: set[int] | None = None) -> set[str]:
     """Wait until processes ``pids`` (any) ran steps of ``runs`` different runs; their run ids."""
-    with anyio.fail_after(60):
-        while True:
-            done = executions(side)
-            seen = {key.split("/")[0] for key, pid in done if pids is None or pid in pids}
-            if len(seen) >= runs:
-                return seen
-            await anyio.sleep(0.05)
+    seen: set[str] = set()
+
+    async def enough() -> bool:
+        done = executions(side)
+        seen.update(key.split("/")[0] for key, pid in done if pids is None or pid in pids)
+        return len(seen) >= runs
+
+    await wait_until(enough)
+    return seen
+
+
+async def wait_for_records(store: Store, run_ids: set[str], steps: int) -> None:
+    """Wait until the runs' logs hold ``steps`` agent steps in all (their work is durable)."""
+
+    async def enough() -> bool:
+        return len(await recorded_keys(store, sorted(run_ids))) >= steps
+
+    await wait_until(enough)
 
 
 async def finish_after_loss(
@@ -65,15 +76,16 @@ async def finish_after_loss(
 
 
 async def test_a_hosts_node_removed_mid_run_loses_no_run(
-    tmp_path: Path, namespace: str, ray_cluster: LocalCluster
+    tmp_path: Path, namespace: str, ray_cluster: LocalCluster, shared_store: SharedStore
 ) -> None:
     side = str(tmp_path / "side")
     with anyio.fail_after(180):
-        async with on_cluster(tmp_path / "store", namespace) as (runtime, cluster):
+        async with on_cluster(shared_store, namespace) as (runtime, cluster):
             victim = next(i for i in cluster.host_info if not ray_cluster.is_head(i.node_id))
             job = RayJob(steps=STEPS, side=side, pause=PAUSE)
             handles = [await runtime.start(RayPipeline, job) for _ in range(4)]
             hosted = await wait_for_work(side, runs=2, pids={victim.pid})
+            await wait_for_records(runtime.store, hosted, steps=2)
             node = ray_cluster.node(victim.node_id)
             ray_cluster.remove(node)  # blocks this loop briefly: Ray wants the main thread
             lost_steps = await recorded_keys(runtime.store, [h.run_id for h in handles])
@@ -91,7 +103,7 @@ async def test_a_placed_agents_node_removed_mid_run_loses_no_run(
         async with on_cluster(tmp_path / "store", namespace) as (runtime, _):
             job = RayJob(steps=STEPS, side=side, pause=PAUSE, placed=True)
             handles = [await runtime.start(RayPipeline, job) for _ in range(3)]
-            await wait_for_work(side, runs=3)
+            await wait_for_records(runtime.store, await wait_for_work(side, runs=3), steps=3)
             node = ray_cluster.special
             ray_cluster.remove(node)  # blocks this loop briefly: Ray wants the main thread
             placed_pids = {pid for _, pid in executions(side)}  # all on the lost node

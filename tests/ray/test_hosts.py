@@ -11,6 +11,7 @@ import pytest
 from actorflow import RunStatus, Runtime
 from actorflow.ray import RayCluster
 from tests.ray.app import RayJob, RayPipeline, executions, expected
+from tests.ray.conftest import SharedStore
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -26,24 +27,33 @@ IMPORTS = ("tests.ray.app",)
 
 @contextlib.asynccontextmanager
 async def on_cluster(
-    store: Path, namespace: str, *, hosts: int = 2
+    store: Path | SharedStore, namespace: str, *, hosts: int = 2
 ) -> AsyncIterator[tuple[Runtime, RayCluster]]:
     """A driver runtime on the test cluster; its hosts are stopped at the end."""
-    cluster = RayCluster(hosts=hosts, namespace=namespace, imports=IMPORTS)
+    shared = store if isinstance(store, SharedStore) else SharedStore(str(store))
+    cluster = RayCluster(
+        hosts=hosts,
+        namespace=namespace,
+        imports=IMPORTS,
+        store=shared.location,
+        store_options=shared.options,
+    )
+    driver_store = shared.open()
     try:
-        async with Runtime(store=store, cluster=cluster) as runtime:
+        async with Runtime(store=driver_store, cluster=cluster) as runtime:
             yield runtime, cluster
     finally:
         with anyio.CancelScope(shield=True):
             await cluster.stop_hosts()
+            await driver_store.aclose()
 
 
 async def test_runs_spread_over_hosts_and_finish(
-    tmp_path: Path, namespace: str, ray_cluster: LocalCluster
+    tmp_path: Path, namespace: str, shared_store: SharedStore
 ) -> None:
     side = str(tmp_path / "side")
     with anyio.fail_after(120):
-        async with on_cluster(tmp_path / "store", namespace) as (runtime, cluster):
+        async with on_cluster(shared_store, namespace) as (runtime, cluster):
             infos: list[HostInfo] = cluster.host_info
             assert len({info.node_id for info in infos}) == 2  # a CPU each: two nodes
             handles = [
