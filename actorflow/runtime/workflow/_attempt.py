@@ -31,6 +31,7 @@ from actorflow.errors import (
     StorageError,
 )
 from actorflow.runtime.actors import Actor, state_type
+from actorflow.runtime.workflow._adoption import adoption_record
 from actorflow.runtime.workflow._agents import RunAgents
 from actorflow.runtime.workflow._checkpointer import CheckpointQueue
 from actorflow.runtime.workflow._context import RunContext
@@ -223,6 +224,8 @@ class RunDriver:
                 if replayed or view.position:
                     emit("recovery_started", position=view.position, records=replayed)
                 writer = LogWriter(store, run_id, start=view.position)
+                if handle.adopted_by is not None:
+                    writer.add(adoption_record(handle.adopted_by, manifest.attempt))
                 scope = self._open_scope(
                     run_id,
                     lambda e: emit(
