@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import sys
 import types
+from typing import TYPE_CHECKING
 
 import anyio
-import pytest
 
 from tests.snippets import python_blocks
+
+if TYPE_CHECKING:
+    import pytest
 
 
 async def test_the_workers_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:

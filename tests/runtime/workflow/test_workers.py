@@ -1,4 +1,4 @@
-"""Worker processes that heal each other: ``actorflow worker`` on one file store.
+"""Worker processes that heal each other: ``actorflow worker`` on one file store, and on S3.
 
 Three real worker processes adopt submitted runs; one is killed with
 SIGKILL while it owns runs. The others must finish its runs with the
@@ -6,6 +6,7 @@ results of uninterrupted runs, no step that had a log record may run again
 (the side file says what ran, and where), and no run may ever have two
 live owners: each run's executions come from one process, then (at most)
 from the one worker that adopted it, which its log's ``adopted`` record names.
+On S3 the killed worker's runs are free once its one worker lease has run out.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,9 +29,13 @@ from actorflow import Runtime
 from actorflow.runtime.workflow._adoption import ADOPTED, Adopted
 from actorflow.storage import EventRecord, FileStore, RunStatus, StepRecord
 from tests.runtime.workflow import worker_app
+from tests.storage.factories_s3 import open_s3_store
 
 if TYPE_CHECKING:
     from anyio.abc import Process
+
+    from actorflow.storage import Store
+    from tests.storage.s3_servers import S3Server
 
 ROOT = Path(__file__).resolve().parents[3]
 RUNS = 6
@@ -47,7 +53,7 @@ def _lines(side: Path) -> list[tuple[str, str, int]]:
     return out
 
 
-async def _start_worker(store: Path, env: dict[str, str]) -> Process:
+async def _start_worker(store: str, env: dict[str, str]) -> Process:
     command = [
         sys.executable,
         "-m",
@@ -56,7 +62,7 @@ async def _start_worker(store: Path, env: dict[str, str]) -> Process:
         "--app",
         "tests.runtime.workflow.worker_app:runtime",
         "--store",
-        str(store),
+        store,
         "--poll",
         "0.05",
     ]
@@ -65,17 +71,36 @@ async def _start_worker(store: Path, env: dict[str, str]) -> Process:
     )
 
 
+@pytest.fixture(params=["file", "s3"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Store, dict[str, str]]:
+    """The workers' ``--store``, a store object of the test's on it, and their environment."""
+    if request.param == "file":
+        return str(tmp_path / "store"), FileStore(tmp_path / "store"), {}
+    server: S3Server = request.getfixturevalue("seaweed_server")
+    prefix = f"t-{uuid.uuid4().hex[:12]}"
+    env = {
+        "ACTORFLOW_S3_ENDPOINT": server.url,
+        "AWS_ACCESS_KEY_ID": server.access_key,
+        "AWS_SECRET_ACCESS_KEY": server.secret_key,
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    return f"s3://{server.bucket}/{prefix}", open_s3_store(server, prefix=prefix), env
+
+
 @pytest.mark.slow
-async def test_workers_finish_a_killed_workers_runs_exactly_once(tmp_path: Path) -> None:
-    store_path, side, gate = tmp_path / "store", tmp_path / "side", tmp_path / "gate"
+async def test_workers_finish_a_killed_workers_runs_exactly_once(
+    tmp_path: Path, where: tuple[str, Store, dict[str, str]]
+) -> None:
+    store_path, store, store_env = where
+    side, gate = tmp_path / "side", tmp_path / "gate"
     env = {
         **os.environ,
+        **store_env,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         "ACTORFLOW_TEST_SIDE": str(side),
         "ACTORFLOW_TEST_GATE": str(gate),
         "ACTORFLOW_LOG_LEVEL": "warning",
     }
-    store = FileStore(store_path)
     seeds = {}
     async with Runtime(store=store) as client:
         for seed in range(RUNS):

@@ -22,6 +22,7 @@ from actorflow import (
     Specialist,
     handler,
 )
+from actorflow.storage import open_store
 
 STEPS = 3
 
@@ -63,6 +64,13 @@ def expected(seed: int) -> list[int]:
     return [seed + i * 10 for i in range(STEPS)]
 
 
+LEASE_TTL = 1.0
+"""The S3 lease of these workers: short, so a killed one's runs are free soon."""
+
+
 def runtime(store: str) -> Runtime:
     """Every step durable before the next: the test reads the log right after a kill."""
-    return Runtime(store=store, config=RuntimeConfig(durability=Durability.SYNC))
+    options = {"lease_ttl": LEASE_TTL} if store.startswith("s3://") else {}
+    return Runtime(
+        store=open_store(store, **options), config=RuntimeConfig(durability=Durability.SYNC)
+    )
