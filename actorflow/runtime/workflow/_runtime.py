@@ -925,8 +925,9 @@ class Runtime(ActorSystem):
         ``until="stopped"`` (the default) it also ends when the run stops
         without finishing (paused, blocked, interrupted: nobody runs it now),
         after that ``StatusChanged``, but follows a queued run until a worker
-        starts it; ``until="finished"`` follows it through pauses and recoveries. A run whose owner died still reads as running
-        until something recovers it.
+        starts it; ``until="finished"`` follows it through pauses and
+        recoveries. A run whose owner died still reads as running until
+        something recovers it.
 
         It owns nothing and never writes: it reads the manifest and the log
         every ``poll_interval`` seconds, so events arrive that much after the
