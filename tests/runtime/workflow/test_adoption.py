@@ -18,6 +18,7 @@ import pytest
 from actorflow import AdoptionPolicy, Orchestrator, RunContext, Runtime, RuntimeConfig
 from actorflow.errors import (
     ConfigurationError,
+    LeaseLostError,
     NewerFormatError,
     RunInputMismatchError,
 )
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from pathlib import Path
 
-    from actorflow.storage import Store
+    from actorflow.storage import Lease, Store
     from actorflow.storage._records import RunManifest
 
 FAST = AdoptionPolicy(poll_interval=0.05, recheck_interval=0.05, backoff=0.01, max_backoff=0.05)
@@ -349,3 +350,38 @@ async def test_unowned_leaves_out_what_a_live_owner_holds(indexed: Callable[[], 
         await owner.aclose()  # an S3 store ends its worker lease
     assert sorted(await other.list_unfinished(unowned=True)) == ["free", "held"]
     await other.aclose()
+
+
+class SlowRelease(MemoryStore):
+    """A memory store with a heartbeat, whose release lets a renewal in before it returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.renewed_after_release = anyio.Event()
+        self.released: set[str] = set()
+
+    @property
+    def renew_interval(self) -> float | None:
+        return 0.001
+
+    async def renew(self, lease: Lease) -> Lease:
+        try:
+            return await super().renew(lease)
+        except LeaseLostError:
+            if lease.run_id in self.released:
+                self.renewed_after_release.set()
+            raise
+
+    async def release(self, lease: Lease) -> None:
+        await super().release(lease)
+        self.released.add(lease.run_id)
+        await self.renewed_after_release.wait()  # the heartbeat finds the lease gone meanwhile
+
+
+async def test_a_heartbeat_that_finds_its_lease_gone_stops_only_itself() -> None:
+    store = SlowRelease()
+    async with Runtime(store=store) as rt:
+        first = await rt.run(Twice, 1)
+        assert store.renewed_after_release.is_set()
+        assert await rt.run(Twice, 2) == 4  # the runtime goes on
+    assert first == 2
