@@ -17,8 +17,8 @@ EVERY = {"--store", "--debug", "--json"}
 # Given once too, in "Encrypted stores": every command under these sections takes it.
 STORE_SECTIONS = ("## Looking inside", "## Housekeeping")
 KEY_FILE = "--key-file"
-# Commands whose output is JSON already: the table says they take no --json.
-ALWAYS_JSON = {"result"}
+# Commands that take no --json: result prints JSON already; worker prints no result.
+ALWAYS_JSON = {"result", "worker"}
 
 
 def documented() -> dict[str, tuple[list[str], set[str]]]:

@@ -39,18 +39,34 @@ from actorflow.errors import (
     StorageError,
 )
 from actorflow.runtime.actors import lookup
-from actorflow.storage import RunIndex, RunManifest, RunStatus
+from actorflow.storage import EventRecord, RunIndex, RunManifest, RunStatus
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from actorflow.storage import Store
 
-__all__ = ["Adopter", "AdopterHooks", "AdoptionPolicy"]
+__all__ = ["ADOPTED", "Adopted", "Adopter", "AdopterHooks", "AdoptionPolicy", "adoption_record"]
 
 _log = get_logger("actorflow.adoption")
 
 _TAKEN_AS_IS = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.INTERRUPTED)
+
+ADOPTED = "adopted"
+"""``EventRecord.kind`` of the record an adopted run's attempt starts with."""
+
+
+class Adopted(msgspec.Struct, frozen=True, kw_only=True):
+    """What an ``adopted`` record says: which worker took the run, on which attempt."""
+
+    owner: str
+    attempt: int
+
+
+def adoption_record(owner: str, attempt: int) -> EventRecord:
+    """The first record of an attempt a worker adopted: who drives the run from here on."""
+    data = msgspec.msgpack.encode(Adopted(owner=owner, attempt=attempt))
+    return EventRecord(kind=ADOPTED, data=data, time=time.time())
 
 
 class AdoptionPolicy(msgspec.Struct, frozen=True, kw_only=True):

@@ -22,6 +22,7 @@ from actorflow._text import error_message
 from actorflow.errors import (
     CorruptedDataError,
     EncodingError,
+    LeaseLostError,
     NewerFormatError,
     NonDeterminismError,
     RecoveryFailedError,
@@ -31,6 +32,7 @@ from actorflow.errors import (
     StorageError,
 )
 from actorflow.runtime.actors import Actor, state_type
+from actorflow.runtime.workflow._adoption import adoption_record
 from actorflow.runtime.workflow._agents import RunAgents
 from actorflow.runtime.workflow._checkpointer import CheckpointQueue
 from actorflow.runtime.workflow._context import RunContext
@@ -163,7 +165,7 @@ class RunDriver:
                     prune = await self._drive_caught(handle, manifest, workflow, lease, fresh)
                     return
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(_heartbeat, self.store, lease, renew)
+                    tg.start_soon(_heartbeat, self.store, lease, renew, handle)
                     try:
                         prune = await self._drive_caught(handle, manifest, workflow, lease, fresh)
                     finally:
@@ -228,6 +230,8 @@ class RunDriver:
                 if replayed or view.position:
                     emit("recovery_started", position=view.position, records=replayed)
                 writer = LogWriter(store, run_id, start=view.position)
+                if handle.adopted_by is not None:
+                    writer.add(adoption_record(handle.adopted_by, manifest.attempt))
                 scope = self._open_scope(
                     run_id,
                     lambda e: emit(
@@ -402,10 +406,22 @@ def _unrecoverable(run_id: str, exc: Exception) -> Exception:
     return error
 
 
-async def _heartbeat(store: Store, lease: Lease, interval: float) -> None:
+async def _heartbeat(store: Store, lease: Lease, interval: float, handle: RunTracker) -> None:
+    """Keep the run's lease alive until cancelled; stop quietly once it is gone.
+
+    A lease is gone when the run released it (its end races this task's
+    cancellation) or another owner took it. Neither is this task's to act on:
+    the run's next write is refused (``LeaseLostError``) and ends its attempt,
+    and the runtime's other runs must not stop with it.
+    """
     while True:
         await anyio.sleep(interval)
-        lease = await store.renew(lease)
+        try:
+            lease = await store.renew(lease)
+        except LeaseLostError:
+            if not handle.done:
+                handle.emit("lease_lost", level="warning", epoch=lease.epoch)
+            return
 
 
 def _nothing_to_prune(policy: RetentionPolicy, written: int) -> bool:

@@ -40,6 +40,8 @@ class RunTracker:
         self.result: Any = None
         self.error: BaseException | None = None
         self.ended = anyio.Event()
+        self.adopted_by: str | None = None
+        """The worker that adopted the run (``adopt_orphans``): its attempt records so."""
         self.checkpoints_written: Callable[[], Awaitable[None]] | None = None
         """Waits for the snapshots still queued when the run ended (retention waits on it)."""
         self._cancel_scope: anyio.CancelScope | None = None

@@ -124,7 +124,7 @@ class Runtime(ActorSystem):
         self.adoption: AdoptionPolicy | None = adopt_orphans or None
         """The adoption policy of a worker runtime; ``None`` if it adopts nothing."""
         self._adopter: Adopter | None = None
-        self._adopting = anyio.CancelScope()
+        self._adopting: anyio.CancelScope | None = None
         self._store_spec = store
         self._store: Store | None = store if isinstance(store, Store) else None
         self.config = config if config is not None else RuntimeConfig.from_env()
@@ -147,7 +147,8 @@ class Runtime(ActorSystem):
 
     async def __aexit__(self, *exc_info: Any) -> None:
         self._stopping = True
-        self._adopting.cancel()  # no new adoption once stopping; the adopted runs stop below
+        if self._adopting is not None:  # no new adoption once stopping; adopted runs stop below
+            self._adopting.cancel()
         try:
             if exc_info[1] is None and self._pruner.pending:
                 # let retention finish what finished runs started, within the deadline
@@ -371,7 +372,13 @@ class Runtime(ActorSystem):
         ]
 
     async def _take_and_drive(
-        self, workflow: type[Any], manifest: RunManifest, *, fresh: bool, recovering: bool
+        self,
+        workflow: type[Any],
+        manifest: RunManifest,
+        *,
+        fresh: bool,
+        recovering: bool,
+        adopting: bool = False,
     ) -> tuple[RunHandle, bool]:
         """``_launch``, also saying whether this process drives the run."""
         try:
@@ -398,6 +405,8 @@ class Runtime(ActorSystem):
                 return self._ended(taken_over, workflow), False
             manifest = taken_over
         tracker = RunTracker(manifest.run_id, manifest.workflow)
+        if adopting:
+            tracker.adopted_by = self.owner
         self._runs[manifest.run_id] = tracker
         task_group.start_soon(
             self._runs_driver.drive_in_background, tracker, manifest, workflow, lease, fresh
@@ -825,13 +834,15 @@ class Runtime(ActorSystem):
                 await super().__aexit__(None, None, None)
                 raise
             self._adopting = anyio.CancelScope()
-            self.require_running("adopt runs").start_soon(self._adopt_runs, self._adopter)
+            self.require_running("adopt runs").start_soon(
+                self._adopt_runs, self._adopter, self._adopting
+            )
         return self
 
     # --- workers ---------------------------------------------------------------
 
-    async def _adopt_runs(self, adopter: Adopter) -> None:
-        with self._adopting:
+    async def _adopt_runs(self, adopter: Adopter, scope: anyio.CancelScope) -> None:
+        with scope:
             await adopter.run()
 
     def _adopter_hooks(self) -> AdopterHooks:
@@ -855,7 +866,7 @@ class Runtime(ActorSystem):
         """
         workflow = lookup(manifest.workflow)
         handle, driven = await self._take_and_drive(
-            workflow, manifest, fresh=False, recovering=True
+            workflow, manifest, fresh=False, recovering=True, adopting=True
         )
         if not driven:
             return False
@@ -1002,9 +1013,10 @@ class Runtime(ActorSystem):
         change). Ends after ``RunEnded`` when the run finishes; with
         ``until="stopped"`` (the default) it also ends when the run stops
         without finishing (paused, blocked, interrupted: nobody runs it now),
-        after that ``StatusChanged``; ``until="finished"`` follows it through
-        pauses and recoveries. A run whose owner died still reads as running
-        until something recovers it.
+        after that ``StatusChanged``, but follows a queued run until a worker
+        starts it; ``until="finished"`` follows it through pauses and
+        recoveries. A run whose owner died still reads as running until
+        something recovers it.
 
         It owns nothing and never writes: it reads the manifest and the log
         every ``poll_interval`` seconds, so events arrive that much after the

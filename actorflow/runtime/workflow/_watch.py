@@ -242,6 +242,6 @@ async def watch_run(
                 )
                 return
             yield StatusChanged(status=status, prompt=manifest.prompt)
-            if until == "stopped":
+            if until == "stopped" and status is not RunStatus.QUEUED:  # queued: a worker starts it
                 return
         await anyio.sleep(poll_interval)

@@ -74,8 +74,11 @@ class Flow(Orchestrator):
 
 def _lag_the_lease_clock() -> None:
     import actorflow.storage.s3._lease as lease_module
+    import actorflow.storage.s3._workers as workers_module
 
-    lease_module.time = SimpleNamespace(time=lambda: time.time() - LAG)  # type: ignore[assignment,attr-defined]
+    lagging = SimpleNamespace(time=lambda: time.time() - LAG)
+    lease_module.time = lagging  # type: ignore[assignment,attr-defined]
+    workers_module.time = lagging  # type: ignore[assignment,attr-defined]
 
 
 def _named(exc: BaseException) -> str:
