@@ -21,6 +21,7 @@ MODULES = (
     "actorflow.testing",
     "actorflow.testing.conformance",
     "actorflow.errors",
+    "actorflow.ray",
 )
 INTRO = """\
 # API reference

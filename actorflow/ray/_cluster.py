@@ -30,7 +30,7 @@ from actorflow.runtime import AdoptionPolicy
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from actorflow.runtime import AgentPlacer, Runtime
+    from actorflow.runtime import AgentPlacer, ClusterRuntime
     from actorflow.runtime.actors import Actor
 
 __all__ = ["RayCluster"]
@@ -116,7 +116,7 @@ class RayCluster:
 
     # --- the runtime's side ------------------------------------------------------------
 
-    async def open(self, runtime: Runtime) -> None:
+    async def open(self, runtime: ClusterRuntime) -> None:
         """Connect to Ray and start (or find) the hosts; wait until each runs.
 
         Raises:
@@ -272,7 +272,7 @@ class RayCluster:
                     pass  # gone since it was listed
         return found
 
-    def _location(self, runtime: Runtime) -> str:
+    def _location(self, runtime: ClusterRuntime) -> str:
         if self._store is not None:
             return self._store
         store = runtime.store

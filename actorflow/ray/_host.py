@@ -30,7 +30,7 @@ from actorflow.runtime.actors import lookup
 from actorflow.storage import RunIndex, open_store
 
 if TYPE_CHECKING:
-    from actorflow.runtime import AgentPlacer
+    from actorflow.runtime import AgentPlacer, ClusterRuntime
     from actorflow.runtime.actors import Actor
 
 __all__ = ["Host", "HostCluster"]
@@ -46,7 +46,7 @@ class HostCluster:
     def __init__(self, placer: RayPlacer) -> None:
         self._placer = placer
 
-    async def open(self, runtime: Runtime) -> None:
+    async def open(self, runtime: ClusterRuntime) -> None:
         """Nothing to connect: the host runs inside the cluster."""
 
     async def aclose(self) -> None:

@@ -18,7 +18,12 @@ from actorflow.runtime.actors import (
 )
 from actorflow.runtime.workflow._adoption import AdoptionPolicy
 from actorflow.runtime.workflow._children import ChildRun
-from actorflow.runtime.workflow._cluster import AgentPlacer, Cluster, RemoteStep
+from actorflow.runtime.workflow._cluster import (
+    AgentPlacer,
+    Cluster,
+    ClusterRuntime,
+    RemoteStep,
+)
 from actorflow.runtime.workflow._config import (
     CheckpointTriggers,
     Durability,
@@ -63,6 +68,7 @@ __all__ = [
     "CheckpointTriggers",
     "ChildRun",
     "Cluster",
+    "ClusterRuntime",
     "DecisionMade",
     "Durability",
     "EmitRecorded",

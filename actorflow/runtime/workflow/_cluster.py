@@ -31,11 +31,11 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from actorflow.runtime.actors import Actor, ActorRef
+    from actorflow.runtime.workflow._config import RuntimeConfig
     from actorflow.runtime.workflow._handle import RunTracker
-    from actorflow.runtime.workflow._runtime import Runtime
     from actorflow.storage import RunManifest, Store
 
-__all__ = ["AgentPlacer", "Cluster", "RemoteStep", "RunFollower"]
+__all__ = ["AgentPlacer", "Cluster", "ClusterRuntime", "RemoteStep", "RunFollower"]
 
 _log = get_logger("actorflow.cluster")
 
@@ -63,6 +63,23 @@ class AgentPlacer(Protocol):
         ...
 
 
+class ClusterRuntime(Protocol):
+    """What a cluster learns of the runtime it serves (a ``Runtime``).
+
+    .. versionadded:: 0.4
+    """
+
+    @property
+    def store(self) -> Store:
+        """The runtime's store."""
+        ...
+
+    @property
+    def config(self) -> RuntimeConfig:
+        """The runtime's workflow options (its hosts run with the same)."""
+        ...
+
+
 class Cluster(Protocol):
     """Where a runtime's runs and placed agents go: ``Runtime(cluster=...)``.
 
@@ -77,7 +94,7 @@ class Cluster(Protocol):
         """Whether runs this runtime starts are driven elsewhere (by :meth:`dispatch`)."""
         ...
 
-    async def open(self, runtime: Runtime) -> None:
+    async def open(self, runtime: ClusterRuntime) -> None:
         """Connect, with the runtime's store and configuration at hand."""
         ...
 
