@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from actorflow import Runtime  # noqa: E402
-from actorflow.storage import FileStore, RunIndex, S3Store, Store  # noqa: E402
+from actorflow.storage import FileStore, RunIndex, RunStatus, S3Store, Store  # noqa: E402
 from tests.runtime.workflow import worker_app  # noqa: E402
 from tests.storage.s3_servers import S3Server, seaweed  # noqa: E402
 
@@ -134,7 +134,7 @@ async def _renewal_puts(server: S3Server, held: int) -> int:
 # --- 3. take-over after a kill --------------------------------------------------------
 
 
-async def _worker(store: str, env: dict[str, str]) -> Process:
+async def _worker(store: str, env: dict[str, str], log: Path) -> Process:
     command = [
         sys.executable,
         "-m",
@@ -149,9 +149,10 @@ async def _worker(store: str, env: dict[str, str]) -> Process:
         "--concurrency",
         str(RUNS),
     ]
-    return await anyio.open_process(
-        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    with log.open("ab") as stderr:  # what a worker says, should it fail
+        return await anyio.open_process(
+            command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr
+        )
 
 
 async def _takeover(location: str, store: Store, env: dict[str, str], tmp: Path) -> list[float]:
@@ -164,12 +165,12 @@ async def _takeover(location: str, store: Store, env: dict[str, str], tmp: Path)
                 await client.submit(worker_app.WorkerChain, i, run_id=f"k{round_}-{i}")
                 for i in range(RUNS)
             ]
-        victim = await _worker(location, run_env)
-        with anyio.fail_after(120):
+        victim = await _worker(location, run_env, tmp / "workers.log")
+        with anyio.fail_after(120):  # a bound: the workers' log says what went wrong
             # every run started in the victim and waits at its second tick
             while not side.exists() or len(side.read_text().splitlines()) < 2 * RUNS:  # noqa: ASYNC110
                 await anyio.sleep(0.01)
-            survivor = await _worker(location, run_env)
+            survivor = await _worker(location, run_env, tmp / "workers.log")
             await anyio.sleep(1.0)  # the survivor is up and looking, with nothing to take
             owner = (await store.read_run(ids[0])).owner
             victim.send_signal(signal.SIGKILL)
@@ -183,7 +184,10 @@ async def _takeover(location: str, store: Store, env: dict[str, str], tmp: Path)
                         pending.discard(run_id)
                 await anyio.sleep(0.005)
             times.append(time.perf_counter() - killed)
-        gate.touch()
+            gate.touch()
+            for run_id in ids:  # all done before the next round: it has its own gate
+                while (await store.read_run(run_id)).status is not RunStatus.COMPLETED:  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
         survivor.send_signal(signal.SIGTERM)
         with anyio.move_on_after(30):
             await survivor.wait()

@@ -165,6 +165,7 @@ class RunDriver:
                     prune = await self._drive_caught(handle, manifest, workflow, lease, fresh)
                     return
                 async with anyio.create_task_group() as tg:
+                    handle.heartbeat = anyio.CancelScope()
                     tg.start_soon(_heartbeat, self.store, lease, renew, handle)
                     try:
                         prune = await self._drive_caught(handle, manifest, workflow, lease, fresh)
@@ -281,6 +282,8 @@ class RunDriver:
                     for placer in outcome.placers:
                         await placer.release(run_id)
                 finally:
+                    if handle.heartbeat is not None:  # a renewal racing the release would fail
+                        handle.heartbeat.cancel()
                     try:
                         await store.release(lease)
                     except StorageError as exc:
@@ -407,21 +410,21 @@ def _unrecoverable(run_id: str, exc: Exception) -> Exception:
 
 
 async def _heartbeat(store: Store, lease: Lease, interval: float, handle: RunTracker) -> None:
-    """Keep the run's lease alive until cancelled; stop quietly once it is gone.
+    """Keep the run's lease alive until the run releases it; stop if it is lost.
 
-    A lease is gone when the run released it (its end races this task's
-    cancellation) or another owner took it. Neither is this task's to act on:
+    A lost lease (another owner took the run) is not this task's to act on:
     the run's next write is refused (``LeaseLostError``) and ends its attempt,
     and the runtime's other runs must not stop with it.
     """
-    while True:
-        await anyio.sleep(interval)
-        try:
-            lease = await store.renew(lease)
-        except LeaseLostError:
-            if not handle.done:
+    assert handle.heartbeat is not None
+    with handle.heartbeat:
+        while True:
+            await anyio.sleep(interval)
+            try:
+                lease = await store.renew(lease)
+            except LeaseLostError:
                 handle.emit("lease_lost", level="warning", epoch=lease.epoch)
-            return
+                return
 
 
 def _nothing_to_prune(policy: RetentionPolicy, written: int) -> bool:

@@ -40,6 +40,9 @@ class RunTracker:
         self.result: Any = None
         self.error: BaseException | None = None
         self.ended = anyio.Event()
+        self.heartbeat: anyio.CancelScope | None = None
+        """Where the run's lease is renewed (stores whose leases time out); stopped before
+        the lease is released, so that no renewal ever races the release."""
         self.adopted_by: str | None = None
         """The worker that adopted the run (``adopt_orphans``): its attempt records so."""
         self.checkpoints_written: Callable[[], Awaitable[None]] | None = None

@@ -21,6 +21,7 @@ from actorflow.errors import (
     LeaseLostError,
     NewerFormatError,
     RunInputMismatchError,
+    RunPaused,
 )
 from actorflow.runtime.workflow._adoption import ADOPTED, Adopted
 from actorflow.storage import (
@@ -67,6 +68,14 @@ class WaitsForFix(Orchestrator):
 
     async def run(self, ctx: RunContext, _: None) -> int:
         fix = await ctx.wait_for(Fix, pause=True)
+        return fix.n
+
+
+class WaitsInPlace(Orchestrator):
+    __actorflow_name__ = "tests.adoption.WaitsInPlace"
+
+    async def run(self, ctx: RunContext, _: None) -> int:
+        fix = await ctx.wait_for(Fix)  # live all the while: its lease is renewed
         return fix.n
 
 
@@ -352,36 +361,57 @@ async def test_unowned_leaves_out_what_a_live_owner_holds(indexed: Callable[[], 
     await other.aclose()
 
 
-class SlowRelease(MemoryStore):
-    """A memory store with a heartbeat, whose release lets a renewal in before it returns."""
+class Heartbeats(MemoryStore):
+    """A memory store with a heartbeat every millisecond that logs renewals and releases.
 
-    def __init__(self) -> None:
+    Its release stays open for a few heartbeats, so a renewal that raced it
+    would be seen; its renewals of ``lost`` raise ``LeaseLostError``, as if
+    another owner had taken that run.
+    """
+
+    def __init__(self, lost: str = "") -> None:
         super().__init__()
-        self.renewed_after_release = anyio.Event()
-        self.released: set[str] = set()
+        self.calls: list[tuple[str, str]] = []
+        self.lost = lost
+        self.lost_seen = anyio.Event()
 
     @property
     def renew_interval(self) -> float | None:
         return 0.001
 
     async def renew(self, lease: Lease) -> Lease:
-        try:
-            return await super().renew(lease)
-        except LeaseLostError:
-            if lease.run_id in self.released:
-                self.renewed_after_release.set()
-            raise
+        self.calls.append(("renew", lease.run_id))
+        if lease.run_id == self.lost:
+            self.lost_seen.set()
+            raise LeaseLostError(lease.run_id, lease.epoch)
+        return await super().renew(lease)
 
     async def release(self, lease: Lease) -> None:
         await super().release(lease)
-        self.released.add(lease.run_id)
-        await self.renewed_after_release.wait()  # the heartbeat finds the lease gone meanwhile
+        self.calls.append(("release", lease.run_id))
+        for _ in range(5):  # heartbeats would fire meanwhile, were any still running
+            await anyio.sleep(0.002)
 
 
-async def test_a_heartbeat_that_finds_its_lease_gone_stops_only_itself() -> None:
-    store = SlowRelease()
+async def test_no_renewal_races_a_release() -> None:
+    store = Heartbeats()
     async with Runtime(store=store) as rt:
-        first = await rt.run(Twice, 1)
-        assert store.renewed_after_release.is_set()
-        assert await rt.run(Twice, 2) == 4  # the runtime goes on
-    assert first == 2
+        with pytest.raises(RunPaused):  # it pauses: its lease is released
+            await rt.run(WaitsForFix, None, run_id="first")
+        assert await rt.run(Twice, 2, run_id="second") == 4
+    for run_id in ("first", "second"):
+        mine = [kind for kind, r in store.calls if r == run_id]
+        assert mine.count("release") == 1
+        assert mine[-1] == "release", f"{run_id}: a renewal after its release: {mine}"
+
+
+async def test_a_heartbeat_that_finds_its_lease_lost_stops_only_itself() -> None:
+    store = Heartbeats(lost="lost")
+    async with Runtime(store=store) as rt:
+        handle = await rt.start(WaitsInPlace, None, run_id="lost")
+        await store.lost_seen.wait()  # its heartbeat found the lease gone, and stopped
+        assert await rt.run(Twice, 3) == 6  # the runtime's other runs go on
+        await rt.signal("lost", Fix(1))
+        await handle.wait()
+    renewals = [r for kind, r in store.calls if kind == "renew" and r == "lost"]
+    assert renewals == ["lost"]  # one renewal failed; none was tried after it

@@ -147,7 +147,8 @@ class TestRequests:
         done = functools.partial(msgspec.structs.replace, status=RunStatus.COMPLETED)
         with Requests(store) as sent:
             info = await store.write_snapshot(snap("final", 3), update=done)
-        assert sent.names == ["PutObject", "PutObject"]
+        # and the finished run leaves the index of unfinished runs
+        assert sent.names == ["PutObject", "PutObject", "DeleteObjects"]
         assert sent.calls[0][1].endswith(name(info))
         assert sent.calls[1][1] == store._objects.key("r1", "manifest")
         fresh = sibling(store, server)
