@@ -242,6 +242,16 @@ class RayCluster:
                 out.append(-1)
         return out
 
+    async def host_memory(self) -> list[int]:
+        """Each host process's resident memory, in bytes (``-1``: it does not answer)."""
+        out = []
+        for handle in self._handles:
+            try:
+                out.append(await wait_ref(handle.memory.remote()))
+            except RayError:
+                out.append(-1)
+        return out
+
     async def stop_hosts(self) -> None:
         """Stop the namespace's hosts and placed-agent actors, from any driver.
 

@@ -524,6 +524,16 @@ class RayPlacer:
             except RayError:
                 pass  # gone with its node: so are the agents
 
+    async def memory(self) -> dict[str, int]:
+        """Resident memory (bytes) of each placed-agent Ray actor this placer started or used."""
+        out = {}
+        for (cls_name, node_id), server in list(self._servers.items()):
+            try:
+                out[f"{cls_name}@{node_id[:12]}"] = await wait_ref(server.memory.remote())
+            except RayError:
+                pass  # gone with its node
+        return out
+
     def forget(self, server: Any) -> None:
         """A Ray actor died: choose among the live nodes again for its class."""
         for key, known in list(self._servers.items()):
