@@ -39,10 +39,11 @@ from actorflow.errors import (
     ClassNotShippedError,
     ConfigurationError,
     RegistryError,
+    UnhandledMessageError,
 )
 from actorflow.ray._bridge import on_done, wait_ref
 from actorflow.ray._placement import Placement, placement_of
-from actorflow.ray._spec import CallReply, encode, import_all
+from actorflow.ray._spec import CallReply, CallRequest, encode, import_all
 from actorflow.runtime import ActorRef, RemoteStep
 from actorflow.runtime.actors import (
     Actor,
@@ -67,6 +68,7 @@ A = TypeVar("A", bound=Actor, covariant=True)
 R = TypeVar("R")
 
 _reply_decoder = msgspec.msgpack.Decoder(CallReply)
+_request_decoder = msgspec.msgpack.Decoder(CallRequest)
 _log = get_logger("actorflow.ray")
 _RETRY_DELAY = 0.2
 """Seconds between looks for a live node that fits, while one is lost or joining."""
@@ -78,13 +80,26 @@ _RETRY_DELAY = 0.2
 class _Served:
     """One agent inside the Ray actor: its ref and the order its messages are queued in."""
 
-    __slots__ = ("incarnation", "next_seq", "ref", "turn")
+    __slots__ = ("incarnation", "next_seq", "ref", "waiting")
 
     def __init__(self, ref: ActorRef[Any], incarnation: str) -> None:
         self.ref = ref
         self.incarnation = incarnation
         self.next_seq = 0
-        self.turn = asyncio.Condition()
+        self.waiting: dict[int, asyncio.Event] = {}  # messages that arrived before their turn
+
+    async def queue(self, seq: int, msg: object, meta: object | None) -> Any:
+        """Queue ``msg`` in the agent's mailbox after message ``seq - 1``; its reply slot."""
+        if seq != self.next_seq:
+            turn = self.waiting[seq] = asyncio.Event()
+            await turn.wait()
+        try:
+            return await self.ref.deliver(msg, meta)
+        finally:
+            self.next_seq = seq + 1
+            after = self.waiting.pop(seq + 1, None)
+            if after is not None:
+                after.set()
 
 
 class PlacedAgents:
@@ -133,32 +148,18 @@ class PlacedAgents:
         self._agents[(run_id, name)] = _Served(ref, incarnation)
         return None
 
-    async def call(
-        self,
-        run_id: str,
-        name: str,
-        incarnation: str,
-        seq: int,
-        message_type: str,
-        message: bytes,
-        step: bytes | None,
-    ) -> bytes:
-        """Queue one message after its predecessor, wait for the handler; a ``CallReply``."""
-        served = self._agents.get((run_id, name))
-        if served is None or served.incarnation != incarnation or not served.ref.alive:
+    async def call(self, request: bytes) -> bytes:
+        """Queue one message (a ``CallRequest``) after its predecessor; a ``CallReply``."""
+        call = _request_decoder.decode(request)
+        served = self._agents.get((call.run_id, call.name))
+        if served is None or served.incarnation != call.incarnation or not served.ref.alive:
             return encode(CallReply(lost=True))
-        msg_cls = self._messages.get(message_type)
+        msg_cls = self._messages.get(call.type)
         if msg_cls is None:
-            return encode(CallReply(error_type="UnhandledMessageError", error=message_type))
-        msg = decode_value(message, msg_cls, f"message to agent {name!r}")
-        remote = RemoteStep.unpack(step)
-        async with served.turn:
-            await served.turn.wait_for(lambda: served.next_seq >= seq)
-            try:
-                reply = await served.ref.deliver(msg, remote.meta if remote else None)
-            finally:
-                served.next_seq = seq + 1
-                served.turn.notify_all()
+            return encode(CallReply(error_type="UnhandledMessageError", error=call.type))
+        msg = decode_value(call.message, msg_cls, f"message to agent {call.name!r}")
+        remote = RemoteStep.unpack(call.step)
+        reply = await served.queue(call.seq, msg, remote.meta if remote else None)
         await reply.event.wait()
         report = remote.report() if remote is not None else None
         if reply.error is not None:
@@ -260,7 +261,7 @@ class _Agent:
         self.seq = 0
         self.stopped = False
         self.lock = anyio.Lock()
-        self.reply_types: dict[type, Any] = {}
+        self.messages: dict[type, tuple[str, Any]] = {}
 
     async def ensure(self) -> Any:
         """The Ray actor holding this agent, starting the agent there if needed.
@@ -310,44 +311,49 @@ class _Agent:
         if self.server is server:
             self.server = None
 
-    def reply_type(self, msg_cls: type) -> Any:
-        found = self.reply_types.get(msg_cls)
+    def message_type(self, msg_cls: type) -> tuple[str, Any]:
+        """The registry name of a message class and its handler's reply type (cached).
+
+        Raises:
+            UnhandledMessageError: the agent's class has no handler for it.
+        """
+        found = self.messages.get(msg_cls)
         if found is None:
             fn = handler_for(self.cls, msg_cls)
+            if fn is None:
+                raise UnhandledMessageError(self.name, msg_cls, ())
             try:
-                found = typing.get_type_hints(fn).get("return", Any) if fn else Any
+                reply_type = typing.get_type_hints(fn).get("return", Any)
             except Exception:
-                found = Any
-            self.reply_types[msg_cls] = found
+                reply_type = Any
+            register(msg_cls)
+            found = self.messages[msg_cls] = (class_name(msg_cls), reply_type)
         return found
 
     async def deliver(self, msg: object, meta: object | None) -> _Reply:
         if self.stopped:
             raise ActorStoppedError(self.name, "its run's attempt ended")
-        fn = handler_for(self.cls, type(msg))
-        if fn is None:
-            from actorflow.errors import UnhandledMessageError
-
-            raise UnhandledMessageError(self.name, type(msg), ())
-        server = await self.ensure()
+        msg_cls = type(msg)
+        type_name, reply_type = self.message_type(msg_cls)
+        server = self.server if self.server is not None else await self.ensure()
         seq = self.seq
         self.seq += 1
-        register(type(msg))
-        future: Future[bytes] = server.call.remote(
-            self.run_id,
-            self.name,
-            self.incarnation,
-            seq,
-            class_name(type(msg)),
-            encode(msg),
-            RemoteStep.pack(meta),
-        ).future()
+        request = CallRequest(
+            run_id=self.run_id,
+            name=self.name,
+            incarnation=self.incarnation,
+            seq=seq,
+            type=type_name,
+            message=msgspec.Raw(encode(msg)),
+            step=RemoteStep.pack(meta),
+        )
+        future: Future[bytes] = server.call.remote(encode(request)).future()
         reply = _Reply()
-        on_done(future, lambda done: self._fill(reply, done, server, type(msg), meta))
+        on_done(future, lambda done: self._fill(reply, done, server, reply_type, meta))
         return reply
 
     def _fill(
-        self, reply: _Reply, done: Future[bytes], server: Any, msg_cls: type, meta: object | None
+        self, reply: _Reply, done: Future[bytes], server: Any, reply_type: Any, meta: object | None
     ) -> None:
         try:
             answer = _reply_decoder.decode(done.result())
@@ -369,7 +375,7 @@ class _Agent:
         else:
             try:
                 reply.value = decode_value(
-                    answer.value, self.reply_type(msg_cls), f"reply of agent {self.name!r}"
+                    answer.value, reply_type, f"reply of agent {self.name!r}"
                 )
             except Exception as exc:
                 reply.error = ActorFailedError(self.name, exc)

@@ -20,6 +20,7 @@ from actorflow.runtime import AdoptionPolicy, RuntimeConfig
 
 __all__ = [
     "CallReply",
+    "CallRequest",
     "HostInfo",
     "HostSpec",
     "decode_config",
@@ -52,6 +53,18 @@ class HostInfo(msgspec.Struct, frozen=True, kw_only=True):
     node_id: str = ""
     pid: int = 0
     error: str | None = None
+
+
+class CallRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """One message to a placed agent: one bytes argument for Ray to carry."""
+
+    run_id: str
+    name: str
+    incarnation: str
+    seq: int
+    type: str
+    message: msgspec.Raw
+    step: bytes | None = None
 
 
 class CallReply(msgspec.Struct, frozen=True, kw_only=True):

@@ -1,4 +1,4 @@
-"""A node dies in the middle of runs: every run completes as if nothing happened.
+"""A node or the driver dies in the middle of runs: every run completes as if nothing happened.
 
 Each agent execution is in a side file (step key, process id). When the node
 is removed, the log records every run has are read at once (its processes
@@ -10,19 +10,26 @@ uninterrupted run returns.
 from __future__ import annotations
 
 import collections
+import os
+import signal
+import subprocess
+import sys
 from typing import TYPE_CHECKING
 
 import anyio
 import pytest
 
+from actorflow import Runtime
+from actorflow.ray import RayCluster
 from actorflow.storage import StepRecord
 from tests.ray.app import RayJob, RayPipeline, executions, expected, wait_until
+from tests.ray.conftest import ROOT
 from tests.ray.test_hosts import on_cluster
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from actorflow import RunHandle, Runtime
+    from actorflow import RunHandle
     from actorflow.storage import Store
     from tests.ray.conftest import LocalCluster, SharedStore
 
@@ -112,3 +119,50 @@ async def test_a_placed_agents_node_removed_mid_run_loses_no_run(
             await finish_after_loss(runtime, handles, side, lost_steps)
             later = {pid for _, pid in executions(side)} - placed_pids
             assert later, "the placed agents went on in a new Ray actor"
+
+
+# --- the driver dies -------------------------------------------------------------------
+
+
+async def test_a_new_driver_attaches_to_runs_after_the_first_is_killed(
+    tmp_path: Path, namespace: str, ray_cluster: LocalCluster, anyio_backend: str
+) -> None:
+    store, side = str(tmp_path / "store"), str(tmp_path / "side")
+
+    async def under_way() -> bool:
+        return len({key.split("/")[0] for key, _ in executions(side)}) >= 3
+
+    args = [ray_cluster.address, namespace, store, side, "3", anyio_backend]
+    child = subprocess.Popen(  # noqa: ASYNC220  # its stdout is read line by line below
+        [sys.executable, "-m", "tests.ray.driver_child", *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    cluster = RayCluster(namespace=namespace, imports=("tests.ray.app",), store=store)
+    try:
+        with anyio.fail_after(120):
+            assert child.stdout is not None
+            lines = []
+            while (line := await anyio.to_thread.run_sync(child.stdout.readline)) != "started\n":
+                assert line, "the driver exited before it started its runs"
+                lines.append(line.strip())
+            await wait_until(under_way)  # every run is under way on the hosts
+            child.send_signal(signal.SIGKILL)
+            await anyio.to_thread.run_sync(child.wait)
+            async with Runtime(store=store, cluster=cluster) as runtime:
+                handles = [await runtime.follow(run_id) for run_id in lines]
+                results = [await handle.result() for handle in handles]
+        assert results == [expected(8)] * 3
+        counts = collections.Counter(key for key, _ in executions(side))
+        assert set(counts.values()) == {1}  # nothing ran twice: the hosts never stopped
+        assert {key.split("/")[0] for key in counts} == set(lines)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
+        with anyio.CancelScope(shield=True):
+            await cluster.stop_hosts()
