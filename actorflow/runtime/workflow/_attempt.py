@@ -20,6 +20,7 @@ import msgspec
 
 from actorflow._text import error_message
 from actorflow.errors import (
+    ClusterError,
     CorruptedDataError,
     EncodingError,
     LeaseLostError,
@@ -474,6 +475,10 @@ async def _execute(
                 # The log itself failed: nothing more can be made durable. The
                 # run stays as the store has it, for `recover()` to pick up later.
                 outcome.error = exc
+        except ClusterError as exc:
+            # the cluster cannot take an agent now (its code not shipped, say):
+            # the run stays as stored, for a later attempt, not failed by the deploy
+            outcome.error = exc
         except Exception as exc:
             if handle.interrupt_requested:
                 raise  # a consequence of the runtime stopping the run: it is interrupted
