@@ -87,6 +87,19 @@ class RayPipeline(Orchestrator):
         return total
 
 
+class RayLazyPipeline(Orchestrator):
+    """Asks a placed agent whose module only this run imports (not the placed actors)."""
+
+    async def run(self, ctx: RunContext, job: RayJob) -> int:
+        from tests.ray.lazy import RayLazyPlaced  # registers it here, in the host only
+
+        worker = await ctx.spawn(RayLazyPlaced, name="worker")
+        total = 0
+        for n in range(job.steps):
+            total += (await ctx.ask(worker, RayTask(n=n, side=job.side))).value
+        return total
+
+
 def expected(steps: int) -> int:
     """What an uninterrupted ``RayPipeline`` run returns."""
     return sum(n * n + n + 1 for n in range(steps))

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from actorflow import RunStatus, Runtime
+from actorflow import RunStatus, Runtime, RuntimeConfig
 from actorflow.errors import ClassNotShippedError, HostStartError, RunFailedError
 from actorflow.ray import RayCluster
-from tests.ray.app import RayJob, RayPipeline, executions, expected, wait_until
+from tests.ray.app import RayJob, RayLazyPipeline, RayPipeline, executions, expected, wait_until
 from tests.ray.conftest import ROOT, SharedStore
 from tests.ray.unshipped import RayUnshipped
 
@@ -172,6 +172,33 @@ async def test_a_class_the_hosts_cannot_import_is_a_named_error_and_the_run_wait
             async with Runtime(store=store, cluster=shipped) as runtime:
                 handle = await runtime.follow("unshipped")
                 assert await handle.result() == 42
+    finally:
+        with anyio.CancelScope(shield=True):
+            await cluster.stop_hosts()
+
+
+async def test_a_placed_class_the_cluster_cannot_import_leaves_the_run_for_later(
+    tmp_path: Path, namespace: str
+) -> None:
+    store, side = tmp_path / "store", str(tmp_path / "side")
+    config = RuntimeConfig(max_recovery_attempts=50)
+    cluster = RayCluster(hosts=1, namespace=namespace, imports=IMPORTS)
+    try:
+        with anyio.fail_after(120):
+            async with Runtime(store=store, config=config, cluster=cluster) as runtime:
+                handle = await runtime.start(RayLazyPipeline, RayJob(steps=3, side=side))
+
+                async def tried_again() -> bool:
+                    manifest = await runtime.store.read_run(handle.run_id)
+                    assert manifest.status is not RunStatus.FAILED
+                    return manifest.attempt >= 2
+
+                await wait_until(tried_again)  # each attempt met ClassNotShippedError
+                assert not executions(side)
+            await cluster.stop_hosts()
+            shipped = RayCluster(hosts=1, namespace=namespace, imports=(*IMPORTS, "tests.ray.lazy"))
+            async with Runtime(store=store, config=config, cluster=shipped) as runtime:
+                assert await (await runtime.follow(handle.run_id)).result() == expected(3)
     finally:
         with anyio.CancelScope(shield=True):
             await cluster.stop_hosts()
