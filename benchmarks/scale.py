@@ -178,7 +178,7 @@ async def node_loss(folder: Path, local: Any) -> list[str]:
         async with Runtime(store=folder / "loss", cluster=cluster) as runtime:
             victim = next(i for i in cluster.host_info if i.node_id != head)
             job = Beat(steps=60, side=side, pause=0.05)
-            handles = [await runtime.start(Heartbeat, job) for _ in range(8)]
+            handles = [await runtime.start(Heartbeat, job) for _ in range(16)]
             with anyio.fail_after(60):
                 while True:  # the victim drives three runs, each under way
                     if len(_beats(side, victim.pid)) >= 3:
