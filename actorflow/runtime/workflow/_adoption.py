@@ -196,17 +196,32 @@ class Adopter:
 
     async def _look(self, tg: anyio.abc.TaskGroup) -> None:
         now = time.monotonic()
-        for run_id in await self._store.list_unfinished(unowned=True):
+        found = await self._store.list_unfinished(unowned=True)
+        self._forget_all_but(set(found))
+        for run_id in found:
             if run_id in self._adopting or self._hooks.drives(run_id):
                 continue
             if self._not_before.get(run_id, 0.0) > now:
                 continue
-            manifest = await self._candidate(run_id)
-            if manifest is None:
-                continue
+            # a slot first: a worker at capacity reads no manifest it could not act on
             await self._slots.acquire()
+            try:
+                manifest = await self._candidate(run_id)
+            except BaseException:
+                self._slots.release()
+                raise
+            if manifest is None:
+                self._slots.release()
+                continue
             self._adopting.add(run_id)
             tg.start_soon(self._adopt, manifest)
+
+    def _forget_all_but(self, unfinished: set[str]) -> None:
+        """Drop what is kept about runs that left the index: a long-lived worker sees many."""
+        for kept in (self._not_before, self._failures):
+            for run_id in [r for r in kept if r not in unfinished]:
+                del kept[run_id]
+        self._told = {told for told in self._told if told[0] in unfinished}
 
     def _later(self, run_id: str, seconds: float) -> None:
         self._not_before[run_id] = time.monotonic() + seconds

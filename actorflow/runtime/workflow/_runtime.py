@@ -319,7 +319,8 @@ class Runtime(ActorSystem):
             try:
                 taken_over = await self._take(manifest.run_id, recovering=recovering)
             except BaseException:
-                await self.store.release(lease)
+                with anyio.CancelScope(shield=True):  # a cancelled taker lets go all the same
+                    await self.store.release(lease)
                 raise
             if taken_over.status is not RunStatus.RUNNING or taken_over.owner != self.owner:
                 await self.store.release(lease)
