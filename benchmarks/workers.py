@@ -15,7 +15,8 @@ Run: ``python benchmarks/workers.py [--quick]``. Three tables:
    over. From the kill to every run's manifest naming the survivor (running
    again), over ``ROUNDS`` kills: p50 / p95 in ms, beside what bounds it: the
    survivor's ``poll_interval`` (file store: the kernel drops the flock at
-   once) and ``poll_interval`` + ``lease_ttl`` (S3).
+   once) and ``poll_interval`` + ``lease_ttl`` (S3), plus the take-over's own
+   requests, some ten in a row per run on S3 (one request's p50 is printed).
 
 Figures go to benchmarks/RESULTS.md ("Workers (issue 15)").
 """
@@ -247,6 +248,13 @@ async def _all(folder: Path, server: S3Server | None) -> None:
         times = await _takeover(f"s3://{server.bucket}/{prefix}", s3_store, env, folder)
         bound = f"poll + lease_ttl ({worker_app.LEASE_TTL} s)"
         print(f"{'s3':<8}{_ms(times, 0.5):>10.0f}{_ms(times, 0.95):>10.0f}{bound:>28}")
+        # a take-over is some ten requests in a row (claim, fence, take): their cost, here
+        gets = []
+        for _ in range(20):
+            t = time.perf_counter()
+            await s3_store.read_run("k0-0")
+            gets.append(time.perf_counter() - t)
+        print(f"   one S3 request (a manifest GET) here: p50 {_ms(gets, 0.5):.1f} ms")
         await s3_store.aclose()
 
 
