@@ -152,7 +152,7 @@ class Adopter:
         self._reader = store
         self.policy = policy
         self._hooks = hooks
-        self._slots = anyio.Semaphore(policy.max_concurrent)
+        self._slots = anyio.CapacityLimiter(policy.max_concurrent)
         self._wake = anyio.Event()
         self._not_before: dict[str, float] = {}
         self._failures: dict[str, int] = {}
@@ -195,6 +195,12 @@ class Adopter:
             _log.info("run_index_rebuilt", changed=changed)
 
     async def _look(self, tg: anyio.abc.TaskGroup) -> None:
+        """One look at the index; each run worth a closer look gets a task of its own.
+
+        The tasks read manifests and take runs concurrently (a take-over is
+        some requests in a row on S3), each once it has one of the
+        ``max_concurrent`` slots, so the look itself never waits for a slot.
+        """
         now = time.monotonic()
         found = await self._store.list_unfinished(unowned=True)
         self._forget_all_but(set(found))
@@ -203,18 +209,8 @@ class Adopter:
                 continue
             if self._not_before.get(run_id, 0.0) > now:
                 continue
-            # a slot first: a worker at capacity reads no manifest it could not act on
-            await self._slots.acquire()
-            try:
-                manifest = await self._candidate(run_id)
-            except BaseException:
-                self._slots.release()
-                raise
-            if manifest is None:
-                self._slots.release()
-                continue
             self._adopting.add(run_id)
-            tg.start_soon(self._adopt, manifest)
+            tg.start_soon(self._consider, run_id)
 
     def _forget_all_but(self, unfinished: set[str]) -> None:
         """Drop what is kept about runs that left the index: a long-lived worker sees many."""
@@ -276,6 +272,21 @@ class Adopter:
             return None
         return manifest
 
+    async def _consider(self, run_id: str) -> None:
+        """With a slot: read the run, and adopt it if this worker should."""
+        try:
+            async with self._slots:
+                try:
+                    manifest = await self._candidate(run_id)
+                except StorageError as exc:
+                    self._later(run_id, self.policy.poll_interval)
+                    _log.warning("adoption_scan_failed", run_id=run_id, error=describe(exc))
+                    return
+                if manifest is not None:
+                    await self._adopt(manifest)
+        finally:
+            self._adopting.discard(run_id)
+
     async def _adopt(self, manifest: RunManifest) -> None:
         run_id = manifest.run_id
         try:
@@ -298,6 +309,3 @@ class Adopter:
         else:
             self.adopted += 1
             self._failures.pop(run_id, None)
-        finally:
-            self._adopting.discard(run_id)
-            self._slots.release()
