@@ -783,12 +783,14 @@ class Runtime(ActorSystem):
         if not driven:
             return False
         await handle.wait()
-        if handle.status is RunStatus.INTERRUPTED and not self._stopping:
+        # ended, paused or blocked is an adoption done; an attempt that stopped
+        # short (its error kept for the next one) is a failure, to back off from
+        if handle.status in _ORPHANS and not self._stopping:
             try:
                 await handle.result()
             except Exception as exc:
                 raise RecoveryFailedError(manifest.run_id, describe(exc)) from exc
-            raise RecoveryFailedError(manifest.run_id, "its attempt was interrupted")
+            raise RecoveryFailedError(manifest.run_id, "its attempt stopped short")
         return True
 
     def adopt_now(self) -> None:
