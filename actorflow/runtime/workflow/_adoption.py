@@ -37,6 +37,7 @@ from actorflow.errors import (
     RunLockedError,
     RunNotFoundError,
     StorageError,
+    StoreUnavailableError,
 )
 from actorflow.runtime.actors import lookup
 from actorflow.storage import EventRecord, RunIndex, RunManifest, RunStatus
@@ -166,29 +167,41 @@ class Adopter:
         self._wake.set()
 
     async def run(self) -> None:
-        """Look for runs until cancelled; each adoption runs in its own task."""
+        """Look for runs until cancelled; each adoption runs in its own task.
+
+        Raises:
+            StoreUnavailableError: the store cannot be reached at the first
+                look (a worker pointed at the wrong place says so at once;
+                later outages are waited out, with a warning each look).
+        """
         policy = self.policy
         next_reindex = time.monotonic()
+        first = True
         async with anyio.create_task_group() as tg:
             while True:
                 if policy.reindex_interval is not None and time.monotonic() >= next_reindex:
                     next_reindex = time.monotonic() + policy.reindex_interval
-                    await self._reindex()
+                    await self._reindex(first)
                 try:
                     await self._look(tg)
                 except StorageError as exc:
-                    # an unreachable store is waited out, never fatal to the worker
+                    if first and isinstance(exc, StoreUnavailableError):
+                        raise
+                    # damage or a passing outage is waited out, never fatal to the worker
                     _log.warning("adoption_scan_failed", error=describe(exc))
+                first = False
                 # jitter keeps a fleet started together from polling in step
                 delay = policy.poll_interval * random.uniform(0.8, 1.2)
                 with anyio.move_on_after(delay):
                     await self._wake.wait()
                 self._wake = anyio.Event()
 
-    async def _reindex(self) -> None:
+    async def _reindex(self, first: bool) -> None:
         try:
             changed = await self._store.reindex()
         except StorageError as exc:
+            if first and isinstance(exc, StoreUnavailableError):
+                raise
             _log.warning("run_index_not_rebuilt", error=describe(exc))
             return
         if changed:

@@ -8,6 +8,7 @@ versions, classes it has not imported, data a newer actorflow wrote.
 
 from __future__ import annotations
 
+import socket
 import uuid
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,7 @@ from actorflow.errors import (
     NewerFormatError,
     RunInputMismatchError,
     RunPaused,
+    StoreUnavailableError,
 )
 from actorflow.runtime.workflow._adoption import ADOPTED, Adopted
 from actorflow.storage import (
@@ -30,6 +32,7 @@ from actorflow.storage import (
     MemoryStore,
     RunIndex,
     RunStatus,
+    S3Store,
     StepRecord,
 )
 from actorflow.storage._envelope import Kind
@@ -440,3 +443,22 @@ async def test_a_run_that_keeps_failing_to_recover_ends_failed_after_max_attempt
     assert manifest.error.type == "RecoveryFailedError"
     assert manifest.attempt == 3  # two attempts failed; the third take found the limit
     assert await store.list_unfinished() == []
+
+
+async def test_a_worker_whose_store_cannot_be_reached_says_so_at_once() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nobody listens there
+    store = S3Store(
+        "bucket",
+        endpoint_url=f"http://127.0.0.1:{port}",
+        region_name="us-east-1",
+        aws_access_key_id="x",
+        aws_secret_access_key="y",
+        max_attempts=2,
+        backoff_base=0.001,
+    )
+    with pytest.raises(StoreUnavailableError, match="unavailable after 2 attempts"):
+        async with Runtime(store=store, adopt_orphans=FAST):
+            await anyio.sleep_forever()  # the worker's first look ends it
+    await store.aclose()
