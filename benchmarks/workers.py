@@ -15,7 +15,8 @@ Run: ``python benchmarks/workers.py [--quick]``. Three tables:
    over. From the kill to every run's manifest naming the survivor (running
    again), over ``ROUNDS`` kills: p50 / p95 in ms, beside what bounds it: the
    survivor's ``poll_interval`` (file store: the kernel drops the flock at
-   once) and ``poll_interval`` + ``lease_ttl`` (S3).
+   once) and ``poll_interval`` + ``lease_ttl`` (S3), plus the take-over's own
+   requests, some ten in a row per run on S3 (one request's p50 is printed).
 
 Figures go to benchmarks/RESULTS.md ("Workers (issue 15)").
 """
@@ -155,6 +156,21 @@ async def _worker(store: str, env: dict[str, str], log: Path) -> Process:
         )
 
 
+async def _stop(*workers: Process) -> None:
+    """SIGTERM, then SIGKILL after a grace: no worker outlives the benchmark."""
+    with anyio.CancelScope(shield=True):
+        for w in workers:
+            if w.returncode is None:
+                w.send_signal(signal.SIGTERM)
+        with anyio.move_on_after(30):
+            for w in workers:
+                await w.wait()
+        for w in workers:
+            if w.returncode is None:
+                w.kill()
+                await w.wait()
+
+
 async def _takeover(location: str, store: Store, env: dict[str, str], tmp: Path) -> list[float]:
     times: list[float] = []
     for round_ in range(ROUNDS):
@@ -165,36 +181,50 @@ async def _takeover(location: str, store: Store, env: dict[str, str], tmp: Path)
                 await client.submit(worker_app.WorkerChain, i, run_id=f"k{round_}-{i}")
                 for i in range(RUNS)
             ]
-        victim = await _worker(location, run_env, tmp / "workers.log")
-        with anyio.fail_after(120):  # a bound: the workers' log says what went wrong
-            # every run started in the victim and waits at its second tick
-            while not side.exists() or len(side.read_text().splitlines()) < 2 * RUNS:  # noqa: ASYNC110
-                await anyio.sleep(0.01)
-            survivor = await _worker(location, run_env, tmp / "workers.log")
-            await anyio.sleep(1.0)  # the survivor is up and looking, with nothing to take
-            owner = (await store.read_run(ids[0])).owner
-            victim.send_signal(signal.SIGKILL)
-            killed = time.perf_counter()
-            await victim.wait()
-            pending = set(ids)
-            while pending:
-                for run_id in list(pending):
-                    manifest = await store.read_run(run_id)
-                    if manifest.owner not in (owner, None):
-                        pending.discard(run_id)
-                await anyio.sleep(0.005)
-            times.append(time.perf_counter() - killed)
-            gate.touch()
-            for run_id in ids:  # all done before the next round: it has its own gate
-                while (await store.read_run(run_id)).status is not RunStatus.COMPLETED:  # noqa: ASYNC110
-                    await anyio.sleep(0.01)
-        survivor.send_signal(signal.SIGTERM)
-        with anyio.move_on_after(30):
-            await survivor.wait()
-        if survivor.returncode is None:
-            survivor.kill()
-            await survivor.wait()
+        workers = [await _worker(location, run_env, tmp / "workers.log")]
+        try:
+            with anyio.fail_after(120):  # a bound: the workers' log says what went wrong
+                times.append(
+                    await _one_takeover(store, ids, side, gate, workers, location, run_env)
+                )
+        finally:
+            await _stop(*workers)
     return times
+
+
+async def _one_takeover(
+    store: Store,
+    ids: list[str],
+    side: Path,
+    gate: Path,
+    workers: list[Process],
+    location: str,
+    env: dict[str, str],
+) -> float:
+    victim = workers[0]
+    lines = anyio.Path(side)
+    # every run started in the victim and waits at its second tick
+    while not await lines.exists() or (await lines.read_text()).count("\n") < 2 * RUNS:  # noqa: ASYNC110
+        await anyio.sleep(0.01)
+    workers.append(await _worker(location, env, side.parent / "workers.log"))
+    await anyio.sleep(1.0)  # the survivor is up and looking, with nothing to take
+    owner = (await store.read_run(ids[0])).owner
+    victim.send_signal(signal.SIGKILL)
+    killed = time.perf_counter()
+    await victim.wait()
+    pending = set(ids)
+    while pending:
+        for run_id in list(pending):
+            manifest = await store.read_run(run_id)
+            if manifest.owner not in (owner, None):
+                pending.discard(run_id)
+        await anyio.sleep(0.005)
+    took = time.perf_counter() - killed
+    await anyio.Path(gate).touch()
+    for run_id in ids:  # all done before the next round: it has its own gate
+        while (await store.read_run(run_id)).status is not RunStatus.COMPLETED:  # noqa: ASYNC110
+            await anyio.sleep(0.01)
+    return took
 
 
 async def _all(folder: Path, server: S3Server | None) -> None:
@@ -247,6 +277,13 @@ async def _all(folder: Path, server: S3Server | None) -> None:
         times = await _takeover(f"s3://{server.bucket}/{prefix}", s3_store, env, folder)
         bound = f"poll + lease_ttl ({worker_app.LEASE_TTL} s)"
         print(f"{'s3':<8}{_ms(times, 0.5):>10.0f}{_ms(times, 0.95):>10.0f}{bound:>28}")
+        # a take-over is some ten requests in a row (claim, fence, take): their cost, here
+        gets = []
+        for _ in range(20):
+            t = time.perf_counter()
+            await s3_store.read_run("k0-0")
+            gets.append(time.perf_counter() - t)
+        print(f"   one S3 request (a manifest GET) here: p50 {_ms(gets, 0.5):.1f} ms")
         await s3_store.aclose()
 
 

@@ -37,6 +37,7 @@ from actorflow.errors import (
     RunLockedError,
     RunNotFoundError,
     StorageError,
+    StoreUnavailableError,
 )
 from actorflow.runtime.actors import lookup
 from actorflow.storage import EventRecord, RunIndex, RunManifest, RunStatus
@@ -152,7 +153,7 @@ class Adopter:
         self._reader = store
         self.policy = policy
         self._hooks = hooks
-        self._slots = anyio.Semaphore(policy.max_concurrent)
+        self._slots = anyio.CapacityLimiter(policy.max_concurrent)
         self._wake = anyio.Event()
         self._not_before: dict[str, float] = {}
         self._failures: dict[str, int] = {}
@@ -166,47 +167,70 @@ class Adopter:
         self._wake.set()
 
     async def run(self) -> None:
-        """Look for runs until cancelled; each adoption runs in its own task."""
+        """Look for runs until cancelled; each adoption runs in its own task.
+
+        Raises:
+            StoreUnavailableError: the store cannot be reached at the first
+                look (a worker pointed at the wrong place says so at once;
+                later outages are waited out, with a warning each look).
+        """
         policy = self.policy
         next_reindex = time.monotonic()
+        first = True
         async with anyio.create_task_group() as tg:
             while True:
                 if policy.reindex_interval is not None and time.monotonic() >= next_reindex:
                     next_reindex = time.monotonic() + policy.reindex_interval
-                    await self._reindex()
+                    await self._reindex(first)
                 try:
                     await self._look(tg)
                 except StorageError as exc:
-                    # an unreachable store is waited out, never fatal to the worker
+                    if first and isinstance(exc, StoreUnavailableError):
+                        raise
+                    # damage or a passing outage is waited out, never fatal to the worker
                     _log.warning("adoption_scan_failed", error=describe(exc))
+                first = False
                 # jitter keeps a fleet started together from polling in step
                 delay = policy.poll_interval * random.uniform(0.8, 1.2)
                 with anyio.move_on_after(delay):
                     await self._wake.wait()
                 self._wake = anyio.Event()
 
-    async def _reindex(self) -> None:
+    async def _reindex(self, first: bool) -> None:
         try:
             changed = await self._store.reindex()
         except StorageError as exc:
+            if first and isinstance(exc, StoreUnavailableError):
+                raise
             _log.warning("run_index_not_rebuilt", error=describe(exc))
             return
         if changed:
             _log.info("run_index_rebuilt", changed=changed)
 
     async def _look(self, tg: anyio.abc.TaskGroup) -> None:
+        """One look at the index; each run worth a closer look gets a task of its own.
+
+        The tasks read manifests and take runs concurrently (a take-over is
+        some requests in a row on S3), each once it has one of the
+        ``max_concurrent`` slots, so the look itself never waits for a slot.
+        """
         now = time.monotonic()
-        for run_id in await self._store.list_unfinished(unowned=True):
+        found = await self._store.list_unfinished(unowned=True)
+        self._forget_all_but(set(found))
+        for run_id in found:
             if run_id in self._adopting or self._hooks.drives(run_id):
                 continue
             if self._not_before.get(run_id, 0.0) > now:
                 continue
-            manifest = await self._candidate(run_id)
-            if manifest is None:
-                continue
-            await self._slots.acquire()
             self._adopting.add(run_id)
-            tg.start_soon(self._adopt, manifest)
+            tg.start_soon(self._consider, run_id)
+
+    def _forget_all_but(self, unfinished: set[str]) -> None:
+        """Drop what is kept about runs that left the index: a long-lived worker sees many."""
+        for kept in (self._not_before, self._failures):
+            for run_id in [r for r in kept if r not in unfinished]:
+                del kept[run_id]
+        self._told = {told for told in self._told if told[0] in unfinished}
 
     def _later(self, run_id: str, seconds: float) -> None:
         self._not_before[run_id] = time.monotonic() + seconds
@@ -261,6 +285,21 @@ class Adopter:
             return None
         return manifest
 
+    async def _consider(self, run_id: str) -> None:
+        """With a slot: read the run, and adopt it if this worker should."""
+        try:
+            async with self._slots:
+                try:
+                    manifest = await self._candidate(run_id)
+                except StorageError as exc:
+                    self._later(run_id, self.policy.poll_interval)
+                    _log.warning("adoption_scan_failed", run_id=run_id, error=describe(exc))
+                    return
+                if manifest is not None:
+                    await self._adopt(manifest)
+        finally:
+            self._adopting.discard(run_id)
+
     async def _adopt(self, manifest: RunManifest) -> None:
         run_id = manifest.run_id
         try:
@@ -283,6 +322,3 @@ class Adopter:
         else:
             self.adopted += 1
             self._failures.pop(run_id, None)
-        finally:
-            self._adopting.discard(run_id)
-            self._slots.release()

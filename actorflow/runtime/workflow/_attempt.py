@@ -424,7 +424,10 @@ async def _heartbeat(store: Store, lease: Lease, interval: float, handle: RunTra
             try:
                 lease = await store.renew(lease)
             except LeaseLostError:
-                handle.emit("lease_lost", level="warning", epoch=lease.epoch)
+                # a renewal already under way when the run stopped it (asyncio
+                # delivers a cancellation at the task's next wait) meets the release
+                if not handle.heartbeat.cancel_called:
+                    handle.emit("lease_lost", level="warning", epoch=lease.epoch)
                 return
 
 

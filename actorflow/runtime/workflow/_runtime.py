@@ -397,7 +397,8 @@ class Runtime(ActorSystem):
             try:
                 taken_over = await self._take(manifest.run_id, recovering=recovering)
             except BaseException:
-                await self.store.release(lease)
+                with anyio.CancelScope(shield=True):  # a cancelled taker lets go all the same
+                    await self.store.release(lease)
                 raise
             if taken_over.status is not RunStatus.RUNNING or taken_over.owner != self.owner:
                 await self.store.release(lease)
@@ -871,12 +872,14 @@ class Runtime(ActorSystem):
         if not driven:
             return False
         await handle.wait()
-        if handle.status is RunStatus.INTERRUPTED and not self._stopping:
+        # ended, paused or blocked is an adoption done; an attempt that stopped
+        # short (its error kept for the next one) is a failure, to back off from
+        if handle.status in _ORPHANS and not self._stopping:
             try:
                 await handle.result()
             except Exception as exc:
                 raise RecoveryFailedError(manifest.run_id, describe(exc)) from exc
-            raise RecoveryFailedError(manifest.run_id, "its attempt was interrupted")
+            raise RecoveryFailedError(manifest.run_id, "its attempt stopped short")
         return True
 
     def adopt_now(self) -> None:

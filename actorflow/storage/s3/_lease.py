@@ -78,6 +78,8 @@ class LeaseTable:
         if await self.workers.keep_alive(owner, self._held_runs):
             for run_id, held in list(self._held.items()):
                 current = await self.read(run_id)
+                if self._held.get(run_id) is not held:
+                    continue  # released (or lost) while it was read: nothing to decide
                 if current is None or not _same(current[0], held) or current[0].expires == 0.0:
                     self.lose(run_id)
 

@@ -8,6 +8,7 @@ versions, classes it has not imported, data a newer actorflow wrote.
 
 from __future__ import annotations
 
+import socket
 import uuid
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,7 @@ from actorflow.errors import (
     NewerFormatError,
     RunInputMismatchError,
     RunPaused,
+    StoreUnavailableError,
 )
 from actorflow.runtime.workflow._adoption import ADOPTED, Adopted
 from actorflow.storage import (
@@ -30,6 +32,7 @@ from actorflow.storage import (
     MemoryStore,
     RunIndex,
     RunStatus,
+    S3Store,
     StepRecord,
 )
 from actorflow.storage._envelope import Kind
@@ -415,3 +418,47 @@ async def test_a_heartbeat_that_finds_its_lease_lost_stops_only_itself() -> None
         await handle.wait()
     renewals = [r for kind, r in store.calls if kind == "renew" and r == "lost"]
     assert renewals == ["lost"]  # one renewal failed; none was tried after it
+
+
+async def test_a_run_that_keeps_failing_to_recover_ends_failed_after_max_attempts() -> None:
+    store = MemoryStore()
+    async with Runtime(store=store) as client:
+        run_id = await client.submit(Twice, 1)
+    await store.append(run_id, [StepRecord(step_id="0", kind="now", result=b"\x01")] * 2)
+    store._runs[run_id].log[0] = b"damaged"  # every attempt stops on it: nothing to write with
+    await store.update_run(
+        run_id, lambda m: msgspec.structs.replace(m, status=RunStatus.INTERRUPTED)
+    )
+    config = RuntimeConfig(max_recovery_attempts=2)
+    async with Runtime(store=store, config=config, adopt_orphans=FAST) as worker:
+
+        async def failed() -> bool:
+            return (await store.read_run(run_id)).status is RunStatus.FAILED
+
+        await until(failed, "the run was marked failed")
+        assert worker._adopter is not None
+        assert worker._adopter._failures.get(run_id, 0) >= 2  # each failure backed off
+    manifest = await store.read_run(run_id)
+    assert manifest.error is not None
+    assert manifest.error.type == "RecoveryFailedError"
+    assert manifest.attempt == 3  # two attempts failed; the third take found the limit
+    assert await store.list_unfinished() == []
+
+
+async def test_a_worker_whose_store_cannot_be_reached_says_so_at_once() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nobody listens there
+    store = S3Store(
+        "bucket",
+        endpoint_url=f"http://127.0.0.1:{port}",
+        region_name="us-east-1",
+        aws_access_key_id="x",
+        aws_secret_access_key="y",
+        max_attempts=2,
+        backoff_base=0.001,
+    )
+    with pytest.raises(StoreUnavailableError, match="unavailable after 2 attempts"):
+        async with Runtime(store=store, adopt_orphans=FAST):
+            await anyio.sleep_forever()  # the worker's first look ends it
+    await store.aclose()

@@ -64,7 +64,7 @@ def expected(seed: int) -> list[int]:
     return [seed + i * 10 for i in range(STEPS)]
 
 
-LEASE_TTL = 1.0
+LEASE_TTL = 2.0
 """The S3 lease of these workers: short, so a killed one's runs are free soon."""
 
 

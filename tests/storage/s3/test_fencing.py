@@ -224,6 +224,47 @@ class TestTakeOver:
         await close(first, second)
 
 
+class TestWorkerLease:
+    async def test_a_lapsed_worker_lease_loses_only_the_runs_taken_meanwhile(
+        self, server: S3Server
+    ) -> None:
+        old = open_s3_store(server, lease_ttl=0.0)  # its one worker lease lapses at once
+        new = sibling(old, server)
+        for run_id in ("taken", "kept"):
+            await old.create_run(manifest(run_id))
+            await old.claim(run_id, "old")
+        await new.claim("taken", "new")  # the worker lease it names is dead: free to take
+        # old's next write renews its worker lease, then reads the lease of each run it holds
+        with pytest.raises(LeaseLostError):
+            await old.append("taken", [step(0)])
+        assert await old.append("kept", [step(0)]) == 1
+        with pytest.raises(LeaseLostError):  # and it stays lost until released
+            await old.update_run("taken", lambda m: m)
+        await close(old, new)
+
+    async def test_one_renewal_keeps_every_held_run_alive_and_names_them(
+        self, server: S3Server
+    ) -> None:
+        store = open_s3_store(server)
+        other = sibling(store, server)
+        leases = []
+        for i in range(5):
+            await store.create_run(manifest(f"r{i}"))
+            leases.append(await store.claim(f"r{i}", "owner"))
+        assert {lease.worker for lease in leases} == {store._leases.workers.worker}
+        assert all(lease.expires is None for lease in leases)  # no expiry of their own
+        store._leases.workers._renewed = 0.0  # a renewal is due
+        for lease in leases:
+            await store.renew(lease)
+        assert await other._leases.workers.held_by_live() == {f"r{i}" for i in range(5)}
+        for i in range(5):
+            assert await other.is_owned(f"r{i}")
+        await store.aclose()  # ends its worker lease: every run is free at once
+        for i in range(5):
+            assert not await other.is_owned(f"r{i}")
+        await other.aclose()
+
+
 class TestReaders:
     async def test_an_older_stale_owners_segment_after_a_take_over_is_dropped(
         self, server: S3Server
