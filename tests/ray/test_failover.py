@@ -88,11 +88,15 @@ async def test_a_hosts_node_removed_mid_run_loses_no_run(
     side = str(tmp_path / "side")
     with anyio.fail_after(180):
         async with on_cluster(shared_store, namespace) as (runtime, cluster):
-            victim = next(i for i in cluster.host_info if not ray_cluster.is_head(i.node_id))
             job = RayJob(steps=STEPS, side=side, pause=PAUSE)
-            handles = [await runtime.start(RayPipeline, job) for _ in range(4)]
-            hosted = await wait_for_work(side, runs=2, pids={victim.pid})
-            await wait_for_records(runtime.store, hosted, steps=2)
+            handles = [await runtime.start(RayPipeline, job) for _ in range(6)]
+            # a host not on the head node, once it drives runs (an adopter may take a
+            # queued run before the host it was dispatched to: the spread is not exact)
+            off_head = {i.pid: i for i in cluster.host_info if not ray_cluster.is_head(i.node_id)}
+            await wait_for_work(side, runs=1, pids=set(off_head))
+            victim = off_head[next(pid for _, pid in executions(side) if pid in off_head)]
+            hosted = await wait_for_work(side, runs=1, pids={victim.pid})
+            await wait_for_records(runtime.store, hosted, steps=len(hosted))
             node = ray_cluster.node(victim.node_id)
             ray_cluster.remove(node)  # blocks this loop briefly: Ray wants the main thread
             lost_steps = await recorded_keys(runtime.store, [h.run_id for h in handles])
