@@ -22,6 +22,7 @@ import ray
 from actorflow._log import get_logger
 from actorflow._text import describe
 from actorflow.errors import RegistryError, RunLockedError
+from actorflow.ray._agents_actor import rss
 from actorflow.ray._placed import RayPlacer
 from actorflow.ray._placement import placement_of
 from actorflow.ray._spec import HostInfo, HostSpec, decode_config, encode, import_all
@@ -160,9 +161,7 @@ class Host:
 
     async def memory(self) -> int:
         """This process's resident memory, in bytes."""
-        from actorflow.ray._placed import _rss
-
-        return _rss()
+        return rss()
 
     async def stop(self) -> None:
         """Stop the runtime: its runs are marked interrupted, for other hosts to adopt."""

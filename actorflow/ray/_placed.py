@@ -1,4 +1,4 @@
-"""Placed agents: the agents of one class on one node, inside one Ray actor, for many runs.
+"""Placed agents, the sending side: references that reach agents living on Ray actors.
 
 The sending side (a run's host) holds a :class:`PlacedRef` per agent, which
 the engine drives like a local agent: ``deliver`` hands the message to the
@@ -18,7 +18,6 @@ state its last answered message left.
 
 from __future__ import annotations
 
-import asyncio
 import typing
 import uuid
 import zlib
@@ -38,22 +37,18 @@ from actorflow.errors import (
     ActorStoppedError,
     ClassNotShippedError,
     ConfigurationError,
-    RegistryError,
     UnhandledMessageError,
 )
+from actorflow.ray._agents_actor import PlacedAgents
 from actorflow.ray._bridge import on_done, wait_ref
 from actorflow.ray._placement import Placement, placement_of
-from actorflow.ray._spec import CallReply, CallRequest, encode, import_all
+from actorflow.ray._spec import CallReply, CallRequest, encode
 from actorflow.runtime import ActorRef, RemoteStep
 from actorflow.runtime.actors import (
     Actor,
-    ActorScope,
-    ActorSystem,
     class_name,
     handler_for,
-    lookup,
     register,
-    state_type,
 )
 from actorflow.storage import decode_value
 
@@ -62,153 +57,15 @@ if TYPE_CHECKING:
 
     from actorflow.runtime.actors import MailboxStatistics, Request
 
-__all__ = ["PlacedAgents", "PlacedRef", "RayPlacer"]
+__all__ = ["PlacedRef", "RayPlacer"]
 
 A = TypeVar("A", bound=Actor, covariant=True)
 R = TypeVar("R")
 
 _reply_decoder = msgspec.msgpack.Decoder(CallReply)
-_request_decoder = msgspec.msgpack.Decoder(CallRequest)
 _log = get_logger("actorflow.ray")
 _RETRY_DELAY = 0.2
 """Seconds between looks for a live node that fits, while one is lost or joining."""
-
-
-# --- the Ray actor ---------------------------------------------------------------------
-
-
-class _Served:
-    """One agent inside the Ray actor: its ref and the order its messages are queued in."""
-
-    __slots__ = ("incarnation", "next_seq", "ref", "waiting")
-
-    def __init__(self, ref: ActorRef[Any], incarnation: str) -> None:
-        self.ref = ref
-        self.incarnation = incarnation
-        self.next_seq = 0
-        self.waiting: dict[int, asyncio.Event] = {}  # messages that arrived before their turn
-
-    async def queue(self, seq: int, msg: object, meta: object | None) -> Any:
-        """Queue ``msg`` in the agent's mailbox after message ``seq - 1``; its reply slot."""
-        if seq != self.next_seq:
-            turn = self.waiting[seq] = asyncio.Event()
-            await turn.wait()
-        try:
-            return await self.ref.deliver(msg, meta)
-        finally:
-            self.next_seq = seq + 1
-            after = self.waiting.pop(seq + 1, None)
-            if after is not None:
-                after.set()
-
-
-class PlacedAgents:
-    """The Ray actor holding every agent of one class on one node (asyncio inside Ray)."""
-
-    def __init__(self, cls_name: str, imports: tuple[str, ...]) -> None:
-        self._error: str | None = None
-        self._cls: type[Actor] | None = None
-        where = f"node {ray.get_runtime_context().get_node_id()[:12]}"
-        try:
-            import_all(imports, where)
-            found = lookup(cls_name)
-            if not (isinstance(found, type) and issubclass(found, Actor)):
-                raise RegistryError(cls_name, "is not an actor class")
-            self._cls = found
-        except (ClassNotShippedError, RegistryError) as exc:
-            self._error = str(ClassNotShippedError(cls_name, where, describe(exc)))
-        if self._cls is not None:
-            # the message types the agents take, by their registry names
-            self._messages = {class_name(t): t for t in _handled(self._cls)}
-        self._system = ActorSystem()
-        self._scopes: dict[str, ActorScope] = {}
-        self._agents: dict[tuple[str, str], _Served] = {}
-        self._started = asyncio.Event()
-        self._stop = asyncio.Event()
-        self._task = asyncio.get_running_loop().create_task(self._serve())
-
-    async def _serve(self) -> None:
-        async with self._system:
-            self._started.set()
-            await self._stop.wait()
-
-    async def spawn(self, run_id: str, name: str, incarnation: str, state: bytes) -> str | None:
-        """Start (or replace) the run's agent from ``state``; an error message, or None."""
-        if self._cls is None:
-            return self._error
-        await self._started.wait()
-        old = self._agents.pop((run_id, name), None)
-        scope = self._scopes.get(run_id)
-        if scope is None:
-            scope = self._scopes[run_id] = self._system.open_scope(run_id, on_escalate=_ignore)
-        if old is not None:
-            await self._system.stop(old.ref)
-        decoded = decode_value(state, state_type(self._cls), f"state of agent {name!r}")
-        ref = await scope.spawn(self._cls, name=name, state=decoded)
-        self._agents[(run_id, name)] = _Served(ref, incarnation)
-        return None
-
-    async def call(self, request: bytes) -> bytes:
-        """Queue one message (a ``CallRequest``) after its predecessor; a ``CallReply``."""
-        call = _request_decoder.decode(request)
-        served = self._agents.get((call.run_id, call.name))
-        if served is None or served.incarnation != call.incarnation or not served.ref.alive:
-            return encode(CallReply(lost=True))
-        msg_cls = self._messages.get(call.type)
-        if msg_cls is None:
-            return encode(CallReply(error_type="UnhandledMessageError", error=call.type))
-        msg = decode_value(call.message, msg_cls, f"message to agent {call.name!r}")
-        remote = RemoteStep.unpack(call.step)
-        reply = await served.queue(call.seq, msg, remote.meta if remote else None)
-        await reply.event.wait()
-        report = remote.report() if remote is not None else None
-        if reply.error is not None:
-            if isinstance(reply.error, ActorStoppedError):
-                return encode(CallReply(lost=True))
-            cause = reply.error.__cause__ or reply.error
-            return encode(
-                CallReply(error_type=type(cause).__name__, error=str(cause), report=report)
-            )
-        value = encode(reply.value)
-        return encode(CallReply(value=value, state=reply.state, report=report))
-
-    async def release(self, run_id: str) -> None:
-        """Stop the run's agents here (its attempt ended)."""
-        scope = self._scopes.pop(run_id, None)
-        for key in [key for key in self._agents if key[0] == run_id]:
-            del self._agents[key]
-        if scope is not None:
-            await scope.aclose(timeout=5.0)
-
-    async def agents(self) -> int:
-        """How many agents this actor holds."""
-        return len(self._agents)
-
-    async def memory(self) -> int:
-        """This process's resident memory, in bytes."""
-        return _rss()
-
-
-def _handled(cls: type[Actor]) -> tuple[type, ...]:
-    # the kernel's dispatch table is the one list of the message types a class takes
-    from actorflow.runtime.actors._actor import dispatch_table
-
-    return tuple(dispatch_table(cls).handled)
-
-
-def _ignore(_error: BaseException) -> None:
-    """A placed agent that used up its restarts stops; its sender's steps then fail."""
-
-
-def _rss() -> int:
-    with open("/proc/self/statm") as f:
-        pages = int(f.read().split()[1])
-    import resource
-
-    return pages * resource.getpagesize()
-
-
-# --- the sending side ---------------------------------------------------------------------
 
 
 class _RemoteError(Exception):
