@@ -19,7 +19,6 @@ S3 ≤ 25 ms. Figures go to benchmarks/RESULTS.md ("Queries (issue 14)").
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -31,16 +30,18 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 from _machine import cpu_model
+from _servers import local_seaweed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actorflow import Orchestrator, Request, RunContext, Runtime, Specialist, handler
 from actorflow.runtime.workflow._replay import load_view
 from actorflow.storage import EventRecord, FileStore, MemoryStore, S3Store, Store
-from tests.storage.s3_servers import S3Server, seaweed
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
+
+    from tests.storage.s3_servers import S3Server
 
 QUICK = "--quick" in sys.argv
 ROUNDS = 30 if QUICK else 200
@@ -203,12 +204,7 @@ async def _all(folder: Path, server: S3Server | None) -> dict[str, dict[str, tup
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="af-query-bench-") as tmp:
         folder = Path(tmp)
-        server: S3Server | None = None
-        if shutil.which("weed") or (Path(sys.executable).parent / "weed").exists():
-            (folder / "weed").mkdir()
-            server = seaweed(folder / "weed")
-            server.start()
-        try:
+        with local_seaweed(folder) as server:
             print(f"machine: {os.cpu_count()} cpus, {cpu_model()}, Python {sys.version.split()[0]}")
             print(f"{ROUNDS} rounds each; p50 / p95 in ms")
             for backend in ("asyncio", "trio"):
@@ -223,9 +219,6 @@ def main() -> None:
                         f"{results[s][name][0]:>9.2f} /{results[s][name][1]:>7.2f}" for s in stores
                     ]
                     print(f"{name:<34}" + "".join(cells))
-        finally:
-            if server is not None:
-                server.stop()
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from _machine import cpu_model
+from _servers import local_seaweed
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -44,10 +44,11 @@ sys.path.insert(0, str(ROOT))
 from actorflow import Runtime  # noqa: E402
 from actorflow.storage import FileStore, RunIndex, RunStatus, S3Store, Store  # noqa: E402
 from tests.runtime.workflow import worker_app  # noqa: E402
-from tests.storage.s3_servers import S3Server, seaweed  # noqa: E402
 
 if TYPE_CHECKING:
     from anyio.abc import Process
+
+    from tests.storage.s3_servers import S3Server
 
 QUICK = "--quick" in sys.argv
 SIZES = {"file": (500, 50) if QUICK else (2000, 200), "s3": (200, 20) if QUICK else (600, 60)}
@@ -136,39 +137,11 @@ async def _renewal_puts(server: S3Server, held: int) -> int:
 
 
 async def _worker(store: str, env: dict[str, str], log: Path) -> Process:
-    command = [
-        sys.executable,
-        "-m",
-        "actorflow",
-        "worker",
-        "--app",
-        "tests.runtime.workflow.worker_app:runtime",
-        "--store",
-        store,
-        "--poll",
-        str(POLL),
-        "--concurrency",
-        str(RUNS),
-    ]
+    command = worker_app.worker_command(store, poll=POLL, concurrency=RUNS)
     with log.open("ab") as stderr:  # what a worker says, should it fail
         return await anyio.open_process(
             command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr
         )
-
-
-async def _stop(*workers: Process) -> None:
-    """SIGTERM, then SIGKILL after a grace: no worker outlives the benchmark."""
-    with anyio.CancelScope(shield=True):
-        for w in workers:
-            if w.returncode is None:
-                w.send_signal(signal.SIGTERM)
-        with anyio.move_on_after(30):
-            for w in workers:
-                await w.wait()
-        for w in workers:
-            if w.returncode is None:
-                w.kill()
-                await w.wait()
 
 
 async def _takeover(location: str, store: Store, env: dict[str, str], tmp: Path) -> list[float]:
@@ -188,7 +161,7 @@ async def _takeover(location: str, store: Store, env: dict[str, str], tmp: Path)
                     await _one_takeover(store, ids, side, gate, workers, location, run_env)
                 )
         finally:
-            await _stop(*workers)
+            await worker_app.stop_workers(*workers)
     return times
 
 
@@ -290,21 +263,13 @@ async def _all(folder: Path, server: S3Server | None) -> None:
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="af-workers-bench-") as tmp:
         folder = Path(tmp)
-        server: S3Server | None = None
-        if shutil.which("weed") or (Path(sys.executable).parent / "weed").exists():
-            (folder / "weed").mkdir()
-            server = seaweed(folder / "weed")
-            server.start()
-        try:
+        with local_seaweed(folder) as server:
             print(f"machine: {os.cpu_count()} cpus, {cpu_model()}, Python {sys.version.split()[0]}")
             # the in-process runs of table 1 tick with the gate open, into a side file nobody reads
             (folder / "open").touch()
             os.environ["ACTORFLOW_TEST_SIDE"] = str(folder / "side-in-process")
             os.environ["ACTORFLOW_TEST_GATE"] = str(folder / "open")
             anyio.run(_all, folder, server)
-        finally:
-            if server is not None:
-                server.stop()
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ other's runs and the servers start once per session.
 from __future__ import annotations
 
 import contextlib
+import socket
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,22 @@ def open_s3_store(
         aws_secret_access_key=server.secret_key,
         codec=codec,
         **options,
+    )
+
+
+def unreachable_s3_store(max_attempts: int) -> S3Store:
+    """A store whose endpoint is a closed port on 127.0.0.1: every request fails to connect."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nobody listens there
+    return S3Store(
+        "bucket",
+        endpoint_url=f"http://127.0.0.1:{port}",
+        region_name="us-east-1",
+        aws_access_key_id="x",
+        aws_secret_access_key="y",
+        max_attempts=max_attempts,
+        backoff_base=0.001,
     )
 
 

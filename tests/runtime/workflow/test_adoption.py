@@ -8,7 +8,6 @@ versions, classes it has not imported, data a newer actorflow wrote.
 
 from __future__ import annotations
 
-import socket
 import uuid
 from typing import TYPE_CHECKING
 
@@ -32,12 +31,11 @@ from actorflow.storage import (
     MemoryStore,
     RunIndex,
     RunStatus,
-    S3Store,
     StepRecord,
 )
 from actorflow.storage._envelope import Kind
 from tests.runtime.workflow.signal_child import Fix
-from tests.storage.factories_s3 import open_s3_store
+from tests.storage.factories_s3 import open_s3_store, unreachable_s3_store
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -446,18 +444,7 @@ async def test_a_run_that_keeps_failing_to_recover_ends_failed_after_max_attempt
 
 
 async def test_a_worker_whose_store_cannot_be_reached_says_so_at_once() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again: nobody listens there
-    store = S3Store(
-        "bucket",
-        endpoint_url=f"http://127.0.0.1:{port}",
-        region_name="us-east-1",
-        aws_access_key_id="x",
-        aws_secret_access_key="y",
-        max_attempts=2,
-        backoff_base=0.001,
-    )
+    store = unreachable_s3_store(max_attempts=2)
     with pytest.raises(StoreUnavailableError, match="unavailable after 2 attempts"):
         async with Runtime(store=store, adopt_orphans=FAST):
             await anyio.sleep_forever()  # the worker's first look ends it

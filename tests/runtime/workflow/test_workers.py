@@ -17,7 +17,6 @@ import collections
 import os
 import signal
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -55,18 +54,7 @@ def _lines(side: Path) -> list[tuple[str, str, int]]:
 
 
 async def _start_worker(store: str, env: dict[str, str]) -> Process:
-    command = [
-        sys.executable,
-        "-m",
-        "actorflow",
-        "worker",
-        "--app",
-        "tests.runtime.workflow.worker_app:runtime",
-        "--store",
-        store,
-        "--poll",
-        "0.05",
-    ]
+    command = worker_app.worker_command(store, poll=0.05)
     return await anyio.open_process(
         command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -140,16 +128,7 @@ async def test_workers_finish_a_killed_workers_runs_exactly_once(
                     break
                 await anyio.sleep(0.02)
     finally:
-        for w in workers:
-            if w.returncode is None:
-                w.send_signal(signal.SIGTERM)
-        with anyio.move_on_after(30):
-            for w in workers:
-                await w.wait()
-        for w in workers:
-            if w.returncode is None:
-                w.kill()
-                await w.wait()
+        await worker_app.stop_workers(*workers)
 
     for run_id, seed in seeds.items():
         manifest = await store.read_run(run_id)

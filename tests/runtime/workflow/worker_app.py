@@ -9,6 +9,9 @@ its work; every tick after a run's first waits until the file named by
 from __future__ import annotations
 
 import os
+import signal
+import sys
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -23,6 +26,9 @@ from actorflow import (
     handler,
 )
 from actorflow.storage import open_store
+
+if TYPE_CHECKING:
+    from anyio.abc import Process
 
 STEPS = 3
 
@@ -74,3 +80,27 @@ def runtime(store: str) -> Runtime:
     return Runtime(
         store=open_store(store, **options), config=RuntimeConfig(durability=Durability.SYNC)
     )
+
+
+def worker_command(store: str, *, poll: float, concurrency: int | None = None) -> list[str]:
+    """The command line of a worker process on ``store`` running this app."""
+    command = [sys.executable, "-m", "actorflow", "worker", "--app", f"{__name__}:runtime"]
+    command += ["--store", store, "--poll", str(poll)]
+    if concurrency is not None:
+        command += ["--concurrency", str(concurrency)]
+    return command
+
+
+async def stop_workers(*workers: Process) -> None:
+    """SIGTERM, then SIGKILL after a grace: no worker outlives the test that started it."""
+    with anyio.CancelScope(shield=True):
+        for w in workers:
+            if w.returncode is None:
+                w.send_signal(signal.SIGTERM)
+        with anyio.move_on_after(30):
+            for w in workers:
+                await w.wait()
+        for w in workers:
+            if w.returncode is None:
+                w.kill()
+                await w.wait()

@@ -8,7 +8,6 @@ fencing, cancellation, server restarts and the errors a user meets first.
 from __future__ import annotations
 
 import math
-import socket
 import subprocess
 import sys
 import threading
@@ -27,7 +26,7 @@ from actorflow.storage._records import RunManifest, RunStatus, Snapshot, StepRec
 from actorflow.storage._sealing import Codec
 from actorflow.storage.s3._store import S3Store
 from actorflow.storage.s3._wire import NotFound, PreconditionFailed
-from tests.storage.factories_s3 import lost_at, open_s3_store, sibling
+from tests.storage.factories_s3 import lost_at, open_s3_store, sibling, unreachable_s3_store
 from tests.storage.s3_servers import ACCESS_KEY
 
 if TYPE_CHECKING:
@@ -115,18 +114,7 @@ class TestFirstContact:
         await store.aclose()
 
     async def test_unreachable_endpoint_is_retried_then_reported(self) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]  # closed again: nobody listens there
-        store = S3Store(
-            "bucket",
-            endpoint_url=f"http://127.0.0.1:{port}",
-            region_name="us-east-1",
-            aws_access_key_id="x",
-            aws_secret_access_key="y",
-            max_attempts=3,
-            backoff_base=0.001,
-        )
+        store = unreachable_s3_store(max_attempts=3)
         with pytest.raises(StoreUnavailableError, match="unavailable after 3 attempts"):
             await store.read_run("run-1")
         await store.aclose()
