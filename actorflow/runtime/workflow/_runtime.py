@@ -6,7 +6,6 @@ import collections
 import functools
 import os
 import socket
-import time
 import uuid
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -14,7 +13,6 @@ import anyio
 import msgspec
 
 from actorflow._log import get_logger
-from actorflow._text import describe
 from actorflow.errors import (
     ActorDefinitionError,
     ConfigurationError,
@@ -38,19 +36,17 @@ from actorflow.runtime.workflow._handle import RunHandle, RunTracker
 from actorflow.runtime.workflow._outcomes import decode_result, finished_error, new_manifest, taken
 from actorflow.runtime.workflow._pruning import Pruner
 from actorflow.runtime.workflow._query import RunQuery, query_run
+from actorflow.runtime.workflow._recovery import ORPHANS, Recovery
 from actorflow.runtime.workflow._replay import load_view
-from actorflow.runtime.workflow._signals import RESUME_PREFIX, request_cancel, send_signal
+from actorflow.runtime.workflow._signals import RESUME_PREFIX, cancel_stored, send_signal
 from actorflow.runtime.workflow._updates import call_update
 from actorflow.runtime.workflow._wait_records import pending_waits, signal_type
-from actorflow.runtime.workflow._waits import can_go_on
 from actorflow.runtime.workflow._watch import DEFAULT_POLL_INTERVAL, watch_run
 from actorflow.storage import (
-    ErrorInfo,
     InboxEntry,
     RunManifest,
     RunStatus,
     Store,
-    SupportsInbox,
     open_store,
     update_run_unsynced,
     validate_run_id,
@@ -70,16 +66,11 @@ __all__ = ["Runtime"]
 
 _log = get_logger("actorflow.runtime")
 
-_ORPHANS = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.INTERRUPTED)
-_RECOVERABLE = (*_ORPHANS, RunStatus.BLOCKED)
-
 
 def _unchanged(manifest: RunManifest) -> RunManifest:
     return manifest
 
 
-_SKIPPED: Any = object()
-"""What recovering a run that was no orphan after all gives: nothing to report."""
 KEPT_FINISHED_HANDLES = 1000
 """How many finished runs' handles a runtime keeps (live runs' handles are all kept)."""
 
@@ -338,7 +329,7 @@ class Runtime(ActorSystem):
         live = self._runs.get(stored.run_id)
         if live is not None and not live.done:
             return live.handle
-        if stored.status in _ORPHANS:
+        if stored.status in ORPHANS:
             if await self.store.is_owned(stored.run_id):
                 raise RunLockedError(stored.run_id, stored.owner)
             return await self._launch(workflow, stored)
@@ -427,7 +418,7 @@ class Runtime(ActorSystem):
         run too (``recover`` decided to try it).
         """
         current = await self.store.read_run(run_id)
-        if current.status not in _ORPHANS and not (
+        if current.status not in ORPHANS and not (
             recovering and current.status is RunStatus.BLOCKED
         ):
             return current
@@ -492,106 +483,7 @@ class Runtime(ActorSystem):
         .. versionchanged:: 0.3
            Paused runs whose wait can resolve.
         """
-        if run_id is not None:
-            manifest = await self.store.read_run(validate_run_id(run_id))
-            if manifest.status is RunStatus.PAUSED:
-                manifest = await self._wake_paused(manifest)
-            if manifest.status not in _RECOVERABLE:
-                return {}
-            try:
-                outcome = await self._recover_one(manifest, on_start)
-            except RunLockedError:
-                raise
-            except Exception as exc:
-                _log.warning("run_not_recovered", run_id=run_id, error=describe(exc))
-                return {}
-            return {} if outcome is _SKIPPED else {run_id: outcome}
-        manifests = await self.store.list_runs(status=[*_RECOVERABLE, RunStatus.PAUSED])
-        results: dict[str, Any] = {}
-
-        async def one(m: RunManifest) -> None:
-            try:
-                if m.status is RunStatus.PAUSED:
-                    m = await self._wake_paused(m)
-                    if m.status is RunStatus.PAUSED:
-                        return
-                outcome = await self._recover_one(m, on_start)
-            except RunLockedError:
-                return  # a live process owns it: not an orphan after all
-            except Exception as exc:
-                # one run that cannot be recovered (paused again, failed, its
-                # class not imported, its store or code broken) never stops the others
-                _log.warning("run_not_recovered", run_id=m.run_id, error=describe(exc))
-                return
-            if outcome is not _SKIPPED:
-                results[m.run_id] = outcome
-
-        async with anyio.create_task_group() as tg:
-            for m in manifests:
-                if m.status is RunStatus.BLOCKED and not self._retries_blocked(m):
-                    continue
-                if m.status in _RECOVERABLE or m.status is RunStatus.PAUSED:
-                    # taking the run (its lock or lease) is what tells an orphan
-                    # from a run a live process owns
-                    tg.start_soon(one, m)
-        return results
-
-    async def _wake_paused(self, manifest: RunManifest) -> RunManifest:
-        """A paused run whose wait can resolve now, marked interrupted (to recover); else as is."""
-        if not await can_go_on(self.store, manifest):
-            return manifest
-
-        def wake(m: RunManifest) -> RunManifest:
-            if m.status is not RunStatus.PAUSED:
-                return m  # another process took it meanwhile
-            return msgspec.structs.replace(
-                m, status=RunStatus.INTERRUPTED, prompt=None, deadline=None, updated=time.time()
-            )
-
-        woken = await self.store.update_run(manifest.run_id, wake)
-        _log.info("paused_run_woken", run_id=manifest.run_id, status=str(woken.status))
-        return woken
-
-    def _retries_blocked(self, manifest: RunManifest) -> bool:
-        """Whether ``recover()`` tries a blocked run again: under other code than blocked it."""
-        if manifest.blocked_code_version != self.config.code_version:
-            return True
-        _log.warning(
-            "run_blocked_skipped",
-            run_id=manifest.run_id,
-            code_version=manifest.blocked_code_version,
-            error=manifest.error.message if manifest.error else None,
-        )
-        return False
-
-    async def _recover_one(
-        self, manifest: RunManifest, on_start: Callable[[RunHandle], object] | None
-    ) -> Any:
-        """The run's result once recovered, or ``_SKIPPED`` if it was no orphan after all."""
-        workflow = lookup(manifest.workflow)
-        handle, driven = await self._take_and_drive(
-            workflow, manifest, fresh=False, recovering=True
-        )
-        if not driven:
-            # another process finished (or paused) it meanwhile
-            return await handle.result() if handle.status is RunStatus.COMPLETED else _SKIPPED
-        if on_start is not None:
-            on_start(handle)
-        timeout = self.config.recovery_timeout
-        if timeout is None:
-            return await handle.result()
-        with anyio.move_on_after(timeout) as scope:
-            return await handle.result()
-        if scope.cancelled_caught:
-            handle.cancel()
-            await handle.wait()
-            await self.store.update_run(
-                manifest.run_id, lambda m: msgspec.structs.replace(m, status=RunStatus.INTERRUPTED)
-            )
-            raise RecoveryFailedError(
-                manifest.run_id, f"did not finish within recovery_timeout={timeout}s"
-            )
-        return None
+        return await self._recovery.recover(run_id, on_start)
 
     # --- pause, resume, fork, cancel -----------------------------------------
 
@@ -746,26 +638,7 @@ class Runtime(ActorSystem):
         await self._cancel_stored(run_id, reason)
 
     async def _cancel_stored(self, run_id: str, reason: str | None) -> None:
-        """``cancel`` of a run this runtime does not drive: through the store."""
-        manifest = await self.store.read_run(validate_run_id(run_id))
-        if manifest.status.finished:
-            return
-        if isinstance(self.store, SupportsInbox):
-            await request_cancel(self.store, run_id, reason, sender=self.owner)
-            if await self.store.is_owned(run_id):
-                return  # its owner takes the request
-        elif await self.store.is_owned(run_id):
-            raise RunLockedError(run_id, manifest.owner)
-        error = ErrorInfo(type="cancelled", message=reason) if reason is not None else None
-
-        def cancelled(m: RunManifest) -> RunManifest:
-            if m.status.finished:
-                return m
-            return msgspec.structs.replace(
-                m, status=RunStatus.CANCELLED, error=error, updated=time.time()
-            )
-
-        await self.store.update_run(run_id, cancelled)
+        await cancel_stored(self.store, validate_run_id(run_id), reason, sender=self.owner)
 
     # --- looking at runs -----------------------------------------------------
 
@@ -853,34 +726,10 @@ class Runtime(ActorSystem):
 
         return AdopterHooks(
             drives=drives,
-            recover=self._adopt_one,
-            wake_paused=self._wake_paused,
-            retries_blocked=self._retries_blocked,
+            recover=self._recovery.adopt,
+            wake_paused=self._recovery.wake_paused,
+            retries_blocked=self._recovery.retries_blocked,
         )
-
-    async def _adopt_one(self, manifest: RunManifest) -> bool:
-        """Drive an orphan to its end (or pause); whether this process drove it.
-
-        Raises:
-            RunLockedError: a live owner holds it.
-            RecoveryFailedError: the attempt failed and left the run for a later one.
-        """
-        workflow = lookup(manifest.workflow)
-        handle, driven = await self._take_and_drive(
-            workflow, manifest, fresh=False, recovering=True, adopting=True
-        )
-        if not driven:
-            return False
-        await handle.wait()
-        # ended, paused or blocked is an adoption done; an attempt that stopped
-        # short (its error kept for the next one) is a failure, to back off from
-        if handle.status in _ORPHANS and not self._stopping:
-            try:
-                await handle.result()
-            except Exception as exc:
-                raise RecoveryFailedError(manifest.run_id, describe(exc)) from exc
-            raise RecoveryFailedError(manifest.run_id, "its attempt stopped short")
-        return True
 
     def adopt_now(self) -> None:
         """Look for runs to adopt at once rather than at the next poll (a worker only).
@@ -941,6 +790,16 @@ class Runtime(ActorSystem):
         """
         return await query_run(self.store, run_id)
 
+    @functools.cached_property
+    def _recovery(self) -> Recovery:
+        """What ``recover()`` and a worker's adoptions go through."""
+        return Recovery(
+            store=self.store,
+            config=self.config,
+            take_and_drive=self._take_and_drive,
+            stopping=lambda: self._stopping,
+        )
+
     # --- child runs ------------------------------------------------------------
 
     @functools.cached_property
@@ -984,7 +843,7 @@ class Runtime(ActorSystem):
         live = self._runs.get(stored.run_id)
         if live is not None and not live.done:
             return None
-        if stored.status in _ORPHANS:
+        if stored.status in ORPHANS:
             try:
                 _, driven = await self._take_and_drive(
                     workflow, stored, fresh=False, recovering=True

@@ -16,6 +16,7 @@ on S3) and reads new entries each time the watch says the inbox changed.
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from typing import TYPE_CHECKING
 
@@ -24,9 +25,18 @@ import msgspec
 import structlog
 
 from actorflow._text import error_message
-from actorflow.errors import RunFinishedError, StorageError
+from actorflow.errors import RunFinishedError, RunLockedError, StorageError
 from actorflow.runtime.workflow._wait_records import signal_type
-from actorflow.storage import InboxEntry, post_message, read_messages, watch_messages
+from actorflow.storage import (
+    ErrorInfo,
+    InboxEntry,
+    RunManifest,
+    RunStatus,
+    SupportsInbox,
+    post_message,
+    read_messages,
+    watch_messages,
+)
 from actorflow.storage import decode_value as decode
 from actorflow.storage import encode_value as encode
 
@@ -42,6 +52,7 @@ __all__ = [
     "CancelRequest",
     "SignalDesk",
     "Waiter",
+    "cancel_stored",
     "request_cancel",
     "send_signal",
 ]
@@ -105,6 +116,38 @@ async def request_cancel(
         payload=encode(CancelRequest(reason=reason), "cancel request"),
         sender=sender,
     )
+
+
+async def cancel_stored(store: Store, run_id: str, reason: str | None, *, sender: str) -> None:
+    """Cancel a run this process does not drive, through the store.
+
+    A run a live process owns gets a durable cancel request its owner takes;
+    any other unfinished run is marked cancelled, and the request stays for
+    a process that may be recovering it this moment. A finished run is left.
+
+    Raises:
+        RunNotFoundError: no such run.
+        RunLockedError: a live process owns the run and the store keeps no inbox.
+    """
+    manifest = await store.read_run(run_id)
+    if manifest.status.finished:
+        return
+    if isinstance(store, SupportsInbox):
+        await request_cancel(store, run_id, reason, sender=sender)
+        if await store.is_owned(run_id):
+            return  # its owner takes the request
+    elif await store.is_owned(run_id):
+        raise RunLockedError(run_id, manifest.owner)
+    error = ErrorInfo(type="cancelled", message=reason) if reason is not None else None
+
+    def cancelled(m: RunManifest) -> RunManifest:
+        if m.status.finished:
+            return m
+        return msgspec.structs.replace(
+            m, status=RunStatus.CANCELLED, error=error, updated=time.time()
+        )
+
+    await store.update_run(run_id, cancelled)
 
 
 WATCH_AFTER = 1.0

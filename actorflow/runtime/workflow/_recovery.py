@@ -1,0 +1,216 @@
+"""Recovering stored runs: which to take, waking paused ones, driving each to its end.
+
+``Runtime.recover()`` and a worker's adoptions both come here. What is
+shared with starting a run (the claim, marking the run running, counting an
+attempt, driving it) stays with the runtime and is reached through
+:class:`TakeAndDrive`; this module decides which runs are worth taking and
+what a taken run's end means for its caller.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+import msgspec
+
+from actorflow._log import get_logger
+from actorflow._text import describe
+from actorflow.errors import RecoveryFailedError, RunLockedError
+from actorflow.runtime.actors import lookup
+from actorflow.runtime.workflow._waits import can_go_on
+from actorflow.storage import RunManifest, RunStatus, validate_run_id
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from actorflow.runtime.workflow._config import RuntimeConfig
+    from actorflow.runtime.workflow._handle import RunHandle
+    from actorflow.storage import Store
+
+__all__ = ["ORPHANS", "RECOVERABLE", "Recovery", "TakeAndDrive"]
+
+_log = get_logger("actorflow.runtime")
+
+ORPHANS = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.INTERRUPTED)
+"""Statuses of runs nobody may be driving: taking the claim tells."""
+RECOVERABLE = (*ORPHANS, RunStatus.BLOCKED)
+"""What ``recover(run_id)`` takes (a blocked run too, when tried again)."""
+
+_SKIPPED: Any = object()
+"""What recovering a run that was no orphan after all gives: nothing to report."""
+
+
+class TakeAndDrive(Protocol):
+    """The runtime's take of a stored run: claim it, mark it running, drive it."""
+
+    async def __call__(
+        self,
+        workflow: type[Any],
+        manifest: RunManifest,
+        *,
+        fresh: bool,
+        recovering: bool,
+        adopting: bool = False,
+    ) -> tuple[RunHandle, bool]:
+        """The run's handle, and whether this process drives it (``False``: it had ended)."""
+        ...
+
+
+class Recovery:
+    """A runtime's recoveries: ``recover()`` (all or one run) and a worker's adoptions.
+
+    Args:
+        store: the runtime's store.
+        config: its options (``code_version``, ``recovery_timeout``).
+        take_and_drive: how the runtime takes and drives one run.
+        stopping: whether the runtime began to stop (an attempt it stopped is no failure).
+    """
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        config: RuntimeConfig,
+        take_and_drive: TakeAndDrive,
+        stopping: Callable[[], bool],
+    ) -> None:
+        self._store = store
+        self._config = config
+        self._take_and_drive = take_and_drive
+        self._stopping = stopping
+
+    async def recover(
+        self, run_id: str | None, on_start: Callable[[RunHandle], object] | None
+    ) -> dict[str, Any]:
+        """``Runtime.recover``: see its docstring."""
+        if run_id is not None:
+            return await self._recover_named(run_id, on_start)
+        manifests = await self._store.list_runs(status=[*RECOVERABLE, RunStatus.PAUSED])
+        results: dict[str, Any] = {}
+
+        async def one(m: RunManifest) -> None:
+            try:
+                if m.status is RunStatus.PAUSED:
+                    m = await self.wake_paused(m)
+                    if m.status is RunStatus.PAUSED:
+                        return
+                outcome = await self._recover_one(m, on_start)
+            except RunLockedError:
+                return  # a live process owns it: not an orphan after all
+            except Exception as exc:
+                # one run that cannot be recovered (paused again, failed, its
+                # class not imported, its store or code broken) never stops the others
+                _log.warning("run_not_recovered", run_id=m.run_id, error=describe(exc))
+                return
+            if outcome is not _SKIPPED:
+                results[m.run_id] = outcome
+
+        async with anyio.create_task_group() as tg:
+            for m in manifests:
+                if m.status is RunStatus.BLOCKED and not self.retries_blocked(m):
+                    continue
+                # taking the run (its lock or lease) is what tells an orphan
+                # from a run a live process owns
+                tg.start_soon(one, m)
+        return results
+
+    async def _recover_named(
+        self, run_id: str, on_start: Callable[[RunHandle], object] | None
+    ) -> dict[str, Any]:
+        """``recover(run_id)``: a blocked run is tried whatever its code version."""
+        manifest = await self._store.read_run(validate_run_id(run_id))
+        if manifest.status is RunStatus.PAUSED:
+            manifest = await self.wake_paused(manifest)
+        if manifest.status not in RECOVERABLE:
+            return {}
+        try:
+            outcome = await self._recover_one(manifest, on_start)
+        except RunLockedError:
+            raise
+        except Exception as exc:
+            _log.warning("run_not_recovered", run_id=run_id, error=describe(exc))
+            return {}
+        return {} if outcome is _SKIPPED else {run_id: outcome}
+
+    async def wake_paused(self, manifest: RunManifest) -> RunManifest:
+        """A paused run whose wait can resolve now, marked interrupted (to recover); else as is."""
+        if not await can_go_on(self._store, manifest):
+            return manifest
+
+        def wake(m: RunManifest) -> RunManifest:
+            if m.status is not RunStatus.PAUSED:
+                return m  # another process took it meanwhile
+            return msgspec.structs.replace(
+                m, status=RunStatus.INTERRUPTED, prompt=None, deadline=None, updated=time.time()
+            )
+
+        woken = await self._store.update_run(manifest.run_id, wake)
+        _log.info("paused_run_woken", run_id=manifest.run_id, status=str(woken.status))
+        return woken
+
+    def retries_blocked(self, manifest: RunManifest) -> bool:
+        """Whether a blocked run is tried again unasked: under other code than blocked it."""
+        if manifest.blocked_code_version != self._config.code_version:
+            return True
+        _log.warning(
+            "run_blocked_skipped",
+            run_id=manifest.run_id,
+            code_version=manifest.blocked_code_version,
+            error=manifest.error.message if manifest.error else None,
+        )
+        return False
+
+    async def _recover_one(
+        self, manifest: RunManifest, on_start: Callable[[RunHandle], object] | None
+    ) -> Any:
+        """The run's result once recovered, or ``_SKIPPED`` if it was no orphan after all."""
+        workflow = lookup(manifest.workflow)
+        handle, driven = await self._take_and_drive(
+            workflow, manifest, fresh=False, recovering=True
+        )
+        if not driven:
+            # another process finished (or paused) it meanwhile
+            return await handle.result() if handle.status is RunStatus.COMPLETED else _SKIPPED
+        if on_start is not None:
+            on_start(handle)
+        timeout = self._config.recovery_timeout
+        if timeout is None:
+            return await handle.result()
+        with anyio.move_on_after(timeout) as scope:
+            return await handle.result()
+        if scope.cancelled_caught:
+            handle.cancel()
+            await handle.wait()
+            await self._store.update_run(
+                manifest.run_id, lambda m: msgspec.structs.replace(m, status=RunStatus.INTERRUPTED)
+            )
+            raise RecoveryFailedError(
+                manifest.run_id, f"did not finish within recovery_timeout={timeout}s"
+            )
+        return None
+
+    async def adopt(self, manifest: RunManifest) -> bool:
+        """A worker's adoption: drive an orphan to its end (or pause); whether this process did.
+
+        Raises:
+            RunLockedError: a live owner holds it.
+            RecoveryFailedError: the attempt failed and left the run for a later one.
+        """
+        workflow = lookup(manifest.workflow)
+        handle, driven = await self._take_and_drive(
+            workflow, manifest, fresh=False, recovering=True, adopting=True
+        )
+        if not driven:
+            return False
+        await handle.wait()
+        # ended, paused or blocked is an adoption done; an attempt that stopped
+        # short (its error kept for the next one) is a failure, to back off from
+        if handle.status in ORPHANS and not self._stopping():
+            try:
+                await handle.result()
+            except Exception as exc:
+                raise RecoveryFailedError(manifest.run_id, describe(exc)) from exc
+            raise RecoveryFailedError(manifest.run_id, "its attempt stopped short")
+        return True
