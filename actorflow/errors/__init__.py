@@ -55,7 +55,8 @@ The tree::
     ├── ClusterError                    something about the cluster (``actorflow.ray``)
     │   ├── ClusterUnreachableError     its address does not answer (also ConnectionError)
     │   ├── ClassNotShippedError        its workers cannot import a class a run needs
-    │   └── HostStartError              a host could not start (its store unreachable)
+    │   ├── HostStartError              a host could not start (its store unreachable)
+    │   └── HostsOutdatedError          running hosts were started with another setup
     └── RunPaused                       control flow: the run waits for input
 
 Exceptions build their message from their fields; call sites pass data.
@@ -88,6 +89,7 @@ from actorflow.errors._cluster import (
     ClassNotShippedError,
     ClusterError,
     ClusterUnreachableError,
+    HostsOutdatedError,
     HostStartError,
 )
 from actorflow.errors._runs import (
@@ -151,6 +153,7 @@ __all__ = [
     "EncryptionKeyMissingError",
     "EscalationError",
     "HostStartError",
+    "HostsOutdatedError",
     "InboxCorruptedError",
     "InboxUnsupportedError",
     "IncompatibleStateError",

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from actorflow.errors._base import ActorflowError
 
-__all__ = ["ClassNotShippedError", "ClusterError", "ClusterUnreachableError", "HostStartError"]
+__all__ = [
+    "ClassNotShippedError",
+    "ClusterError",
+    "ClusterUnreachableError",
+    "HostStartError",
+    "HostsOutdatedError",
+]
 
 SHIP_CODE_HINT = (
     "ship your code to the cluster's workers: RayCluster(runtime_env={'working_dir': "
@@ -65,4 +71,26 @@ class HostStartError(ClusterError):
             f"host {host!r} could not start: {detail}; every node must reach the store: "
             "give RayCluster(store='s3://bucket/prefix', store_options={...}) a location "
             "and options that work on the cluster's nodes (a folder only for a one-machine cluster)"
+        )
+
+
+class HostsOutdatedError(ClusterError):
+    """The namespace's running hosts were started with another setup than this driver's.
+
+    Hosts are detached: they outlive the driver that started them, with its
+    store, options, imports and code. Nothing was changed; their runs go on.
+
+    .. versionadded:: 0.4
+    """
+
+    def __init__(self, namespace: str, hosts: list[str], differences: list[str]) -> None:
+        self.namespace = namespace
+        self.hosts = hosts
+        self.differences = differences
+        super().__init__(
+            f"host(s) {', '.join(hosts)} of Ray namespace {namespace!r} run with another "
+            f"setup than this driver's (differs: {', '.join(differences)}); replace them "
+            "with RayCluster(replace_hosts=True) (their runs are interrupted and taken over "
+            "by the new hosts), stop them with `await cluster.stop_hosts()`, or use "
+            "another namespace"
         )

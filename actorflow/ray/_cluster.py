@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -18,13 +19,14 @@ from actorflow.errors import (
     ClassNotShippedError,
     ClusterUnreachableError,
     ConfigurationError,
+    HostsOutdatedError,
     HostStartError,
 )
 from actorflow.ray._bridge import wait_ref
 from actorflow.ray._host import Host
 from actorflow.ray._placed import RayPlacer
 from actorflow.ray._placement import Placement, placement_of
-from actorflow.ray._spec import HostInfo, HostSpec, encode
+from actorflow.ray._spec import HostInfo, HostSpec, encode, spec_differences
 from actorflow.runtime import AdoptionPolicy
 
 if TYPE_CHECKING:
@@ -70,6 +72,10 @@ class RayCluster:
         host_placement: the resources each host reserves (default one CPU).
         adoption: the hosts' :class:`~actorflow.AdoptionPolicy`.
         connect_timeout: seconds to reach the cluster and start the hosts.
+        replace_hosts: if the namespace's running hosts were started with
+            another setup (an earlier deploy's config, imports or code), stop
+            them and start new ones; their runs are interrupted and taken
+            over by the new hosts. Default: refuse (:class:`HostsOutdatedError`).
         node_watch_interval: seconds between a host's looks at Ray's node
             table (a dead node wakes its adopter at once).
 
@@ -92,6 +98,7 @@ class RayCluster:
         adoption: AdoptionPolicy = _HOST_ADOPTION,
         connect_timeout: float = 60.0,
         node_watch_interval: float = 1.0,
+        replace_hosts: bool = False,
     ) -> None:
         if hosts < 1:
             raise ConfigurationError("hosts", hosts, "an int of 1 or more")
@@ -108,6 +115,7 @@ class RayCluster:
         self.adoption = adoption
         self.connect_timeout = connect_timeout
         self.node_watch_interval = node_watch_interval
+        self.replace_hosts = replace_hosts
         self._handles: list[Any] = []
         self._loads: list[int] = []
         self._infos: list[HostInfo] = []
@@ -119,23 +127,42 @@ class RayCluster:
     async def open(self, runtime: ClusterRuntime) -> None:
         """Connect to Ray and start (or find) the hosts; wait until each runs.
 
+        A host of the namespace that is already running is reused if it was
+        started with this driver's setup (store, options, config, imports,
+        ``runtime_env``, resources); one that runs with another is refused
+        (:class:`HostsOutdatedError`), or replaced with ``replace_hosts``. A
+        host that an earlier driver started and that could not open its
+        runtime holds no run: it is replaced.
+
         Raises:
             ClusterUnreachableError: the address does not answer.
             HostStartError: a host could not start its runtime (the store is
                 unreachable from it, say).
             ClassNotShippedError: a host cannot import a module of ``imports``.
+            HostsOutdatedError: running hosts have another setup, and not ``replace_hosts``.
         """
         location = self._location(runtime)
         await self._connect()
+        try:
+            await self._open_hosts(runtime, location)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self.aclose()
+            raise
+
+    async def _open_hosts(self, runtime: ClusterRuntime, location: str) -> None:
         spec = HostSpec(
             name="",
             namespace=self.namespace,
             store=location,
+            started_by=f"{runtime.owner}/{uuid.uuid4().hex[:8]}",
             store_options=self.store_options,
             config=encode(runtime.config),
             adoption=self.adoption,
             imports=self.imports,
             node_watch_interval=self.node_watch_interval,
+            runtime_env=self.runtime_env,
+            resources=self.host_placement.ray_options(),
         )
         self._placer = RayPlacer(
             namespace=self.namespace,
@@ -143,18 +170,33 @@ class RayCluster:
             runtime_env=self.runtime_env,
             start_timeout=self.connect_timeout,
         )
-        handles = await anyio.to_thread.run_sync(self._start_hosts, spec)
-        with anyio.move_on_after(self.connect_timeout) as waited:
-            infos = [
-                msgspec.msgpack.decode(await wait_ref(h.info.remote()), type=HostInfo)
-                for h in handles
-            ]
-        if waited.cancelled_caught:
-            raise HostStartError(
-                "actorflow-host-*",
-                f"not up within {self.connect_timeout}s (does the cluster have "
-                f"{self.host_placement.ray_options()} free for {self.hosts} hosts?)",
+        handles = await anyio.to_thread.run_sync(self._start_hosts, spec, range(self.hosts))
+        infos = await self._wait_started(handles)
+        outdated: dict[int, list[str]] = {}
+        stale_failures: list[int] = []
+        for index, info in enumerate(infos):
+            theirs = _started_by(info.spec)
+            if theirs == spec.started_by:
+                continue  # started just now, for this driver
+            if info.error is not None:
+                stale_failures.append(index)  # it holds no run: replacing it costs nothing
+            elif differences := spec_differences(spec, info.spec):
+                outdated[index] = differences
+        if outdated and not self.replace_hosts:
+            raise HostsOutdatedError(
+                self.namespace,
+                [infos[i].name for i in sorted(outdated)],
+                sorted({d for found in outdated.values() for d in found}),
             )
+        replace = sorted([*stale_failures, *outdated])
+        if replace:
+            _log.info("hosts_replaced", namespace=self.namespace, hosts=replace)
+            await self._stop([handles[i] for i in replace], [infos[i].name for i in replace])
+            new = await anyio.to_thread.run_sync(self._start_hosts, spec, replace)
+            for index, handle, info in zip(
+                replace, new, await self._wait_started(new), strict=True
+            ):
+                handles[index], infos[index] = handle, info
         for info in infos:
             if info.error is not None:
                 if "ClassNotShippedError" in info.error:
@@ -164,6 +206,24 @@ class RayCluster:
                 raise HostStartError(info.name, info.error)
         self._handles, self._infos = handles, infos
         self._loads = [0] * len(handles)
+
+    async def _wait_started(self, handles: list[Any]) -> list[HostInfo]:
+        """Each host's ``HostInfo`` once it has started (or failed to).
+
+        Raises:
+            HostStartError: not all within ``connect_timeout``.
+        """
+        with anyio.move_on_after(self.connect_timeout) as waited:
+            return [
+                msgspec.msgpack.decode(await wait_ref(h.info.remote()), type=HostInfo)
+                for h in handles
+            ]
+        assert waited.cancelled_caught
+        raise HostStartError(
+            "actorflow-host-*",
+            f"not up within {self.connect_timeout}s (does the cluster have "
+            f"{self.host_placement.ray_options()} free for {self.hosts} hosts?)",
+        )
 
     async def aclose(self) -> None:
         """Let go of the cluster; the hosts and their runs go on (see :meth:`stop_hosts`)."""
@@ -259,25 +319,49 @@ class RayCluster:
         for a later host to take on. The actors are gone then (not
         restarted); a later ``open`` starts new hosts.
         """
-        for handle in await anyio.to_thread.run_sync(self._named_actors, "actorflow-host-"):
+        hosts = await anyio.to_thread.run_sync(self._named_actors, "actorflow-host-")
+        await self._stop([handle for handle, _ in hosts], [name for _, name in hosts])
+        for handle, _ in await anyio.to_thread.run_sync(self._named_actors, "actorflow-placed."):
+            await anyio.to_thread.run_sync(ray.kill, handle)
+        self._handles = []
+
+    # --- inside ------------------------------------------------------------------------------
+
+    async def _stop(self, hosts: list[Any], names: list[str]) -> None:
+        """Stop hosts (their runtimes first, within ``connect_timeout``), then kill them.
+
+        Returns once their ``names`` are free, so new hosts can take them.
+        """
+        for handle in hosts:
             try:
                 with anyio.move_on_after(self.connect_timeout):
                     await wait_ref(handle.stop.remote())
             except RayError:
                 pass  # dead already: nothing to stop gracefully
             await anyio.to_thread.run_sync(ray.kill, handle)
-        for handle in await anyio.to_thread.run_sync(self._named_actors, "actorflow-placed."):
-            await anyio.to_thread.run_sync(ray.kill, handle)
-        self._handles = []
+        with anyio.move_on_after(self.connect_timeout):
+            # Ray's GCS frees a killed actor's name soon after; it has no event to wait on
+            while await anyio.to_thread.run_sync(self._any_named, names):  # noqa: ASYNC110
+                await anyio.sleep(0.05)
 
-    # --- inside ------------------------------------------------------------------------------
+    def _any_named(self, names: list[str]) -> bool:
+        for name in names:
+            try:
+                ray.get_actor(name, namespace=self.namespace)
+            except ValueError:
+                continue
+            return True
+        return False
 
-    def _named_actors(self, prefix: str) -> list[Any]:
+    def _named_actors(self, prefix: str) -> list[tuple[Any, str]]:
+        """The namespace's live actors whose name starts with ``prefix``: (handle, name)."""
         found = []
         for entry in ray.util.list_named_actors(all_namespaces=True):
             if entry["namespace"] == self.namespace and entry["name"].startswith(prefix):
                 try:
-                    found.append(ray.get_actor(entry["name"], namespace=self.namespace))
+                    found.append(
+                        (ray.get_actor(entry["name"], namespace=self.namespace), entry["name"])
+                    )
                 except ValueError:
                     pass  # gone since it was listed
         return found
@@ -318,10 +402,10 @@ class RayCluster:
             kwargs["runtime_env"] = self.runtime_env
         ray.init(address=self.address, **kwargs)
 
-    def _start_hosts(self, spec: HostSpec) -> list[Any]:
+    def _start_hosts(self, spec: HostSpec, indexes: Sequence[int]) -> list[Any]:
         actor = ray.remote(Host)
         handles = []
-        for index in range(self.hosts):
+        for index in indexes:
             name = f"actorflow-host-{index}"
             options: dict[str, Any] = {
                 "name": name,
@@ -339,6 +423,18 @@ class RayCluster:
             host_spec = msgspec.structs.replace(spec, name=name)
             handles.append(actor.options(**options).remote(encode(host_spec)))
         return handles
+
+
+def _started_by(spec: bytes) -> str:
+    """Which driver connection started a host, from its spec (``""``: not said)."""
+    try:
+        return msgspec.msgpack.decode(spec, type=_StartedBy).started_by
+    except msgspec.DecodeError:
+        return ""
+
+
+class _StartedBy(msgspec.Struct):
+    started_by: str = ""
 
 
 async def _check_answers(address: str, timeout: float) -> None:  # noqa: ASYNC109

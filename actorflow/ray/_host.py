@@ -67,6 +67,7 @@ class Host:
 
     def __init__(self, spec: bytes) -> None:
         self._spec = msgspec.msgpack.decode(spec, type=HostSpec)
+        self._spec_bytes = spec
         self._runtime: Runtime | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
         self._error: str | None = None
@@ -118,6 +119,7 @@ class Host:
                 node_id=self._node,
                 pid=os.getpid(),
                 error=self._error if runtime is None else None,
+                spec=self._spec_bytes,
             )
         )
 

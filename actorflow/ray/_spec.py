@@ -26,6 +26,7 @@ __all__ = [
     "decode_config",
     "encode",
     "import_all",
+    "spec_differences",
 ]
 
 encode = msgspec.msgpack.Encoder().encode
@@ -37,12 +38,18 @@ class HostSpec(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     namespace: str
     store: str
+    started_by: str = ""
+    """The driver connection that started the host; not part of what is compared."""
     store_options: dict[str, Any] = {}
     config: bytes = b""
     adoption: AdoptionPolicy = AdoptionPolicy()
     imports: tuple[str, ...] = ()
     node_watch_interval: float = 1.0
     placed_start_timeout: float = 60.0
+    runtime_env: dict[str, Any] | None = None
+    """How the host's code was shipped; not used by the host, compared by a later driver."""
+    resources: dict[str, Any] = {}
+    """What the host reserves (Ray actor options); compared, like ``runtime_env``."""
 
 
 class HostInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -53,6 +60,8 @@ class HostInfo(msgspec.Struct, frozen=True, kw_only=True):
     node_id: str = ""
     pid: int = 0
     error: str | None = None
+    spec: bytes = b""
+    """The ``HostSpec`` it was started with (empty from hosts of older actorflow versions)."""
 
 
 class CallRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -81,6 +90,37 @@ class CallReply(msgspec.Struct, frozen=True, kw_only=True):
     error_type: str | None = None
     error: str | None = None
     lost: bool = False
+
+
+_NOT_COMPARED = frozenset({"name", "started_by"})
+
+
+def spec_differences(ours: HostSpec, theirs: bytes) -> list[str]:
+    """What differs between this driver's spec and a running host's (name and starter aside).
+
+    Names only, never values: store options hold credentials. A config that
+    differs is named field by field (``config.code_version``).
+    """
+    if not theirs:
+        return ["everything (the host was started by an older actorflow)"]
+    try:
+        other = msgspec.msgpack.decode(theirs, type=HostSpec)
+    except msgspec.DecodeError:
+        return ["everything (the host's spec does not decode here)"]
+    out: list[str] = []
+    for field in HostSpec.__struct_fields__:
+        if field in _NOT_COMPARED or getattr(ours, field) == getattr(other, field):
+            continue
+        if field == "config":
+            ours_config, their_config = decode_config(ours.config), decode_config(other.config)
+            out.extend(
+                f"config.{name}"
+                for name in RuntimeConfig.__struct_fields__
+                if getattr(ours_config, name) != getattr(their_config, name)
+            )
+        else:
+            out.append(field)
+    return out
 
 
 def decode_config(data: bytes) -> RuntimeConfig:

@@ -100,6 +100,22 @@ class RayLazyPipeline(Orchestrator):
         return total
 
 
+class RayGo(msgspec.Struct, frozen=True):
+    """The signal a ``RayGated`` run waits for."""
+
+
+class RayGated(Orchestrator):
+    """A ``RayPipeline`` that waits for ``RayGo`` before it returns (live, not paused)."""
+
+    async def run(self, ctx: RunContext, job: RayJob) -> int:
+        worker = await ctx.spawn(RayWorker, name="worker")
+        total = 0
+        for n in range(job.steps):
+            total += (await ctx.ask(worker, RayTask(n=n, side=job.side))).value
+        await ctx.wait_for(RayGo)
+        return total
+
+
 def expected(steps: int) -> int:
     """What an uninterrupted ``RayPipeline`` run returns."""
     return sum(n * n + n + 1 for n in range(steps))

@@ -12,9 +12,23 @@ import anyio
 import pytest
 
 from actorflow import RunStatus, Runtime, RuntimeConfig
-from actorflow.errors import ClassNotShippedError, HostStartError, RunFailedError
+from actorflow.errors import (
+    ClassNotShippedError,
+    HostsOutdatedError,
+    HostStartError,
+    RunFailedError,
+)
 from actorflow.ray import RayCluster
-from tests.ray.app import RayJob, RayLazyPipeline, RayPipeline, executions, expected, wait_until
+from tests.ray.app import (
+    RayGated,
+    RayGo,
+    RayJob,
+    RayLazyPipeline,
+    RayPipeline,
+    executions,
+    expected,
+    wait_until,
+)
 from tests.ray.conftest import ROOT, SharedStore
 from tests.ray.unshipped import RayUnshipped
 
@@ -103,6 +117,81 @@ async def test_cancel_through_the_handle_reaches_the_host(tmp_path: Path, namesp
             with pytest.raises(RunFailedError, match="enough"):
                 await handle.result()
             assert len(executions(side)) < 100
+
+
+async def test_hosts_of_another_setup_are_refused_or_replaced_and_their_runs_go_on(
+    tmp_path: Path, namespace: str
+) -> None:
+    store, side = tmp_path / "store", str(tmp_path / "side")
+    v1, v2 = RuntimeConfig(code_version="v1"), RuntimeConfig(code_version="v2")
+    old = RayCluster(hosts=1, namespace=namespace, imports=IMPORTS)
+    try:
+        with anyio.fail_after(120):
+            async with Runtime(store=store, config=v1, cluster=old) as runtime:
+                handle = await runtime.start(RayGated, RayJob(steps=3, side=side))
+
+                async def waiting() -> bool:
+                    return len(executions(side)) == 3
+
+                await wait_until(waiting)
+                old_host = old.host_info[0]
+            # the host is detached: it drives the run (waiting for RayGo) without a driver
+            refused = RayCluster(hosts=1, namespace=namespace, imports=IMPORTS)
+            with pytest.raises(HostsOutdatedError, match=r"config\.code_version") as caught:
+                async with Runtime(store=store, config=v2, cluster=refused):
+                    pass
+            assert caught.value.hosts == ["actorflow-host-0"]
+            assert caught.value.differences == ["config.code_version"]
+            # refusing touched nothing; a driver with the same setup reuses the host
+            same = RayCluster(hosts=1, namespace=namespace, imports=IMPORTS)
+            async with Runtime(store=store, config=v1, cluster=same) as runtime:
+                assert same.host_info[0].pid == old_host.pid
+                assert await runtime.store.is_owned(handle.run_id)
+            replacing = RayCluster(
+                hosts=1, namespace=namespace, imports=IMPORTS, replace_hosts=True
+            )
+            async with Runtime(store=store, config=v2, cluster=replacing) as runtime:
+                new_host = replacing.host_info[0]
+                assert new_host.pid != old_host.pid
+                followed = await runtime.follow(handle.run_id)
+
+                async def taken_over() -> bool:
+                    manifest = await runtime.store.read_run(handle.run_id)
+                    return manifest.owner == new_host.owner
+
+                await wait_until(taken_over)
+                await runtime.signal(handle.run_id, RayGo())
+                assert await followed.result() == expected(3)
+            keys = [key for key, _ in executions(side)]
+            assert len(keys) == len(set(keys)) == 3  # the new host replayed, ran nothing again
+    finally:
+        with anyio.CancelScope(shield=True):
+            await old.stop_hosts()
+
+
+async def test_a_host_an_earlier_driver_could_not_start_is_replaced(
+    tmp_path: Path, namespace: str
+) -> None:
+    broken = RayCluster(
+        hosts=1,
+        namespace=namespace,
+        store="s3://nowhere/runs",
+        store_options={"endpoint_url": "http://127.0.0.1:9", "max_attempts": 1},
+    )
+    fixed = RayCluster(hosts=1, namespace=namespace, imports=IMPORTS)
+    side = str(tmp_path / "side")
+    try:
+        with anyio.fail_after(120):
+            with pytest.raises(HostStartError):
+                async with Runtime(store=tmp_path / "store", cluster=broken):
+                    pass
+            # the failed host is still there, named; a fixed setup replaces it
+            async with Runtime(store=tmp_path / "store", cluster=fixed) as runtime:
+                assert fixed.host_info[0].error is None
+                assert await runtime.run(RayPipeline, RayJob(steps=2, side=side)) == expected(2)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await fixed.stop_hosts()
 
 
 # --- bad input -------------------------------------------------------------------------

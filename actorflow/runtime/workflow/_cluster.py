@@ -79,6 +79,11 @@ class ClusterRuntime(Protocol):
         """The runtime's workflow options (its hosts run with the same)."""
         ...
 
+    @property
+    def owner(self) -> str:
+        """The runtime's owner id (``host:pid:random``), naming it in what it starts."""
+        ...
+
 
 class Cluster(Protocol):
     """Where a runtime's runs and placed agents go: ``Runtime(cluster=...)``.
