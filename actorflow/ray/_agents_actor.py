@@ -10,11 +10,13 @@ after its predecessor. See :mod:`actorflow.ray._placed` for the sending side.
 from __future__ import annotations
 
 import asyncio
+import functools
 import resource
 from typing import Any
 
 import msgspec
 import ray
+from ray.exceptions import RayError
 
 from actorflow._text import describe
 from actorflow.errors import ActorStoppedError, ClassNotShippedError, RegistryError
@@ -63,7 +65,9 @@ class _Served:
 class PlacedAgents:
     """The Ray actor holding every agent of one class on one node (asyncio inside Ray)."""
 
-    def __init__(self, cls_name: str, imports: tuple[str, ...]) -> None:
+    def __init__(self, cls_name: str, imports: tuple[str, ...], namespace: str = "") -> None:
+        self._namespace = namespace
+        self._hosts: dict[str, Any] = {}  # the hosts that record milestones, by actor name
         self._error: str | None = None
         self._cls: type[Actor] | None = None
         where = f"node {ray.get_runtime_context().get_node_id()[:12]}"
@@ -116,7 +120,12 @@ class PlacedAgents:
         if msg_cls is None:
             return encode(CallReply(error_type="UnhandledMessageError", error=call.type))
         msg = decode_value(call.message, msg_cls, f"message to agent {call.name!r}")
-        remote = RemoteStep.unpack(call.step)
+        save = None
+        if call.reply_to is not None and call.step is not None:
+            save = functools.partial(
+                self._save_milestone, call.reply_to, f"{call.incarnation}:{call.seq}"
+            )
+        remote = RemoteStep.unpack(call.step, save)
         reply = await served.queue(call.seq, msg, remote.meta if remote else None)
         await reply.event.wait()
         report = remote.report() if remote is not None else None
@@ -129,6 +138,27 @@ class PlacedAgents:
             )
         value = encode(reply.value)
         return encode(CallReply(value=value, state=reply.state, report=report))
+
+    async def _save_milestone(self, host_name: str, token: str, data: bytes) -> None:
+        """Have the run's host record a milestone before ``save_progress`` returns.
+
+        Raises:
+            ActorStoppedError: the host no longer serves the step (its attempt
+                ended, or the host died): nothing waits for this handler now.
+        """
+        host: Any = self._hosts.get(host_name)
+        if host is None:
+            host = await asyncio.to_thread(ray.get_actor, host_name, namespace=self._namespace)
+            self._hosts[host_name] = host
+        try:
+            recorded = await host.milestone.remote(token, data)
+        except RayError as exc:
+            self._hosts.pop(host_name, None)
+            raise ActorStoppedError(host_name, f"the milestone was not recorded: {exc}") from exc
+        if not recorded:
+            raise ActorStoppedError(
+                host_name, "the step's attempt ended; the milestone was not recorded"
+            )
 
     async def release(self, run_id: str) -> None:
         """Stop the run's agents here (its attempt ended)."""

@@ -192,6 +192,8 @@ class RayCluster:
         if replace:
             _log.info("hosts_replaced", namespace=self.namespace, hosts=replace)
             await self._stop([handles[i] for i in replace], [infos[i].name for i in replace])
+            if outdated:  # the placed agents' actors run the outdated code too
+                await self._stop_placed()
             new = await anyio.to_thread.run_sync(self._start_hosts, spec, replace)
             for index, handle, info in zip(
                 replace, new, await self._wait_started(new), strict=True
@@ -321,23 +323,32 @@ class RayCluster:
         """
         hosts = await anyio.to_thread.run_sync(self._named_actors, "actorflow-host-")
         await self._stop([handle for handle, _ in hosts], [name for _, name in hosts])
-        for handle, _ in await anyio.to_thread.run_sync(self._named_actors, "actorflow-placed."):
-            await anyio.to_thread.run_sync(ray.kill, handle)
+        await self._stop_placed()
         self._handles = []
+
+    async def _stop_placed(self) -> None:
+        """Kill the namespace's placed-agent actors; hosts start them again as runs need them.
+
+        A run's agents there start again from their states on a new actor,
+        as after the loss of its node.
+        """
+        placed = await anyio.to_thread.run_sync(self._named_actors, "actorflow-placed.")
+        await self._stop([h for h, _ in placed], [n for _, n in placed], hosts=False)
 
     # --- inside ------------------------------------------------------------------------------
 
-    async def _stop(self, hosts: list[Any], names: list[str]) -> None:
-        """Stop hosts (their runtimes first, within ``connect_timeout``), then kill them.
+    async def _stop(self, actors: list[Any], names: list[str], *, hosts: bool = True) -> None:
+        """Stop actors, then kill them; hosts stop their runtimes first (``connect_timeout``).
 
-        Returns once their ``names`` are free, so new hosts can take them.
+        Returns once their ``names`` are free, so new actors can take them.
         """
-        for handle in hosts:
-            try:
-                with anyio.move_on_after(self.connect_timeout):
-                    await wait_ref(handle.stop.remote())
-            except RayError:
-                pass  # dead already: nothing to stop gracefully
+        for handle in actors:
+            if hosts:
+                try:
+                    with anyio.move_on_after(self.connect_timeout):
+                        await wait_ref(handle.stop.remote())
+                except RayError:
+                    pass  # dead already: nothing to stop gracefully
             await anyio.to_thread.run_sync(ray.kill, handle)
         with anyio.move_on_after(self.connect_timeout):
             # Ray's GCS frees a killed actor's name soon after; it has no event to wait on

@@ -69,6 +69,7 @@ class Host:
         self._spec = msgspec.msgpack.decode(spec, type=HostSpec)
         self._spec_bytes = spec
         self._runtime: Runtime | None = None
+        self._placer: RayPlacer | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
         self._error: str | None = None
         self._ready = asyncio.Event()
@@ -86,7 +87,9 @@ class Host:
                 imports=spec.imports,
                 runtime_env=None,  # placed actors inherit the job's runtime_env
                 start_timeout=spec.placed_start_timeout,
+                milestones_to=spec.name,
             )
+            self._placer = placer
             runtime = Runtime(
                 store=store,
                 config=decode_config(spec.config),
@@ -150,6 +153,11 @@ class Host:
         except Exception as exc:
             # the run stays in the store for the adopters; its handle follows the store
             _log.warning("host_drive_failed", run_id=run_id, error=describe(exc))
+
+    async def milestone(self, token: str, data: bytes) -> bool:
+        """Record a placed handler's milestone in its run's log; ``False``: the step is gone."""
+        placer = self._placer
+        return placer is not None and await placer.save_milestone(token, data)
 
     async def load(self) -> int:
         """How many runs this host drives now."""

@@ -2,7 +2,9 @@
 
 The sending side (a run's host) holds a :class:`PlacedRef` per agent, which
 the engine drives like a local agent: ``deliver`` hands the message to the
-Ray actor and returns a reply slot that Ray's completion fills. The Ray actor
+Ray actor and returns a reply slot that Ray's completion fills. A handler's
+``save_progress`` calls the host back (``Host.milestone``), which records the
+milestone in the run's log before the handler goes on. The Ray actor
 (:class:`PlacedAgents`) runs the agents in an actorflow actor system of its
 own, one scope per run, so handlers, ``current_step()``, supervision and
 state bytes work as they do in process.
@@ -195,6 +197,8 @@ class _Agent:
         server = self.server if self.server is not None else await self.ensure()
         seq = self.seq
         self.seq += 1
+        token = f"{self.incarnation}:{seq}"
+        reply_to = self.placer.expect(token, meta)
         request = CallRequest(
             run_id=self.run_id,
             name=self.name,
@@ -203,15 +207,23 @@ class _Agent:
             type=type_name,
             message=msgspec.Raw(encode(msg)),
             step=RemoteStep.pack(meta),
+            reply_to=reply_to,
         )
         future: Future[bytes] = server.call.remote(encode(request)).future()
         reply = _Reply()
-        on_done(future, lambda done: self._fill(reply, done, server, reply_type, meta))
+        on_done(future, lambda done: self._fill(reply, done, server, reply_type, meta, token))
         return reply
 
     def _fill(
-        self, reply: _Reply, done: Future[bytes], server: Any, reply_type: Any, meta: object | None
+        self,
+        reply: _Reply,
+        done: Future[bytes],
+        server: Any,
+        reply_type: Any,
+        meta: object | None,
+        token: str,
     ) -> None:
+        self.placer.settled(token)
         try:
             answer = _reply_decoder.decode(done.result())
         except RayError as exc:
@@ -344,8 +356,12 @@ class RayPlacer:
         imports: tuple[str, ...],
         runtime_env: dict[str, Any] | None,
         start_timeout: float,
+        milestones_to: str | None = None,
     ) -> None:
         self.namespace = namespace
+        self.milestones_to = milestones_to
+        """The Ray actor (by name) that records placed handlers' milestones: the host."""
+        self._steps: dict[str, object] = {}  # metas of steps in flight, for their milestones
         self.imports = imports
         self.runtime_env = runtime_env
         self.start_timeout = start_timeout
@@ -372,6 +388,25 @@ class RayPlacer:
         self._agents.setdefault(run_id, []).append(agent)
         ref: PlacedRef[Any] = PlacedRef._create(agent)
         return ref
+
+    def expect(self, token: str, meta: object | None) -> str | None:
+        """Note a step's message in flight; where its milestones go (``None``: with the reply)."""
+        if self.milestones_to is None or not RemoteStep.is_step(meta):
+            return None
+        self._steps[token] = meta
+        return self.milestones_to
+
+    def settled(self, token: str) -> None:
+        """The message's reply came (or its Ray actor died): no more milestones for it."""
+        self._steps.pop(token, None)
+
+    async def save_milestone(self, token: str, data: bytes) -> bool:
+        """Record a milestone of a step in flight, durably; ``False``: it is no longer in flight."""
+        meta = self._steps.get(token)
+        if meta is None:
+            return False
+        await RemoteStep.record(meta, data)
+        return True
 
     async def release(self, run_id: str) -> None:
         """Stop the run's placed agents (best effort: a dead Ray actor has nothing to stop)."""
@@ -441,7 +476,9 @@ class RayPlacer:
         }
         if self.runtime_env is not None:
             options["runtime_env"] = self.runtime_env
-        return _placed_actor().options(**options).remote(class_name(cls), self.imports)
+        return (
+            _placed_actor().options(**options).remote(class_name(cls), self.imports, self.namespace)
+        )
 
     async def _fitting(self, placement: Placement) -> list[str]:
         if self._nodes is None:

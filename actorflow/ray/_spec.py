@@ -74,6 +74,8 @@ class CallRequest(msgspec.Struct, frozen=True, kw_only=True):
     type: str
     message: msgspec.Raw
     step: bytes | None = None
+    reply_to: str | None = None
+    """The host actor that records the step's milestones (``None``: they travel with the reply)."""
 
 
 class CallReply(msgspec.Struct, frozen=True, kw_only=True):

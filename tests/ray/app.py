@@ -105,15 +105,50 @@ class RayGo(msgspec.Struct, frozen=True):
 
 
 class RayGated(Orchestrator):
-    """A ``RayPipeline`` that waits for ``RayGo`` before it returns (live, not paused)."""
+    """A ``RayPipeline`` that waits for ``RayGo`` (live, not paused) before its last ask.
+
+    ``job.steps`` asks, the wait, one more ask: it returns ``expected(job.steps + 1)``.
+    """
 
     async def run(self, ctx: RunContext, job: RayJob) -> int:
-        worker = await ctx.spawn(RayWorker, name="worker")
+        worker = await ctx.spawn(RayPlacedWorker if job.placed else RayWorker, name="worker")
         total = 0
         for n in range(job.steps):
             total += (await ctx.ask(worker, RayTask(n=n, side=job.side))).value
         await ctx.wait_for(RayGo)
-        return total
+        return total + (await ctx.ask(worker, RayTask(n=job.steps, side=job.side))).value
+
+
+class RayLong(Request[int], frozen=True):
+    side: str
+
+
+class RayResumable(Specialist):
+    """A placed task that saves a milestone, then waits until its attempt ends; resumed, it returns.
+
+    Only a recorded milestone lets a later attempt finish it: without one the
+    task starts again from nothing and waits again.
+    """
+
+    placement = Placement(resources={"special": 1})
+
+    @handler
+    async def work(self, task: RayLong) -> int:
+        start = self.load_progress(int) or 0
+        note(task.side, f"start-{start}")
+        if start == 0:
+            await self.save_progress(5)
+            note(task.side, "saved")
+            await anyio.sleep_forever()  # until its attempt ends
+        return start
+
+
+class RayResuming(Orchestrator):
+    """Asks one ``RayResumable`` once."""
+
+    async def run(self, ctx: RunContext, side: str) -> int:
+        worker = await ctx.spawn(RayResumable, name="long")
+        return await ctx.ask(worker, RayLong(side=side))
 
 
 def expected(steps: int) -> int:

@@ -9,6 +9,7 @@ import sys
 from typing import TYPE_CHECKING
 
 import anyio
+import msgspec
 import pytest
 
 from actorflow import RunStatus, Runtime, RuntimeConfig
@@ -19,12 +20,14 @@ from actorflow.errors import (
     RunFailedError,
 )
 from actorflow.ray import RayCluster
+from actorflow.storage import MilestoneRecord
 from tests.ray.app import (
     RayGated,
     RayGo,
     RayJob,
     RayLazyPipeline,
     RayPipeline,
+    RayResuming,
     executions,
     expected,
     wait_until,
@@ -101,6 +104,31 @@ async def test_placed_agents_run_on_a_node_with_their_resources(
             assert not pids & host_pids
 
 
+async def test_a_placed_handlers_milestone_is_in_the_log_before_it_goes_on(
+    tmp_path: Path, namespace: str
+) -> None:
+    store, side = tmp_path / "store", str(tmp_path / "side")
+    with anyio.fail_after(120):
+        async with on_cluster(store, namespace, hosts=1) as (runtime, cluster):
+            handle = await runtime.start(RayResuming, side)
+
+            async def saved() -> bool:
+                return any(key == "saved" for key, _ in executions(side))
+
+            await wait_until(saved)
+            # the handler still runs (it waits until its attempt ends), and its
+            # milestone is in the run's log already: save_progress was durable
+            log = await runtime.store.read_log(handle.run_id)
+            milestones = [r for r in log if isinstance(r, MilestoneRecord)]
+            assert [(m.agent, msgspec.msgpack.decode(m.data)) for m in milestones] == [("long", 5)]
+            assert not handle.done
+            await cluster.stop_hosts()  # the attempt ends: the run is interrupted
+        async with on_cluster(store, namespace, hosts=1) as (runtime, _):
+            # a new attempt, on a new host: the task starts from the recorded milestone
+            assert await (await runtime.follow(handle.run_id)).result() == 5
+    assert [key for key, _ in executions(side)] == ["start-0", "saved", "start-5"]
+
+
 async def test_cancel_through_the_handle_reaches_the_host(tmp_path: Path, namespace: str) -> None:
     side = str(tmp_path / "side")
     with anyio.fail_after(120):
@@ -128,7 +156,7 @@ async def test_hosts_of_another_setup_are_refused_or_replaced_and_their_runs_go_
     try:
         with anyio.fail_after(120):
             async with Runtime(store=store, config=v1, cluster=old) as runtime:
-                handle = await runtime.start(RayGated, RayJob(steps=3, side=side))
+                handle = await runtime.start(RayGated, RayJob(steps=3, side=side, placed=True))
 
                 async def waiting() -> bool:
                     return len(executions(side)) == 3
@@ -161,9 +189,14 @@ async def test_hosts_of_another_setup_are_refused_or_replaced_and_their_runs_go_
 
                 await wait_until(taken_over)
                 await runtime.signal(handle.run_id, RayGo())
-                assert await followed.result() == expected(3)
-            keys = [key for key, _ in executions(side)]
-            assert len(keys) == len(set(keys)) == 3  # the new host replayed, ran nothing again
+                # the placed agent's state went on from its third answer, on a new actor
+                assert await followed.result() == expected(4)
+            ran = executions(side)
+            keys = [key for key, _ in ran]
+            assert len(keys) == len(set(keys)) == 4  # the new host replayed, ran nothing again
+            old_placed = {pid for _, pid in ran[:3]}
+            assert len(old_placed) == 1
+            assert ran[3][1] not in old_placed  # the placed actor ran the old code: replaced
     finally:
         with anyio.CancelScope(shield=True):
             await old.stop_hosts()

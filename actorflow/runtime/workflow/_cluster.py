@@ -8,7 +8,8 @@ cluster gives, which the engine drives like any :class:`AgentRef`). What a
 step records does not depend on where its agent ran.
 
 :class:`RemoteStep` carries a step's identity, idempotency key and last
-milestone to an agent in another process, and its metrics and milestones back.
+milestone to an agent in another process, its new milestones to the run's
+owner to record, and its metrics back.
 """
 
 from __future__ import annotations
@@ -140,21 +141,34 @@ class RemoteStep:
     The sending side packs the step (:meth:`pack`), the serving side unpacks
     it into the meta its handler runs with (:meth:`unpack`, then
     ``ActorRef.deliver(msg, step.meta)``), and sends :meth:`report` back with
-    the reply; the sending side applies it with :meth:`settle`. Milestones a
-    remote handler saves travel with its reply: a retry of the step in the
-    same attempt starts from the last one, but they are not recorded.
+    the reply; the sending side applies it with :meth:`settle`.
+
+    Milestones (``save_progress``): when the serving side can reach the run's
+    owner, it unpacks with ``save``, which has the owner record each one
+    (:meth:`record` there) before ``save_progress`` returns: durable, as in
+    process. Without ``save`` they only travel back with the reply: a retry
+    of the step in the same attempt starts from the last one, a re-run after
+    a crash from the one recorded before.
 
     .. versionadded:: 0.4
     """
 
-    __slots__ = ("meta", "milestones")
+    __slots__ = ("_save", "meta", "milestones")
 
-    def __init__(self, info: StepInfo, progress: bytes | None) -> None:
+    def __init__(
+        self,
+        info: StepInfo,
+        progress: bytes | None,
+        save: Callable[[bytes], Awaitable[None]] | None = None,
+    ) -> None:
         self.milestones: list[bytes] = []
+        self._save = save
         self.meta: object = StepMeta(info, self._keep, progress)
         """What to deliver the message with: the handler's ``current_step()`` reads it."""
 
     async def _keep(self, data: bytes) -> None:
+        if self._save is not None:
+            await self._save(data)
         self.milestones.append(data)
         assert isinstance(self.meta, StepMeta)
         self.meta.progress = data
@@ -167,12 +181,17 @@ class RemoteStep:
         return _encoder.encode(_Carried(info=meta.info, progress=meta.progress))
 
     @classmethod
-    def unpack(cls, data: bytes | None) -> RemoteStep | None:
-        """The serving side of a packed step (``None`` for a message sent outside a step)."""
+    def unpack(
+        cls, data: bytes | None, save: Callable[[bytes], Awaitable[None]] | None = None
+    ) -> RemoteStep | None:
+        """The serving side of a packed step (``None`` for a message sent outside a step).
+
+        ``save`` has the run's owner record a milestone (see the class docstring).
+        """
         if data is None:
             return None
         carried = _carried_decoder.decode(data)
-        return cls(carried.info, carried.progress)
+        return cls(carried.info, carried.progress, save)
 
     def report(self) -> bytes:
         """What the handler reported (metrics, milestones), to send back with the reply."""
@@ -180,12 +199,27 @@ class RemoteStep:
         return _encoder.encode(_Report(metrics=self.meta.metrics, milestones=self.milestones))
 
     @staticmethod
+    def is_step(meta: object | None) -> bool:
+        """Whether ``meta`` is a workflow step's (its milestones can be recorded)."""
+        return isinstance(meta, StepMeta)
+
+    @staticmethod
+    async def record(meta: object, data: bytes) -> None:
+        """The owner's side of ``save``: record a milestone of the step ``meta`` is for, durably.
+
+        Raises:
+            TypeError: ``meta`` is not a step's (see :meth:`is_step`).
+        """
+        if not isinstance(meta, StepMeta):
+            raise TypeError(f"not a step's meta: {type(meta).__name__}")
+        await meta.milestone(data)
+
+    @staticmethod
     def settle(meta: object | None, report: bytes | None) -> None:
         """Apply a remote handler's report to the step's meta: its metrics and last milestone.
 
         The milestone becomes the step's progress for a retry in this
-        attempt; it is not recorded (a re-run after a crash starts the task
-        from the milestone recorded before).
+        attempt (recorded already if the serving side had ``save``).
         """
         if not isinstance(meta, StepMeta) or not report:
             return
