@@ -52,6 +52,42 @@ class TimedAsks(Orchestrator):
         return times
 
 
+class Saves(Request[list[float]], frozen=True):
+    n: int
+
+
+class Saver(Specialist):
+    """Times each ``save_progress`` (a milestone, recorded before it returns) in one task."""
+
+    @handler
+    async def save(self, task: Saves) -> list[float]:
+        times = []
+        for i in range(task.n):
+            started = time.perf_counter()
+            await self.save_progress(i)
+            times.append(time.perf_counter() - started)
+        return times
+
+
+class PlacedSaver(Saver):
+    """The same on a placed agent: each milestone goes back to the run's host to be recorded."""
+
+    placement = Placement(resources={"special": 1})
+
+
+class SaveJob(msgspec.Struct, frozen=True):
+    saves: int
+    placed: bool
+
+
+class TimedSaves(Orchestrator):
+    """One task that saves ``saves`` milestones, on a local or a placed agent."""
+
+    async def run(self, ctx: RunContext, job: SaveJob) -> list[float]:
+        agent = await ctx.spawn(PlacedSaver if job.placed else Saver, name="saver")
+        return await ctx.ask(agent, Saves(n=job.saves))
+
+
 class Tiny(Orchestrator):
     """The smallest run: one recorded step."""
 

@@ -7,7 +7,9 @@ agents ask for) and prints:
 
 1. ``ActorRef.ask`` to a placed agent (state ~1 KB) from the driver, against a
    bare Ray actor call to an actor on the same node, interleaved; and
-   ``ctx.ask`` to the placed agent from inside a run (its record included).
+   ``ctx.ask`` to the placed agent from inside a run (its record included);
+   ``save_progress`` in a local agent on a host and in a placed agent, whose
+   milestones the host records before ``save_progress`` returns.
 2. Small runs: in process, then on Ray with one and two hosts (runs/s and
    wall time per run). On a 2-core machine the hosts, the raylets and the
    driver share two cores: the point is the overhead per run, not speed-up.
@@ -45,12 +47,24 @@ sys.path.insert(0, str(HERE))
 os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), str(HERE)])
 
 from _machine import cpu_model  # noqa: E402
-from _scale_app import AskTimes, Beat, Heartbeat, Notes, Ping, Pinger, TimedAsks, Tiny  # noqa: E402
+from _scale_app import (  # noqa: E402
+    AskTimes,
+    Beat,
+    Heartbeat,
+    Notes,
+    Ping,
+    Pinger,
+    SaveJob,
+    TimedAsks,
+    TimedSaves,
+    Tiny,
+)
 
 QUICK = "--quick" in sys.argv
 N_ASK = 400 if QUICK else 2000
 N_RUNS = 200 if QUICK else 1000
 N_AGENTS = 200 if QUICK else 1000
+N_SAVES = 50 if QUICK else 250
 HEALTH = {
     "health_check_initial_delay_ms": 0,
     "health_check_period_ms": 500,
@@ -103,6 +117,12 @@ async def asks(folder: Path, special_node: str) -> list[str]:
                 del round_
             say("ctx.ask in a run")
             in_run = await runtime.run(TimedAsks, AskTimes(asks=N_ASK // 4))
+            say("save_progress, local and placed")
+            local_saves: list[float] = []
+            placed_saves: list[float] = []
+            for _ in range(4):  # interleaved rounds, as above
+                local_saves += await runtime.run(TimedSaves, SaveJob(saves=N_SAVES, placed=False))
+                placed_saves += await runtime.run(TimedSaves, SaveJob(saves=N_SAVES, placed=True))
             say("memory")
             empty = await placer.memory()
             for i in range(N_AGENTS):
@@ -120,6 +140,13 @@ async def asks(folder: Path, special_node: str) -> list[str]:
         f"{ms(placed_t, 0.95):.3f} | {ratio:.2f}x |",
         f"| `ctx.ask` to it from a run on a host (durable record) | {ms(in_run, 0.5):.3f} | "
         f"{ms(in_run, 0.95):.3f} | {ms(in_run, 0.5) / ms(bare_t, 0.5):.2f}x |",
+        "",
+        "| `save_progress` (recorded before it returns) | p50 ms | p95 ms | vs local p50 |",
+        "|---|---:|---:|---:|",
+        f"| in a local agent on the host | {ms(local_saves, 0.5):.3f} | "
+        f"{ms(local_saves, 0.95):.3f} | 1.00x |",
+        f"| in a placed agent (the host records it) | {ms(placed_saves, 0.5):.3f} | "
+        f"{ms(placed_saves, 0.95):.3f} | {ms(placed_saves, 0.5) / ms(local_saves, 0.5):.2f}x |",
         "",
     ]
     (key, before), *_ = empty.items()

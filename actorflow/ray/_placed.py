@@ -198,7 +198,7 @@ class _Agent:
         seq = self.seq
         self.seq += 1
         token = f"{self.incarnation}:{seq}"
-        reply_to = self.placer.expect(token, meta)
+        reply_to = self.placer.expect(token, self.run_id, meta)
         request = CallRequest(
             run_id=self.run_id,
             name=self.name,
@@ -361,7 +361,8 @@ class RayPlacer:
         self.namespace = namespace
         self.milestones_to = milestones_to
         """The Ray actor (by name) that records placed handlers' milestones: the host."""
-        self._steps: dict[str, object] = {}  # metas of steps in flight, for their milestones
+        # steps in flight (run id, meta) by token, for their milestones
+        self._steps: dict[str, tuple[str, object]] = {}
         self.imports = imports
         self.runtime_env = runtime_env
         self.start_timeout = start_timeout
@@ -389,11 +390,11 @@ class RayPlacer:
         ref: PlacedRef[Any] = PlacedRef._create(agent)
         return ref
 
-    def expect(self, token: str, meta: object | None) -> str | None:
+    def expect(self, token: str, run_id: str, meta: object | None) -> str | None:
         """Note a step's message in flight; where its milestones go (``None``: with the reply)."""
         if self.milestones_to is None or not RemoteStep.is_step(meta):
             return None
-        self._steps[token] = meta
+        self._steps[token] = (run_id, meta)
         return self.milestones_to
 
     def settled(self, token: str) -> None:
@@ -402,14 +403,17 @@ class RayPlacer:
 
     async def save_milestone(self, token: str, data: bytes) -> bool:
         """Record a milestone of a step in flight, durably; ``False``: it is no longer in flight."""
-        meta = self._steps.get(token)
-        if meta is None:
+        found = self._steps.get(token)
+        if found is None:
             return False
-        await RemoteStep.record(meta, data)
+        await RemoteStep.record(found[1], data)
         return True
 
     async def release(self, run_id: str) -> None:
         """Stop the run's placed agents (best effort: a dead Ray actor has nothing to stop)."""
+        # before the run's claim goes: a late milestone must not reach its log after
+        for token in [t for t, (run, _) in self._steps.items() if run == run_id]:
+            del self._steps[token]
         servers = set()
         for agent in self._agents.pop(run_id, []):
             agent.stopped = True
