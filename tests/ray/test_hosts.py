@@ -4,6 +4,7 @@ bad input names its error and loses no run."""
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 from typing import TYPE_CHECKING
@@ -12,7 +13,7 @@ import anyio
 import msgspec
 import pytest
 
-from actorflow import RunStatus, Runtime, RuntimeConfig
+from actorflow import AdoptionPolicy, RunStatus, Runtime, RuntimeConfig
 from actorflow.errors import (
     ClassNotShippedError,
     HostsOutdatedError,
@@ -127,6 +128,51 @@ async def test_a_placed_handlers_milestone_is_in_the_log_before_it_goes_on(
             # a new attempt, on a new host: the task starts from the recorded milestone
             assert await (await runtime.follow(handle.run_id)).result() == 5
     assert [key for key, _ in executions(side)] == ["start-0", "saved", "start-5"]
+
+
+async def test_recover_on_a_cluster_driver_hands_runs_to_the_hosts(
+    tmp_path: Path, namespace: str
+) -> None:
+    store, side = tmp_path / "store", str(tmp_path / "side")
+    # hosts that adopt nothing by themselves: only what the driver hands them runs
+    idle = AdoptionPolicy(workflows=("nothing.Here",))
+    cluster = RayCluster(hosts=1, namespace=namespace, imports=IMPORTS, adoption=idle)
+    try:
+        with anyio.fail_after(120):
+            async with Runtime(store=store, cluster=cluster) as runtime:
+                handle = await runtime.start(RayGated, RayJob(steps=2, side=side))
+
+                async def waiting() -> bool:
+                    return len(executions(side)) == 2
+
+                await wait_until(waiting)
+            await cluster.stop_hosts()  # the run is left interrupted
+            async with Runtime(store=store, cluster=cluster) as runtime:
+                host_pid = cluster.host_info[0].pid
+                assert (await runtime.store.read_run(handle.run_id)).status is (
+                    RunStatus.INTERRUPTED
+                )
+                started: list[str] = []
+
+                async def go_on() -> dict[str, object]:
+                    return await runtime.recover(on_start=lambda h: started.append(h.run_id))
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(go_on)
+
+                    async def driven() -> bool:
+                        return bool(started)
+
+                    await wait_until(driven)
+                    await runtime.signal(handle.run_id, RayGo())
+                assert started == [handle.run_id]
+                assert await (await runtime.follow(handle.run_id)).result() == expected(3)
+            pids = [pid for _, pid in executions(side)]
+            assert len(pids) == 3
+            assert pids[2] == host_pid != os.getpid()  # on the host, not in the driver
+    finally:
+        with anyio.CancelScope(shield=True):
+            await cluster.stop_hosts()
 
 
 async def test_cancel_through_the_handle_reaches_the_host(tmp_path: Path, namespace: str) -> None:

@@ -371,7 +371,17 @@ class Runtime(ActorSystem):
         recovering: bool,
         adopting: bool = False,
     ) -> tuple[RunHandle, bool]:
-        """``_launch``, also saying whether this process drives the run."""
+        """``_launch``, also saying whether this process drives the run.
+
+        On a cluster that drives runs (``RayCluster``) a stored run is handed
+        to it and followed from here, never driven in this process: what
+        ``recover``, ``resume`` and ``fork`` take goes to the cluster's hosts.
+        """
+        if not fresh and self.cluster is not None and self.cluster.drives_runs:
+            handle = await self.follow(manifest.run_id, workflow)
+            if not handle.done:
+                await self.cluster.dispatch(manifest.run_id)
+            return handle, not handle.done
         try:
             task_group = self._accepting_runs()
         except RuntimeNotRunningError:
