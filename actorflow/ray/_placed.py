@@ -192,9 +192,29 @@ class _Agent:
     async def deliver(self, msg: object, meta: object | None) -> _Reply:
         if self.stopped:
             raise ActorStoppedError(self.name, "its run's attempt ended")
-        msg_cls = type(msg)
-        type_name, reply_type = self.message_type(msg_cls)
-        server = self.server if self.server is not None else await self.ensure()
+        if self.server is None:
+            self.message_type(type(msg))  # an unhandled message starts no Ray actor
+            await self.ensure()
+        return self.call(self.server, msg, meta)
+
+    def deliver_now(self, msg: object) -> _Reply:
+        """``deliver`` without waiting: only while the agent's Ray actor is known.
+
+        Raises:
+            ActorStoppedError: the run's attempt ended, or the agent's Ray actor
+                was lost and must be started again first (``await send``).
+        """
+        if self.stopped:
+            raise ActorStoppedError(self.name, "its run's attempt ended")
+        if self.server is None:
+            raise ActorStoppedError(
+                self.name, "its Ray actor is starting again: use `await ref.send(msg)`"
+            )
+        return self.call(self.server, msg, None)
+
+    def call(self, server: Any, msg: object, meta: object | None) -> _Reply:
+        """Hand ``msg`` to the Ray actor ``server`` now (Ray queues it); its reply slot."""
+        type_name, reply_type = self.message_type(type(msg))
         seq = self.seq
         self.seq += 1
         token = f"{self.incarnation}:{seq}"
@@ -313,12 +333,16 @@ class PlacedRef(ActorRef[A], Generic[A]):
         await self._agent.deliver(msg, None)
 
     def send_nowait(self, msg: object) -> None:
-        """Not available for a placed agent: use ``await send``.
+        """Hand ``msg`` to the agent through Ray now, without waiting (no bound: never full).
+
+        Ordered with this sender's other messages to the agent, like ``send``.
 
         Raises:
-            NotImplementedError: always.
+            ActorStoppedError: the run's attempt ended, or the agent's Ray
+                actor was lost and is started again by the next ``await send``.
+            UnhandledMessageError: the agent's class has no handler for it.
         """
-        raise NotImplementedError("send to a placed agent with `await ref.send(msg)`")
+        self._agent.deliver_now(msg)
 
     @typing.overload
     async def ask(self, msg: Request[R], *, timeout: float | None = None) -> R: ...  # noqa: ASYNC109

@@ -15,20 +15,26 @@ import pytest
 
 from actorflow import AdoptionPolicy, RunStatus, Runtime, RuntimeConfig
 from actorflow.errors import (
+    ActorStoppedError,
     ClassNotShippedError,
     HostsOutdatedError,
     HostStartError,
     RunFailedError,
+    UnhandledMessageError,
 )
 from actorflow.ray import RayCluster
 from actorflow.storage import MilestoneRecord
 from tests.ray.app import (
+    RayCount,
     RayGated,
     RayGo,
     RayJob,
     RayLazyPipeline,
     RayPipeline,
+    RayPlacedWorker,
+    RayResult,
     RayResuming,
+    RayTask,
     executions,
     expected,
     wait_until,
@@ -173,6 +179,27 @@ async def test_recover_on_a_cluster_driver_hands_runs_to_the_hosts(
     finally:
         with anyio.CancelScope(shield=True):
             await cluster.stop_hosts()
+
+
+async def test_send_nowait_to_a_placed_agent_keeps_the_senders_order(
+    tmp_path: Path, namespace: str
+) -> None:
+    side = str(tmp_path / "side")
+    with anyio.fail_after(120):
+        async with on_cluster(tmp_path / "store", namespace, hosts=1) as (_, cluster):
+            state = msgspec.msgpack.encode(RayCount())
+            ref = await cluster.placer.spawn(RayPlacedWorker, run_id="r", name="w", state=state)
+            for n in range(5):
+                ref.send_nowait(RayTask(n=n, side=side))
+            # the ask goes after the five sends: the agent handled them first
+            reply = await ref.ask(RayTask(n=9, side=side))
+            assert reply == RayResult(n=9, value=81 + 6)
+            assert [key for key, _ in executions(side)] == [f"w:{n}" for n in (0, 1, 2, 3, 4, 9)]
+            with pytest.raises(UnhandledMessageError):
+                ref.send_nowait(RayGo())
+            await cluster.placer.release("r")
+            with pytest.raises(ActorStoppedError):
+                ref.send_nowait(RayTask(n=0, side=side))
 
 
 async def test_cancel_through_the_handle_reaches_the_host(tmp_path: Path, namespace: str) -> None:
