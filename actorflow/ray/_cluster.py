@@ -246,6 +246,8 @@ class RayCluster:
         """
         order = sorted(range(len(self._handles)), key=lambda i: self._loads[i])
         for index in order:
+            # counted before the call: starts made meanwhile choose among the others
+            self._loads[index] += 1
             try:
                 load, error = await wait_ref(self._handles[index].drive.remote(run_id))
             except RayError as exc:

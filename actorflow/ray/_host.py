@@ -70,6 +70,7 @@ class Host:
         self._spec_bytes = spec
         self._runtime: Runtime | None = None
         self._placer: RayPlacer | None = None
+        self._starting = 0  # runs handed to `drive` and not yet driven
         self._tasks: anyio.abc.TaskGroup | None = None
         self._error: str | None = None
         self._ready = asyncio.Event()
@@ -141,18 +142,33 @@ class Host:
             lookup(manifest.workflow)
         except RegistryError as exc:
             return runtime.active_runs, f"class:{manifest.workflow}:{describe(exc)}"
-        if not manifest.status.finished:
-            tasks.start_soon(self._drive, runtime, run_id)
-        return runtime.active_runs + 1, None
+        if manifest.status.finished:
+            return self._load(runtime), None
+        self._starting += 1  # counted until the run is driven: the load answered is exact
+        tasks.start_soon(self._drive, runtime, run_id)
+        return self._load(runtime), None
+
+    def _load(self, runtime: Runtime) -> int:
+        return runtime.active_runs + self._starting
 
     async def _drive(self, runtime: Runtime, run_id: str) -> None:
+        counted = True
+
+        def started(_handle: object) -> None:
+            nonlocal counted
+            if counted:
+                counted = False
+                self._starting -= 1
+
         try:
-            await runtime.recover(run_id)
+            await runtime.recover(run_id, on_start=started)
         except RunLockedError:
             pass  # another host drives it (its adopter was quicker): nothing to do
         except Exception as exc:
             # the run stays in the store for the adopters; its handle follows the store
             _log.warning("host_drive_failed", run_id=run_id, error=describe(exc))
+        finally:
+            started(None)  # not driven here after all (another host took it, or it failed)
 
     async def milestone(self, token: str, data: bytes) -> bool:
         """Record a placed handler's milestone in its run's log; ``False``: the step is gone."""
@@ -160,9 +176,9 @@ class Host:
         return placer is not None and await placer.save_milestone(token, data)
 
     async def load(self) -> int:
-        """How many runs this host drives now."""
+        """How many runs this host drives now, and was handed and is starting."""
         runtime = self._runtime
-        return runtime.active_runs if runtime is not None else 0
+        return self._load(runtime) if runtime is not None else 0
 
     async def adopt_now(self) -> None:
         """Look for orphaned runs now (a peer died)."""

@@ -3,6 +3,7 @@ bad input names its error and loses no run."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import subprocess
@@ -94,6 +95,35 @@ async def test_runs_spread_over_hosts_and_finish(
             assert all(handle.status is RunStatus.COMPLETED for handle in handles)
             pids = {pid for _, pid in executions(side)}
             assert pids == {info.pid for info in infos}  # both hosts drove runs
+
+
+async def test_live_runs_are_spread_evenly_over_hosts(tmp_path: Path, namespace: str) -> None:
+    side = str(tmp_path / "side")
+    # hosts that adopt nothing by themselves: where a run goes is the dispatch's choice
+    idle = AdoptionPolicy(workflows=("nothing.Here",))
+    cluster = RayCluster(hosts=2, namespace=namespace, imports=IMPORTS, adoption=idle)
+    try:
+        with anyio.fail_after(120):
+            async with Runtime(store=tmp_path / "store", cluster=cluster) as runtime:
+                # each run stays live (waiting for RayGo): a host's load counts it
+                # from the moment it was handed the run, not once it has taken it
+                handles = [
+                    await runtime.start(RayGated, RayJob(steps=1, side=side)) for _ in range(8)
+                ]
+
+                async def all_under_way() -> bool:
+                    return len(executions(side)) == 8
+
+                await wait_until(all_under_way)
+                per_host = collections.Counter(pid for _, pid in executions(side))
+                assert sorted(per_host.values()) == [4, 4]
+                assert await cluster.loads() == [4, 4]
+                for handle in handles:
+                    await runtime.signal(handle.run_id, RayGo())
+                assert [await h.result() for h in handles] == [expected(2)] * 8
+    finally:
+        with anyio.CancelScope(shield=True):
+            await cluster.stop_hosts()
 
 
 async def test_placed_agents_run_on_a_node_with_their_resources(
