@@ -48,7 +48,7 @@ from actorflow.runtime.workflow._outcomes import (
 )
 from actorflow.runtime.workflow._recorder import Recorder
 from actorflow.runtime.workflow._replay import RunView, load_view
-from actorflow.runtime.workflow._signals import SignalDesk
+from actorflow.runtime.workflow._signals import SignalDesk, WatchClock
 from actorflow.runtime.workflow._steps import close_namespace
 from actorflow.runtime.workflow._triggers import final_trigger, peak_memory
 from actorflow.runtime.workflow._updates import UpdateRunner
@@ -120,6 +120,7 @@ class RunDriver:
             whether the retention policy should look at the run.
         children: starts the runs' child runs (``ctx.start_child``).
         placer_for: where agents of a class run, if not here (a cluster's placer).
+        watch_clock: opens the attempts' inbox watches a second in.
     """
 
     def __init__(
@@ -133,8 +134,10 @@ class RunDriver:
         on_finished: Callable[[RunTracker, bool], None],
         children: ChildRuns | None = None,
         placer_for: Callable[[type[Any]], AgentPlacer | None] | None = None,
+        watch_clock: WatchClock,
     ) -> None:
         self.store = store
+        self._watch_clock = watch_clock
         self.config = config
         self.shutdown_timeout = shutdown_timeout
         self._open_scope = open_scope
@@ -357,7 +360,7 @@ class RunDriver:
                 task_group=tg,
                 on_cancel=handle.cancel,
             )
-            signals.start()
+            signals.start(self._watch_clock)
             env = StepEnv(
                 recorder=recorder,
                 agents=agents,

@@ -38,7 +38,12 @@ from actorflow.runtime.workflow._pruning import Pruner
 from actorflow.runtime.workflow._query import RunQuery, query_run
 from actorflow.runtime.workflow._recovery import ORPHANS, Recovery
 from actorflow.runtime.workflow._replay import load_view
-from actorflow.runtime.workflow._signals import RESUME_PREFIX, cancel_stored, send_signal
+from actorflow.runtime.workflow._signals import (
+    RESUME_PREFIX,
+    WatchClock,
+    cancel_stored,
+    send_signal,
+)
 from actorflow.runtime.workflow._updates import call_update
 from actorflow.runtime.workflow._wait_records import pending_waits, signal_type
 from actorflow.runtime.workflow._watch import DEFAULT_POLL_INTERVAL, watch_run
@@ -188,6 +193,7 @@ class Runtime(ActorSystem):
                 on_finished=self._run_ended,
                 children=self._child_runs,
                 placer_for=self.cluster.placer_for if self.cluster is not None else None,
+                watch_clock=WatchClock(lambda: self.require_running("watch a run's inbox")),
             )
         return self._driver
 

@@ -15,9 +15,11 @@ on S3) and reads new entries each time the watch says the inbox changed.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import time
 import uuid
+import weakref
 from typing import TYPE_CHECKING
 
 import anyio
@@ -52,6 +54,7 @@ __all__ = [
     "CancelRequest",
     "SignalDesk",
     "Waiter",
+    "WatchClock",
     "cancel_stored",
     "request_cancel",
     "send_signal",
@@ -186,6 +189,55 @@ class Waiter:
         self.got = anyio.Event()
 
 
+class WatchClock:
+    """Opens each attempt's inbox watch ``WATCH_AFTER`` seconds in: one task for every run.
+
+    A task per attempt, sleeping that second, cost every run a task, a
+    cancel scope and a timer, and most runs end sooner. Every delay is the
+    same, so the desks wait in a FIFO, in start order; the task runs while
+    the FIFO holds any and ends when it is empty. It holds desks weakly: a
+    run that ended is not kept alive for its second.
+
+    Args:
+        task_group: where the task runs (the runtime's, cancelled as it stops).
+    """
+
+    def __init__(self, task_group: Callable[[], TaskGroup]) -> None:
+        self._task_group = task_group
+        self._due: collections.deque[tuple[float, weakref.ref[SignalDesk]]] = collections.deque()
+        self._running = False
+
+    def schedule(self, desk: SignalDesk) -> None:
+        """Open ``desk``'s watch ``WATCH_AFTER`` seconds from now (if it has not stopped)."""
+        self._due.append((anyio.current_time() + WATCH_AFTER, weakref.ref(desk)))
+        if not self._running:
+            self._running = True
+            try:
+                self._task_group().start_soon(self._run)
+            except BaseException:
+                self._running = False
+                raise
+
+    async def _run(self) -> None:
+        try:
+            while self._due:
+                at, desk = self._due[0]
+                delay = at - anyio.current_time()
+                if delay > 0:
+                    await anyio.sleep(delay)
+                    continue
+                self._due.popleft()
+                found = desk()
+                if found is None:
+                    continue
+                try:
+                    found.watch_now()
+                except Exception as exc:  # one run's watch never stops the runtime's others
+                    _log.warning("inbox_watch_failed", error=error_message(exc))
+        finally:
+            self._running = False
+
+
 class SignalDesk:
     """The live owner's view of its run's inbox, handing entries to waits in order."""
 
@@ -209,7 +261,6 @@ class SignalDesk:
         self._poll_interval = poll_interval
         self._task_group = task_group
         self._watching: anyio.CancelScope | None = None
-        self._starting: anyio.CancelScope | None = None
         self._stopped = False
         self._read_lock = anyio.Lock()
         self._refused: set[int] = set()
@@ -218,20 +269,18 @@ class SignalDesk:
         #: called with each update in the inbox (its runner decides what is new)
         self.on_update: Callable[[InboxEntry], None] | None = None
 
-    def start(self) -> None:
+    def start(self, clock: WatchClock) -> None:
         """Watch the inbox from ``WATCH_AFTER`` seconds on (or the first wait, if sooner).
 
         A cancel request from another process is taken once the watch is
         open. Most runs are over sooner, and never pay for a watch (on the
         file store a FIFO made and removed, on S3 polls) they do not use.
         """
-        self._starting = anyio.CancelScope()
-        self._task_group.start_soon(self._watch_later, self._starting)
+        clock.schedule(self)
 
-    async def _watch_later(self, scope: anyio.CancelScope) -> None:
-        with scope:
-            await anyio.sleep(WATCH_AFTER)
-            self._watch()
+    def watch_now(self) -> None:
+        """Open the inbox watch now, unless it is open or the desk has stopped."""
+        self._watch()
 
     def register(self, waiter: Waiter) -> None:
         """Add a wait (in the order waits start): it gets the first untaken entry of its type."""
@@ -269,9 +318,6 @@ class SignalDesk:
         self._stopped = True
         self.on_update = None
         self._on_cancel = None
-        if self._starting is not None:
-            self._starting.cancel()
-            self._starting = None
         if self._watching is not None:
             self._watching.cancel()
             self._watching = None

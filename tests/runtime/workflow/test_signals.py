@@ -452,3 +452,34 @@ async def test_a_stopped_desk_starts_no_watch_that_would_hold_its_run_open() -> 
             with anyio.move_on_after(0.05):
                 await desk.wait(waiter)
             assert waiter.entry is None
+
+
+async def test_the_watch_clock_opens_live_desks_skips_ended_ones_and_ends_when_idle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # one task for every run's deferred watch: it must never keep a finished
+    # run alive, nor the runtime's task group busy once no run waits for it
+    monkeypatch.setattr(_signals, "WATCH_AFTER", 0.0)
+    store = MemoryStore()
+    async with Runtime(store=store) as runtime:
+        await runtime.start(PausedFix, None, run_id="desk")
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as clock_group:
+            clock = _signals.WatchClock(lambda: clock_group)
+            async with anyio.create_task_group() as run_group:
+                live = _signals.SignalDesk(
+                    store, "desk", set(), poll_interval=0.01, task_group=run_group
+                )
+                ended = _signals.SignalDesk(
+                    store, "desk", set(), poll_interval=0.01, task_group=run_group
+                )
+                ended.stop()
+                clock.schedule(ended)
+                clock.schedule(live)
+                waiter = _signals.Waiter("0", "Fix", lambda entry: True)
+                live.register(waiter)  # registered, not waiting: only a watch reads the inbox
+                await _signals.send_signal(store, "desk", Fix(7), entry_id=None, sender=None)
+                await waiter.got.wait()  # the clock opened the live desk's watch
+                assert waiter.entry is not None
+                live.stop()
+        # leaving clock_group means the clock's task ended: its FIFO emptied
