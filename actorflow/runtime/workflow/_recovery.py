@@ -54,7 +54,10 @@ class TakeAndDrive(Protocol):
         recovering: bool,
         adopting: bool = False,
     ) -> tuple[RunHandle, bool]:
-        """The run's handle, and whether this process drives it (``False``: it had ended)."""
+        """The run's handle, and whether it is driven now, here or by the cluster it went to.
+
+        ``False``: it had ended (or paused) by the time it was taken.
+        """
         ...
 
 

@@ -377,7 +377,7 @@ class Runtime(ActorSystem):
         recovering: bool,
         adopting: bool = False,
     ) -> tuple[RunHandle, bool]:
-        """``_launch``, also saying whether this process drives the run.
+        """``_launch``, also saying whether the run is driven now (see ``TakeAndDrive``).
 
         On a cluster that drives runs (``RayCluster``) a stored run is handed
         to it and followed from here, never driven in this process: what
