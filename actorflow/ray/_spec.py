@@ -114,7 +114,11 @@ def spec_differences(ours: HostSpec, theirs: bytes) -> list[str]:
         if field in _NOT_COMPARED or getattr(ours, field) == getattr(other, field):
             continue
         if field == "config":
-            ours_config, their_config = decode_config(ours.config), decode_config(other.config)
+            try:
+                ours_config, their_config = decode_config(ours.config), decode_config(other.config)
+            except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError):
+                out.append("config")  # written by another actorflow version: it differs
+                continue
             out.extend(
                 f"config.{name}"
                 for name in RuntimeConfig.__struct_fields__

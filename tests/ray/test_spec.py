@@ -1,0 +1,54 @@
+"""What a driver tells apart in a running host's setup (``spec_differences``): names only."""
+
+from __future__ import annotations
+
+import msgspec
+
+from actorflow import RuntimeConfig
+from actorflow.errors import HostsOutdatedError
+from actorflow.ray._spec import HostSpec, encode, spec_differences
+
+
+def spec(**changes: object) -> HostSpec:
+    base = HostSpec(
+        name="actorflow-host-0",
+        namespace="ns",
+        store="s3://runs/prod",
+        started_by="driver-a",
+        store_options={"aws_secret_access_key": "hunter2"},
+        config=encode(RuntimeConfig(code_version="v1")),
+        imports=("app.flows",),
+    )
+    return msgspec.structs.replace(base, **changes)
+
+
+def test_the_same_setup_from_another_driver_differs_in_nothing() -> None:
+    theirs = spec(name="actorflow-host-1", started_by="driver-b")
+    assert spec_differences(spec(), encode(theirs)) == []
+
+
+def test_differences_are_named_field_by_field_down_to_the_config() -> None:
+    theirs = spec(
+        config=encode(RuntimeConfig(code_version="v0")),
+        imports=("app.old",),
+        store_options={"aws_secret_access_key": "older-secret"},
+    )
+    found = spec_differences(spec(), encode(theirs))
+    assert found == ["store_options", "config.code_version", "imports"]
+    message = str(HostsOutdatedError("ns", ["actorflow-host-0"], found))
+    assert "secret" not in message.replace("store_options", "")
+    assert "replace_hosts=True" in message
+
+
+def test_a_host_of_an_older_or_foreign_actorflow_differs_in_everything() -> None:
+    assert spec_differences(spec(), b"") == [
+        "everything (the host was started by an older actorflow)"
+    ]
+    assert spec_differences(spec(), b"\xc1 not msgpack") == [
+        "everything (the host's spec does not decode here)"
+    ]
+
+
+def test_a_config_this_version_cannot_read_differs_as_a_whole() -> None:
+    config = msgspec.msgpack.encode({"code_version": "v1", "a_future_option": 3})
+    assert spec_differences(spec(), encode(spec(config=config))) == ["config"]
