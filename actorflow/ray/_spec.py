@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from actorflow.errors import ClassNotShippedError
+from actorflow.errors import ClassNotShippedError, ConfigurationError
 from actorflow.runtime import AdoptionPolicy, RuntimeConfig
 
 __all__ = [
@@ -116,7 +116,7 @@ def spec_differences(ours: HostSpec, theirs: bytes) -> list[str]:
         if field == "config":
             try:
                 ours_config, their_config = decode_config(ours.config), decode_config(other.config)
-            except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError):
+            except (msgspec.DecodeError, msgspec.ValidationError, ConfigurationError):
                 out.append("config")  # written by another actorflow version: it differs
                 continue
             out.extend(
@@ -132,6 +132,9 @@ def spec_differences(ours: HostSpec, theirs: bytes) -> list[str]:
 def decode_config(data: bytes) -> RuntimeConfig:
     """A ``RuntimeConfig`` from its MessagePack bytes (``b""``: from the environment).
 
+    Raises:
+        ConfigurationError: it holds options this version does not know.
+
     Field by field, each with the type its defining module gives it: the
     class is re-exported under ``actorflow.runtime``, where msgspec would
     look its annotations up and not find them all.
@@ -142,6 +145,14 @@ def decode_config(data: bytes) -> RuntimeConfig:
     # the defining module's namespace: the only one where every annotation resolves
     module = importlib.import_module("actorflow.runtime.workflow._config")
     hints = typing.get_type_hints(RuntimeConfig, globalns=vars(module))
+    unknown = sorted(set(raw) - set(hints))
+    if unknown:
+        raise ConfigurationError(
+            "RuntimeConfig",
+            unknown,
+            "options this actorflow version knows: the driver runs a newer actorflow than "
+            "this node; install the same version on every node of the cluster",
+        )
     return RuntimeConfig(**{key: msgspec.convert(value, hints[key]) for key, value in raw.items()})
 
 

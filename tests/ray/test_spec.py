@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from actorflow import RuntimeConfig
-from actorflow.errors import HostsOutdatedError
-from actorflow.ray._spec import HostSpec, encode, spec_differences
+from actorflow.errors import ConfigurationError, HostsOutdatedError
+from actorflow.ray._spec import HostSpec, decode_config, encode, spec_differences
 
 
 def spec(**changes: object) -> HostSpec:
@@ -52,3 +53,9 @@ def test_a_host_of_an_older_or_foreign_actorflow_differs_in_everything() -> None
 def test_a_config_this_version_cannot_read_differs_as_a_whole() -> None:
     config = msgspec.msgpack.encode({"code_version": "v1", "a_future_option": 3})
     assert spec_differences(spec(), encode(spec(config=config))) == ["config"]
+
+
+def test_a_host_refuses_a_config_with_options_it_does_not_know() -> None:
+    config = msgspec.msgpack.encode({"code_version": "v1", "a_future_option": 3})
+    with pytest.raises(ConfigurationError, match=r"a_future_option.*same version on every node"):
+        decode_config(config)
