@@ -64,14 +64,16 @@ class HostStartError(ClusterError):
     .. versionadded:: 0.4
     """
 
-    def __init__(self, host: str, detail: str) -> None:
+    def __init__(self, host: str, detail: str, hint: str | None = None) -> None:
         self.host = host
         self.detail = detail
-        super().__init__(
-            f"host {host!r} could not start: {detail}; every node must reach the store: "
-            "give RayCluster(store='s3://bucket/prefix', store_options={...}) a location "
-            "and options that work on the cluster's nodes (a folder only for a one-machine cluster)"
-        )
+        if hint is None:
+            hint = (
+                "every node must reach the store: give RayCluster(store='s3://bucket/prefix', "
+                "store_options={...}) a location and options that work on the cluster's nodes "
+                "(a folder only for a one-machine cluster)"
+            )
+        super().__init__(f"host {host!r} could not start: {detail}; {hint}")
 
 
 class HostsOutdatedError(ClusterError):

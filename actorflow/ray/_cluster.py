@@ -205,6 +205,13 @@ class RayCluster:
                     raise ClassNotShippedError(
                         "a module of RayCluster(imports=...)", f"host {info.name!r}", info.error
                     )
+                if "ConfigurationError" in info.error:
+                    raise HostStartError(
+                        info.name,
+                        info.error,
+                        "every node must run the driver's actorflow version and accept its "
+                        "RuntimeConfig",
+                    )
                 raise HostStartError(info.name, info.error)
         self._handles, self._infos = handles, infos
         self._loads = [0] * len(handles)
