@@ -48,6 +48,7 @@ from actorflow.ray._spec import CallReply, CallRequest, encode
 from actorflow.runtime import ActorRef, RemoteStep
 from actorflow.runtime.actors import (
     Actor,
+    MailboxStatistics,
     class_name,
     handler_for,
     register,
@@ -57,7 +58,7 @@ from actorflow.storage import decode_value
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-    from actorflow.runtime.actors import MailboxStatistics, Request
+    from actorflow.runtime.actors import Request
 
 __all__ = ["PlacedRef", "RayPlacer"]
 
@@ -118,6 +119,7 @@ class _Agent:
         self.server: Any = None  # the Ray actor's handle, None when it must be (re)started
         self.incarnation = ""
         self.seq = 0
+        self.in_flight = 0  # messages handed to Ray and not yet answered
         self.stopped = False
         self.lock = anyio.Lock()
         self.messages: dict[type, tuple[str, Any]] = {}
@@ -230,6 +232,7 @@ class _Agent:
             reply_to=reply_to,
         )
         future: Future[bytes] = server.call.remote(encode(request)).future()
+        self.in_flight += 1
         reply = _Reply()
         on_done(future, lambda done: self._fill(reply, done, server, reply_type, meta, token))
         return reply
@@ -244,6 +247,7 @@ class _Agent:
         token: str,
     ) -> None:
         self.placer.settled(token)
+        self.in_flight -= 1
         try:
             answer = _reply_decoder.decode(done.result())
         except RayError as exc:
@@ -307,12 +311,17 @@ class PlacedRef(ActorRef[A], Generic[A]):
         return not self._agent.stopped
 
     def mailbox_statistics(self) -> MailboxStatistics:
-        """Not available for a placed agent (its mailbox is in another process).
+        """The agent's mailbox as this sender sees it; the mailbox itself is in its Ray actor.
 
-        Raises:
-            NotImplementedError: always.
+        ``current_size``: messages this process handed to Ray that have no
+        answer yet (queued there or being handled). ``max_size`` is 0: Ray's
+        queue has no bound a sender waits on, so ``waiting_senders`` is 0 too.
+        ``closed``: the run let go of the agent.
         """
-        raise NotImplementedError("a placed agent's mailbox lives in its Ray actor")
+        agent = self._agent
+        return MailboxStatistics(
+            current_size=agent.in_flight, max_size=0, waiting_senders=0, closed=agent.stopped
+        )
 
     def __hash__(self) -> int:
         return id(self._agent)

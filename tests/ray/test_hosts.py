@@ -211,7 +211,7 @@ async def test_recover_on_a_cluster_driver_hands_runs_to_the_hosts(
             await cluster.stop_hosts()
 
 
-async def test_send_nowait_to_a_placed_agent_keeps_the_senders_order(
+async def test_send_nowait_to_a_placed_agent_keeps_order_and_shows_in_its_statistics(
     tmp_path: Path, namespace: str
 ) -> None:
     side = str(tmp_path / "side")
@@ -221,13 +221,21 @@ async def test_send_nowait_to_a_placed_agent_keeps_the_senders_order(
             ref = await cluster.placer.spawn(RayPlacedWorker, run_id="r", name="w", state=state)
             for n in range(5):
                 ref.send_nowait(RayTask(n=n, side=side))
+            # as this sender sees the agent's mailbox: five handed to Ray, none answered yet
+            assert ref.mailbox_statistics().current_size == 5
             # the ask goes after the five sends: the agent handled them first
             reply = await ref.ask(RayTask(n=9, side=side))
             assert reply == RayResult(n=9, value=81 + 6)
             assert [key for key, _ in executions(side)] == [f"w:{n}" for n in (0, 1, 2, 3, 4, 9)]
             with pytest.raises(UnhandledMessageError):
                 ref.send_nowait(RayGo())
+
+            async def all_answered() -> bool:
+                return ref.mailbox_statistics().current_size == 0
+
+            await wait_until(all_answered)
             await cluster.placer.release("r")
+            assert ref.mailbox_statistics().closed
             with pytest.raises(ActorStoppedError):
                 ref.send_nowait(RayTask(n=0, side=side))
 
