@@ -56,6 +56,16 @@ IMPORTS = ("tests.ray.app",)
 
 
 @contextlib.asynccontextmanager
+async def hosts_stopped(cluster: RayCluster) -> AsyncIterator[RayCluster]:
+    """``cluster``, with its namespace's hosts stopped at the end whatever happened."""
+    try:
+        yield cluster
+    finally:
+        with anyio.CancelScope(shield=True):
+            await cluster.stop_hosts()
+
+
+@contextlib.asynccontextmanager
 async def on_cluster(
     store: Path | SharedStore, namespace: str, *, hosts: int = 2
 ) -> AsyncIterator[tuple[Runtime, RayCluster]]:
@@ -70,11 +80,10 @@ async def on_cluster(
     )
     driver_store = shared.open()
     try:
-        async with Runtime(store=driver_store, cluster=cluster) as runtime:
+        async with hosts_stopped(cluster), Runtime(store=driver_store, cluster=cluster) as runtime:
             yield runtime, cluster
     finally:
         with anyio.CancelScope(shield=True):
-            await cluster.stop_hosts()
             await driver_store.aclose()
 
 
@@ -102,7 +111,7 @@ async def test_live_runs_are_spread_evenly_over_hosts(tmp_path: Path, namespace:
     # hosts that adopt nothing by themselves: where a run goes is the dispatch's choice
     idle = AdoptionPolicy(workflows=("nothing.Here",))
     cluster = RayCluster(hosts=2, namespace=namespace, imports=IMPORTS, adoption=idle)
-    try:
+    async with hosts_stopped(cluster):
         with anyio.fail_after(120):
             async with Runtime(store=tmp_path / "store", cluster=cluster) as runtime:
                 # each run stays live (waiting for RayGo): a host's load counts it
@@ -121,9 +130,6 @@ async def test_live_runs_are_spread_evenly_over_hosts(tmp_path: Path, namespace:
                 for handle in handles:
                     await runtime.signal(handle.run_id, RayGo())
                 assert [await h.result() for h in handles] == [expected(2)] * 8
-    finally:
-        with anyio.CancelScope(shield=True):
-            await cluster.stop_hosts()
 
 
 async def test_placed_agents_run_on_a_node_with_their_resources(
@@ -173,7 +179,7 @@ async def test_recover_on_a_cluster_driver_hands_runs_to_the_hosts(
     # hosts that adopt nothing by themselves: only what the driver hands them runs
     idle = AdoptionPolicy(workflows=("nothing.Here",))
     cluster = RayCluster(hosts=1, namespace=namespace, imports=IMPORTS, adoption=idle)
-    try:
+    async with hosts_stopped(cluster):
         with anyio.fail_after(120):
             async with Runtime(store=store, cluster=cluster) as runtime:
                 handle = await runtime.start(RayGated, RayJob(steps=2, side=side))
@@ -206,9 +212,6 @@ async def test_recover_on_a_cluster_driver_hands_runs_to_the_hosts(
             pids = [pid for _, pid in executions(side)]
             assert len(pids) == 3
             assert pids[2] == host_pid != os.getpid()  # on the host, not in the driver
-    finally:
-        with anyio.CancelScope(shield=True):
-            await cluster.stop_hosts()
 
 
 async def test_send_nowait_to_a_placed_agent_keeps_order_and_shows_in_its_statistics(
@@ -264,7 +267,7 @@ async def test_hosts_of_another_setup_are_refused_or_replaced_and_their_runs_go_
     store, side = tmp_path / "store", str(tmp_path / "side")
     v1, v2 = RuntimeConfig(code_version="v1"), RuntimeConfig(code_version="v2")
     old = RayCluster(hosts=1, namespace=namespace, imports=IMPORTS)
-    try:
+    async with hosts_stopped(old):
         with anyio.fail_after(120):
             async with Runtime(store=store, config=v1, cluster=old) as runtime:
                 handle = await runtime.start(RayGated, RayJob(steps=3, side=side, placed=True))
@@ -308,9 +311,6 @@ async def test_hosts_of_another_setup_are_refused_or_replaced_and_their_runs_go_
             old_placed = {pid for _, pid in ran[:3]}
             assert len(old_placed) == 1
             assert ran[3][1] not in old_placed  # the placed actor ran the old code: replaced
-    finally:
-        with anyio.CancelScope(shield=True):
-            await old.stop_hosts()
 
 
 async def test_a_host_an_earlier_driver_could_not_start_is_replaced(
@@ -324,7 +324,7 @@ async def test_a_host_an_earlier_driver_could_not_start_is_replaced(
     )
     fixed = RayCluster(hosts=1, namespace=namespace, imports=IMPORTS)
     side = str(tmp_path / "side")
-    try:
+    async with hosts_stopped(fixed):
         with anyio.fail_after(120):
             with pytest.raises(HostStartError):
                 async with Runtime(store=tmp_path / "store", cluster=broken):
@@ -333,9 +333,6 @@ async def test_a_host_an_earlier_driver_could_not_start_is_replaced(
             async with Runtime(store=tmp_path / "store", cluster=fixed) as runtime:
                 assert fixed.host_info[0].error is None
                 assert await runtime.run(RayPipeline, RayJob(steps=2, side=side)) == expected(2)
-    finally:
-        with anyio.CancelScope(shield=True):
-            await fixed.stop_hosts()
 
 
 # --- bad input -------------------------------------------------------------------------
@@ -377,13 +374,10 @@ async def test_a_store_the_hosts_cannot_reach_is_a_named_error(
         store="s3://nowhere/runs",
         store_options={"endpoint_url": "http://127.0.0.1:9", "max_attempts": 1},
     )
-    try:
+    async with hosts_stopped(cluster):
         with anyio.fail_after(60), pytest.raises(HostStartError, match="must reach the store"):
             async with Runtime(store=tmp_path / "store", cluster=cluster):
                 pass
-    finally:
-        with anyio.CancelScope(shield=True):
-            await cluster.stop_hosts()
 
 
 async def test_a_class_the_hosts_cannot_import_is_a_named_error_and_the_run_waits(
@@ -391,7 +385,7 @@ async def test_a_class_the_hosts_cannot_import_is_a_named_error_and_the_run_wait
 ) -> None:
     store = tmp_path / "store"
     cluster = RayCluster(hosts=1, namespace=namespace, imports=("tests.ray.app",))
-    try:
+    async with hosts_stopped(cluster):
         with anyio.fail_after(120):
             async with Runtime(store=store, cluster=cluster) as runtime:
                 with pytest.raises(ClassNotShippedError, match="working_dir"):
@@ -405,9 +399,6 @@ async def test_a_class_the_hosts_cannot_import_is_a_named_error_and_the_run_wait
             async with Runtime(store=store, cluster=shipped) as runtime:
                 handle = await runtime.follow("unshipped")
                 assert await handle.result() == 42
-    finally:
-        with anyio.CancelScope(shield=True):
-            await cluster.stop_hosts()
 
 
 async def test_a_placed_class_the_cluster_cannot_import_leaves_the_run_for_later(
@@ -416,7 +407,7 @@ async def test_a_placed_class_the_cluster_cannot_import_leaves_the_run_for_later
     store, side = tmp_path / "store", str(tmp_path / "side")
     config = RuntimeConfig(max_recovery_attempts=50)
     cluster = RayCluster(hosts=1, namespace=namespace, imports=IMPORTS)
-    try:
+    async with hosts_stopped(cluster):
         with anyio.fail_after(120):
             async with Runtime(store=store, config=config, cluster=cluster) as runtime:
                 handle = await runtime.start(RayLazyPipeline, RayJob(steps=3, side=side))
@@ -432,6 +423,3 @@ async def test_a_placed_class_the_cluster_cannot_import_leaves_the_run_for_later
             shipped = RayCluster(hosts=1, namespace=namespace, imports=(*IMPORTS, "tests.ray.lazy"))
             async with Runtime(store=store, config=config, cluster=shipped) as runtime:
                 assert await (await runtime.follow(handle.run_id)).result() == expected(3)
-    finally:
-        with anyio.CancelScope(shield=True):
-            await cluster.stop_hosts()
