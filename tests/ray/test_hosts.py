@@ -65,6 +65,16 @@ async def hosts_stopped(cluster: RayCluster) -> AsyncIterator[RayCluster]:
             await cluster.stop_hosts()
 
 
+def unreachable_store(namespace: str) -> RayCluster:
+    """A cluster whose hosts are given a store nothing answers for: they cannot start."""
+    return RayCluster(
+        hosts=1,
+        namespace=namespace,
+        store="s3://nowhere/runs",
+        store_options={"endpoint_url": "http://127.0.0.1:9", "max_attempts": 1},
+    )
+
+
 @contextlib.asynccontextmanager
 async def on_cluster(
     store: Path | SharedStore, namespace: str, *, hosts: int = 2
@@ -316,12 +326,7 @@ async def test_hosts_of_another_setup_are_refused_or_replaced_and_their_runs_go_
 async def test_a_host_an_earlier_driver_could_not_start_is_replaced(
     tmp_path: Path, namespace: str
 ) -> None:
-    broken = RayCluster(
-        hosts=1,
-        namespace=namespace,
-        store="s3://nowhere/runs",
-        store_options={"endpoint_url": "http://127.0.0.1:9", "max_attempts": 1},
-    )
+    broken = unreachable_store(namespace)
     fixed = RayCluster(hosts=1, namespace=namespace, imports=IMPORTS)
     side = str(tmp_path / "side")
     async with hosts_stopped(fixed):
@@ -368,12 +373,7 @@ def test_an_address_that_does_not_answer_is_a_named_error(tmp_path: Path) -> Non
 async def test_a_store_the_hosts_cannot_reach_is_a_named_error(
     tmp_path: Path, namespace: str
 ) -> None:
-    cluster = RayCluster(
-        hosts=1,
-        namespace=namespace,
-        store="s3://nowhere/runs",
-        store_options={"endpoint_url": "http://127.0.0.1:9", "max_attempts": 1},
-    )
+    cluster = unreachable_store(namespace)
     async with hosts_stopped(cluster):
         with anyio.fail_after(60), pytest.raises(HostStartError, match="must reach the store"):
             async with Runtime(store=tmp_path / "store", cluster=cluster):
