@@ -231,7 +231,11 @@ class _Agent:
             step=RemoteStep.pack(meta),
             reply_to=reply_to,
         )
-        future: Future[bytes] = server.call.remote(encode(request)).future()
+        try:
+            future: Future[bytes] = server.call.remote(encode(request)).future()
+        except BaseException:
+            self.placer.settled(token)  # never sent: no milestone can come for it
+            raise
         self.in_flight += 1
         reply = _Reply()
         on_done(future, lambda done: self._fill(reply, done, server, reply_type, meta, token))
