@@ -14,6 +14,7 @@ import functools
 import resource
 from typing import Any
 
+import anyio
 import msgspec
 import ray
 from ray.exceptions import RayError
@@ -46,12 +47,12 @@ class _Served:
         self.ref = ref
         self.incarnation = incarnation
         self.next_seq = 0
-        self.waiting: dict[int, asyncio.Event] = {}  # messages that arrived before their turn
+        self.waiting: dict[int, anyio.Event] = {}  # messages that arrived before their turn
 
     async def queue(self, seq: int, msg: object, meta: object | None) -> Any:
         """Queue ``msg`` in the agent's mailbox after message ``seq - 1``; its reply slot."""
         if seq != self.next_seq:
-            turn = self.waiting[seq] = asyncio.Event()
+            turn = self.waiting[seq] = anyio.Event()
             await turn.wait()
         try:
             return await self.ref.deliver(msg, meta)
@@ -85,8 +86,10 @@ class PlacedAgents:
         self._system = ActorSystem()
         self._scopes: dict[str, ActorScope] = {}
         self._agents: dict[tuple[str, str], _Served] = {}
-        self._started = asyncio.Event()
-        self._stop = asyncio.Event()
+        self._started = anyio.Event()
+        self._stop = anyio.Event()
+        # Ray gives an async actor its asyncio loop and no task group: the actor's
+        # lifetime task goes on that loop; everything else here is anyio
         self._task = asyncio.get_running_loop().create_task(self._serve())
 
     async def _serve(self) -> None:
@@ -148,7 +151,9 @@ class PlacedAgents:
         """
         host: Any = self._hosts.get(host_name)
         if host is None:
-            host = await asyncio.to_thread(ray.get_actor, host_name, namespace=self._namespace)
+            host = await anyio.to_thread.run_sync(
+                functools.partial(ray.get_actor, host_name, namespace=self._namespace)
+            )
             self._hosts[host_name] = host
         try:
             recorded = await host.milestone.remote(token, data)

@@ -73,9 +73,11 @@ class Host:
         self._starting = 0  # runs handed to `drive` and not yet driven
         self._tasks: anyio.abc.TaskGroup | None = None
         self._error: str | None = None
-        self._ready = asyncio.Event()
-        self._stop = asyncio.Event()
+        self._ready = anyio.Event()
+        self._stop = anyio.Event()
         self._node = ray.get_runtime_context().get_node_id()
+        # Ray gives an async actor its asyncio loop and no task group: the actor's
+        # lifetime task goes on that loop; everything else here is anyio
         self._task = asyncio.get_running_loop().create_task(self._serve())
 
     async def _serve(self) -> None:
