@@ -23,6 +23,13 @@ from actorflow.storage._codec import (
     encode_value,
     encoder,
 )
+from actorflow.storage._event_stream import (
+    EventSlice,
+    EventStreamWriter,
+    StreamedEvent,
+    SupportsEventStream,
+    encode_event,
+)
 from actorflow.storage._inbox import InboxEntry, SupportsInbox, post_message, read_messages
 from actorflow.storage._inbox_watch import InboxWatch, SupportsInboxWatch, watch_messages
 from actorflow.storage._logwriter import LogWriter
@@ -73,6 +80,8 @@ __all__ = [
     "DecisionRecord",
     "ErrorInfo",
     "EventRecord",
+    "EventSlice",
+    "EventStreamWriter",
     "FileStore",
     "FileSystem",
     "InboxEntry",
@@ -99,6 +108,8 @@ __all__ = [
     "StepRecord",
     "Store",
     "StoreContext",
+    "StreamedEvent",
+    "SupportsEventStream",
     "SupportsInbox",
     "SupportsInboxWatch",
     "SupportsSnapshotSync",
@@ -107,6 +118,7 @@ __all__ = [
     "decode_state",
     "decode_value",
     "decoder_for",
+    "encode_event",
     "encode_state",
     "encode_value",
     "encoder",

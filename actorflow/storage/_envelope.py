@@ -89,6 +89,7 @@ class Kind(enum.IntEnum):
     SNAPSHOT = 4
     LEASE = 5
     INBOX_ENTRY = 6
+    EVENTS = 7  # a batch of a run's streamed events (not durable)
 
 
 _KINDS = {member.value: member for member in Kind}

@@ -25,6 +25,12 @@ from actorflow.errors import (
 )
 from actorflow.storage._capabilities import ClaimInfo, SealCheck
 from actorflow.storage._envelope import Kind
+from actorflow.storage._event_stream import (
+    DEFAULT_EVENT_BYTES,
+    DEFAULT_READ_LIMIT,
+    EventSlice,
+    EventStreamWriter,
+)
 from actorflow.storage._inbox import InboxEntry, open_entry, seal_entry
 from actorflow.storage._inbox_watch import Wakeups, WakeupWatch
 from actorflow.storage._manifests import (
@@ -37,6 +43,7 @@ from actorflow.storage._manifests import (
     validate_snapshot_id,
 )
 from actorflow.storage._manifests import tombstone as make_tombstone
+from actorflow.storage._memory_events import EventRings
 from actorflow.storage._protocol import (
     Lease,
     PruneReport,
@@ -81,10 +88,18 @@ class MemoryStore(StoreContext):
 
     Args:
         codec: how data is sealed (default: ``Codec()``).
+        event_bytes: sealed bytes of a run's event stream kept at most (the
+            oldest batches go first).
+
+    .. versionchanged:: 0.5
+       ``event_bytes``.
     """
 
-    def __init__(self, *, codec: Codec | None = None) -> None:
+    def __init__(
+        self, *, codec: Codec | None = None, event_bytes: int = DEFAULT_EVENT_BYTES
+    ) -> None:
         self.codec = codec or Codec()
+        self._events = EventRings(self.codec, event_bytes)
         self._runs: dict[str, _Run] = {}
         self._order = itertools.count()
         self._created: dict[str, int] = {}
@@ -164,6 +179,7 @@ class MemoryStore(StoreContext):
         freed = sum(map(len, run.log)) + sum(map(len, run.blobs.values()))
         freed += sum(map(len, run.snapshots.values())) + sum(map(len, run.inbox))
         self._unfinished.discard(run_id)
+        self._events.forget(run_id)
         if not tombstone:
             del self._runs[run_id]
             return freed + len(run.manifest)
@@ -374,6 +390,27 @@ class MemoryStore(StoreContext):
         await anyio.lowlevel.checkpoint()
         self._run(run_id)
         yield WakeupWatch(self._wakeups, run_id)
+
+    # --- event stream -------------------------------------------------------------
+
+    def open_event_stream(self, run_id: str) -> EventStreamWriter:
+        """See :meth:`SupportsEventStream.open_event_stream`: batches kept in memory.
+
+        .. versionadded:: 0.5
+        """
+        validate_run_id(run_id)
+        return self._events.writer(run_id)
+
+    async def read_events(
+        self, run_id: str, start: int = 0, *, limit: int = DEFAULT_READ_LIMIT
+    ) -> EventSlice:
+        """See :meth:`SupportsEventStream.read_events`.
+
+        .. versionadded:: 0.5
+        """
+        await anyio.lowlevel.checkpoint()
+        validate_run_id(run_id)
+        return self._events.read(run_id, start, limit)
 
     def _entry(self, run_id: str, run: _Run, seq: int) -> InboxEntry:
         where = f"memory:{run_id}/inbox/{seq}"

@@ -53,7 +53,14 @@ from actorflow.runtime.workflow._steps import close_namespace
 from actorflow.runtime.workflow._triggers import final_trigger, peak_memory
 from actorflow.runtime.workflow._updates import UpdateRunner
 from actorflow.runtime.workflow._waits import PauseRun
-from actorflow.storage import ErrorInfo, LogWriter, RunManifest, RunStatus, update_run_unsynced
+from actorflow.storage import (
+    ErrorInfo,
+    LogWriter,
+    RunManifest,
+    RunStatus,
+    SupportsEventStream,
+    update_run_unsynced,
+)
 from actorflow.storage import decode_value as decode
 from actorflow.storage import encode_value as encode
 
@@ -66,10 +73,14 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._cluster import AgentPlacer
     from actorflow.runtime.workflow._config import RuntimeConfig
     from actorflow.runtime.workflow._env import ChildRuns
+    from actorflow.runtime.workflow._export import EmitExporter
     from actorflow.runtime.workflow._handle import RunTracker
     from actorflow.storage import Lease, RetentionPolicy, Store
 
 __all__ = ["RunDriver"]
+
+STREAM_END_WAIT = 0.5
+"""Seconds an attempt waits, at its end, for its streamed emits to reach the store."""
 
 _CAUSE_CHARS = 1000
 """Characters of a cause's message kept in the message of the error it caused."""
@@ -121,6 +132,8 @@ class RunDriver:
         children: starts the runs' child runs (``ctx.start_child``).
         placer_for: where agents of a class run, if not here (a cluster's placer).
         watch_clock: opens the attempts' inbox watches a second in.
+        exporter: writes the runs' ephemeral emits to the store's event
+            stream (None: they stay in this process).
     """
 
     def __init__(
@@ -135,8 +148,10 @@ class RunDriver:
         children: ChildRuns | None = None,
         placer_for: Callable[[type[Any]], AgentPlacer | None] | None = None,
         watch_clock: WatchClock,
+        exporter: EmitExporter | None = None,
     ) -> None:
         self.store = store
+        self._exporter = exporter
         self._watch_clock = watch_clock
         self.config = config
         self.shutdown_timeout = shutdown_timeout
@@ -244,6 +259,7 @@ class RunDriver:
                     ),
                 )
                 scope.emit_sink = handle.stream.publish  # agents' emit() reaches events() readers
+                self._export(handle)
                 await self._attempt(handle, manifest, workflow, view, writer, outcome, scope)
         except BaseException as exc:
             # whatever a run stopped by its runtime raised on its way out (a
@@ -302,6 +318,17 @@ class RunDriver:
             return False
         written = int(handle.metrics.get("checkpoints", 0))
         return not (fresh and _nothing_to_prune(policy, written))
+
+    def _export(self, handle: RunTracker) -> None:
+        """Send the attempt's ephemeral emits to the store's event stream, if it has one."""
+        store = self.store
+        if (
+            self._exporter is not None
+            and self.config.stream_emits
+            and isinstance(store, SupportsEventStream)
+        ):
+            writer = store.open_event_stream(handle.run_id)
+            handle.stream.export(self._exporter.outbox(writer, handle.run_id))
 
     async def _note_recovery_error(
         self, run_id: str, cause: BaseException, emit: Callable[..., None]
@@ -385,6 +412,9 @@ class RunDriver:
                 recorder.stop_flushing_behind()
                 signals.stop()
                 updates.stop()
+            outbox = handle.stream.outbox
+            if outbox is not None:  # readers elsewhere that see the run stop have its emits
+                await outbox.end(STREAM_END_WAIT)
             await _store_outcome(handle, recorder, queue, outcome, result)
         handle.checkpoints_written = queue.wait_idle
         handle.metrics.update(

@@ -134,6 +134,14 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
             stores push a wake-up; ``S3Store`` polls at its own
             ``inbox_poll_interval``.)
         code_version: stored with new runs, shown by the CLI.
+        stream_emits: also write ephemeral emits (``Actor.emit``) to the
+            store's event stream, where ``runtime.watch(..., events=True)``
+            and ``actorflow log --follow`` read them from any process (stores
+            that have one: memory, file). Off: they reach this process's
+            ``handle.events()`` readers only.
+
+    .. versionchanged:: 0.5
+       ``stream_emits``.
     """
 
     durability: Durability = Durability.BATCHED
@@ -147,6 +155,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
     ask_timeout: float | None = None
     signal_poll_interval: float = 0.25
     code_version: str | None = None
+    stream_emits: bool = True
 
     def __post_init__(self) -> None:
         # msgspec builds Structs without checking types: every field is checked
@@ -182,6 +191,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
         _check_number(self, "recovery_timeout", minimum=0.0, optional=True, positive=True)
         _check_number(self, "ask_timeout", minimum=0.0, optional=True, positive=True)
         _check_number(self, "signal_poll_interval", minimum=0.0, positive=True)
+        _check_bool(self, "stream_emits")
         code_version: object = self.code_version
         if code_version is not None and not isinstance(code_version, str):
             raise ConfigurationError("code_version", self.code_version, "a string or None")

@@ -118,6 +118,10 @@ class RunTracker:
         stream = self.stream
         if stream.dropped:
             self.metrics["events_dropped"] = stream.dropped
+        outbox = stream.outbox
+        if outbox is not None and (outbox.dropped or outbox.unencodable or outbox.failed):
+            # left out of the store's event stream (readers in other processes)
+            self.metrics["emits_not_streamed"] = outbox.dropped + outbox.unencodable + outbox.failed
         stream.close()
 
 

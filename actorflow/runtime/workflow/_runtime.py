@@ -31,6 +31,7 @@ from actorflow.runtime.workflow._checkpointer import Checkpointer
 from actorflow.runtime.workflow._children import RuntimeChildren
 from actorflow.runtime.workflow._cluster import RunFollower
 from actorflow.runtime.workflow._config import RuntimeConfig
+from actorflow.runtime.workflow._export import EmitExporter
 from actorflow.runtime.workflow._fork import copy_for_fork
 from actorflow.runtime.workflow._handle import RunHandle, RunTracker
 from actorflow.runtime.workflow._outcomes import decode_result, finished_error, new_manifest, taken
@@ -131,6 +132,7 @@ class Runtime(ActorSystem):
         self._pruner = Pruner()
         self._driver: RunDriver | None = None
         self._stopping = False
+        self._exporter = EmitExporter()
 
     @property
     def store(self) -> Store:
@@ -156,6 +158,9 @@ class Runtime(ActorSystem):
                     await self.cluster.aclose()
             await super().__aexit__(*exc_info)
         finally:
+            with anyio.CancelScope(shield=True):
+                # the runs ended their streams: what they queued reaches the store (bounded)
+                await self._exporter.aclose(self.shutdown_timeout)
             if self._store is not None and not isinstance(self._store_spec, Store):
                 with anyio.CancelScope(shield=True):
                     await self._store.aclose()
@@ -194,6 +199,7 @@ class Runtime(ActorSystem):
                 children=self._child_runs,
                 placer_for=self.cluster.placer_for if self.cluster is not None else None,
                 watch_clock=WatchClock(lambda: self.require_running("watch a run's inbox")),
+                exporter=self._exporter,
             )
         return self._driver
 
@@ -880,6 +886,8 @@ class Runtime(ActorSystem):
         position: int = 0,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         until: Literal["stopped", "finished"] = "stopped",
+        events: bool = False,
+        event_position: int = 0,
     ) -> AsyncIterator[WatchEvent]:
         """Follow a run in this runtime's store, whichever process runs it: an async iterator.
 
@@ -899,16 +907,32 @@ class Runtime(ActorSystem):
         It owns nothing and never writes: it reads the manifest and the log
         every ``poll_interval`` seconds, so events arrive that much after the
         run's log is durable (in ``batched`` mode, within its flush delay).
-        Ephemeral emits are not in the log: read them with ``handle.events()``
-        in the run's process. Break out of the loop to stop early (close it
-        with ``contextlib.aclosing`` on trio).
+        Break out of the loop to stop early (close it with
+        ``contextlib.aclosing`` on trio).
+
+        With ``events``, it also yields the run's ephemeral emits
+        (``Actor.emit``, ``ctx.emit(event)``) from the store's event stream,
+        from position ``event_position`` on: ``EmitStreamed`` after each
+        read's log records, and ``EmitsLost`` for a gap (events the owner
+        dropped, or that the store's bound removed before they were read).
+        Before it ends on the run's stop, it reads the rest of the stream
+        (waiting for it at most ``STREAM_GRACE`` seconds). A store without an
+        event stream (``S3Store``) yields none: only durable emits.
 
         Raises:
             RunNotFoundError: the store has no such run.
             StorageError: ``position`` is below what retention kept of the log.
 
         .. versionadded:: 0.2
+        .. versionchanged:: 0.5
+           ``events``, ``event_position``.
         """
         return watch_run(
-            self.store, run_id, position=position, poll_interval=poll_interval, until=until
+            self.store,
+            run_id,
+            position=position,
+            poll_interval=poll_interval,
+            until=until,
+            events=events,
+            event_position=event_position,
         )

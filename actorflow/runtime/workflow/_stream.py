@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Self
 
+    from actorflow.runtime.workflow._export import Outbox
+
 __all__ = [
     "DEFAULT_BUFFER",
     "EmitPayload",
@@ -168,6 +170,7 @@ class EventHub:
         "_emit_readers",
         "_lifecycle_history",
         "_lifecycle_readers",
+        "_outbox",
         "_seq",
         "buffer",
         "closed",
@@ -183,6 +186,16 @@ class EventHub:
         self._emit_readers: list[_Reader] = []
         self._lifecycle_readers: list[_Reader] = []
         self._lifecycle_history: deque[tuple[int, RunEvent]] = deque(maxlen=_HISTORY)
+        self._outbox: Outbox | None = None
+
+    def export(self, outbox: Outbox) -> None:
+        """Send every ephemeral emit from now on to ``outbox`` too (the store's event stream)."""
+        self._outbox = outbox
+
+    @property
+    def outbox(self) -> Outbox | None:
+        """Where ephemeral emits go for readers in other processes, if anywhere."""
+        return self._outbox
 
     @property
     def dropped(self) -> int:
@@ -198,9 +211,14 @@ class EventHub:
         """Pass ``event`` from ``agent`` to every reader of emits; never blocks nor raises.
 
         This is what ``Actor.emit`` calls; it must stay cheap with no reader.
+        An ephemeral one (no ``step_id``) also goes to the run's outbox, for
+        readers in other processes; a durable one is in the log already.
         """
         seq = self._seq
         self._seq = seq + 1
+        outbox = self._outbox
+        if outbox is not None and step_id is None:
+            outbox.put(agent, event)
         readers = self._emit_readers
         if readers:  # with none, nothing is built nor kept: emits are not replayed
             item = Emitted(agent=agent, event=event, seq=seq, time=_now(), step_id=step_id)
@@ -244,6 +262,8 @@ class EventHub:
     def close(self) -> None:
         """The run ended: every reader gets what is buffered, then the end of its stream."""
         self.closed = True
+        if self._outbox is not None:
+            self._outbox.close()
         self._dropped_gone = self.dropped
         readers = {id(r): r for r in (*self._emit_readers, *self._lifecycle_readers)}
         self._emit_readers.clear()

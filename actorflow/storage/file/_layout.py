@@ -14,6 +14,9 @@ Layout::
                                       phase and trigger are sealed (see _snapshot_names)
         inbox/00000000000000000003.msg messages posted to the run, one file each, named by
                                       seq; made on the first post (see _inbox)
+        events/00000000000000000000.evs the run's streamed events (not durable, bounded:
+                                      the oldest segments go), named by first position;
+                                      made on the first emit (see _events)
         inbox.wake                    a FIFO that posts write a byte to, made by the run's
                                       watcher (its live owner) and removed by it (see _wake)
 """
@@ -39,7 +42,7 @@ T = TypeVar("T")
 RUN_PARTS = ("log", "blobs", "snapshots")
 """The folders made with every run's folder."""
 
-LAZY_PARTS = ("inbox",)
+LAZY_PARTS = ("inbox", "events")
 """Folders of a run made on first use: runs written before they existed have none."""
 
 

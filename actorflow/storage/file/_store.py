@@ -19,6 +19,7 @@ import time
 from typing import TYPE_CHECKING
 
 from actorflow.errors import RunNotFoundError
+from actorflow.storage._event_stream import DEFAULT_EVENT_BYTES, DEFAULT_READ_LIMIT
 from actorflow.storage._logwriter import finishes_when_cancelled
 from actorflow.storage._manifests import (
     matches,
@@ -32,6 +33,7 @@ from actorflow.storage._retention import prune as prune_by_policy
 from actorflow.storage._sealing import Codec
 from actorflow.storage.file._blobs import BlobFiles
 from actorflow.storage.file._claims import Claims
+from actorflow.storage.file._events import EventFiles
 from actorflow.storage.file._fs import FileSystem, OSFileSystem
 from actorflow.storage.file._inbox import InboxFiles
 from actorflow.storage.file._layout import RunFolders
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
 
     from actorflow.storage._capabilities import ClaimInfo, SealCheck
+    from actorflow.storage._event_stream import EventSlice, EventStreamWriter
     from actorflow.storage._inbox import InboxEntry
     from actorflow.storage._inbox_watch import InboxWatch
     from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, UnreadableEntry
@@ -68,6 +71,11 @@ class FileStore(StoreContext):
         codec: how data is sealed (default: zstd if installed, else gzip-6).
         segment_bytes: a log segment is closed and a new one started past this size.
         fs: the file layer; tests inject one that simulates power loss.
+        event_bytes: about how many bytes of a run's event stream are kept
+            (older segments are deleted).
+
+    .. versionchanged:: 0.5
+       ``event_bytes``.
     """
 
     def __init__(
@@ -77,6 +85,7 @@ class FileStore(StoreContext):
         codec: Codec | None = None,
         segment_bytes: int = 16 * 1024 * 1024,
         fs: FileSystem | None = None,
+        event_bytes: int = DEFAULT_EVENT_BYTES,
     ) -> None:
         self.path = os.fspath(path)
         self.codec = codec or Codec()
@@ -88,6 +97,7 @@ class FileStore(StoreContext):
         self._blobs = BlobFiles(self._folders, self.codec)
         self._snapshots = SnapshotFiles(self._folders, self._manifests, self.codec)
         self._inbox = InboxFiles(self._folders, self.codec)
+        self._events = EventFiles(self._folders, self.codec, event_bytes)
 
     def __repr__(self) -> str:
         return f"FileStore({self.path!r}, codec={self.codec.describe()})"
@@ -178,6 +188,7 @@ class FileStore(StoreContext):
             )
         finally:
             self._inbox.forget(run_id)
+            self._events.forget(run_id)
 
     # --- log ------------------------------------------------------------------------
 
@@ -363,6 +374,33 @@ class FileStore(StoreContext):
         """
         validate_run_id(run_id)
         return await self._folders.call("read inbox", self._inbox.read, run_id, start)
+
+    # --- event stream ----------------------------------------------------------------
+
+    def open_event_stream(self, run_id: str) -> EventStreamWriter:
+        """See :meth:`SupportsEventStream.open_event_stream`: segments in ``events/``, unsynced.
+
+        Each attempt's writer starts a segment of its own and appends whole
+        batches to it, one ``write`` each and no fsync; full segments are
+        closed, and the oldest deleted past ``event_bytes``.
+
+        .. versionadded:: 0.5
+        """
+        validate_run_id(run_id)
+        return self._events.writer(run_id)
+
+    async def read_events(
+        self, run_id: str, start: int = 0, *, limit: int = DEFAULT_READ_LIMIT
+    ) -> EventSlice:
+        """See :meth:`SupportsEventStream.read_events`: one worker-thread call.
+
+        The store remembers where each run's last read ended, so a reader
+        that follows a run reads only the new part of the newest segment.
+
+        .. versionadded:: 0.5
+        """
+        validate_run_id(run_id)
+        return await self._folders.call("read events", self._events.read, run_id, start, limit)
 
     async def check_sealed(self, run_id: str) -> SealCheck:
         """See :meth:`SealChecker.check_sealed`: every file of the run, nothing decrypted."""
