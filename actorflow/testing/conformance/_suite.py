@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from actorflow.testing.conformance._capabilities import CapabilityTests
+from actorflow.testing.conformance._event_stream import EventStreamTests
 from actorflow.testing.conformance._inbox import InboxTests
 from actorflow.testing.conformance._inbox_watch import InboxWatchTests
 from actorflow.testing.conformance._log import LogTests
@@ -30,12 +31,14 @@ class StoreConformance(
     CapabilityTests,
     InboxTests,
     InboxWatchTests,
+    EventStreamTests,
 ):
     """Every behaviour the ``Store`` protocol promises, as pytest tests on asyncio and trio.
 
     The optional capabilities (``UnreadableLister``, ``ClaimInspector``,
-    ``SealChecker``, ``SupportsInbox``, ``SupportsInboxWatch``) are tested where the store offers
-    them, skipped elsewhere. Override the ``reopen`` fixture (see
+    ``SealChecker``, ``SupportsInbox``, ``SupportsInboxWatch``,
+    ``SupportsEventStream``) are tested where the store offers them, skipped
+    elsewhere. Override the ``reopen`` fixture (see
     :meth:`InboxTests.reopen`) to test that data outlives the store object.
 
     Subclass it in a test module, under a name pytest collects (``TestMyStore``),
