@@ -49,10 +49,13 @@ from actorflow.cli._render import (
     when,
 )
 from actorflow.cli._runs import ListedRun, SealedRun, list_runs
+from actorflow.cli._streamed import print_streamed
 from actorflow.errors import ConfigurationError, EncryptionKeyError
 from actorflow.runtime import (
     DecisionMade,
     EmitRecorded,
+    EmitsLost,
+    EmitStreamed,
     PhaseEnded,
     Recorded,
     StepCompleted,
@@ -363,10 +366,25 @@ def log_command(
             "--follow",
             "-f",
             help="Keep printing until the run finishes or stops (paused for input, blocked, "
-            "interrupted), durable emits included.",
+            "interrupted), durable emits included, and its streamed events (~position).",
         ),
     ] = False,
     start: Annotated[int, typer.Option(help="First log position to print.")] = 0,
+    events: Annotated[
+        bool,
+        typer.Option(
+            "--events/--no-events",
+            help="With --follow, show the run's streamed (ephemeral) events too.",
+        ),
+    ] = True,
+    event_start: Annotated[
+        int,
+        typer.Option(
+            "--event-start",
+            min=0,
+            help="With --follow, the first streamed event position to print (resume after ~N).",
+        ),
+    ] = 0,
     store: StoreOpt = DEFAULT_STORE,
     key_file: KeyFileOpt = None,
     as_json: JsonOpt = False,
@@ -374,7 +392,8 @@ def log_command(
 ) -> None:
     """Print the decision log: steps, phase ends and decisions with rationale and confidence.
 
-    With --json, one JSON object per line (with its position).
+    With --json, one JSON object per line (with its position; a streamed
+    event's is event_position).
     """
 
     async def body(s: Store) -> None:
@@ -383,11 +402,19 @@ def log_command(
                 print_record(position, record, as_json=as_json)
             return
         # the runtime's watch: polls the store gently, ends once the run stops
-        async for event in watch_run(s, run_id, position=start, poll_interval=_FOLLOW_INTERVAL):
-            if isinstance(
-                event, StepCompleted | DecisionMade | PhaseEnded | EmitRecorded | Recorded
-            ):
+        watch = watch_run(
+            s,
+            run_id,
+            position=start,
+            poll_interval=_FOLLOW_INTERVAL,
+            events=events,
+            event_position=event_start,
+        )
+        async for event in watch:
+            if isinstance(event, _LOGGED):
                 print_record(event.position, event.record, as_json=as_json)
+            elif isinstance(event, EmitStreamed | EmitsLost):
+                print_streamed(event, as_json=as_json)
 
     run_command(lambda: with_store(store, body, key_file=key_file), debug=debug)
 

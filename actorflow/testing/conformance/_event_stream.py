@@ -60,7 +60,7 @@ class EventStreamTests:
         got = await streams.read_events("run-1")
         assert [(e.position, e.decode()) for e in got.events] == [(0, "a"), (1, "b"), (2, "c")]
         assert (got.next, got.ended) == (3, False)
-        assert got.events[0].agent == "agent" and got.events[0].type == "Tok"
+        assert (got.events[0].agent, got.events[0].type) == ("agent", "Tok")
         await _write(first, [], end=True)
         await anyio.to_thread.run_sync(first.close)
         assert (await streams.read_events("run-1", 3)).ended
