@@ -12,17 +12,20 @@ the write happen in that thread.
 
 Nothing on the loop waits for the thread. An outbox holds at most
 ``max_pending`` bytes of encoded events; an emit that would pass it is
-dropped from the stream and counted, and the next batch written says how
-many were dropped before it (readers see a gap in positions). So a slow or
+dropped from the stream and counted. A run of drops goes into the queue as
+one count, where the drops were, before the next event queued (or the
+stream's end): the writer ends its batch there and starts the next one
+that many positions on, so readers see the gap exactly where the events
+were lost. So a slow or
 stuck store costs the run nothing but those events. An event that cannot be
 encoded is left out of the stream (this process's ``handle.events()``
 readers still get it), counted, and logged once per type.
 
-The deque and the counters need no lock: the loop thread only appends and
-counts what it added, the writer thread only takes and counts what it took
-(each counter has one writer), and the "scheduled" flag is cleared by the
-writer *before* it drains, so an emit that finds it set was appended before
-the drain and is in it.
+The deque and the counters need no lock: the loop thread only appends (an
+item is never changed once queued) and counts what it added, the writer
+thread only takes and counts what it took (each counter has one writer),
+and the "scheduled" flag is cleared by the writer *before* it drains, so an
+emit that finds it set was appended before the drain and is in it.
 """
 
 from __future__ import annotations
@@ -67,10 +70,10 @@ class Outbox:
     __slots__ = (
         "_added",
         "_closed",
+        "_drops",
         "_exporter",
         "_failed",
         "_finished",
-        "_lost_written",
         "_max",
         "_names",
         "_pending",
@@ -92,7 +95,7 @@ class Outbox:
         self._exporter = exporter
         self._writer = writer
         self._max = max_pending
-        self._pending: deque[bytes] = deque()
+        self._pending: deque[bytes | int] = deque()  # events, and counts of drops between them
         self._names: dict[type, str] = {}
         self._added = 0  # bytes appended (the loop thread's)
         self._taken = 0  # bytes written or given up (the writer thread's)
@@ -103,7 +106,7 @@ class Outbox:
         self.failed = 0
         """Emits lost to failed writes (the writer thread's)."""
         self._failed = 0  # of those, not yet told to the store as lost
-        self._lost_written = 0  # drops told to the store so far (the writer thread's)
+        self._drops = 0  # drops since the last event queued, not queued yet (the loop thread's)
         self._warned: set[str] = set()
         self.scheduled = False
         self._closed = False
@@ -131,6 +134,9 @@ class Outbox:
         if len(data) > self._max - (self._added - self._taken):
             self._behind()
             return
+        if self._drops:
+            self._pending.append(self._drops)  # the gap goes where the events were lost
+            self._drops = 0
         self._pending.append(data)
         self._added += len(data)
         if not self.scheduled:
@@ -151,8 +157,20 @@ class Outbox:
 
     def _behind(self) -> None:
         self.dropped += 1
+        self._drops += 1
         if self.dropped == 1:
             _log.warning("emit_stream_behind", run_id=self.run_id, pending_bytes=self._max)
+
+    def _write(self, events: list[bytes], lost: int, end: bool) -> None:
+        try:
+            self._writer.write(events, lost=lost + self._failed, end=end)
+        except Exception as exc:  # the thread serves every run: it never dies of one
+            self.failed += len(events)
+            self._failed += lost + len(events)  # the next batch says they were lost
+            if self.failed == len(events):
+                _log.warning("emit_stream_failed", run_id=self.run_id, error=error_message(exc))
+        else:
+            self._failed = 0
 
     def close(self) -> None:
         """The attempt ended: the writer ends the stream after what is queued. Never blocks.
@@ -172,6 +190,9 @@ class Outbox:
         if not (self._added or self.dropped):
             self._finished = True  # nothing streamed: no end to write, nothing opened
             return
+        if self._drops:
+            self._pending.append(self._drops)
+            self._drops = 0
         if not self.scheduled:
             self.scheduled = True
             self._exporter.schedule(self)
@@ -199,34 +220,29 @@ class Outbox:
             wait_on.close()
 
     def flush(self) -> None:
-        """In the writer thread: write everything queued as one batch (the end, if closed)."""
+        """In the writer thread: write what is queued, a batch per run of events between drops."""
         if self._finished:
             return
         self.scheduled = False  # before draining: a later put schedules again
         closed = self._closed  # read before draining: nothing is put after closing
         pending = self._pending
-        events: list[bytes] = []
+        batches: list[tuple[int, list[bytes]]] = [(self._failed, [])]  # (lost before, events)
         size = 0
         while True:
             try:
-                data = pending.popleft()
+                item = pending.popleft()
             except IndexError:
                 break
-            events.append(data)
-            size += len(data)
-        dropped = self.dropped
-        lost = dropped - self._lost_written + self._failed
-        if events or lost or closed:
-            try:
-                self._writer.write(events, lost=lost, end=closed)
-            except Exception as exc:  # the thread serves every run: it never dies of one
-                self.failed += len(events)
-                self._failed += len(events)
-                if self.failed == len(events):
-                    _log.warning("emit_stream_failed", run_id=self.run_id, error=error_message(exc))
+            if isinstance(item, int):
+                batches.append((item, []))
             else:
-                self._lost_written = dropped
-                self._failed = 0
+                batches[-1][1].append(item)
+                size += len(item)
+        self._failed = 0
+        for i, (lost, events) in enumerate(batches):
+            end = closed and i == len(batches) - 1
+            if events or lost or end:
+                self._write(events, lost, end)
         self._taken += size
         if closed:
             self._finished = True
