@@ -59,7 +59,7 @@ from actorflow.storage import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+    from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
     from typing import Self
 
     from anyio.abc import TaskGroup
@@ -888,7 +888,7 @@ class Runtime(ActorSystem):
         until: Literal["stopped", "finished"] = "stopped",
         events: bool = False,
         event_position: int = 0,
-    ) -> AsyncIterator[WatchEvent]:
+    ) -> AsyncGenerator[WatchEvent, None]:
         """Follow a run in this runtime's store, whichever process runs it: an async iterator.
 
         Yields, in log order from ``position`` (0: the beginning), what the run

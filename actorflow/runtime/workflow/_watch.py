@@ -40,7 +40,7 @@ from actorflow.storage import (
 from actorflow.storage import decode_value as decode
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncGenerator, AsyncIterator
 
     from actorflow.storage import Store
 
@@ -314,7 +314,7 @@ async def watch_run(
     until: Literal["stopped", "finished"] = "stopped",
     events: bool = False,
     event_position: int = 0,
-) -> AsyncIterator[WatchEvent]:
+) -> AsyncGenerator[WatchEvent, None]:
     """Follow run ``run_id`` in ``store``: its records and checkpoints, in log order.
 
     See :meth:`Runtime.watch`.

@@ -8,6 +8,7 @@ thread, which appends batches to the store's per-run stream (memory, file);
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -159,10 +160,8 @@ async def test_events_the_bound_removed_before_they_were_read_show_as_a_gap(
         for i in range(30):
             noise = os.urandom(BIG)  # incompressible: it counts at its size against the bound
             event = encode_event(0.0, "orchestrator", "Noise", [i, noise])
-            last = i == 29
-            await anyio.to_thread.run_sync(
-                lambda e=event, end=last: writer.write([e], lost=0, end=end)
-            )
+            write = functools.partial(writer.write, [event], lost=0, end=i == 29)
+            await anyio.to_thread.run_sync(write)
         events = await _watched(runtime, "b")
     lost = [e for e in events if isinstance(e, EmitsLost)]
     streamed = _streamed(events)
@@ -237,7 +236,7 @@ async def test_a_stuck_writer_costs_the_run_only_the_events_it_could_not_hold() 
             assert await handle.result() == 40  # the writer never wrote a thing meanwhile
             assert store.entered.is_set()
             assert not store.gate.is_set()
-            dropped = handle.metrics["emits_not_streamed"]
+            dropped = int(handle.metrics["emits_not_streamed"])
             assert 0 < dropped < 40
             store.gate.set()
         # the runtime's exit let the writer finish: every position is accounted for
