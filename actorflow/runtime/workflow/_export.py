@@ -76,6 +76,8 @@ class Outbox:
         "_finished",
         "_max",
         "_names",
+        "_nudge",
+        "_nudged",
         "_pending",
         "_signal",
         "_taken",
@@ -98,6 +100,8 @@ class Outbox:
         self._pending: deque[bytes | int] = deque()  # events, and counts of drops between them
         self._names: dict[type, str] = {}
         self._added = 0  # bytes appended (the loop thread's)
+        self._nudge = max(max_pending // 16, 1)
+        self._nudged = 0  # ``_added`` when the loop last let the writer have the GIL
         self._taken = 0  # bytes written or given up (the writer thread's)
         self.dropped = 0
         """Emits left out because the writer was behind (the loop thread's)."""
@@ -138,10 +142,17 @@ class Outbox:
             self._pending.append(self._drops)  # the gap goes where the events were lost
             self._drops = 0
         self._pending.append(data)
-        self._added += len(data)
+        added = self._added = self._added + len(data)
         if not self.scheduled:
             self.scheduled = True
             self._exporter.schedule(self)
+        elif added - self._nudged >= self._nudge and added - self._taken >= self._nudge:
+            # A loop that never waits for long starves the writer thread of the GIL:
+            # it gives the GIL up in every poll of the event loop and takes it back
+            # before a waiting thread wakes, so CPython never forces a switch. Let
+            # it go for real once per sixteenth of the bound the writer is behind.
+            self._nudged = added
+            time.sleep(0)
 
     def _not_encodable(self, agent: str, name: str, exc: Exception) -> None:
         self.unencodable += 1
