@@ -58,6 +58,9 @@ LINGER: Final = 0.005
 MAX_PENDING_BYTES: Final = 4 * 1024 * 1024
 """Encoded emits a run's outbox holds at most while its writer is behind."""
 
+_NUDGE_SLEEP = 0.0001
+"""Seconds a loop far ahead of its writer thread lets it have the GIL (see ``Outbox.put``)."""
+
 _now = time.time
 
 
@@ -150,9 +153,11 @@ class Outbox:
             # A loop that never waits for long starves the writer thread of the GIL:
             # it gives the GIL up in every poll of the event loop and takes it back
             # before a waiting thread wakes, so CPython never forces a switch. Let
-            # it go for real once per sixteenth of the bound the writer is behind.
+            # it go once per sixteenth of the bound the writer is behind; past half
+            # the bound, for a moment (a thread stuck in a store call costs the run
+            # at most eight of those, then events are dropped).
             self._nudged = added
-            time.sleep(0)
+            time.sleep(0 if added - self._taken < self._max // 2 else _NUDGE_SLEEP)
 
     def _not_encodable(self, agent: str, name: str, exc: Exception) -> None:
         self.unencodable += 1
