@@ -20,6 +20,7 @@ from anyio.streams.text import TextReceiveStream
 from structlog.testing import capture_logs
 
 from actorflow import Orchestrator, RunContext, Runtime, RuntimeConfig
+from actorflow.errors import StorageError
 from actorflow.runtime import EmitRecorded, EmitsLost, EmitStreamed, Emitted, RunEnded, WatchEvent
 from actorflow.storage import FileStore, MemoryStore, RunStatus, encode_event
 from tests.runtime.workflow.crash_parent import child_env
@@ -262,3 +263,65 @@ async def test_a_writer_stuck_for_good_holds_up_neither_the_run_nor_the_exit() -
         assert any(e["event"] == "emit_writer_stuck" for e in logs)
     finally:
         store.gate.set()
+
+
+class _FailingOnceWriter:
+    def __init__(self, inner: EventStreamWriter, store: FailingOnceStore) -> None:
+        self._inner = inner
+        self._store = store
+
+    def write(self, events: Sequence[bytes], *, lost: int, end: bool) -> None:
+        if events and not self._store.failed:
+            self._store.failed = len(events)
+            self._store.refused.set()
+            raise StorageError("stream events", "the disk is full")
+        self._inner.write(events, lost=lost, end=end)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class FailingOnceStore(MemoryStore):
+    """A memory store whose event stream refuses its first batch of events."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = 0
+        self.refused = threading.Event()
+
+    def open_event_stream(self, run_id: str) -> EventStreamWriter:
+        return _FailingOnceWriter(super().open_event_stream(run_id), self)
+
+
+class TwoBursts(Orchestrator):
+    """Emits ``n`` tokens, lets the writer take them, then ``n`` more."""
+
+    async def run(self, ctx: RunContext, n: int) -> int:
+        for i in range(n):
+            self.emit(Token(i))
+        await WRITTEN.wait()
+        for i in range(n, 2 * n):
+            self.emit(Token(i))
+        return 2 * n
+
+
+WRITTEN = anyio.Event()
+
+
+async def test_a_failed_write_loses_its_batch_as_a_gap_and_the_stream_goes_on() -> None:
+    global WRITTEN
+    WRITTEN = anyio.Event()
+    store = FailingOnceStore()
+    with capture_logs() as logs:
+        async with Runtime(store=store) as runtime:
+            handle = await runtime.start(TwoBursts, 5, run_id="f")
+            # the writer thread took (and failed) the first burst
+            assert await anyio.to_thread.run_sync(store.refused.wait, 30)
+            WRITTEN.set()
+            assert await handle.result() == 10
+            events = await _watched(runtime, "f")
+    failed = store.failed
+    assert [e for e in events if isinstance(e, EmitsLost)] == [EmitsLost(position=0, count=failed)]
+    assert _streamed(events) == [(i, {"n": i}) for i in range(failed, 10)]
+    assert handle.metrics["emits_not_streamed"] == failed
+    assert [e["event"] for e in logs].count("emit_stream_failed") == 1
