@@ -293,7 +293,7 @@ class EmitExporter:
 
     def schedule(self, box: Outbox) -> None:
         """Have the thread flush ``box`` soon (starting the thread if needed). Never blocks."""
-        if self._thread is None:
+        if self._thread is None or not self._thread.is_alive():  # a forked child has none
             self._ready = queue.SimpleQueue()
             self._thread = threading.Thread(
                 target=self._work, args=(self._ready,), name="actorflow-emits", daemon=True
