@@ -76,6 +76,7 @@ class Outbox:
         "_drops",
         "_exporter",
         "_failed",
+        "_failures",
         "_finished",
         "_max",
         "_names",
@@ -113,6 +114,7 @@ class Outbox:
         self.failed = 0
         """Emits lost to failed writes (the writer thread's)."""
         self._failed = 0  # of those, not yet told to the store as lost
+        self._failures = 0  # writes that failed (the writer thread's)
         self._drops = 0  # drops since the last event queued, not queued yet (the loop thread's)
         self._warned: set[str] = set()
         self.scheduled = False
@@ -126,7 +128,11 @@ class Outbox:
         return self._closed
 
     def put(self, agent: str, event: object) -> None:
-        """Encode ``event`` and queue it for the writer. Never blocks nor raises."""
+        """Encode ``event`` and queue it for the writer. Never raises.
+
+        Never waits for the writer either; while it is far behind a busy
+        loop, this lets it have the GIL for a moment (see below).
+        """
         if self._closed:
             return
         cls = type(event)
@@ -183,7 +189,8 @@ class Outbox:
         except Exception as exc:  # the thread serves every run: it never dies of one
             self.failed += len(events)
             self._failed += lost + len(events)  # the next batch says they were lost
-            if self.failed == len(events):
+            self._failures += 1
+            if self._failures == 1:
                 _log.warning("emit_stream_failed", run_id=self.run_id, error=error_message(exc))
         else:
             self._failed = 0
@@ -320,7 +327,10 @@ class EmitExporter:
                     break
                 boxes[box] = None
             for box in boxes:
-                box.flush()
+                try:
+                    box.flush()
+                except Exception as exc:  # the thread serves every run: it never dies of one
+                    _log.warning("emit_stream_failed", run_id=box.run_id, error=error_message(exc))
 
     async def aclose(self, grace: float) -> None:
         """Flush what is queued and stop the thread, waiting for it at most ``grace`` seconds.
