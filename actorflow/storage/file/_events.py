@@ -106,6 +106,8 @@ class EventFileWriter:
         try:
             self._write(events, lost, end)
         except OSError as exc:
+            if self._handle is not None:  # the next write starts a segment: this one still counts
+                self._kept.append((self._current, self._size))
             self.close()
             raise StorageError("stream events", f"{exc.strerror or exc} ({exc.filename})") from exc
 
