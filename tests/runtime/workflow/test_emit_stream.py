@@ -13,7 +13,7 @@ import json
 import os
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from anyio.streams.text import TextReceiveStream
@@ -22,7 +22,13 @@ from structlog.testing import capture_logs
 from actorflow import Orchestrator, RunContext, Runtime, RuntimeConfig
 from actorflow.errors import StorageError
 from actorflow.runtime import EmitRecorded, EmitsLost, EmitStreamed, Emitted, RunEnded, WatchEvent
-from actorflow.storage import FileStore, MemoryStore, RunStatus, encode_event
+from actorflow.storage import (
+    FileStore,
+    MemoryStore,
+    RunStatus,
+    SupportsEventStream,
+    encode_event,
+)
 from tests.runtime.workflow.crash_parent import child_env
 from tests.runtime.workflow.stream_child import Go, Streamer, Token
 
@@ -325,3 +331,23 @@ async def test_a_failed_write_loses_its_batch_as_a_gap_and_the_stream_goes_on() 
     assert _streamed(events) == [(i, {"n": i}) for i in range(failed, 10)]
     assert handle.metrics["emits_not_streamed"] == failed
     assert [e["event"] for e in logs].count("emit_stream_failed") == 1
+
+
+class NoStreamStore(MemoryStore):
+    """A store without an event stream (as ``S3Store``)."""
+
+    open_event_stream = None  # type: ignore[assignment]  # None: not a SupportsEventStream
+    read_events = None  # type: ignore[assignment]
+
+
+async def test_on_a_store_without_a_stream_emits_stay_in_process_and_watch_goes_without() -> None:
+    store = NoStreamStore()
+    assert not isinstance(cast("object", store), SupportsEventStream)
+    async with Runtime(store=store) as runtime:
+        handle = await runtime.start(Tokens, 4, run_id="n")
+        local = [e async for e in handle.events(lifecycle=False)]
+        events = await _watched(runtime, "n")
+    assert [e.event.n for e in local] == [0, 1, 2, -1, 3]  # this process's readers got them
+    assert _streamed(events) == []
+    assert [e.decode(Token) for e in events if isinstance(e, EmitRecorded)] == [Token(-1)]
+    assert isinstance(events[-1], RunEnded)
