@@ -68,7 +68,7 @@ class StreamedEvent(msgspec.Struct, frozen=True, kw_only=True):
         type: the event's class name (the reader need not be able to import it).
         data: the event, MessagePack bytes: :meth:`decode` it.
 
-    .. versionadded:: 0.5
+    .. versionadded:: 0.4
     """
 
     position: int
@@ -98,7 +98,7 @@ class EventSlice(msgspec.Struct, frozen=True, kw_only=True):
             ended its writer's stream (the run's attempt that wrote it has
             ended, and nothing was written since), or it has none.
 
-    .. versionadded:: 0.5
+    .. versionadded:: 0.4
     """
 
     events: list[StreamedEvent]
@@ -113,7 +113,7 @@ class EventStreamWriter(Protocol):
     Its methods block: the runtime calls them from a background thread,
     never from the event loop, and one call at a time.
 
-    .. versionadded:: 0.5
+    .. versionadded:: 0.4
     """
 
     def write(self, events: Sequence[bytes], *, lost: int, end: bool) -> None:
@@ -142,7 +142,7 @@ class SupportsEventStream(Protocol):
     The memory and file stores have one; ``runtime.watch(..., events=True)``
     reads nothing from a store without it (only durable emits reach the log).
 
-    .. versionadded:: 0.5
+    .. versionadded:: 0.4
     """
 
     def open_event_stream(self, run_id: str) -> EventStreamWriter:

@@ -91,7 +91,7 @@ class MemoryStore(StoreContext):
         event_bytes: sealed bytes of a run's event stream kept at most (the
             oldest batches go first).
 
-    .. versionchanged:: 0.5
+    .. versionchanged:: 0.4
        ``event_bytes``.
     """
 
@@ -396,7 +396,7 @@ class MemoryStore(StoreContext):
     def open_event_stream(self, run_id: str) -> EventStreamWriter:
         """See :meth:`SupportsEventStream.open_event_stream`: batches kept in memory.
 
-        .. versionadded:: 0.5
+        .. versionadded:: 0.4
         """
         validate_run_id(run_id)
         return self._events.writer(run_id)
@@ -406,7 +406,7 @@ class MemoryStore(StoreContext):
     ) -> EventSlice:
         """See :meth:`SupportsEventStream.read_events`.
 
-        .. versionadded:: 0.5
+        .. versionadded:: 0.4
         """
         await anyio.lowlevel.checkpoint()
         validate_run_id(run_id)

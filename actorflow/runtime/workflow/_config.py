@@ -140,7 +140,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
             that have one: memory, file). Off: they reach this process's
             ``handle.events()`` readers only.
 
-    .. versionchanged:: 0.5
+    .. versionchanged:: 0.4
        ``stream_emits``.
     """
 

@@ -924,7 +924,7 @@ class Runtime(ActorSystem):
             StorageError: ``position`` is below what retention kept of the log.
 
         .. versionadded:: 0.2
-        .. versionchanged:: 0.5
+        .. versionchanged:: 0.4
            ``events``, ``event_position``.
         """
         return watch_run(

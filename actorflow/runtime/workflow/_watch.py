@@ -139,7 +139,7 @@ class EmitStreamed(msgspec.Struct, frozen=True, kw_only=True):
         type: the event's class name (the watcher need not be able to import it).
         data: the event, MessagePack bytes: ``decode()`` it.
 
-    .. versionadded:: 0.5
+    .. versionadded:: 0.4
     """
 
     position: int
@@ -164,7 +164,7 @@ class EmitsLost(msgspec.Struct, frozen=True, kw_only=True):
     bound removed them before they were read (the watch fell behind, or
     started from a position older than what is kept).
 
-    .. versionadded:: 0.5
+    .. versionadded:: 0.4
     """
 
     position: int

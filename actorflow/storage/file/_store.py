@@ -74,7 +74,7 @@ class FileStore(StoreContext):
         event_bytes: about how many bytes of a run's event stream are kept
             (older segments are deleted).
 
-    .. versionchanged:: 0.5
+    .. versionchanged:: 0.4
        ``event_bytes``.
     """
 
@@ -384,7 +384,7 @@ class FileStore(StoreContext):
         batches to it, one ``write`` each and no fsync; full segments are
         closed, and the oldest deleted past ``event_bytes``.
 
-        .. versionadded:: 0.5
+        .. versionadded:: 0.4
         """
         validate_run_id(run_id)
         return self._events.writer(run_id)
@@ -397,7 +397,7 @@ class FileStore(StoreContext):
         The store remembers where each run's last read ended, so a reader
         that follows a run reads only the new part of the newest segment.
 
-        .. versionadded:: 0.5
+        .. versionadded:: 0.4
         """
         validate_run_id(run_id)
         return await self._folders.call("read events", self._events.read, run_id, start, limit)
