@@ -109,7 +109,8 @@ class EventFileWriter:
             if self._handle is not None:  # the next write starts a segment: this one still counts
                 self._kept.append((self._current, self._size))
             self.close()
-            raise StorageError("stream events", f"{exc.strerror or exc} ({exc.filename})") from exc
+            where = f" ({exc.filename})" if exc.filename is not None else ""  # none for a write
+            raise StorageError("stream events", f"{exc.strerror or exc}{where}") from exc
 
     def _write(self, events: Sequence[bytes], lost: int, end: bool) -> None:
         fs = self._folders.fs
