@@ -148,14 +148,20 @@ class Actor:
         nor encoded (emit immutable values, such as frozen msgspec Structs);
         nothing is recorded, and a recovery that runs the code again emits
         again. Readers see it tagged with this actor's name, in emit order.
-        For an event recorded once and visible to other processes, the
-        orchestrator awaits ``ctx.emit(event, durable=True)``.
+        On a store with an event stream (memory, file) it is also encoded and
+        written, off the event loop and without fsync, for readers in other
+        processes (``runtime.watch(run_id, events=True)``); an event that
+        cannot be encoded is left out of that stream, with a warning. For an
+        event recorded once, the orchestrator awaits
+        ``ctx.emit(event, durable=True)``.
 
         Outside a run (an actor of a plain ``ActorSystem``, or one spawned on
         the runtime directly) there is no reader: it does nothing.
         Call it from the event loop's thread (a handler, not a worker thread).
 
         .. versionadded:: 0.2
+        .. versionchanged:: 0.4
+           Also streamed to the store's event stream, for other processes.
         """
         sink = self._actorflow_emit
         if sink is not None:

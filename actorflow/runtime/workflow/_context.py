@@ -411,9 +411,10 @@ class RunContext:
         """Stream ``event`` to the run's readers; await the result.
 
         Without ``durable`` this is the orchestrator's ``self.emit(event)``:
-        passed at once to this process's ``handle.events()`` readers, never
-        recorded (a recovery that runs the code again emits it again); it
-        issues no step, and awaiting it returns at once.
+        passed at once to this process's ``handle.events()`` readers and to
+        the store's event stream (``runtime.watch(run_id, events=True)``
+        from other processes), never recorded (a recovery that runs the code
+        again emits it again); it issues no step, and awaiting it returns at once.
 
         With ``durable=True`` it is a step: the event (msgspec-encodable) is
         recorded in the run's log, where ``runtime.watch`` and
