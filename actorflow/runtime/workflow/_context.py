@@ -426,6 +426,8 @@ class RunContext:
             EncodingError: (durable) the event cannot be encoded; raised by this call.
 
         .. versionadded:: 0.2
+        .. versionchanged:: 0.4
+           Without ``durable``, also to the store's event stream.
         """
         if durable:
             return EmitStep(self._env, self._ns(), event, agent, self._env.publish)
