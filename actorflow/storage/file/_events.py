@@ -223,16 +223,18 @@ class EventFiles:
             return EventSlice(events=[], next=start, ended=True)
         index, offset, ended = self._place(run_id, segments, start)
         reader = _SliceReader(self._codec, run_id, start, limit, ended)
+        fs = self._folders.fs
         for i in range(index, len(segments)):
             name = segments[i][1]
+            path = os.path.join(folder, name)
             try:
-                data = memoryview(self._folders.fs.read(os.path.join(folder, name)))
+                if offset and i == len(segments) - 1 and fs.size(path) <= offset:
+                    break  # a follower at the end: nothing new (a stat, not a read)
+                data = memoryview(fs.read(path))
             except FileNotFoundError:
                 offset = 0
                 continue  # deleted by the writer's bound: the next one goes on
-            offset = reader.walk(
-                data, offset, os.path.join(folder, name), last=i == len(segments) - 1
-            )
+            offset = reader.walk(data, offset, path, last=i == len(segments) - 1)
             if reader.full:
                 break
             if i < len(segments) - 1:
