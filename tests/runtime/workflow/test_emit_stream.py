@@ -351,3 +351,22 @@ async def test_on_a_store_without_a_stream_emits_stay_in_process_and_watch_goes_
     assert _streamed(events) == []
     assert [e.decode(Token) for e in events if isinstance(e, EmitRecorded)] == [Token(-1)]
     assert isinstance(events[-1], RunEnded)
+
+
+async def test_positions_go_on_across_a_recovery(tmp_path: Path) -> None:
+    async with Runtime(store=FileStore(tmp_path)) as runtime:
+        await runtime.start(Streamer, 3, run_id="rec")
+        seen = 0
+        async with contextlib.aclosing(runtime.watch("rec", events=True)) as watch:
+            async for event in watch:
+                seen += isinstance(event, EmitStreamed)
+                if seen == 3:  # the first attempt streamed its half and waits for Go
+                    break
+    # the runtime stopped: the run is interrupted; the next attempt goes on from the log
+    async with Runtime(store=FileStore(tmp_path)) as runtime:
+        await runtime.signal("rec", Go())
+        assert await runtime.recover("rec") == {"rec": 6}
+        events = await _watched(runtime, "rec", until="finished")
+    # the agent's step was replayed, not run again: it streamed nothing twice
+    assert _streamed(events) == [(i, {"n": i}) for i in range(6)]
+    assert not any(isinstance(e, EmitsLost) for e in events)
