@@ -296,13 +296,14 @@ class _StreamReader:
         self.position = event.position + 1
         return found
 
-    async def finish(self, poll_interval: float) -> AsyncIterator[EmitStreamed | EmitsLost]:
+    async def finish(self, poll_interval: float) -> list[EmitStreamed | EmitsLost]:
         """The rest of a stopped run's stream: until its writer ended it, or ``STREAM_GRACE``."""
-        with anyio.move_on_after(STREAM_GRACE):
-            while not self.ended:
-                await anyio.sleep(min(poll_interval, STREAM_GRACE / 4))
-                for event in await self.read():
-                    yield event
+        found: list[EmitStreamed | EmitsLost] = []
+        deadline = anyio.current_time() + STREAM_GRACE
+        while not self.ended and (left := deadline - anyio.current_time()) > 0:
+            await anyio.sleep(min(poll_interval, STREAM_GRACE / 4, left))
+            found += await self.read()
+        return found
 
 
 async def watch_run(
@@ -360,7 +361,7 @@ async def watch_run(
         if changed and status is not RunStatus.RUNNING:
             stops = status.finished or (until == "stopped" and status is not RunStatus.QUEUED)
             if stream is not None and stops:
-                async for item in stream.finish(poll_interval):
+                for item in await stream.finish(poll_interval):
                     yield item
             # read before the log: every record it made is above
             if status.finished:
