@@ -40,7 +40,7 @@ from actorflow.storage import (
 from actorflow.storage import decode_value as decode
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, AsyncIterator
+    from collections.abc import AsyncGenerator
 
     from actorflow.storage import Store
 
