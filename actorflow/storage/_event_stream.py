@@ -209,11 +209,23 @@ def _slot(first: int) -> str:
     return f"events/{first}"
 
 
+def _array_header(n: int) -> bytes:
+    """The MessagePack header of an array of ``n`` items."""
+    if n < 16:
+        return bytes((0x90 | n,))
+    if n < 0x10000:
+        return b"\xdc" + n.to_bytes(2, "big")
+    return b"\xdd" + n.to_bytes(4, "big")
+
+
 def seal_batch(
     codec: Codec, events: Sequence[bytes], *, run_id: str, first: int, end: bool
 ) -> bytes:
     """A batch as it is stored: the plain prefix, then the sealed events."""
-    raw = _encode_batch(_Batch(first=first, end=end, events=[msgspec.Raw(e) for e in events]))
+    # the MessagePack of a ``_Batch``, put together from the events' own bytes:
+    # no object per event (the writer thread does this for every event it writes)
+    head = b"\x93" + _encode_batch((first, end))[1:]  # an array of 3, not the pair's 2
+    raw = b"".join((head, _array_header(len(events)), *events))
     sealed = codec.seal(raw, kind=Kind.EVENTS, run_id=run_id, slot=_slot(first))
     return _PREFIX.pack(_MAGIC, first, len(events)) + sealed
 

@@ -35,7 +35,7 @@ import socket
 import threading
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
 import anyio
 import anyio.to_thread
@@ -78,6 +78,8 @@ class Outbox:
         "_failed",
         "_failures",
         "_finished",
+        "_marks",
+        "_marks_taken",
         "_max",
         "_names",
         "_nudge",
@@ -116,6 +118,8 @@ class Outbox:
         self._failed = 0  # of those, not yet told to the store as lost
         self._failures = 0  # writes that failed (the writer thread's)
         self._drops = 0  # drops since the last event queued, not queued yet (the loop thread's)
+        self._marks = 0  # counts of drops queued (the loop thread's)
+        self._marks_taken = 0  # of those, taken by the writer (the writer thread's)
         self._warned: set[str] = set()
         self.scheduled = False
         self._closed = False
@@ -148,8 +152,7 @@ class Outbox:
             self._behind()
             return
         if self._drops:
-            self._pending.append(self._drops)  # the gap goes where the events were lost
-            self._drops = 0
+            self._mark_drops()
         self._pending.append(data)
         added = self._added = self._added + len(data)
         if not self.scheduled:
@@ -176,6 +179,13 @@ class Outbox:
                 type=name,
                 error=error_message(exc),
             )
+
+    def _mark_drops(self) -> None:
+        # counted before it is queued: a writer that finds it among what it took
+        # has seen the count move, and looks for it (else it takes all as events)
+        self._marks += 1
+        self._pending.append(self._drops)  # the gap goes where the events were lost
+        self._drops = 0
 
     def _behind(self) -> None:
         self.dropped += 1
@@ -214,8 +224,7 @@ class Outbox:
             self._finished = True  # nothing streamed: no end to write, nothing opened
             return
         if self._drops:
-            self._pending.append(self._drops)
-            self._drops = 0
+            self._mark_drops()
         if not self.scheduled:
             self.scheduled = True
             self._exporter.schedule(self)
@@ -248,19 +257,22 @@ class Outbox:
             return
         self.scheduled = False  # before draining: a later put schedules again
         closed = self._closed  # read before draining: nothing is put after closing
-        pending = self._pending
-        batches: list[tuple[int, list[bytes]]] = [(self._failed, [])]  # (lost before, events)
-        size = 0
-        while True:
-            try:
-                item = pending.popleft()
-            except IndexError:
-                break
-            if isinstance(item, int):
-                batches.append((item, []))
-            else:
-                batches[-1][1].append(item)
-                size += len(item)
+        pop = self._pending.popleft
+        items = [pop() for _ in range(len(self._pending))]  # at least that many: only we take
+        batches: list[tuple[int, list[bytes]]]  # (lost before, events)
+        if self._marks == self._marks_taken:  # no drop among them: the common case, in C
+            batches = [(self._failed, cast("list[bytes]", items))]
+            size = sum(map(len, batches[0][1]))
+        else:
+            batches = [(self._failed, [])]
+            size = 0
+            for item in items:
+                if isinstance(item, int):
+                    batches.append((item, []))
+                    self._marks_taken += 1
+                else:
+                    batches[-1][1].append(item)
+                    size += len(item)
         self._failed = 0
         for i, (lost, events) in enumerate(batches):
             end = closed and i == len(batches) - 1
