@@ -42,6 +42,8 @@ The tree::
     │   ├── RunFailedError              the run ended in failure; carries the cause
     │   │   └── RunBlockedError         its code no longer replays its log; it waits, not failed
     │   ├── RunFinishedError            a signal or update sent to a run that has ended
+    │   ├── ReservedInboxNameError      a signal's type or id in actorflow's own namespace
+    │   ├── SignalTooLargeError         a signal or update over ``max_signal_size``
     │   ├── WaitTimeoutError            a wait's deadline passed with no default (also TimeoutError)
     │   ├── UpdateRejectedError         the run refused an update (validator, no handler)
     │   ├── UpdateFailedError           an accepted update's handler raised
@@ -96,6 +98,7 @@ from actorflow.errors._runs import (
     MissingResponseError,
     NonDeterminismError,
     RecoveryFailedError,
+    ReservedInboxNameError,
     RunBlockedError,
     RunError,
     RunFailedError,
@@ -105,6 +108,7 @@ from actorflow.errors._runs import (
     RunNotFoundError,
     RunNotPausedError,
     RunPaused,
+    SignalTooLargeError,
     StepFailedError,
     UnawaitedStepError,
     UpdateFailedError,
@@ -168,6 +172,7 @@ __all__ = [
     "NonDeterminismError",
     "RecoveryFailedError",
     "RegistryError",
+    "ReservedInboxNameError",
     "RunBlockedError",
     "RunError",
     "RunFailedError",
@@ -180,6 +185,7 @@ __all__ = [
     "RunNotPausedError",
     "RunPaused",
     "RuntimeNotRunningError",
+    "SignalTooLargeError",
     "StepFailedError",
     "StorageError",
     "StoreUnavailableError",

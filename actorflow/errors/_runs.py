@@ -115,6 +115,44 @@ class RunFinishedError(RunError):
         )
 
 
+class ReservedInboxNameError(RunError, ValueError):
+    """A signal's type name or id lies in the namespace actorflow keeps for its own inbox entries.
+
+    Updates, their replies, cancel requests, ``resume`` answers and child
+    runs' ends travel through the same inbox as signals; their names are
+    actorflow's, so that no signal is ever read as one of them.
+
+    .. versionadded:: 0.4
+    """
+
+    def __init__(self, run_id: str, what: str, value: str, reserved: str) -> None:
+        self.what = what
+        self.value = value
+        super().__init__(
+            run_id,
+            f"a signal's {what} {value[:80]!r} starts with {reserved!r}, which actorflow keeps "
+            f"for its own inbox entries; rename the {what} (for a type, set "
+            "`__actorflow_name__` on the class)",
+        )
+
+
+class SignalTooLargeError(RunError, ValueError):
+    """A signal or update is larger than ``RuntimeConfig.max_signal_size``.
+
+    .. versionadded:: 0.4
+    """
+
+    def __init__(self, run_id: str, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            run_id,
+            f"the message for run {run_id!r} encodes to {size} bytes, over the limit of {limit}; "
+            "send a reference to the data (a path, a key) instead, or raise "
+            "max_signal_size (ACTORFLOW_MAX_SIGNAL_SIZE)",
+        )
+
+
 class UpdateRejectedError(RunError):
     """The run refused an update before recording anything: its validator raised, or no handler.
 

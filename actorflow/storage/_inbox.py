@@ -61,8 +61,13 @@ class InboxEntry(msgspec.Struct, frozen=True, kw_only=True):
         payload: the message's MessagePack bytes.
         sent: when it was posted (``time.time()`` of the poster).
         sender: who posted it, if the poster said.
+        kind: what kind of entry it is (a user's signal, an update, a cancel
+            request, ...), set by the runtime's inbox module, never by a
+            user; empty in entries posted by actorflow 0.3 and before.
 
     .. versionadded:: 0.2
+    .. versionchanged:: 0.4
+       ``kind``.
     """
 
     seq: int
@@ -71,6 +76,7 @@ class InboxEntry(msgspec.Struct, frozen=True, kw_only=True):
     payload: bytes
     sent: float
     sender: str | None = None
+    kind: str = ""
 
 
 @runtime_checkable
@@ -92,6 +98,7 @@ class SupportsInbox(Protocol):
         type: str,
         payload: bytes,
         sender: str | None = None,
+        kind: str = "",
     ) -> InboxEntry:
         """Append a message to the run's inbox, durably, unless ``entry_id`` is there already.
 
@@ -109,8 +116,10 @@ class SupportsInbox(Protocol):
         """
         ...
 
-    async def read_inbox(self, run_id: str, start: int = 0) -> list[InboxEntry]:
-        """The run's entries from ``seq`` ``start`` on, in ``seq`` order.
+    async def read_inbox(
+        self, run_id: str, start: int = 0, stop: int | None = None
+    ) -> list[InboxEntry]:
+        """The run's entries from ``seq`` ``start`` on (before ``stop``), in ``seq`` order.
 
         Entries are read one by one until the first ``seq`` not stored (never
         by listing). An entry whose ``entry_id`` appears at a lower ``seq``
@@ -132,6 +141,7 @@ async def post_message(
     type: str,
     payload: bytes,
     sender: str | None = None,
+    kind: str = "",
 ) -> InboxEntry:
     """``store.post(...)`` (see :meth:`SupportsInbox.post`) for a store with an inbox.
 
@@ -142,10 +152,14 @@ async def post_message(
     """
     if not isinstance(store, SupportsInbox):
         raise InboxUnsupportedError("post message", type_name(store))
-    return await store.post(run_id, entry_id=entry_id, type=type, payload=payload, sender=sender)
+    return await store.post(
+        run_id, entry_id=entry_id, type=type, payload=payload, sender=sender, kind=kind
+    )
 
 
-async def read_messages(store: Store, run_id: str, start: int = 0) -> list[InboxEntry]:
+async def read_messages(
+    store: Store, run_id: str, start: int = 0, stop: int | None = None
+) -> list[InboxEntry]:
     """``store.read_inbox(...)`` (see :meth:`SupportsInbox.read_inbox`) for a store with an inbox.
 
     Raises:
@@ -155,7 +169,7 @@ async def read_messages(store: Store, run_id: str, start: int = 0) -> list[Inbox
     """
     if not isinstance(store, SupportsInbox):
         raise InboxUnsupportedError("read inbox", type_name(store))
-    return await store.read_inbox(run_id, start)
+    return await store.read_inbox(run_id, start, stop)
 
 
 def type_name(store: object) -> str:

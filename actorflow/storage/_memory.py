@@ -355,6 +355,7 @@ class MemoryStore(StoreContext):
         type: str,
         payload: bytes,
         sender: str | None = None,
+        kind: str = "",
     ) -> InboxEntry:
         """See :meth:`SupportsInbox.post`: one process, so a repeated id is always caught."""
         await anyio.lowlevel.checkpoint()
@@ -369,17 +370,21 @@ class MemoryStore(StoreContext):
             payload=payload,
             sent=time.time(),
             sender=sender,
+            kind=kind,
         )
         run.inbox.append(seal_entry(self.codec, entry, run_id=run_id))
         run.inbox_ids[entry_id] = entry.seq
         self._wakeups.wake(run_id)
         return entry
 
-    async def read_inbox(self, run_id: str, start: int = 0) -> list[InboxEntry]:
+    async def read_inbox(
+        self, run_id: str, start: int = 0, stop: int | None = None
+    ) -> list[InboxEntry]:
         """See :meth:`SupportsInbox.read_inbox`: it never holds an id twice."""
         await anyio.lowlevel.checkpoint()
         run = self._run(run_id)
-        return [self._entry(run_id, run, seq) for seq in range(max(start, 0), len(run.inbox))]
+        end = len(run.inbox) if stop is None else min(stop, len(run.inbox))
+        return [self._entry(run_id, run, seq) for seq in range(max(start, 0), end)]
 
     @contextlib.asynccontextmanager
     async def watch_inbox(self, run_id: str) -> AsyncIterator[WakeupWatch]:

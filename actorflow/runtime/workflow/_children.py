@@ -43,6 +43,7 @@ from actorflow.errors import (
 )
 from actorflow.runtime.actors import class_name, lookup
 from actorflow.runtime.workflow._ids import args_hash
+from actorflow.runtime.workflow._inbox import InboxKind, child_end_type, post
 from actorflow.runtime.workflow._outcomes import new_manifest, run_signature
 from actorflow.runtime.workflow._steps import Step
 from actorflow.runtime.workflow._waits import NO_DEFAULT, WaitStep
@@ -51,7 +52,6 @@ from actorflow.storage import (
     RunManifest,
     RunStatus,
     StepRecord,
-    post_message,
     validate_run_id,
 )
 from actorflow.storage import decode_value as decode
@@ -69,7 +69,6 @@ if TYPE_CHECKING:
     from actorflow.storage import Store
 
 __all__ = [
-    "CHILD_SIGNAL",
     "ChildEnd",
     "ChildRun",
     "OnParentCancel",
@@ -87,16 +86,13 @@ T = TypeVar("T")
 OnParentCancel = Literal["cancel", "abandon"]
 """What a child run does when its parent run ends cancelled: be cancelled too, or go on."""
 
-CHILD_SIGNAL = "actorflow.child/"
-"""Prefix of the signal type (and inbox entry id) a child's end is posted under."""
-
 _MAX_RUN_ID = 128
 _SAFE_STEP = re.compile(r"[A-Za-z0-9_./@]+")
 
 
 def child_signal(child_id: str) -> str:
-    """The signal type, and the inbox entry id, of child ``child_id``'s end."""
-    return CHILD_SIGNAL + child_id
+    """The signal type, and the inbox entry id, of child ``child_id``'s end (see ``_inbox.py``)."""
+    return child_end_type(child_id)
 
 
 def child_run_id(parent_run: str, step_id: str) -> str:
@@ -136,14 +132,9 @@ async def post_end(store: Store, manifest: RunManifest, parent_run: str, sender:
     end = ChildEnd(
         child=manifest.run_id, status=manifest.status, result=manifest.result, error=manifest.error
     )
-    kind = child_signal(manifest.run_id)
-    await post_message(
-        store,
-        parent_run,
-        entry_id=kind,
-        type=kind,
-        payload=encode(end, "end of child run", manifest.run_id),
-        sender=sender,
+    payload = encode(end, "end of child run", manifest.run_id)
+    await post(
+        store, parent_run, InboxKind.CHILD_END, name=manifest.run_id, payload=payload, sender=sender
     )
 
 
@@ -478,6 +469,7 @@ class ChildResultStep(WaitStep[Any]):
             default=NO_DEFAULT,
             prompt=None,
             pause=False,
+            source=InboxKind.CHILD_END,
         )
 
     def _outcome(self, resolution: WaitResolution) -> Any:

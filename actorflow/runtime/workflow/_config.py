@@ -133,6 +133,9 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
             ``runtime.update`` looks for its reply. (The memory and file
             stores push a wake-up; ``S3Store`` polls at its own
             ``inbox_poll_interval``.)
+        max_signal_size: the largest encoded signal or update, in bytes, that
+            ``signal`` and ``update`` accept (``SignalTooLargeError`` past it):
+            every message is stored in the run's inbox and read by its owner.
         code_version: stored with new runs, shown by the CLI.
         stream_emits: also write ephemeral emits (``Actor.emit``) to the
             store's event stream, where ``runtime.watch(..., events=True)``
@@ -141,7 +144,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
             ``handle.events()`` readers only.
 
     .. versionchanged:: 0.4
-       ``stream_emits``.
+       ``max_signal_size``, ``stream_emits``.
     """
 
     durability: Durability = Durability.BATCHED
@@ -154,6 +157,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
     recovery_timeout: float | None = None
     ask_timeout: float | None = None
     signal_poll_interval: float = 0.25
+    max_signal_size: int = 4 * 1024 * 1024
     code_version: str | None = None
     stream_emits: bool = True
 
@@ -191,6 +195,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
         _check_number(self, "recovery_timeout", minimum=0.0, optional=True, positive=True)
         _check_number(self, "ask_timeout", minimum=0.0, optional=True, positive=True)
         _check_number(self, "signal_poll_interval", minimum=0.0, positive=True)
+        _check_int(self, "max_signal_size", minimum=1)
         _check_bool(self, "stream_emits")
         code_version: object = self.code_version
         if code_version is not None and not isinstance(code_version, str):
@@ -205,7 +210,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
         ``ACTORFLOW_RETENTION`` (``keep=5,max_age=7d`` or ``off``),
         ``ACTORFLOW_STEP_RETRIES``, ``ACTORFLOW_MAX_RECOVERY_ATTEMPTS``,
         ``ACTORFLOW_RECOVERY_TIMEOUT`` (a duration), ``ACTORFLOW_SIGNAL_POLL_INTERVAL``
-        (a duration), ``ACTORFLOW_CHECKPOINT_EVERY_STEPS``,
+        (a duration), ``ACTORFLOW_MAX_SIGNAL_SIZE`` (bytes), ``ACTORFLOW_CHECKPOINT_EVERY_STEPS``,
         ``ACTORFLOW_CHECKPOINT_EVERY`` (a duration),
         ``ACTORFLOW_CHECKPOINT_MIN_INTERVAL`` (a duration), ``ACTORFLOW_CODE_VERSION``.
 
@@ -228,6 +233,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
         for var, field in (
             ("ACTORFLOW_STEP_RETRIES", "step_retries"),
             ("ACTORFLOW_MAX_RECOVERY_ATTEMPTS", "max_recovery_attempts"),
+            ("ACTORFLOW_MAX_SIGNAL_SIZE", "max_signal_size"),
         ):
             if (v := env.get(var)) is not None:
                 values[field] = _parse_int(var, v)
@@ -267,6 +273,7 @@ _VARIABLES = {
     "max_recovery_attempts": "ACTORFLOW_MAX_RECOVERY_ATTEMPTS",
     "recovery_timeout": "ACTORFLOW_RECOVERY_TIMEOUT",
     "signal_poll_interval": "ACTORFLOW_SIGNAL_POLL_INTERVAL",
+    "max_signal_size": "ACTORFLOW_MAX_SIGNAL_SIZE",
     "code_version": "ACTORFLOW_CODE_VERSION",
     "every_steps": "ACTORFLOW_CHECKPOINT_EVERY_STEPS",
     "every_seconds": "ACTORFLOW_CHECKPOINT_EVERY",

@@ -40,7 +40,6 @@ from actorflow.runtime.workflow._query import RunQuery, query_run
 from actorflow.runtime.workflow._recovery import ORPHANS, Recovery
 from actorflow.runtime.workflow._replay import load_view
 from actorflow.runtime.workflow._signals import (
-    RESUME_PREFIX,
     WatchClock,
     cancel_stored,
     send_signal,
@@ -547,9 +546,10 @@ class Runtime(ActorSystem):
                 self.store,
                 run_id,
                 response,
-                entry_id=RESUME_PREFIX + reported[0].step_id,
+                entry_id=None,
                 sender=self.owner,
-                what="a response",
+                max_size=None,
+                resumes=reported[0].step_id,
             )
         manifest = await self.store.update_run(
             run_id,
@@ -577,7 +577,9 @@ class Runtime(ActorSystem):
         is decoded as ``result_type`` (the handler's return annotation is not
         known here: without it, the reply comes back as plain data).
         ``update_id`` makes retries harmless: a second call with the same id
-        gets the first one's reply, and the handler runs once. An orphaned or
+        gets the first one's reply (even once the run has ended), and the
+        handler runs once. A refusal is final: the update is never validated
+        again, whatever the run's later state. An orphaned or
         paused run answers when it goes on: bound the wait with
         ``anyio.fail_after`` (the update stays in the run's inbox).
 
@@ -586,6 +588,10 @@ class Runtime(ActorSystem):
             RunFinishedError: the run ended before it replied (or had ended).
             UpdateRejectedError: its validator refused it, or it has no handler for the type.
             UpdateFailedError: the handler raised.
+            SignalTooLargeError: ``message`` encodes to more than ``config.max_signal_size``.
+
+        .. versionchanged:: 0.4
+           Refusals are final; the size limit; retries after the end.
         """
         return await call_update(
             self.store,
@@ -594,6 +600,7 @@ class Runtime(ActorSystem):
             update_id=update_id,
             sender=self.owner,
             poll_interval=self.config.signal_poll_interval,
+            max_size=self.config.max_signal_size,
             result_type=result_type,
         )
 
@@ -606,16 +613,31 @@ class Runtime(ActorSystem):
         orphaned (it is taken after recovery). Each signal is taken once;
         signals of one type are taken in the order they were sent. ``id``
         makes retries harmless: a second signal with an id the inbox holds
-        adds nothing. Returns the inbox entry that holds it.
+        adds nothing, even once the run has ended. Returns the inbox entry
+        that holds it.
+
+        A signal is only ever read as a signal: type names starting with
+        ``actorflow.`` and ids starting with ``actorflow``, ``update:``,
+        ``reply:`` or ``resume:`` are actorflow's own, and refused.
 
         Raises:
             RunNotFoundError: no such run.
-            RunFinishedError: the run has ended; nothing would take it.
+            RunFinishedError: the run has ended, and ``id`` is not one it holds.
+            ReservedInboxNameError: the type name or ``id`` is in actorflow's namespace.
+            SignalTooLargeError: ``message`` encodes to more than ``config.max_signal_size``.
             EncodingError: ``message`` cannot be encoded.
             InboxUnsupportedError: the store keeps no inbox.
+
+        .. versionchanged:: 0.4
+           Reserved names refused; the size limit; retries after the end.
         """
         return await send_signal(
-            self.store, validate_run_id(run_id), message, entry_id=id, sender=self.owner
+            self.store,
+            validate_run_id(run_id),
+            message,
+            entry_id=id,
+            sender=self.owner,
+            max_size=self.config.max_signal_size,
         )
 
     async def fork(

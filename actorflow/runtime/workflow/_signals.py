@@ -1,7 +1,8 @@
 """Signals: typed messages sent to a run from any process, taken by its waits.
 
 ``send_signal`` posts a message to a run's inbox (the store's durable,
-ordered, per-run inbox). ``SignalDesk`` is the live owner's side: the run's
+ordered, per-run inbox; each kind of entry in it is defined in
+``_inbox.py``). ``SignalDesk`` is the live owner's side: the run's
 waits register with it in the order they start, and it hands each inbox
 entry that no wait has taken to the first registered wait of its type. An
 entry counts as taken once a wait's resolution is recorded (the view's
@@ -18,7 +19,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import time
-import uuid
 import weakref
 from typing import TYPE_CHECKING
 
@@ -28,6 +28,17 @@ import structlog
 
 from actorflow._text import error_message
 from actorflow.errors import RunFinishedError, RunLockedError, StorageError
+from actorflow.runtime.workflow._inbox import (
+    InboxKind,
+    check_signal,
+    classify,
+    encode_message,
+    feeds_wait,
+    find_posted,
+    post,
+    resume_target,
+    update_id_of,
+)
 from actorflow.runtime.workflow._wait_records import signal_type
 from actorflow.storage import (
     ErrorInfo,
@@ -35,7 +46,6 @@ from actorflow.storage import (
     RunManifest,
     RunStatus,
     SupportsInbox,
-    post_message,
     read_messages,
     watch_messages,
 )
@@ -50,7 +60,7 @@ if TYPE_CHECKING:
     from actorflow.storage import Store
 
 __all__ = [
-    "CANCEL_TYPE",
+    "PAYLOAD_CACHE",
     "CancelRequest",
     "SignalDesk",
     "Waiter",
@@ -70,35 +80,38 @@ async def send_signal(
     *,
     entry_id: str | None,
     sender: str | None,
-    what: str = "a signal",
+    max_size: int | None = None,
+    resumes: str | None = None,
 ) -> InboxEntry:
     """Post ``message`` to the run's inbox, durably; the run takes it when a wait asks.
 
+    A signal, or with ``resumes`` the answer to that paused wait (``runtime.resume``).
+    A retried id that was delivered before the run ended returns its entry.
+
     Raises:
         RunNotFoundError: no such run.
-        RunFinishedError: the run has ended.
+        RunFinishedError: the run has ended (and does not hold this id).
+        ReservedInboxNameError: the type name or id is actorflow's own.
+        SignalTooLargeError: ``message`` encodes to more than ``max_size`` bytes.
         EncodingError: ``message`` cannot be encoded.
         InboxUnsupportedError: the store keeps no inbox.
     """
+    kind = InboxKind.SIGNAL if resumes is None else InboxKind.RESUME
+    key = entry_id if resumes is None else resumes
+    name = signal_type(type(message))
+    if kind is InboxKind.SIGNAL:
+        check_signal(run_id, name, key)
+    payload = encode_message(run_id, message, "signal", max_size)
     manifest = await store.read_run(run_id)
     if manifest.status.finished:
-        raise RunFinishedError(run_id, str(manifest.status), what)
-    payload = encode(message, "signal", type(message).__qualname__)
-    return await post_message(
-        store,
-        run_id,
-        entry_id=entry_id if entry_id is not None else uuid.uuid4().hex,
-        type=signal_type(type(message)),
-        payload=payload,
-        sender=sender,
-    )
-
-
-UPDATE_PREFIX = "actorflow.update/"
-"""Inbox types of updates: this prefix and the message's type name (see ``_updates.py``)."""
-
-CANCEL_TYPE = "actorflow.cancel"
-"""The inbox type of a cancel request (``runtime.cancel`` of a run another process owns)."""
+        found = None
+        if key is not None:
+            found = await find_posted(store, run_id, kind, name=name, key=key)
+        if found is None:
+            what = "a signal" if resumes is None else "a response"
+            raise RunFinishedError(run_id, str(manifest.status), what)
+        return found
+    return await post(store, run_id, kind, name=name, key=key, payload=payload, sender=sender)
 
 
 class CancelRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -111,14 +124,8 @@ async def request_cancel(
     store: Store, run_id: str, reason: str | None, *, sender: str | None
 ) -> InboxEntry:
     """Post a durable cancel request to the run's inbox (one per run: a second adds nothing)."""
-    return await post_message(
-        store,
-        run_id,
-        entry_id=CANCEL_TYPE,
-        type=CANCEL_TYPE,
-        payload=encode(CancelRequest(reason=reason), "cancel request"),
-        sender=sender,
-    )
+    payload = encode(CancelRequest(reason=reason), "cancel request")
+    return await post(store, run_id, InboxKind.CANCEL, payload=payload, sender=sender)
 
 
 async def cancel_stored(store: Store, run_id: str, reason: str | None, *, sender: str) -> None:
@@ -156,8 +163,8 @@ async def cancel_stored(store: Store, run_id: str, reason: str | None, *, sender
 WATCH_AFTER = 1.0
 """Seconds into an attempt after which its inbox is watched even with no wait."""
 
-RESUME_PREFIX = "resume:"
-"""Entry ids of ``runtime.resume`` responses: the prefix and the step id of the wait answered."""
+PAYLOAD_CACHE = 4 * 1024 * 1024
+"""Bytes of untaken signals' payloads a live run keeps in memory; the rest stay in the store."""
 
 
 def _step_order(waiter: Waiter) -> tuple[tuple[int, str, int], ...]:
@@ -177,13 +184,24 @@ def _step_order(waiter: Waiter) -> tuple[tuple[int, str, int], ...]:
 
 
 class Waiter:
-    """One wait, registered with the desk: the type it takes and the entry it got."""
+    """One wait, registered with the desk: what it takes and the entry it got.
 
-    __slots__ = ("accept", "entry", "got", "step_id", "type")
+    Attributes:
+        source: the kind of entry it takes (signals, or a child's end).
+    """
 
-    def __init__(self, step_id: str, type: str, accept: Callable[[InboxEntry], bool]) -> None:
+    __slots__ = ("accept", "entry", "got", "source", "step_id", "type")
+
+    def __init__(
+        self,
+        step_id: str,
+        type: str,
+        accept: Callable[[InboxEntry], bool],
+        source: InboxKind = InboxKind.SIGNAL,
+    ) -> None:
         self.step_id = step_id
         self.type = type
+        self.source = source
         self.accept = accept
         self.entry: InboxEntry | None = None
         self.got = anyio.Event()
@@ -239,7 +257,13 @@ class WatchClock:
 
 
 class SignalDesk:
-    """The live owner's view of its run's inbox, handing entries to waits in order."""
+    """The live owner's view of its run's inbox, handing entries to waits in order.
+
+    It reads the inbox once per attempt, from a cursor, and keeps the
+    untaken entries' payloads in memory up to ``PAYLOAD_CACHE`` bytes; past
+    that it keeps only where an entry is, and reads it again when a wait
+    of its type comes.
+    """
 
     def __init__(
         self,
@@ -256,6 +280,10 @@ class SignalDesk:
         self._taken = taken  # the view's: grows as resolutions are recorded
         self._reserved: set[int] = set()
         self._untaken: dict[int, InboxEntry] = {}
+        self._cached = 0  # payload bytes held in ``_untaken``
+        self._stubs: set[int] = set()  # entries of ``_untaken`` held without their payload
+        self._wanted: set[int] = set()  # stubs a wait would take: to be read again
+        self._filling = False
         self._next = 0
         self._waiters: list[Waiter] = []
         self._poll_interval = poll_interval
@@ -264,10 +292,13 @@ class SignalDesk:
         self._stopped = False
         self._read_lock = anyio.Lock()
         self._refused: set[int] = set()
+        self._unknown: set[int] = set()
+        self._replied: set[str] = set()  # update ids whose reply is in the inbox
         self._on_cancel = on_cancel
         self._cancel_seen = False
-        #: called with each update in the inbox (its runner decides what is new)
-        self.on_update: Callable[[InboxEntry], None] | None = None
+        #: called with each update in the inbox and whether its reply is there already
+        #: (the update runner decides what is new)
+        self.on_update: Callable[[InboxEntry, bool], None] | None = None
 
     def start(self, clock: WatchClock) -> None:
         """Watch the inbox from ``WATCH_AFTER`` seconds on (or the first wait, if sooner).
@@ -295,13 +326,14 @@ class SignalDesk:
         if entry is not None:
             self._reserved.discard(entry.seq)
             if not consumed and entry.seq not in self._taken:
-                self._untaken[entry.seq] = entry
+                self._keep(entry)
                 waiter.entry = None
                 self._dispatch()
 
     async def check(self) -> None:
-        """Read the inbox once, now, and hand out what is there."""
+        """Read the inbox once, now, and hand out what is there (reading held-back payloads)."""
         await self._refresh()
+        await self._fill()
 
     async def wait(self, waiter: Waiter) -> None:
         """Wait until ``waiter`` has an entry, watching the inbox meanwhile."""
@@ -321,6 +353,11 @@ class SignalDesk:
         if self._watching is not None:
             self._watching.cancel()
             self._watching = None
+
+    @property
+    def cached_bytes(self) -> int:
+        """Bytes of untaken payloads held in memory (at most ``PAYLOAD_CACHE`` plus one entry)."""
+        return self._cached
 
     # --- reading ------------------------------------------------------------------
 
@@ -356,45 +393,113 @@ class SignalDesk:
                 # the waits wait on; the next change (or poll) reads again
                 _log.warning("inbox_unreadable", run_id=self._run_id, error=error_message(exc))
                 return
-        for entry in entries:
+        kinds = [classify(entry) for entry in entries]
+        # replies first: an update whose reply is in the inbox has nothing left to post
+        for entry, kind in zip(entries, kinds, strict=True):
+            if kind is InboxKind.REPLY:
+                self._replied.add(update_id_of(entry))
+        for entry, kind in zip(entries, kinds, strict=True):
             self._next = max(self._next, entry.seq + 1)
-            if entry.type.startswith(UPDATE_PREFIX):
-                # taken or not: a finished update's reply may still have to be posted
-                if self.on_update is not None:
-                    self.on_update(entry)
-            elif entry.seq not in self._taken and entry.seq not in self._reserved:
-                self._untaken[entry.seq] = entry
+            match kind:
+                case InboxKind.UPDATE:
+                    # taken or not: a finished update's reply may still have to be posted
+                    if self.on_update is not None:
+                        self.on_update(entry, update_id_of(entry) in self._replied)
+                case InboxKind.CANCEL:
+                    self._cancel(entry)
+                case InboxKind.REPLY:
+                    pass  # for the update's caller
+                case None:
+                    self._unknown_kind(entry)
+                case _:
+                    if entry.seq not in self._taken and entry.seq not in self._reserved:
+                        self._keep(entry)
         self._dispatch()
 
+    def _keep(self, entry: InboxEntry) -> None:
+        """Hold an untaken entry: its payload too while the cache has room."""
+        if self._cached + len(entry.payload) > PAYLOAD_CACHE and entry.payload:
+            self._untaken[entry.seq] = msgspec.structs.replace(entry, payload=b"")
+            self._stubs.add(entry.seq)
+        else:
+            self._untaken[entry.seq] = entry
+            self._cached += len(entry.payload)
+
+    def _drop(self, seq: int) -> InboxEntry:
+        entry = self._untaken.pop(seq)
+        if seq in self._stubs:
+            self._stubs.discard(seq)
+            self._wanted.discard(seq)
+        else:
+            self._cached -= len(entry.payload)
+        return entry
+
     def _dispatch(self) -> None:
+        held: set[int] = set()  # waits whose next entry is being read again
         for seq in sorted(self._untaken):
             entry = self._untaken[seq]
             if seq in self._taken:
-                del self._untaken[seq]
+                self._drop(seq)
                 continue
-            if entry.type == CANCEL_TYPE:
-                del self._untaken[seq]
-                self._cancel(entry)
-                continue
-            target = entry.entry_id.removeprefix(RESUME_PREFIX)
-            targeted = target != entry.entry_id
-            if targeted and target not in {w.step_id for w in self._waiters}:
+            kind = classify(entry)
+            target = resume_target(entry)
+            if target is not None and target not in {w.step_id for w in self._waiters}:
                 continue  # a response to one paused wait: kept for that wait
             for waiter in sorted(self._waiters, key=_step_order):
                 if (
-                    (not targeted or waiter.step_id == target)
-                    and waiter.entry is None
-                    and waiter.type == entry.type
-                    and self._accepts(waiter, entry)
+                    id(waiter) in held
+                    or waiter.entry is not None
+                    or (target is not None and waiter.step_id != target)
+                    or not feeds_wait(entry, kind, waiter.source, waiter.type)
                 ):
-                    del self._untaken[seq]
+                    continue
+                if seq in self._stubs:
+                    self._wanted.add(seq)
+                    held.add(id(waiter))
+                    break
+                if self._accepts(waiter, entry):
+                    self._drop(seq)
                     self._reserved.add(seq)
                     waiter.entry = entry
                     waiter.got.set()
                     break
+        if self._wanted and not self._filling and not self._stopped:
+            self._filling = True
+            self._task_group.start_soon(self._fill_soon)
+
+    async def _fill_soon(self) -> None:
+        try:
+            await self._fill()
+        finally:
+            self._filling = False
+
+    async def _fill(self) -> None:
+        """Read again the held-back entries a wait would take, then hand them out."""
+        while self._wanted:
+            seq = min(self._wanted)
+            self._wanted.discard(seq)
+            if seq not in self._stubs:
+                continue
+            try:
+                found = await read_messages(self._store, self._run_id, seq, seq + 1)
+            except StorageError as exc:
+                _log.warning("inbox_unreadable", run_id=self._run_id, error=error_message(exc))
+                return  # the next refresh or wait tries again
+            if seq in self._stubs and found and found[0].seq == seq:
+                self._stubs.discard(seq)
+                self._untaken[seq] = found[0]
+                self._cached += len(found[0].payload)
+            self._dispatch()
+
+    def _unknown_kind(self, entry: InboxEntry) -> None:
+        if entry.seq not in self._unknown:
+            self._unknown.add(entry.seq)
+            _log.warning(
+                "inbox_entry_unknown_kind", run_id=self._run_id, seq=entry.seq, kind=entry.kind
+            )
 
     def _cancel(self, entry: InboxEntry) -> None:
-        if self._cancel_seen or self._on_cancel is None:
+        if self._cancel_seen or self._on_cancel is None or entry.seq in self._taken:
             return
         self._cancel_seen = True
         try:

@@ -1,17 +1,20 @@
 """Updates: a signal that waits for the run's reply (``runtime.update`` and ``@update``).
 
-The caller posts the update to the run's inbox (type ``actorflow.update/<type>``,
-entry id ``update:<update_id>``, so a retried call adds nothing) and reads the
-inbox for the reply, which the run's owner posts as an entry of its own
-(``actorflow.update-reply``, id ``reply:<update_id>``). The owner
-(``UpdateRunner``, fed by the run's ``SignalDesk``) validates the update
-before recording anything, then runs the orchestrator's ``@update`` method
-as steps in the namespace ``update/<seq>`` and records its outcome as the
+The caller posts the update to the run's inbox (an ``update`` entry, see
+``_inbox.py``: its id is made from the caller's ``update_id``, so a retried
+call adds nothing) and reads the inbox for the reply, which the run's owner
+posts as a ``reply`` entry. The owner (``UpdateRunner``, fed by the run's
+``SignalDesk``) validates the update first; a refusal is recorded as the
+update's outcome like any other, so it is final: no later attempt validates
+it again. An accepted update runs the orchestrator's ``@update`` method as
+steps in the namespace ``update/<seq>``, and its outcome is recorded as the
 step ``update/<seq>`` (which also marks the inbox entry taken). A reply is
-posted only once that record is durable. A recovery re-posts the replies of
-finished updates (idempotently) and runs again those a crash cut off, their
-recorded steps replayed. When the run ends, updates without a reply fail
-at the caller with ``RunFinishedError``.
+posted only once that record is durable. A recovery posts the replies of
+finished updates whose reply is not in the inbox (the desk saw every reply
+in its one read) and runs again those a crash cut off, their recorded steps
+replayed. When the run ends, updates without a reply fail at the caller
+with ``RunFinishedError``; a retry of an update whose reply is in the
+inbox gets that reply, even after the run ended.
 """
 
 from __future__ import annotations
@@ -32,7 +35,16 @@ from actorflow.errors import (
     UpdateRejectedError,
 )
 from actorflow.runtime.workflow._ids import Namespace, enter_namespace, leave_namespace
-from actorflow.runtime.workflow._signals import UPDATE_PREFIX
+from actorflow.runtime.workflow._inbox import (
+    InboxKind,
+    classify,
+    encode_message,
+    find_posted,
+    post,
+    reply_id,
+    update_id_of,
+    update_type_of,
+)
 from actorflow.runtime.workflow._steps import close_namespace
 from actorflow.runtime.workflow._update_handlers import UpdateSpec, update_handlers
 from actorflow.runtime.workflow._wait_records import signal_type
@@ -41,7 +53,6 @@ from actorflow.storage import (
     EventRecord,
     InboxEntry,
     StepRecord,
-    post_message,
     read_messages,
 )
 from actorflow.storage import decode_value as decode
@@ -54,18 +65,15 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._env import StepEnv
     from actorflow.storage import Store
 
-__all__ = ["UPDATE_PREFIX", "UpdateOutcome", "UpdateRunner", "call_update"]
+__all__ = ["UpdateOutcome", "UpdateRunner", "call_update"]
 
 _log = structlog.get_logger("actorflow.updates")
-
-REPLY_TYPE = "actorflow.update-reply"
-"""The inbox type of an update's reply, posted by the run's owner."""
 
 
 class UpdateOutcome(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """An update's reply, as recorded (step ``update/<seq>``) and as posted back.
 
-    ``rejected`` replies (validator, no handler) are posted, never recorded.
+    ``rejected``: the validator refused it, or the run has no handler for it.
     """
 
     seq: int
@@ -73,10 +81,6 @@ class UpdateOutcome(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     result: bytes | None = None
     error: ErrorInfo | None = None
     rejected: bool = False
-
-
-def _update_id(entry_id: str) -> str:
-    return entry_id.removeprefix("update:")
 
 
 async def call_update(
@@ -87,6 +91,7 @@ async def call_update(
     update_id: str | None,
     sender: str | None,
     poll_interval: float,
+    max_size: int | None = None,
     result_type: Any = Any,
 ) -> Any:
     """Post an update and wait for the run's reply; return the reply decoded as ``result_type``.
@@ -96,27 +101,36 @@ async def call_update(
         RunFinishedError: the run has ended (before or while waiting for the reply).
         UpdateRejectedError: the run's validator refused it, or it has no handler for it.
         UpdateFailedError: the handler raised.
+        SignalTooLargeError: ``message`` encodes to more than ``max_size`` bytes.
         EncodingError: ``message`` cannot be encoded.
     """
+    payload = encode_message(run_id, message, "update", max_size)
     manifest = await store.read_run(run_id)
     if manifest.status.finished:
-        raise RunFinishedError(run_id, str(manifest.status), "an update")
+        # a retry of an update answered before the end gets that answer
+        found = None
+        if update_id is not None:
+            found = await find_posted(store, run_id, InboxKind.REPLY, key=update_id)
+        if found is None:
+            raise RunFinishedError(run_id, str(manifest.status), "an update")
+        return _answer(run_id, found, result_type)
     update_id = update_id if update_id is not None else uuid.uuid4().hex
-    posted = await post_message(
+    posted = await post(
         store,
         run_id,
-        entry_id=f"update:{update_id}",
-        type=UPDATE_PREFIX + signal_type(type(message)),
-        payload=encode(message, "update", type(message).__qualname__),
+        InboxKind.UPDATE,
+        name=signal_type(type(message)),
+        key=update_id,
+        payload=payload,
         sender=sender,
     )
     cursor = posted.seq + 1
-    reply_id = f"reply:{update_id}"
+    answer = reply_id(update_id)
     while True:
         ended = (await store.read_run(run_id)).status
         for entry in await read_messages(store, run_id, cursor):
             cursor = entry.seq + 1
-            if entry.type == REPLY_TYPE and entry.entry_id == reply_id:
+            if entry.entry_id == answer and classify(entry) is InboxKind.REPLY:
                 return _answer(run_id, entry, result_type)
         if ended.finished:  # read after its status: a reply posted before the end is seen
             raise RunFinishedError(run_id, str(ended), "an update")
@@ -155,9 +169,16 @@ class UpdateRunner:
         for entry in waiting:
             self.offer(entry)
 
-    def offer(self, entry: InboxEntry) -> None:
-        """An update in the inbox (each ``seq`` is handled once per attempt)."""
+    def offer(self, entry: InboxEntry, replied: bool = False) -> None:
+        """An update in the inbox (each ``seq`` is handled once per attempt).
+
+        One whose reply is in the inbox (``replied``) was answered or refused
+        for good: there is nothing left to do for it.
+        """
         if self._stopped or entry.seq in self._offered:
+            return
+        if replied:
+            self._offered.add(entry.seq)
             return
         if self._orchestrator is None:
             self._waiting.append(entry)
@@ -185,20 +206,21 @@ class UpdateRunner:
     async def _take(self, entry: InboxEntry) -> None:
         env = self._env
         step_id = f"update/{entry.seq}"
-        update_id = _update_id(entry.entry_id)
+        update_id = update_id_of(entry)
         recorded = env.view.steps.get(step_id)
         if recorded is not None:  # finished before a crash: its reply may not have been posted
             await self._reply(update_id, recorded.result or b"\xc0")
             return
         spec, message, refusal = self._accept(entry)
         if spec is None:
+            # recorded like any outcome: a refusal is final, never validated again
             outcome = UpdateOutcome(
                 seq=entry.seq,
                 update_id=update_id,
                 error=ErrorInfo(type="UpdateRejectedError", message=refusal),
                 rejected=True,
             )
-            await self._reply(update_id, encode(outcome, "update reply"))
+            await self._finish(step_id, update_id, encode(outcome, "update reply"))
             return
         if step_id not in env.view.events:
             env.recorder.record(
@@ -218,18 +240,20 @@ class UpdateRunner:
             outcome = UpdateOutcome(seq=entry.seq, update_id=update_id, error=ErrorInfo.of(exc))
         finally:
             leave_namespace(token)
-        data = encode(outcome, "update reply")
-        env.recorder.record(
-            StepRecord(step_id=step_id, kind="update", result=data, time=time.time())
-        )
+        await self._finish(step_id, update_id, encode(outcome, "update reply"))
+
+    async def _finish(self, step_id: str, update_id: str, data: bytes) -> None:
+        """Record the update's outcome, then post it as the reply."""
+        recorder = self._env.recorder
+        recorder.record(StepRecord(step_id=step_id, kind="update", result=data, time=time.time()))
         # the reply is an output: what it says must survive a crash first
         with anyio.CancelScope(shield=True):
-            await env.recorder.flush()
+            await recorder.flush()
             await self._reply(update_id, data)
 
     def _accept(self, entry: InboxEntry) -> tuple[UpdateSpec | None, object, str]:
         """The handler and the decoded message, or why the update is refused."""
-        kind = entry.type.removeprefix(UPDATE_PREFIX)
+        kind = update_type_of(entry)
         orchestrator = self._orchestrator
         handlers = update_handlers(type(orchestrator), signal_type)
         spec = handlers.get(kind)
@@ -248,10 +272,5 @@ class UpdateRunner:
         return spec, message, ""
 
     async def _reply(self, update_id: str, data: bytes) -> None:
-        await post_message(
-            self._env.recorder.store,
-            self._env.run_id,
-            entry_id=f"reply:{update_id}",
-            type=REPLY_TYPE,
-            payload=data,
-        )
+        store = self._env.recorder.store
+        await post(store, self._env.run_id, InboxKind.REPLY, key=update_id, payload=data)

@@ -23,6 +23,7 @@ import msgspec
 
 from actorflow.errors import WaitTimeoutError
 from actorflow.runtime.workflow._ids import value_hash
+from actorflow.runtime.workflow._inbox import InboxKind, classify, feeds_wait, wait_source
 from actorflow.runtime.workflow._replay import load_view
 from actorflow.runtime.workflow._signals import Waiter
 from actorflow.runtime.workflow._steps import Step
@@ -86,8 +87,10 @@ class WaitStep(Step[T]):
         default: object,
         prompt: str | None,
         pause: bool,
+        source: InboxKind = InboxKind.SIGNAL,
     ) -> None:
         self.kind = kind
+        self._source = source
         self._type = answer_type
         self._type_name = type_name
         self._timeout = timeout
@@ -152,7 +155,7 @@ class WaitStep(Step[T]):
     async def _deliver(self) -> None:
         # in the order waits start (ctx.gather starts them in step order), so
         # concurrent waits of one type take entries in step order
-        self._waiter = Waiter(self.id, self._type_name, self._accept)
+        self._waiter = Waiter(self.id, self._type_name, self._accept, self._source)
         self.env.signals.register(self._waiter)
 
     async def _live(self) -> T:
@@ -219,8 +222,11 @@ async def can_go_on(store: Store, manifest: RunManifest) -> bool:
         return True  # answered before the run went on: it goes on with that answer
     if any(w.deadline is not None and w.deadline <= now for w in waits):
         return True
-    types = {w.type for w in waits}
-    return any(e.type in types and e.seq not in view.inbox_taken for e in entries)
+    return any(
+        e.seq not in view.inbox_taken
+        and any(feeds_wait(e, classify(e), wait_source(w.type), w.type) for w in waits)
+        for e in entries
+    )
 
 
 def _quiet(*args: object, **kwargs: object) -> None:

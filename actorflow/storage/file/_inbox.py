@@ -91,7 +91,13 @@ class InboxFiles:
     # --- posting ---------------------------------------------------------------------
 
     def post(
-        self, run_id: str, entry_id: str, type_name: str, payload: bytes, sender: str | None
+        self,
+        run_id: str,
+        entry_id: str,
+        type_name: str,
+        payload: bytes,
+        sender: str | None,
+        kind: str = "",
     ) -> InboxEntry:
         """Append the entry unless its id was posted; see the module docstring.
 
@@ -109,7 +115,7 @@ class InboxFiles:
                 if found is not None:
                     return found
                 # else its poster died between the claim and the entry: finish its post
-            return self._append(run_id, entry_id, type_name, payload, sender)
+            return self._append(run_id, entry_id, type_name, payload, sender, kind)
         finally:
             self._fs.unlock(lock)
 
@@ -132,7 +138,13 @@ class InboxFiles:
         return True
 
     def _append(
-        self, run_id: str, entry_id: str, type_name: str, payload: bytes, sender: str | None
+        self,
+        run_id: str,
+        entry_id: str,
+        type_name: str,
+        payload: bytes,
+        sender: str | None,
+        kind: str,
     ) -> InboxEntry:
         sent = time.time()
         seq = self._start(run_id)
@@ -144,6 +156,7 @@ class InboxFiles:
                 payload=payload,
                 sent=sent,
                 sender=sender,
+                kind=kind,
             )
             sealed = seal_entry(self._codec, entry, run_id=run_id)
             if write_atomic(self._fs, self.path(run_id, seq), sealed, exclusive=True):
@@ -189,8 +202,8 @@ class InboxFiles:
 
     # --- reading ---------------------------------------------------------------------
 
-    def read(self, run_id: str, start: int) -> list[InboxEntry]:
-        """Entries from ``start`` on, each id's first only.
+    def read(self, run_id: str, start: int, stop: int | None = None) -> list[InboxEntry]:
+        """Entries from ``start`` on (before ``stop``), each id's first only.
 
         Raises:
             RunNotFoundError: no such run.
@@ -205,7 +218,7 @@ class InboxFiles:
             # the ids before ``start``, read once per store, so duplicates there are known
             for entry in self._entries(run_id, firsts.end, stop=start):
                 firsts.add(entry)
-            entries = list(self._entries(run_id, start))
+            entries = list(self._entries(run_id, start, stop))
             for entry in entries:
                 firsts.add(entry)
             return firsts.keep(entries)

@@ -324,6 +324,7 @@ class FileStore(StoreContext):
         type: str,
         payload: bytes,
         sender: str | None = None,
+        kind: str = "",
     ) -> InboxEntry:
         """See :meth:`SupportsInbox.post`: a file linked into place at the first free ``seq``.
 
@@ -336,13 +337,19 @@ class FileStore(StoreContext):
         """
         validate_run_id(run_id)
         return await self._folders.call(
-            "post message", self._post, run_id, entry_id, type, payload, sender
+            "post message", self._post, run_id, entry_id, type, payload, sender, kind
         )
 
     def _post(
-        self, run_id: str, entry_id: str, type_name: str, payload: bytes, sender: str | None
+        self,
+        run_id: str,
+        entry_id: str,
+        type_name: str,
+        payload: bytes,
+        sender: str | None,
+        kind: str,
     ) -> InboxEntry:
-        entry = self._inbox.post(run_id, entry_id, type_name, payload, sender)
+        entry = self._inbox.post(run_id, entry_id, type_name, payload, sender, kind)
         wake(self._folders, run_id)  # a retried id wakes too: its first post may have died here
         return entry
 
@@ -367,13 +374,15 @@ class FileStore(StoreContext):
         async with watch(self._folders, run_id) as opened:
             yield opened
 
-    async def read_inbox(self, run_id: str, start: int = 0) -> list[InboxEntry]:
+    async def read_inbox(
+        self, run_id: str, start: int = 0, stop: int | None = None
+    ) -> list[InboxEntry]:
         """See :meth:`SupportsInbox.read_inbox`: one file read per entry, no listing.
 
         .. versionadded:: 0.2
         """
         validate_run_id(run_id)
-        return await self._folders.call("read inbox", self._inbox.read, run_id, start)
+        return await self._folders.call("read inbox", self._inbox.read, run_id, start, stop)
 
     # --- event stream ----------------------------------------------------------------
 

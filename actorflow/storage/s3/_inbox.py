@@ -83,7 +83,13 @@ class InboxObjects:
     # --- posting ---------------------------------------------------------------------
 
     async def post(
-        self, run_id: str, entry_id: str, type_name: str, payload: bytes, sender: str | None
+        self,
+        run_id: str,
+        entry_id: str,
+        type_name: str,
+        payload: bytes,
+        sender: str | None,
+        kind: str = "",
     ) -> InboxEntry:
         """Append the entry unless its id was posted; see the module docstring.
 
@@ -102,12 +108,18 @@ class InboxObjects:
                     if found is not None:
                         return found
                     # else its poster died before its entry, or is still at work: post it
-                return await self._append(run_id, entry_id, type_name, payload, sender)
+                return await self._append(run_id, entry_id, type_name, payload, sender, kind)
         finally:
             drop_idle_lock(self._posting, lock_name)
 
     async def _append(
-        self, run_id: str, entry_id: str, type_name: str, payload: bytes, sender: str | None
+        self,
+        run_id: str,
+        entry_id: str,
+        type_name: str,
+        payload: bytes,
+        sender: str | None,
+        kind: str,
     ) -> InboxEntry:
         sent = time.time()
         seq = await self._start(run_id)
@@ -119,6 +131,7 @@ class InboxObjects:
                 payload=payload,
                 sent=sent,
                 sender=sender,
+                kind=kind,
             )
             sealed = seal_entry(self._codec, entry, run_id=run_id)
             try:
@@ -196,8 +209,8 @@ class InboxObjects:
     def _firsts(self, run_id: str) -> tuple[anyio.Lock, FirstSeqs]:
         return self._seen.setdefault(run_id, (anyio.Lock(), FirstSeqs()))
 
-    async def read(self, run_id: str, start: int) -> list[InboxEntry]:
-        """Entries from ``start`` on, each id's first only.
+    async def read(self, run_id: str, start: int, stop: int | None = None) -> list[InboxEntry]:
+        """Entries from ``start`` on (before ``stop``), each id's first only.
 
         Raises:
             InboxCorruptedError: an entry at or after ``start`` is damaged (or, the
@@ -210,7 +223,7 @@ class InboxObjects:
             if firsts.end < start:
                 for entry in await self._read(run_id, firsts.end, start):
                     firsts.add(entry)
-            entries = await self._read(run_id, start)
+            entries = await self._read(run_id, start, stop)
             if entries and firsts.end < start:  # posted meanwhile: the ones before are there now
                 for entry in await self._read(run_id, firsts.end, start):
                     firsts.add(entry)

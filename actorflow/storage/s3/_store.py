@@ -433,6 +433,7 @@ class S3Store(StoreContext):
         type: str,
         payload: bytes,
         sender: str | None = None,
+        kind: str = "",
     ) -> InboxEntry:
         """See :meth:`SupportsInbox.post`: an id claim, then an entry at the first free ``seq``.
 
@@ -443,15 +444,17 @@ class S3Store(StoreContext):
         .. versionadded:: 0.2
         """
         await self._manifests.require(run_id)
-        return await self._inbox.post(run_id, entry_id, type, payload, sender)
+        return await self._inbox.post(run_id, entry_id, type, payload, sender, kind)
 
-    async def read_inbox(self, run_id: str, start: int = 0) -> list[InboxEntry]:
+    async def read_inbox(
+        self, run_id: str, start: int = 0, stop: int | None = None
+    ) -> list[InboxEntry]:
         """See :meth:`SupportsInbox.read_inbox`: GETs from ``start`` until a 404, no LIST.
 
         .. versionadded:: 0.2
         """
         await self._manifests.require(run_id)
-        return await self._inbox.read(run_id, start)
+        return await self._inbox.read(run_id, start, stop)
 
     @contextlib.asynccontextmanager
     async def watch_inbox(self, run_id: str) -> AsyncIterator[InboxWatch]:

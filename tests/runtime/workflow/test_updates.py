@@ -1,6 +1,7 @@
 """Updates: ``runtime.update`` reaches the run's ``@update`` handler and returns its reply.
 
-A validator refuses an update before anything is recorded; an accepted one
+A validator refuses an update before it runs (the refusal is recorded, and
+final); an accepted one
 runs once (its ``update_id`` makes retries harmless), as steps of its own,
 and its reply is recorded, so a recovery never runs it again.
 """
@@ -102,7 +103,7 @@ async def test_an_update_gets_its_reply_once_however_often_it_is_retried() -> No
     assert {s.step_id for s in steps if s.step_id.startswith("update/")} == {"update/0", "update/2"}
 
 
-async def test_rejected_and_failed_updates_are_named_errors_and_rejections_record_nothing() -> None:
+async def test_rejected_and_failed_updates_are_named_errors_and_rejections_run_nothing() -> None:
     store = MemoryStore()
     async with Runtime(store=store) as runtime:
         handle = await runtime.start(Todo, None, run_id="refuse")
@@ -111,8 +112,12 @@ async def test_rejected_and_failed_updates_are_named_errors_and_rejections_recor
         with pytest.raises(UpdateRejectedError, match="no @update handler for Unhandled"):
             await runtime.update("refuse", Unhandled())
         log = await store.read_log("refuse")
-        assert not [
-            r for r in log if isinstance(r, StepRecord | EventRecord) and "update" in r.kind
+        # a refusal is recorded as the update's outcome (final), and nothing ran
+        assert not [r for r in log if isinstance(r, EventRecord) and "update" in r.kind]
+        outcomes = [r for r in log if isinstance(r, StepRecord) and r.kind == "update"]
+        assert [msgspec.msgpack.decode(r.result or b"")["rejected"] for r in outcomes] == [
+            True,
+            True,
         ]
         with pytest.raises(UpdateFailedError, match="the handler broke"):
             await runtime.update("refuse", Add("boom"))
