@@ -25,7 +25,7 @@ class Token(msgspec.Struct, frozen=True):
     n: int
 
 
-class Go(msgspec.Struct, frozen=True):
+class StreamGo(msgspec.Struct, frozen=True):
     pass
 
 
@@ -45,14 +45,14 @@ class Talker(Specialist):
 
 
 class Streamer(Orchestrator):
-    """Streams ``half`` tokens (from an agent), waits for ``Go``, streams ``half`` more."""
+    """Streams ``half`` tokens (from an agent), waits for ``StreamGo``, streams ``half`` more."""
 
     __actorflow_name__ = "tests.stream.Streamer"
 
     async def run(self, ctx: RunContext, half: int) -> int:
         talker = await ctx.spawn(Talker, name="talker")
         said = await ctx.ask(talker, Talk(0, half))
-        await ctx.wait_for(Go)
+        await ctx.wait_for(StreamGo)
         for n in range(half, 2 * half):
             self.emit(Token(n))
         return said + half

@@ -30,7 +30,7 @@ from actorflow.storage import (
     encode_event,
 )
 from tests.runtime.workflow.crash_parent import child_env
-from tests.runtime.workflow.stream_child import Go, Streamer, Token
+from tests.runtime.workflow.stream_child import Streamer, StreamGo, Token
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -115,10 +115,10 @@ async def test_a_reader_in_another_process_gets_each_event_while_the_run_goes_on
                     got.append(line)
                     if len(got) == HALF:
                         break
-                # the first half crossed while the run still waits for Go
+                # the first half crossed while the run still waits for StreamGo
                 assert handle.status is RunStatus.RUNNING
                 assert not handle.done
-                await runtime.signal("s", Go())
+                await runtime.signal("s", StreamGo())
                 assert await handle.result() == 2 * HALF
                 async for line in lines:
                     got.append(line)
@@ -360,11 +360,11 @@ async def test_positions_go_on_across_a_recovery(tmp_path: Path) -> None:
         async with contextlib.aclosing(runtime.watch("rec", events=True)) as watch:
             async for event in watch:
                 seen += isinstance(event, EmitStreamed)
-                if seen == 3:  # the first attempt streamed its half and waits for Go
+                if seen == 3:  # the first attempt streamed its half and waits for StreamGo
                     break
     # the runtime stopped: the run is interrupted; the next attempt goes on from the log
     async with Runtime(store=FileStore(tmp_path)) as runtime:
-        await runtime.signal("rec", Go())
+        await runtime.signal("rec", StreamGo())
         assert await runtime.recover("rec") == {"rec": 6}
         events = await _watched(runtime, "rec", until="finished")
     # the agent's step was replayed, not run again: it streamed nothing twice
