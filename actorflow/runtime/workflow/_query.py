@@ -21,6 +21,7 @@ import anyio
 import msgspec
 
 from actorflow.errors import InboxUnsupportedError
+from actorflow.runtime.workflow._inbox import InboxKind, classify
 from actorflow.runtime.workflow._replay import RunView, decode_agent_state, load_view
 from actorflow.runtime.workflow._wait_records import PendingWait, pending_waits
 from actorflow.storage import (
@@ -74,8 +75,10 @@ class RunQuery(msgspec.Struct, frozen=True, kw_only=True, dict=True):
         metrics: the run's counters (``steps``, and what its steps reported).
         waits: the waits that started and have not resolved, in log order:
             the signal type each takes, its deadline and prompt.
-        inbox: the messages sent to the run (``runtime.signal``) that no wait
-            has taken yet, in the order they were sent.
+        inbox: the messages sent to the run (signals, ``resume`` answers,
+            updates, cancel requests, children's ends: each entry's ``kind``
+            says which) that it has not taken yet, in the order they were
+            sent; the replies it posted to updates are left out.
         phases: the ids of the phases that have finished, in the order they did.
         result: a completed run's result, as MessagePack bytes
             (``runtime.result`` decodes it to the orchestrator's return type).
@@ -186,7 +189,9 @@ def _query(
         decisions=tuple(view.decisions),
         metrics=view.metrics,
         waits=() if ended else tuple(pending_waits(view.events, view.steps)),
-        inbox=tuple(e for e in entries if e.seq not in taken),
+        inbox=tuple(
+            e for e in entries if e.seq not in taken and classify(e) is not InboxKind.REPLY
+        ),
         phases=tuple(view.phases),
         result=manifest.result if manifest.status is RunStatus.COMPLETED else None,
         error=manifest.error,
