@@ -10,8 +10,10 @@ and the key was not given (or is wrong); 130 interrupted (Ctrl-C or SIGTERM).
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import anyio
@@ -20,7 +22,7 @@ import typer
 from rich.markup import escape
 from typer.core import TyperCommand
 
-from actorflow.cli._program import program
+from actorflow.cli._program import given, suggest
 from actorflow.cli._render import err, esc
 from actorflow.errors import (
     ActorflowError,
@@ -51,9 +53,11 @@ __all__ = [
     "RunArg",
     "StoreOpt",
     "app",
+    "chosen_store",
     "command",
     "exit_code_for",
     "main",
+    "reader_store",
     "run_command",
 ]
 
@@ -120,12 +124,12 @@ def command(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 
 
 StoreOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--store",
-        envvar="ACTORFLOW_STORE",
-        help="Store: a folder path or s3://bucket/prefix.",
-        show_envvar=True,
+        # Not typer's envvar: a --store before the command must win over the variable.
+        help="Store: a folder path or s3://bucket/prefix "
+        + escape(f"[default: $ACTORFLOW_STORE, else {DEFAULT_STORE}]"),
     ),
 ]
 KeyFileOpt = Annotated[
@@ -168,6 +172,39 @@ AppStoreOpt = Annotated[
 ]
 
 
+_store_before: ContextVar[str | None] = ContextVar("actorflow_cli_store_before", default=None)
+
+
+@app.callback()
+def _before_the_command(
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            help="Store for the command (as its own --store, which wins if given too).",
+        ),
+    ] = None,
+) -> None:
+    # `actorflow --store S runs` as well as `actorflow runs --store S`.
+    _store_before.set(store)
+
+
+def chosen_store(option: str | None) -> str | None:
+    """The ``--store`` given after the command, else before it; None if neither.
+
+    Records it (and no ``--app``) for the hints the command prints; a command
+    that takes ``--app`` records both again (see ``with_app``).
+    """
+    store = option if option is not None else _store_before.get()
+    given(store=store)
+    return store
+
+
+def reader_store(option: str | None) -> str:
+    """A command's store when it takes no ``--app``: ``--store``, ``$ACTORFLOW_STORE``, default."""
+    return chosen_store(option) or os.environ.get("ACTORFLOW_STORE") or DEFAULT_STORE
+
+
 class BadValueError(ConfigurationError):
     """A command's option has a bad value: bad usage, exit code 2 (as for an unknown option)."""
 
@@ -201,7 +238,9 @@ def run_command(fn: Callable[[], Awaitable[T]], *, debug: bool, run_hint: str | 
     """Run ``fn`` on an event loop; an error becomes one line and its exit code.
 
     SIGTERM stops ``fn`` as Ctrl-C does: a runtime it runs marks its live runs
-    interrupted, and the command exits with the "interrupted" code.
+    interrupted, and the command exits with the "interrupted" code. ``run_hint``
+    names the run an interruption leaves for ``recover`` (``""``: every run it
+    drove); None, for a command that drives no run, says only "interrupted".
     """
     try:
         try:
@@ -219,10 +258,11 @@ def run_command(fn: Callable[[], Awaitable[T]], *, debug: bool, run_hint: str | 
         err().print(f"[bold red]error:[/] {esc(exc)}")
         raise typer.Exit(exit_code_for(exc)) from None
     except KeyboardInterrupt:
-        which = f" {run_hint}" if run_hint else ""
-        err().print(
-            f"interrupted: `{esc(program())} recover{esc(which)}` continues where it stopped"
-        )
+        if run_hint is None:
+            err().print("interrupted")
+        else:
+            again = suggest("recover", *([run_hint] if run_hint else []))
+            err().print(f"interrupted: `{esc(again)}` continues where it stopped")
         raise typer.Exit(EXIT_CODES["interrupted"]) from None
 
 

@@ -27,10 +27,11 @@ from actorflow.cli._app import (
     DebugOpt,
     JsonOpt,
     RunArg,
+    chosen_store,
     command,
 )
 from actorflow.cli._loading import with_app
-from actorflow.cli._program import program
+from actorflow.cli._program import suggest
 from actorflow.cli._render import err, esc, out, print_json, print_outcome, print_outcomes
 from actorflow.runtime import lookup
 
@@ -94,7 +95,8 @@ def start_command(
     if not wait:
         args = ["start", workflow, "--input", input_json, "--run-id", new_id]
         args += ["--app", app_spec] if app_spec is not None else []
-        args += ["--store", store] if store is not None else []
+        chosen = chosen_store(store)
+        args += ["--store", chosen] if chosen is not None else []
         _detach(new_id, [*args, *(["--debug"] if debug else [])])
         return
     console = _console(as_json)
@@ -107,7 +109,7 @@ def start_command(
         value = _decode_input(cls, input_json)
         return await start_run(runtime, cls, value, new_id, console, on_started=on_started)
 
-    outcome = with_app(app_spec, store, debug, call, run_hint=new_id)
+    outcome = with_app(app_spec, store, debug, call, run_hint=new_id, create=True)
     _finish(outcome, verb="completed", as_json=as_json)
 
 
@@ -149,7 +151,7 @@ def _detach(run_id: str, args: list[str]) -> None:
             proc.stdout.close()
             out().print(
                 f"started {esc(run_id)} in the background (process {proc.pid}); "
-                f"`{esc(program())} result {esc(run_id)}` gives its result"
+                f"`{esc(suggest('result', run_id, app=False))}` gives its result"
             )
             return
         said.append(line)
@@ -188,7 +190,11 @@ def recover_command(
     from actorflow.cli._driving import outcomes_exit, recover_runs
 
     outcomes = with_app(
-        app_spec, store, debug, lambda rt: recover_runs(rt, run_id, _console(as_json))
+        app_spec,
+        store,
+        debug,
+        lambda rt: recover_runs(rt, run_id, _console(as_json)),
+        run_hint=run_id or "",
     )
     print_outcomes(outcomes, as_json=as_json)
     raise typer.Exit(EXIT_CODES[outcomes_exit(outcomes)])
@@ -207,7 +213,11 @@ def fork_command(
     from actorflow.cli._driving import fork_run
 
     outcome = with_app(
-        app_spec, store, debug, lambda rt: fork_run(rt, run_id, checkpoint, _console(as_json))
+        app_spec,
+        store,
+        debug,
+        lambda rt: fork_run(rt, run_id, checkpoint, _console(as_json)),
+        run_hint="",
     )
     _finish(outcome, verb=f"forked {esc(run_id)} at {esc(checkpoint)} as", as_json=as_json)
 
@@ -225,6 +235,10 @@ def resume_command(
     from actorflow.cli._driving import resume_run
 
     outcome = with_app(
-        app_spec, store, debug, lambda rt: resume_run(rt, run_id, response, _console(as_json))
+        app_spec,
+        store,
+        debug,
+        lambda rt: resume_run(rt, run_id, response, _console(as_json)),
+        run_hint=run_id,
     )
     _finish(outcome, verb="resumed", as_json=as_json)

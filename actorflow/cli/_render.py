@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from actorflow.cli import _inspect
-from actorflow.cli._program import program
+from actorflow.cli._program import suggest
 from actorflow.runtime.workflow._wait_records import WAIT_KINDS, read_request
 from actorflow.storage import (
     DecisionRecord,
@@ -352,10 +352,10 @@ def print_outcome(o: Any, *, verb: str) -> None:
 
 def paused_text(run_id: str, prompt: str | None) -> str:
     """What every command says of a paused run: its prompt, and how to answer it."""
-    run = esc(run_id)
+    answer = suggest("resume", run_id, "--response", "TEXT")
     return (
-        f"[yellow]paused[/] {run}: waiting for input: {esc(prompt)}\n"
-        f"  answer it: {esc(program())} resume {run} --response TEXT"
+        f"[yellow]paused[/] {esc(run_id)}: waiting for input: {esc(prompt)}\n"
+        f"  answer it: {esc(answer)}"
     )
 
 
