@@ -66,6 +66,10 @@ def worker_command(
     poll: Annotated[
         float, typer.Option("--poll", help="Seconds between looks at the store.")
     ] = AdoptionPolicy().poll_interval,
+    create: Annotated[
+        bool,
+        typer.Option("--create", help="Make the store if it does not exist (default: refuse)."),
+    ] = False,
     debug: DebugOpt = False,
 ) -> None:
     """Keep adopting runs no live process drives (orphaned, queued, paused ones whose wait
@@ -84,4 +88,11 @@ def worker_command(
             flag = {"max_concurrent": "--concurrency", "poll_interval": "--poll"}.get(exc.option)
             raise BadValueError(flag or exc.option, exc.value, exc.expected) from exc
 
-    with_app(app_spec, store, debug, lambda runtime: serve(runtime, policy()))
+    with_app(
+        app_spec,
+        store,
+        debug,
+        lambda runtime: serve(runtime, policy()),
+        run_hint="",
+        create=create,
+    )

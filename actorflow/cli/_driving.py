@@ -29,7 +29,8 @@ __all__ = ["RunOutcome", "fork_run", "outcomes_exit", "recover_runs", "resume_ru
 
 
 _ORPHANS = [RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.INTERRUPTED]
-_TRIED = [*_ORPHANS, RunStatus.BLOCKED]  # what recover(run_id) takes
+# what recover(run_id) takes: a paused run goes on if its wait can resolve (a signal came)
+_TRIED = [*_ORPHANS, RunStatus.BLOCKED, RunStatus.PAUSED]
 
 
 class RunOutcome(msgspec.Struct, kw_only=True):
@@ -171,22 +172,25 @@ async def recover_runs(runtime: Runtime, run_id: str | None, console: Console) -
             manifest = await runtime.store.read_run(run_id)
             if manifest.status is RunStatus.COMPLETED:
                 return []
-            if manifest.status not in _TRIED:  # paused, failed...: say so, drive nothing
+            if manifest.status not in _TRIED:  # failed...: say so, drive nothing
                 return [await _left(runtime, run_id)]
             before = {run_id}
+            paused = False
         else:
             await require_keys(runtime.store)  # a sealed orphan must not pass unnoticed
             # as recover() chooses: a blocked run only under other code than blocked it
             version = runtime.config.code_version
+            # paused runs are tried too, and shown only if their wait resolved (they start)
             before = {
                 m.run_id
-                for m in await runtime.runs(status=_TRIED)
+                for m in await runtime.runs(status=[*_ORPHANS, RunStatus.BLOCKED])
                 if m.status is not RunStatus.BLOCKED or m.blocked_code_version != version
             }
+            paused = bool(await runtime.runs(status=[RunStatus.PAUSED]))
         results: dict[str, Any] = {}
         watch = _Watch()
         handles: dict[str, RunHandle] = {}
-        if before:
+        if before or paused:
             with RichProgress(console) as sink, use_progress(sink):
                 async with anyio.create_task_group() as tg:
 
@@ -197,7 +201,7 @@ async def recover_runs(runtime: Runtime, run_id: str | None, console: Console) -
 
                     results = await runtime.recover(run_id, on_start=follow)
         outcomes = []
-        for rid in sorted(before):
+        for rid in sorted(before | handles.keys()):
             if rid in results:
                 done = watch.outcome(handles[rid], status="completed", result=results[rid])
                 outcomes.append(done)
