@@ -30,6 +30,7 @@ from actorflow.cli._app import (
     reader_store,
     run_command,
 )
+from actorflow.cli._driving import awaited_signal
 from actorflow.cli._live import live_to_dict, print_live
 from actorflow.cli._loading import require_keys, with_store
 from actorflow.cli._program import suggest
@@ -272,10 +273,12 @@ def result_command(
     """
     spec = reader_store(store)
 
-    async def body(s: Store) -> RunManifest:
-        return await s.read_run(run_id)
+    async def body(s: Store) -> tuple[RunManifest, str | None]:
+        m = await s.read_run(run_id)
+        paused = m.status is RunStatus.PAUSED
+        return m, await awaited_signal(s, run_id) if paused else None
 
-    m = run_command(lambda: with_store(spec, body, key_file=key_file), debug=debug)
+    m, signal = run_command(lambda: with_store(spec, body, key_file=key_file), debug=debug)
     if m.status is RunStatus.COMPLETED:
         print_json(_inspect.decode_value(m.result))
         return
@@ -283,7 +286,7 @@ def result_command(
     print_json({"run_id": m.run_id, "status": str(m.status), "error": error, "prompt": m.prompt})
     rid = esc(m.run_id)
     if m.status is RunStatus.PAUSED:
-        err().print(paused_text(m.run_id, m.prompt))
+        err().print(paused_text(m.run_id, m.prompt, signal))
         raise typer.Exit(EXIT_CODES["paused"])
     if m.status.finished or m.status is RunStatus.BLOCKED:
         why = f"{m.error.type}: {m.error.message}" if m.error else "no error recorded"

@@ -16,6 +16,7 @@ from actorflow._demo import RichProgress, use_progress, watch_checkpoints
 from actorflow.cli._inspect import resolve_checkpoint
 from actorflow.cli._loading import require_keys
 from actorflow.errors import CorruptedDataError, RecoveryFailedError, RunFailedError, RunPaused
+from actorflow.runtime.workflow._query import query_run
 from actorflow.storage import RunStatus
 
 if TYPE_CHECKING:
@@ -24,8 +25,17 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from actorflow.runtime import RunHandle, Runtime
+    from actorflow.storage import Store
 
-__all__ = ["RunOutcome", "fork_run", "outcomes_exit", "recover_runs", "resume_run", "start_run"]
+__all__ = [
+    "RunOutcome",
+    "awaited_signal",
+    "fork_run",
+    "outcomes_exit",
+    "recover_runs",
+    "resume_run",
+    "start_run",
+]
 
 
 _ORPHANS = [RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.INTERRUPTED]
@@ -39,6 +49,8 @@ class RunOutcome(msgspec.Struct, kw_only=True):
     ``checkpoint`` (and its log ``checkpoint_position``) is the checkpoint a
     re-run restored; ``replayed_steps`` counts the log records replayed after it.
     ``corrupt``: the run could not go on because what it recorded is damaged.
+    ``signal``: the type of the signal a paused run waits for (None: it waits
+    for input, or is not paused).
     """
 
     run_id: str
@@ -49,6 +61,7 @@ class RunOutcome(msgspec.Struct, kw_only=True):
     result: Any = None
     error: str | None = None
     prompt: str | None = None
+    signal: str | None = None
     corrupt: bool = False
 
 
@@ -90,8 +103,21 @@ class _Watch:
         )
 
 
+async def awaited_signal(store: Store, run_id: str) -> str | None:
+    """The type of the signal a paused run waits for; None if it waits for input.
+
+    ``resume`` answers input; a signal is sent with ``actorflow signal``.
+    """
+    waits = [w for w in (await query_run(store, run_id)).waits if w.pause]
+    if not waits or any(w.kind == "input" for w in waits):
+        return None
+    return waits[0].type
+
+
 async def _drive(
-    console: Console, go: Callable[[Callable[[RunHandle], None]], Awaitable[Any]]
+    runtime: Runtime,
+    console: Console,
+    go: Callable[[Callable[[RunHandle], None]], Awaitable[Any]],
 ) -> RunOutcome:
     """Run one run with the progress display on ``console``; return what became of it.
 
@@ -114,6 +140,8 @@ async def _drive(
                 if not handles:  # it never started: nothing ran to report on
                     raise
                 outcome = _stopped(watch, handles[0], exc)
+                if isinstance(exc, RunPaused):
+                    outcome.signal = await awaited_signal(runtime.store, handles[0].run_id)
             else:
                 outcome = watch.outcome(handles[0], status="completed", result=result)
     return outcome
@@ -156,7 +184,7 @@ async def start_run(
         return handle
 
     async with runtime:
-        return await _drive(console, lambda on_start: _run_handle(launch, on_start))
+        return await _drive(runtime, console, lambda on_start: _run_handle(launch, on_start))
 
 
 async def recover_runs(runtime: Runtime, run_id: str | None, console: Console) -> list[RunOutcome]:
@@ -226,11 +254,13 @@ async def _left(runtime: Runtime, run_id: str, handle: RunHandle | None = None) 
             error = f"{type(exc).__name__}: {exc}"
             cause = exc.__cause__ if isinstance(exc, RecoveryFailedError) else exc
             corrupt = isinstance(cause, CorruptedDataError)
+    paused = manifest.status is RunStatus.PAUSED
     return RunOutcome(
         run_id=run_id,
         status=str(manifest.status),
         error=error,
         prompt=manifest.prompt,
+        signal=await awaited_signal(runtime.store, run_id) if paused else None,
         corrupt=corrupt,
     )
 
@@ -240,6 +270,7 @@ async def fork_run(runtime: Runtime, run_id: str, checkpoint: str, console: Cons
     async with runtime:
         checkpoint_id = await resolve_checkpoint(runtime.store, run_id, checkpoint)
         return await _drive(
+            runtime,
             console,
             lambda on_start: _run_handle(lambda: runtime.fork(run_id, checkpoint_id), on_start),
         )
@@ -249,5 +280,5 @@ async def resume_run(runtime: Runtime, run_id: str, response: str, console: Cons
     """Answer a paused run and run it to its end (or its next pause)."""
     async with runtime:
         return await _drive(
-            console, lambda on_start: runtime.resume(run_id, response, on_start=on_start)
+            runtime, console, lambda on_start: runtime.resume(run_id, response, on_start=on_start)
         )

@@ -340,7 +340,7 @@ def print_outcome(o: Any, *, verb: str) -> None:
         out().print(f"[green]{verb}[/] {run}: completed{_restored(o)}")
         print_result(o.result)
     elif o.status == "paused":
-        out().print(paused_text(o.run_id, o.prompt))
+        out().print(paused_text(o.run_id, o.prompt, o.signal))
     elif o.status in ("failed", "cancelled", "blocked"):
         out().print(f"[red]{esc(o.status)}[/] {run}: {esc(o.error)}")
     elif getattr(o, "corrupt", False):
@@ -350,8 +350,19 @@ def print_outcome(o: Any, *, verb: str) -> None:
         out().print(f"[yellow]not finished[/] {run}: {esc(o.status)}{why}")
 
 
-def paused_text(run_id: str, prompt: str | None) -> str:
-    """What every command says of a paused run: its prompt, and how to answer it."""
+def paused_text(run_id: str, prompt: str | None, signal: str | None = None) -> str:
+    """What every command says of a paused run: what it waits for, and how to give it.
+
+    ``signal``: the type of the signal it waits for (``ctx.wait_for``), else it
+    waits for input (``ctx.wait_for_input``), which ``resume`` answers.
+    """
+    if signal is not None:
+        send = suggest("signal", run_id, signal, "--json", "DATA")
+        return (
+            f"[yellow]paused[/] {esc(run_id)}: waiting for a {esc(signal)} signal\n"
+            f"  send it: {esc(send)}\n"
+            f"  then:    {esc(suggest('recover', run_id))}"
+        )
     answer = suggest("resume", run_id, "--response", "TEXT")
     return (
         f"[yellow]paused[/] {esc(run_id)}: waiting for input: {esc(prompt)}\n"

@@ -1,0 +1,96 @@
+"""What the CLI suggests runs as printed; ``--store`` goes before or after the command;
+a command that needs a store never makes one where the user mistyped it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+from typer.testing import CliRunner, Result
+
+from actorflow import Runtime
+from actorflow.cli import EXIT_CODES, app
+from actorflow.errors import RunPaused
+from actorflow.storage import FileStore
+from tests.cli.signal_app import Approval
+from tests.cli.test_waits import Expiring
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+runner = CliRunner()
+APP = "tests.cli.signal_app:make_runtime"
+
+
+def cli(*args: str) -> Result:
+    return runner.invoke(app, list(args), env={"COLUMNS": "400"})
+
+
+def _paused(path: str, workflow: type, run_id: str) -> None:
+    async def pause() -> None:
+        async with Runtime(store=FileStore(path)) as runtime:
+            with pytest.raises(RunPaused):
+                await runtime.run(workflow, None, run_id=run_id)
+
+    anyio.run(pause)
+
+
+def test_the_store_may_come_before_the_command(store_dir: str) -> None:
+    before = cli("--store", store_dir, "runs", "--json")
+    assert before.exit_code == EXIT_CODES["ok"], before.output
+    assert [r["run_id"] for r in json.loads(before.stdout)] == ["run-a", "run-b"]
+    # after the command, it wins
+    both = cli("--store", "/nowhere/at/all", "checkpoints", "run-a", "--store", store_dir)
+    assert both.exit_code == EXIT_CODES["ok"], both.output
+
+
+def test_a_paused_runs_answer_names_the_app_and_store_given(tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    _paused(store, Expiring, "expiring")
+    result = cli("recover", "expiring", "--app", APP, "--store", store)
+    assert result.exit_code == EXIT_CODES["paused"], result.output
+    assert f"resume expiring --response TEXT --app {APP} --store {store}" in result.output
+
+
+def test_a_run_waiting_for_a_signal_is_told_to_get_one_not_to_resume(tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    _paused(store, Approval, "ap")
+    result = cli("result", "ap", "--store", store)
+    assert result.exit_code == EXIT_CODES["paused"], result.output
+    assert "resume" not in result.stderr
+    assert f"signal ap tests.cli.Approve --json DATA --store {store}" in result.stderr
+    assert f"recover ap --store {store}" in result.stderr
+    recovered = cli("recover", "ap", "--app", APP, "--store", store)
+    assert f"signal ap tests.cli.Approve --json DATA --app {APP} --store {store}" in (
+        recovered.output
+    )
+
+
+def _worker(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "actorflow", "worker", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+class TestWorkerStore:
+    def test_a_worker_at_a_file_stops_at_once_saying_so(self, tmp_path: Path) -> None:
+        file = tmp_path / "notes.txt"
+        file.write_text("not a store")
+        proc = _worker("--store", str(file))
+        assert proc.returncode == EXIT_CODES["error"], proc.stderr
+        assert proc.stderr.startswith(f"error: open store failed: {file} is a file")
+
+    def test_a_worker_at_a_mistyped_path_makes_no_store(self, tmp_path: Path) -> None:
+        where = tmp_path / "typo"
+        proc = _worker("--store", str(where))
+        assert proc.returncode == EXIT_CODES["error"], proc.stderr
+        assert "no actorflow store at" in proc.stderr
+        assert not where.exists()
