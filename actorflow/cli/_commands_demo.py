@@ -10,7 +10,7 @@ import typer
 
 from actorflow.cli._app import DebugOpt, JsonOpt, StoreOpt, command, reader_store, run_command
 from actorflow.cli._program import suggest
-from actorflow.cli._render import err, esc, out, print_json
+from actorflow.cli._render import display, err, esc, out, print_json
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -50,6 +50,7 @@ def demo_command(
         return await run_demo(
             store=spec,
             console=console,
+            display=display(),
             path=path,
             report=report,
             run_id=new_id,

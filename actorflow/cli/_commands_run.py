@@ -32,12 +32,10 @@ from actorflow.cli._app import (
 )
 from actorflow.cli._loading import with_app
 from actorflow.cli._program import suggest
-from actorflow.cli._render import err, esc, out, print_json, print_outcome, print_outcomes
+from actorflow.cli._render import display, err, esc, out, print_json, print_outcome, print_outcomes
 from actorflow.runtime import lookup
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from actorflow.cli._driving import RunOutcome
     from actorflow.runtime import Runtime
 
@@ -53,11 +51,6 @@ def _finish(outcome: RunOutcome, *, verb: str, as_json: bool) -> None:
     else:
         print_outcome(outcome, verb=verb)
     raise typer.Exit(EXIT_CODES[outcomes_exit([outcome])])
-
-
-def _console(as_json: bool) -> Console:
-    # With --json, stdout holds only the data: progress goes to stderr.
-    return err() if as_json else out()
 
 
 @command("start")
@@ -99,10 +92,9 @@ def start_command(
         args += ["--store", chosen] if chosen is not None else []
         _detach(new_id, [*args, *(["--debug"] if debug else [])])
         return
-    console = _console(as_json)
     on_started = _background_started if background else None
-    if background:
-        console = err()  # the background process's output goes nowhere (see _background_started)
+    # a background process's output goes nowhere (see _background_started)
+    console = None if background else display()
 
     async def call(runtime: Runtime) -> RunOutcome:
         cls = lookup(workflow)
@@ -193,7 +185,7 @@ def recover_command(
         app_spec,
         store,
         debug,
-        lambda rt: recover_runs(rt, run_id, _console(as_json)),
+        lambda rt: recover_runs(rt, run_id, display()),
         run_hint=run_id or "",
     )
     print_outcomes(outcomes, as_json=as_json)
@@ -212,11 +204,17 @@ def fork_command(
     """Start a new run from a checkpoint of RUN and run it to the end."""
     from actorflow.cli._driving import fork_run
 
+    def forked(new_id: str) -> None:
+        # at once, before the fork runs: a script (or a person) can follow it meanwhile
+        (err() if as_json else out()).print(
+            f"forking {esc(run_id)} at {esc(checkpoint)} as {esc(new_id)}", soft_wrap=True
+        )
+
     outcome = with_app(
         app_spec,
         store,
         debug,
-        lambda rt: fork_run(rt, run_id, checkpoint, _console(as_json)),
+        lambda rt: fork_run(rt, run_id, checkpoint, display(), on_forked=forked),
         run_hint="",
     )
     _finish(outcome, verb=f"forked {esc(run_id)} at {esc(checkpoint)} as", as_json=as_json)
@@ -238,7 +236,7 @@ def resume_command(
         app_spec,
         store,
         debug,
-        lambda rt: resume_run(rt, run_id, response, _console(as_json)),
+        lambda rt: resume_run(rt, run_id, response, display()),
         run_hint=run_id,
     )
     _finish(outcome, verb="resumed", as_json=as_json)

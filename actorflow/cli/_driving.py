@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from actorflow._demo import RichProgress, use_progress, watch_checkpoints
+from actorflow._demo import live_progress, watch_progress
 from actorflow.cli._inspect import resolve_checkpoint
 from actorflow.cli._loading import require_keys
 from actorflow.errors import CorruptedDataError, RecoveryFailedError, RunFailedError, RunPaused
@@ -116,7 +116,7 @@ async def awaited_signal(store: Store, run_id: str) -> str | None:
 
 async def _drive(
     runtime: Runtime,
-    console: Console,
+    console: Console | None,
     go: Callable[[Callable[[RunHandle], None]], Awaitable[Any]],
 ) -> RunOutcome:
     """Run one run with the progress display on ``console``; return what became of it.
@@ -126,13 +126,13 @@ async def _drive(
     """
     watch = _Watch()
     handles: list[RunHandle] = []
-    with RichProgress(console) as sink, use_progress(sink):
+    with live_progress(console) as sink:
         async with anyio.create_task_group() as tg:
 
             def follow(handle: RunHandle) -> None:
                 handles.append(handle)
                 tg.start_soon(watch.follow, handle)
-                tg.start_soon(watch_checkpoints, handle, sink)
+                tg.start_soon(watch_progress, handle, sink)
 
             try:
                 result = await go(follow)
@@ -168,7 +168,7 @@ async def start_run(
     workflow: type[Any],
     value: Any,
     run_id: str | None,
-    console: Console,
+    console: Console | None,
     *,
     on_started: Callable[[str], None] | None = None,
 ) -> RunOutcome:
@@ -187,7 +187,9 @@ async def start_run(
         return await _drive(runtime, console, lambda on_start: _run_handle(launch, on_start))
 
 
-async def recover_runs(runtime: Runtime, run_id: str | None, console: Console) -> list[RunOutcome]:
+async def recover_runs(
+    runtime: Runtime, run_id: str | None, console: Console | None
+) -> list[RunOutcome]:
     """Recover orphaned runs (or ``run_id``); one outcome per run it tried, by run id.
 
     The progress display (the demo's, which any workflow's checkpoints also
@@ -219,13 +221,13 @@ async def recover_runs(runtime: Runtime, run_id: str | None, console: Console) -
         watch = _Watch()
         handles: dict[str, RunHandle] = {}
         if before or paused:
-            with RichProgress(console) as sink, use_progress(sink):
+            with live_progress(console) as sink:
                 async with anyio.create_task_group() as tg:
 
                     def follow(handle: RunHandle) -> None:
                         handles[handle.run_id] = handle
                         tg.start_soon(watch.follow, handle)
-                        tg.start_soon(watch_checkpoints, handle, sink)
+                        tg.start_soon(watch_progress, handle, sink)
 
                     results = await runtime.recover(run_id, on_start=follow)
         outcomes = []
@@ -265,18 +267,33 @@ async def _left(runtime: Runtime, run_id: str, handle: RunHandle | None = None) 
     )
 
 
-async def fork_run(runtime: Runtime, run_id: str, checkpoint: str, console: Console) -> RunOutcome:
-    """Fork ``run_id`` at ``checkpoint`` (id, prefix, ``latest~N``...); run it to the end."""
+async def fork_run(
+    runtime: Runtime,
+    run_id: str,
+    checkpoint: str,
+    console: Console | None,
+    *,
+    on_forked: Callable[[str], None] | None = None,
+) -> RunOutcome:
+    """Fork ``run_id`` at ``checkpoint`` (id, prefix, ``latest~N``...); run it to the end.
+
+    ``on_forked`` gets the new run's id as soon as it is recorded.
+    """
+
+    async def launch() -> RunHandle:
+        handle = await runtime.fork(run_id, checkpoint_id)
+        if on_forked is not None:
+            on_forked(handle.run_id)
+        return handle
+
     async with runtime:
         checkpoint_id = await resolve_checkpoint(runtime.store, run_id, checkpoint)
-        return await _drive(
-            runtime,
-            console,
-            lambda on_start: _run_handle(lambda: runtime.fork(run_id, checkpoint_id), on_start),
-        )
+        return await _drive(runtime, console, lambda on_start: _run_handle(launch, on_start))
 
 
-async def resume_run(runtime: Runtime, run_id: str, response: str, console: Console) -> RunOutcome:
+async def resume_run(
+    runtime: Runtime, run_id: str, response: str, console: Console | None
+) -> RunOutcome:
     """Answer a paused run and run it to its end (or its next pause)."""
     async with runtime:
         return await _drive(

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from actorflow.storage import LogRecord
 
 __all__ = [
+    "display",
     "err",
     "esc",
     "out",
@@ -86,6 +87,16 @@ def _pipe_width(stream: Any) -> int | None:
 def err() -> Console:
     """The console for errors and progress (stderr)."""
     return Console(stderr=True, highlight=False, emoji=False, soft_wrap=True)
+
+
+def display() -> Console | None:
+    """The console for live progress: stderr when it is a terminal, else none.
+
+    Scripts read stdout, and a progress bar's frames in a pipe or a log file
+    are noise: off a terminal nothing shows.
+    """
+    isatty = getattr(sys.stderr, "isatty", None)
+    return err() if isatty is not None and isatty() else None
 
 
 def print_json(data: Any) -> None:
@@ -392,5 +403,5 @@ def print_result(result: Any) -> None:
         out().print(summary_table(result))
         out().print(f"  report: {esc(result.report_path)}")
     elif result is not None:
-        text = json.dumps(_inspect.plain(result), default=str)
-        out().print(esc(text))
+        # raw, never folded at the terminal's width: a script parses this line
+        sys.stdout.write(json.dumps(_inspect.plain(result), default=str) + "\n")
