@@ -4,8 +4,10 @@ a command that needs a store never makes one where the user mistyped it."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import threading
 from typing import TYPE_CHECKING
 
 import anyio
@@ -18,6 +20,7 @@ from actorflow.errors import RunPaused
 from actorflow.storage import FileStore
 from tests.cli.signal_app import Approval
 from tests.cli.test_waits import Expiring
+from tests.runtime.workflow.ledger_flow import RUN, interrupted_run
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -94,3 +97,37 @@ class TestWorkerStore:
         assert proc.returncode == EXIT_CODES["error"], proc.stderr
         assert "no actorflow store at" in proc.stderr
         assert not where.exists()
+
+
+def test_a_worker_says_what_it_adopts_and_finishes_and_how_to_go_on_once_stopped(
+    tmp_path: Path,
+) -> None:
+    async def interrupt() -> None:
+        async with FileStore(tmp_path) as store:
+            await interrupted_run(store, RUN)
+
+    anyio.run(interrupt)
+    ledger = "tests.runtime.workflow.ledger_flow:make_runtime"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "actorflow", "worker", "--app", ledger, "--store", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    watchdog = threading.Timer(60, proc.kill)  # a hung worker fails the test, never hangs it
+    watchdog.start()
+    try:
+        assert proc.stderr is not None
+        lines = []
+        for line in proc.stderr:
+            lines.append(line)
+            if line.startswith(f"finished {RUN}"):
+                break
+        assert lines[-2:] == [f"adopted {RUN} (interrupted)\n", f"finished {RUN}: completed\n"]
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.stderr.read()
+        assert proc.wait() == EXIT_CODES["interrupted"]
+    finally:
+        watchdog.cancel()
+        proc.kill()
+    assert f"recover --app {ledger} --store {tmp_path}` continues" in rest
