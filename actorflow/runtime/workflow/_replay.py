@@ -24,6 +24,7 @@ import msgspec
 
 from actorflow._text import error_message
 from actorflow.errors import CorruptedDataError, NonDeterminismError
+from actorflow.runtime.workflow._ids import phase_of
 from actorflow.runtime.workflow._wait_records import TAKING_KINDS, taken_seq
 from actorflow.storage import (
     AgentSnapshot,
@@ -68,6 +69,10 @@ class RunView:
         self.events: dict[str, EventRecord] = {}
         self.metrics: dict[str, float] = {}
         self.phase: str | None = None
+        # what readers show (``query``, ``actorflow runs``): the phase of the newest
+        # logged step, which no snapshot may name when a phase's start coalesced
+        # with the previous one's end
+        self.logged_phase: str | None = None
         self.status = RunStatus.RUNNING
         self.snapshots_taken = 0
         self.steps_since_snapshot = 0
@@ -87,7 +92,7 @@ class RunView:
         view.milestones = {m.key: m for m in snapshot.milestones}
         view.events = {e.step_id or e.kind: e for e in snapshot.events}
         view.metrics = dict(snapshot.metrics)
-        view.phase = snapshot.phase
+        view.phase = view.logged_phase = snapshot.phase
         view.inbox_taken = set(snapshot.inbox_taken)
         return view
 
@@ -98,11 +103,14 @@ class RunView:
         match record:
             case StepRecord():
                 self._apply_step(record)
+                self.logged_phase = phase_of(record.step_id) or self.logged_phase
             case PhaseEndRecord():
                 self._finish_phase(record)
+                self.logged_phase = record.name  # ended: the next shows with its first step
             case DecisionRecord():
                 self.decisions.append(record)
                 self.decided[record.step_id] = record
+                self.logged_phase = phase_of(record.step_id) or self.logged_phase
             case MilestoneRecord():
                 self.milestones[record.key] = record
             case EventRecord():
