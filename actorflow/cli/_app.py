@@ -22,6 +22,7 @@ import typer
 from rich.markup import escape
 from typer.core import TyperCommand
 
+from actorflow._log import env_level
 from actorflow.cli._program import given, suggest
 from actorflow.cli._render import err, esc
 from actorflow.errors import (
@@ -187,6 +188,11 @@ def _before_the_command(
 ) -> None:
     # `actorflow --store S runs` as well as `actorflow runs --store S`.
     _store_before.set(store)
+    try:
+        env_level()  # a misspelt level would leave the log quieter than asked, silently
+    except ConfigurationError as exc:
+        err().print(f"[bold red]error:[/] {esc(exc)}")
+        raise typer.Exit(EXIT_CODES["error"]) from None
 
 
 def chosen_store(option: str | None) -> str | None:

@@ -119,6 +119,8 @@ def load_app(spec: str | None, store: str | None) -> Runtime:
         params = _parameters(target)
         try:
             target = target(store=store) if store is not None and "store" in params else target()
+        except (SystemExit, KeyboardInterrupt) as exc:
+            raise ConfigurationError("--app", spec, _not_stopping(exc, "call")) from None
         except Exception as exc:
             raise ConfigurationError(
                 "--app", spec, f"a function returning a Runtime ({type(exc).__name__}: {exc})"
@@ -150,11 +152,22 @@ def _import_target(spec: str) -> Any:
         target: Any = importlib.import_module(module_name)
         for part in attr.split("."):
             target = getattr(target, part)
+    except (SystemExit, KeyboardInterrupt) as exc:
+        # a script's `sys.exit()` or `input()` run at import: it is not a module to load
+        raise ConfigurationError("--app", spec, _not_stopping(exc, "import")) from None
     except Exception as exc:  # the user's module may fail in any way while importing
         raise ConfigurationError(
             "--app", spec, f"an importable module:attr ({type(exc).__name__}: {exc})"
         ) from exc
     return target
+
+
+def _not_stopping(exc: SystemExit | KeyboardInterrupt, when: str) -> str:
+    what = f"sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else "KeyboardInterrupt"
+    return (
+        f"a module:attr whose {when} does not stop the program (it raised {what}: "
+        "keep a script's top-level code under `if __name__ == '__main__':`)"
+    )
 
 
 def _parameters(fn: Any) -> Mapping[str, Any]:
