@@ -122,7 +122,8 @@ async def test_the_totals_agree_with_the_rows_after_a_strict_re_review(tmp_path:
     make_tree(tmp_path / "tree")
     # a call only the strict reviewer flags, in the area it re-reads
     (tmp_path / "tree" / "risky" / "more.py").write_text(
-        '"""More."""\n\n\ndef build(code):\n    """Build."""\n    return compile(code, "x", "exec")\n'
+        '"""More."""\n\n\ndef build(code):\n    """Build."""\n'
+        '    return compile(code, "x", "exec")\n'
     )
     job = ReviewInput(root=str(tmp_path / "tree"), report_path=str(tmp_path / "r.json"))
     async with Runtime(store=MemoryStore()) as runtime:
