@@ -11,6 +11,7 @@ and the key was not given (or is wrong); 130 interrupted (Ctrl-C or SIGTERM).
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 from contextvars import ContextVar
@@ -240,6 +241,28 @@ def exit_code_for(error: BaseException) -> int:
             return EXIT_CODES["error"]
 
 
+APP_COMMANDS: Final = frozenset(
+    {"start", "recover", "fork", "resume", "worker", "signal", "update", "cancel"}
+)
+"""The commands that take ``--app``."""
+
+_SUGGESTED = re.compile(r"`actorflow ([a-z]+)((?: [^`\s]+)*)`")
+
+
+def as_typed(message: str) -> str:
+    """``message`` with each command it suggests (`actorflow runs`) as the user runs them.
+
+    Library errors name commands plainly; on the command line they repeat the
+    program as typed and the ``--app``/``--store`` given, so they work as printed.
+    """
+
+    def typed(match: re.Match[str]) -> str:
+        name, args = match.group(1), match.group(2).split()
+        return f"`{suggest(name, *args, app=name in APP_COMMANDS)}`"
+
+    return _SUGGESTED.sub(typed, message)
+
+
 def run_command(fn: Callable[[], Awaitable[T]], *, debug: bool, run_hint: str | None = None) -> T:
     """Run ``fn`` on an event loop; an error becomes one line and its exit code.
 
@@ -261,7 +284,7 @@ def run_command(fn: Callable[[], Awaitable[T]], *, debug: bool, run_hint: str | 
         if debug:
             raise
         # The message carries user data (a run id, an exception's text): escaped.
-        err().print(f"[bold red]error:[/] {esc(exc)}")
+        err().print(f"[bold red]error:[/] {esc(as_typed(str(exc)))}")
         raise typer.Exit(exit_code_for(exc)) from None
     except KeyboardInterrupt:
         if run_hint is None:

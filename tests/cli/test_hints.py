@@ -73,6 +73,14 @@ def test_a_run_waiting_for_a_signal_is_told_to_get_one_not_to_resume(tmp_path: P
     )
 
 
+def test_a_command_an_error_suggests_names_the_store_given(store_dir: str) -> None:
+    result = cli("--store", store_dir, "checkpoints", "nope")
+    assert result.exit_code == EXIT_CODES["not_found"]
+    assert f"`actorflow runs --store {store_dir}` lists them" in result.output
+    result = cli("recover", "nope", "--app", APP, "--store", store_dir)
+    assert f"`actorflow runs --store {store_dir}` lists them" in result.output  # runs: no --app
+
+
 def _worker(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "actorflow", "worker", *args],
