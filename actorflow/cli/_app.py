@@ -21,7 +21,7 @@ import anyio
 import structlog
 import typer
 from rich.markup import escape
-from typer.core import TyperCommand
+from typer.core import TyperCommand, TyperGroup
 
 from actorflow._log import env_level
 from actorflow.cli._program import given, suggest
@@ -81,8 +81,21 @@ EXIT_CODES: Final[dict[str, int]] = {
     "interrupted": 130,
 }
 
+
+class _CliGroup(TyperGroup):
+    """The command group, its ``--help`` shown without a type as in every command."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        """The ``--help`` flag, shown without a type."""
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
 app = typer.Typer(
     name="actorflow",
+    cls=_CliGroup,
     help="Multi-agent workflows as actors that survive crashes: run, inspect, recover.",
     no_args_is_help=True,
     add_completion=False,
@@ -183,6 +196,7 @@ def _before_the_command(
         str | None,
         typer.Option(
             "--store",
+            metavar="STORE",
             help="Store for the command (as its own --store, which wins if given too).",
         ),
     ] = None,

@@ -177,7 +177,8 @@ def recover_command(
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Resume orphaned runs (running or interrupted, no live owner) and finish them."""
+    """Resume orphaned runs (running or interrupted, no live owner) and finish them, and
+    paused runs whose wait can now resolve (a signal they wait for came, or their deadline)."""
     # Imported here: it loads the demo's progress display, needed only when a run is driven.
     from actorflow.cli._driving import outcomes_exit, recover_runs
 
