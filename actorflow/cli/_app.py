@@ -289,11 +289,15 @@ def run_command(fn: Callable[[], Awaitable[T]], *, debug: bool, run_hint: str | 
         try:
             return anyio.run(_terminable, fn)
         except BaseExceptionGroup as group:
-            # A task group around the work wraps its error; one actorflow error is the story.
+            # A task group around the work wraps its errors; actorflow errors tell the story
+            # (the first: several runs read at once often fail alike), an interruption first.
             errors = _leaves(group)
-            if len(errors) == 1 and isinstance(errors[0], ActorflowError | KeyboardInterrupt):
-                raise errors[0] from group
-            raise
+            if not errors or not all(
+                isinstance(e, ActorflowError | KeyboardInterrupt) for e in errors
+            ):
+                raise
+            interrupted = [e for e in errors if isinstance(e, KeyboardInterrupt)]
+            raise (interrupted or errors)[0] from group
     except ActorflowError as exc:
         if debug:
             raise
