@@ -72,8 +72,12 @@ def esc(value: object) -> str:
 
 
 def out() -> Console:
-    """The console for results (stdout); made per call so it sees the current width."""
-    return Console(highlight=False, emoji=False, width=_pipe_width(sys.stdout))
+    """The console for results (stdout); made per call so it sees the current width.
+
+    Lines are never folded (tables still fit the width): a command it suggests
+    must copy and paste whole, and a line of output stays one line for a script.
+    """
+    return Console(highlight=False, emoji=False, width=_pipe_width(sys.stdout), soft_wrap=True)
 
 
 def _pipe_width(stream: Any) -> int | None:

@@ -57,6 +57,11 @@ def test_a_paused_runs_answer_names_the_app_and_store_given(tmp_path: Path) -> N
     result = cli("recover", "expiring", "--app", APP, "--store", store)
     assert result.exit_code == EXIT_CODES["paused"], result.output
     assert f"resume expiring --response TEXT --app {APP} --store {store}" in result.output
+    # however narrow the terminal: a hint folded over two lines does not paste
+    narrow = runner.invoke(
+        app, ["recover", "expiring", "--app", APP, "--store", store], env={"COLUMNS": "40"}
+    )
+    assert f"resume expiring --response TEXT --app {APP} --store {store}" in narrow.output
 
 
 def test_a_run_waiting_for_a_signal_is_told_to_get_one_not_to_resume(tmp_path: Path) -> None:
