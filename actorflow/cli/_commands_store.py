@@ -32,7 +32,7 @@ from actorflow.cli._app import (
 )
 from actorflow.cli._driving import awaited_signal
 from actorflow.cli._live import live_to_dict, print_live
-from actorflow.cli._loading import require_keys, with_store
+from actorflow.cli._loading import check_writable, require_keys, with_store
 from actorflow.cli._program import suggest
 from actorflow.cli._render import (
     err,
@@ -461,6 +461,7 @@ def prune_command(
                 delete_completed=delete_completed,
                 keep_phase_ends=not drop_phase_ends,
             )
+        check_writable(s)  # a read-only store: one named error, before anything is tried
         await require_keys(s)  # else retention skips sealed runs and reports success
         return await s.prune(policy)
 

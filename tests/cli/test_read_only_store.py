@@ -86,3 +86,12 @@ def test_recover_on_a_read_only_store_is_a_named_error_not_a_failed_run(tmp_path
     assert result.output.startswith("error: ")
     assert "read-only" in result.output
     assert "write access" in result.output
+
+
+def test_prune_on_a_read_only_store_is_the_same_named_error(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    anyio.run(populate, str(store))
+    with read_only(store) as view:
+        result = cli("prune", "--store", view)
+    assert result.exit_code == EXIT_CODES["error"], result.output
+    assert "read-only to this process" in result.output
