@@ -189,3 +189,5 @@ async def watch_progress(handle: RunHandle, sink: ProgressSink) -> None:
             )
         elif event.name == "phase_started":
             sink.run_phase(str(event.get("phase", "")))
+        elif event.name == "run_started":
+            sink.run_phase("running")  # until its first phase, if it has any
