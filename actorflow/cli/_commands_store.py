@@ -296,6 +296,8 @@ def result_command(
             err().print(f"  with code that replays its log: {esc(again)}")
         raise typer.Exit(EXIT_CODES["run_failed"])
     err().print(f"[yellow]not finished[/] {rid}: {esc(m.status)}")
+    if m.status is RunStatus.INTERRUPTED:  # no process drives it: recover does
+        err().print(f"  continue it: {esc(suggest('recover', m.run_id))}")
     raise typer.Exit(EXIT_CODES["not_finished"])
 
 

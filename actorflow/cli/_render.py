@@ -358,6 +358,9 @@ def print_outcome(o: Any, *, verb: str) -> None:
         out().print(paused_text(o.run_id, o.prompt, o.signal))
     elif o.status in ("failed", "cancelled", "blocked"):
         out().print(f"[red]{esc(o.status)}[/] {run}: {esc(o.error)}")
+        if o.status == "blocked":
+            again = suggest("recover", o.run_id)
+            out().print(f"  with code that replays its log: {esc(again)}")
     elif getattr(o, "corrupt", False):
         out().print(f"[red]not recovered[/] {run}: {esc(o.error)}")
     else:

@@ -144,3 +144,9 @@ def test_a_worker_says_what_it_adopts_and_finishes_and_how_to_go_on_once_stopped
         watchdog.cancel()
         proc.kill()
     assert f"recover --app {ledger} --store {tmp_path}` continues" in rest
+
+
+def test_result_of_an_interrupted_run_says_how_to_continue_it(store_dir: str) -> None:
+    result = cli("result", "run-b", "--store", store_dir)
+    assert result.exit_code == EXIT_CODES["not_finished"]
+    assert f"continue it: actorflow recover run-b --store {store_dir}" in result.stderr
