@@ -18,6 +18,7 @@ from actorflow.cli._loading import with_app
 from actorflow.cli._messages import decode_message, find_message_type, read_payload
 from actorflow.cli._program import suggest
 from actorflow.cli._render import esc, out, print_json
+from actorflow.errors import RegistryError
 from actorflow.storage import RunStatus
 
 if TYPE_CHECKING:
@@ -77,7 +78,17 @@ def signal_command(
 
     async def call(runtime: Runtime) -> tuple[int, str]:
         option, payload = read_payload(data, file)
-        message = decode_message(find_message_type(type_name), payload, option=option)
+        try:
+            cls = find_message_type(type_name)
+        except RegistryError as exc:
+            # what the run waits for is the likeliest name the user meant
+            waits = {w.type for w in (await runtime.query(run_id)).waits if w.kind == "wait"}
+            if not waits:
+                raise
+            listed = ", ".join(sorted(waits))
+            detail = f"{exc.detail}; run {run_id!r} waits for {listed}"
+            raise RegistryError(type_name, detail) from None
+        message = decode_message(cls, payload, option=option)
         entry = await runtime.signal(run_id, message, id=entry_id)
         return entry.seq, entry.entry_id
 

@@ -97,11 +97,14 @@ class TestSignal:
         assert sent.output.startswith("error: invalid value")
         assert says in sent.output
 
-    def test_an_unknown_type_says_how_to_name_it(self, paused: str) -> None:
+    def test_an_unknown_type_says_how_to_name_it_and_what_the_run_waits_for(
+        self, paused: str
+    ) -> None:
         sent = cli("signal", "ap", "Approve", "--json", "{}", "--app", APP, "--store", paused)
         assert sent.exit_code == EXIT_CODES["error"], sent.output
         assert "__actorflow_name__" in sent.output
         assert "--app" in sent.output
+        assert "run 'ap' waits for tests.cli.Approve" in sent.output
 
     def test_exactly_one_of_json_and_file(self, paused: str) -> None:
         sent = cli("signal", "ap", "tests.cli.Approve", "--app", APP, "--store", paused)
