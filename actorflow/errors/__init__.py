@@ -20,6 +20,7 @@ The tree::
     ├── RuntimeNotRunningError          the Runtime is not (or no longer) running
     ├── StorageError                    a store operation failed; names the operation
     │   ├── StoreUnavailableError       the store cannot be reached
+    │   ├── StoreReadOnlyError          a write to a store this process may only read
     │   ├── CorruptedDataError          stored bytes fail their checksum or do not decode
     │   │   ├── CheckpointCorruptedError    a snapshot is corrupt
     │   │   ├── LogCorruptedError           a log record a reader needs is corrupt
@@ -132,6 +133,7 @@ from actorflow.errors._storage import (
     RunFolderNotEmptyError,
     RunLockedError,
     StorageError,
+    StoreReadOnlyError,
     StoreUnavailableError,
 )
 
@@ -188,6 +190,7 @@ __all__ = [
     "SignalTooLargeError",
     "StepFailedError",
     "StorageError",
+    "StoreReadOnlyError",
     "StoreUnavailableError",
     "UnawaitedStepError",
     "UnhandledMessageError",

@@ -111,7 +111,7 @@ class RunFinishedError(RunError):
         super().__init__(
             run_id,
             f"run {run_id!r} has ended ({status}), so {what} cannot reach it: nothing will "
-            f"take it. `actorflow show {run_id}` shows how it ended; start a new run instead",
+            f"take it. `actorflow result {run_id}` shows how it ended; start a new run instead",
         )
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "RunFolderNotEmptyError",
     "RunLockedError",
     "StorageError",
+    "StoreReadOnlyError",
     "StoreUnavailableError",
 ]
 
@@ -35,6 +36,25 @@ class StorageError(ActorflowError):
 
 class StoreUnavailableError(StorageError):
     """The store cannot be reached (missing folder or bucket, network, credentials)."""
+
+
+class StoreReadOnlyError(StorageError):
+    """This process may read the store but not write it, and what it was asked to do writes.
+
+    Reading needs no write access (``actorflow runs``, ``show``, ``query``);
+    running, recovering, signalling or cancelling runs does.
+
+    .. versionadded:: 0.4
+    """
+
+    def __init__(self, location: str, operation: str) -> None:
+        self.location = location
+        super().__init__(
+            operation,
+            f"the store at {location} is read-only to this process, and this writes to it; "
+            "give the process write access to it (commands that only read, such as "
+            "`actorflow runs`, work as they are)",
+        )
 
 
 class CorruptedDataError(StorageError):

@@ -60,8 +60,9 @@ class RunQuery(msgspec.Struct, frozen=True, kw_only=True, dict=True):
         status: where it stands, from its manifest (``running`` while its
             owner works on it, also if that owner has just died: ``recover``
             sees that it is an orphan).
-        phase: the phase it is in, or was last in: as of its newest snapshot
-            (each phase start takes one), else from its manifest.
+        phase: the phase it is in, or was last in: the phase of its newest
+            logged step (a finished phase's name once it ended), else of its
+            newest snapshot, else from its manifest; ``actorflow runs`` shows the same.
         position: how many of the run's log records the query reflects: the
             durable log position it is as of (records from it on were not
             written yet when it was read).
@@ -181,7 +182,7 @@ def _query(
         run_id=manifest.run_id,
         workflow=manifest.workflow,
         status=manifest.status,
-        phase=view.phase if view.phase is not None else manifest.phase,
+        phase=view.logged_phase if view.logged_phase is not None else manifest.phase,
         position=view.position,
         as_of=time.time(),
         owner=manifest.owner,

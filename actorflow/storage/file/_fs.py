@@ -188,6 +188,19 @@ class FileSystem:
         """Release a lock from :meth:`try_lock` or :meth:`lock`."""
         raise NotImplementedError
 
+    def is_locked(self, path: str) -> bool:
+        """Whether someone holds the lock on ``path``: tried, never kept.
+
+        A reader asks this, so it must need no write access (a read-only
+        store); the default takes and drops the lock, which a subclass may do
+        without opening the file for writing, as :class:`OSFileSystem` does.
+        """
+        handle = self.try_lock(path)
+        if handle is None:
+            return True
+        self.unlock(handle)
+        return False
+
     # --- composites, built only from the primitives above -----------------------
 
     def makedirs(self, path: str) -> None:
@@ -430,9 +443,25 @@ class OSFileSystem(FileSystem):
             _held_locks.discard(handle)
             os.close(handle)  # closing the only descriptor drops the flock
 
+    def is_locked(self, path: str) -> bool:
+        # flock needs no write access to the file: a read-only store is probed too
+        try:
+            fd = self._open_lock(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False  # its first taker makes the lock file: never taken
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return True
+            raise
+        finally:
+            self.unlock(fd)
+        return False
+
     @staticmethod
-    def _open_lock(path: str) -> int:
+    def _open_lock(path: str, flags: int = os.O_RDWR | os.O_CREAT) -> int:
         with _held_locks_guard:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(path, flags | os.O_CLOEXEC, 0o644)
             _held_locks.add(fd)
         return fd
