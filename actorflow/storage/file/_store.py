@@ -164,9 +164,14 @@ class FileStore(StoreContext):
         return [m for m in manifests if matches(m, status, workflow)]
 
     async def list_unreadable(self) -> list[UnreadableEntry]:
-        """See :meth:`UnreadableLister.list_unreadable`: what in ``runs/`` is no readable run."""
+        """See :meth:`UnreadableLister.list_unreadable`: what in ``runs/`` is no readable run.
+
+        And names in the index of unfinished runs (``runs/.unfinished``) that are no run id.
+        """
         _, unreadable = await self._folders.call("list runs", self._manifests.read_all)
-        return unreadable
+        return unreadable + await self._folders.call(
+            "list unfinished runs", self._manifests.unfinished.strays
+        )
 
     async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:
         """See :meth:`Store.delete_run`."""

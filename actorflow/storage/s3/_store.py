@@ -241,9 +241,12 @@ class S3Store(StoreContext):
         return sorted(manifests, key=lambda m: (m.created, m.run_id))
 
     async def list_unreadable(self) -> list[UnreadableEntry]:
-        """See :meth:`UnreadableLister.list_unreadable`: keys in ``runs/``, no readable run."""
+        """See :meth:`UnreadableLister.list_unreadable`: keys in ``runs/``, no readable run.
+
+        And keys in the index of unfinished runs that name no run id.
+        """
         _, unreadable = await self._manifests.read_all()
-        return unreadable
+        return unreadable + await self._unfinished.strays()
 
     async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:
         """See :meth:`Store.delete_run`; with ``tombstone`` the manifest and lease stay."""

@@ -74,3 +74,22 @@ async def test_a_snapshot_name_with_a_time_no_snapshot_has_is_not_listed(
         (folder / "000000001_20260101T000000Z_p_s3~t~2.0~-1~1.ckpt").touch()
         (folder / "+00000001_20260101T000000Z_p_s4~t~2.0~1~1.ckpt").touch()
         assert [s.snapshot_id for s in await store.list_snapshots("r1")] == ["s1"]
+
+
+@pytest.mark.parametrize("stray", ["bad name", "-x", "ü", "a" * 200])
+async def test_a_name_in_the_index_that_is_no_run_id_is_skipped_and_reported(
+    tmp_path: Path, stray: str
+) -> None:
+    async with FileStore(tmp_path) as store:
+        await store.create_run(manifest())
+        marker = tmp_path / "runs" / ".unfinished" / stray
+        marker.touch()
+        with capture_logs() as logs:
+            assert await store.list_unfinished() == ["r1"]
+            assert await store.list_unfinished(unowned=True) == ["r1"]
+            assert await store.reindex() == 0
+        warned = [e for e in logs if e["event"] == "index_entry_invalid"]
+        assert [e["location"] for e in warned] == [str(marker)]  # once per store
+        [entry] = await store.list_unreadable()
+        assert entry.location == str(marker)
+        assert "index of unfinished runs" in entry.problem
