@@ -300,7 +300,7 @@ def validate_command(
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Verify every checksum (log, checkpoints, state blobs); exit 3 naming any corruption.
+    """Verify every checksum (log, checkpoints, state blobs, inboxes); exit 3 naming any corruption.
 
     Without the key of an encrypted store, checksums are verified without
     opening anything.
@@ -345,7 +345,8 @@ def _print_validation(report: _inspect.ValidationReport) -> None:
     verdict = "[green]ok[/]" if report.ok else f"[red]{len(report.problems)} problem(s)[/]"
     out().print(
         f"{verdict}: {report.runs} run(s), {report.records} log record(s), "
-        f"{report.snapshots} checkpoint(s), {report.blobs} blob(s) checked"
+        f"{report.snapshots} checkpoint(s), {report.blobs} blob(s) checked; "
+        f"{report.inbox} inbox message(s) read"
     )
     if report.sealed:
         out().print(

@@ -21,6 +21,7 @@ from actorflow.errors import (
 from actorflow.storage import (
     DecisionRecord,
     EventRecord,
+    InboxChecker,
     MilestoneRecord,
     PhaseEndRecord,
     SealChecker,
@@ -58,6 +59,12 @@ __all__ = [
 _TORN = (
     "not synced yet, so a power loss may have cut it short: harmless, recovery skips it "
     "for the checkpoint before it (or the log), and `actorflow prune` deletes it;"
+)
+
+
+_SKIPPED = (
+    "a damaged inbox message: the run skips it and reads the messages after it; "
+    "restore the file from a backup, or post the message again"
 )
 
 
@@ -208,6 +215,7 @@ class ValidationReport(msgspec.Struct, kw_only=True):
     records: int = 0
     snapshots: int = 0
     blobs: int = 0
+    inbox: int = 0
     sealed: int = 0
     problems: list[Problem] = []
     needs_key: list[str] = []
@@ -228,11 +236,12 @@ async def validate_store(
 
     Every checksum is checked by reading through the store, which verifies
     before it decodes; each failure becomes a :class:`Problem`, and checking
-    goes on with the next item. Each of ``unreadable`` (what the store's
-    listing skipped) is a problem too. A run encrypted with a key the store
-    was not given (each of ``sealed_runs``, and any run where a read needs
-    one) has its checksums verified without being opened, where the store
-    can (:class:`~actorflow.storage.SealChecker`).
+    goes on with the next item. Inboxes are read where the store can name
+    their damaged entries (:class:`~actorflow.storage.InboxChecker`). Each of
+    ``unreadable`` (what the store's listing skipped) is a problem too. A run
+    encrypted with a key the store was not given (each of ``sealed_runs``,
+    and any run where a read needs one) has its checksums verified without
+    being opened, where the store can (:class:`~actorflow.storage.SealChecker`).
     """
     report = ValidationReport()
     for entry in unreadable:
@@ -284,6 +293,12 @@ async def _open_all(store: Store, run_id: str, report: ValidationReport) -> None
             raise
         except StorageError as exc:
             report.problems.append(Problem(run_id=run_id, what=f"blob {ref}", detail=str(exc)))
+    if isinstance(store, InboxChecker):
+        check = await store.check_inbox(run_id)
+        report.inbox += check.entries
+        for location, cause in check.damaged:
+            detail = f"{cause}; {_SKIPPED}"
+            report.problems.append(Problem(run_id=run_id, what=location, detail=detail))
 
 
 async def _verify_sealed(store: Store, run_id: str, report: ValidationReport) -> None:
@@ -305,6 +320,7 @@ def _add(report: ValidationReport, part: ValidationReport) -> None:
     report.records += part.records
     report.snapshots += part.snapshots
     report.blobs += part.blobs
+    report.inbox += part.inbox
     report.problems.extend(part.problems)
 
 

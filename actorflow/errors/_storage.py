@@ -93,15 +93,18 @@ class LogCorruptedError(CorruptedDataError):
 class InboxCorruptedError(CorruptedDataError):
     """An entry of a run's inbox failed its checksum or could not be decoded.
 
-    A reader cannot go past it: the entries after it keep their places, but
-    taking them in order needs this one.
+    Readers skip it (its ``seq`` stays taken, so the entries after it keep
+    their places and are read); ``actorflow validate`` names it.
 
     .. versionadded:: 0.2
+
+    .. versionchanged:: 0.4
+       ``read_inbox`` skips such an entry instead of raising this.
     """
 
     advice = (
-        "The messages posted after it wait behind it: restore the file from a backup "
-        "(`actorflow validate` lists corrupt data)."
+        "It is skipped and the messages after it are read: restore the file from a "
+        "backup, or post its message again (`actorflow validate` lists corrupt data)."
     )
 
 

@@ -26,6 +26,7 @@ from actorflow.errors import (
 from actorflow.storage._capabilities import ClaimInfo, SealCheck
 from actorflow.storage._envelope import Kind
 from actorflow.storage._inbox import InboxEntry, open_entry, seal_entry
+from actorflow.storage._inbox_check import InboxCheck, open_or_skip
 from actorflow.storage._inbox_watch import Wakeups, WakeupWatch
 from actorflow.storage._manifests import (
     add_snapshot,
@@ -74,6 +75,7 @@ class _Run:
     owner: str | None = None  # who claimed it last, kept after release
     inbox: list[bytes] = field(default_factory=list)
     inbox_ids: dict[str, int] = field(default_factory=dict)  # entry id -> its seq
+    inbox_damaged: set[int] = field(default_factory=set)  # seqs warned of (_inbox_check)
 
 
 class MemoryStore(StoreContext):
@@ -363,7 +365,32 @@ class MemoryStore(StoreContext):
         """See :meth:`SupportsInbox.read_inbox`: it never holds an id twice."""
         await anyio.lowlevel.checkpoint()
         run = self._run(run_id)
-        return [self._entry(run_id, run, seq) for seq in range(max(start, 0), len(run.inbox))]
+        entries = []
+        for seq in range(max(start, 0), len(run.inbox)):
+            entry = open_or_skip(
+                self.codec,
+                run.inbox[seq],
+                run_id=run_id,
+                seq=seq,
+                location=_inbox_location(run_id, seq),
+                warned=run.inbox_damaged,
+            )
+            if entry is not None:
+                entries.append(entry)
+        return entries
+
+    async def check_inbox(self, run_id: str) -> InboxCheck:
+        """See :meth:`InboxChecker.check_inbox`.
+
+        .. versionadded:: 0.4
+        """
+        await anyio.lowlevel.checkpoint()
+        run = self._run(run_id)
+        check = InboxCheck()
+        for seq, data in enumerate(run.inbox):
+            where = _inbox_location(run_id, seq)
+            check.open(self.codec, data, run_id=run_id, seq=seq, location=where)
+        return check
 
     @contextlib.asynccontextmanager
     async def watch_inbox(self, run_id: str) -> AsyncIterator[WakeupWatch]:
@@ -376,7 +403,7 @@ class MemoryStore(StoreContext):
         yield WakeupWatch(self._wakeups, run_id)
 
     def _entry(self, run_id: str, run: _Run, seq: int) -> InboxEntry:
-        where = f"memory:{run_id}/inbox/{seq}"
+        where = _inbox_location(run_id, seq)
         return open_entry(self.codec, run.inbox[seq], run_id=run_id, seq=seq, location=where)
 
     async def check_sealed(self, run_id: str) -> SealCheck:
@@ -472,6 +499,10 @@ class MemoryStore(StoreContext):
     async def prune(self, policy: RetentionPolicy) -> PruneReport:
         """See :meth:`Store.prune`."""
         return await prune_by_policy(self, policy)
+
+
+def _inbox_location(run_id: str, seq: int) -> str:
+    return f"memory:{run_id}/inbox/{seq}"
 
 
 def _pruned(run_id: str, start: int, log_start: int) -> StorageError:

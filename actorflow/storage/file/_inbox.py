@@ -29,7 +29,8 @@ import time
 from typing import TYPE_CHECKING
 
 from actorflow.errors import RunNotFoundError
-from actorflow.storage._inbox import FirstSeqs, InboxEntry, id_key, open_entry, seal_entry
+from actorflow.storage._inbox import FirstSeqs, InboxEntry, id_key, seal_entry
+from actorflow.storage._inbox_check import InboxCheck, open_or_skip
 from actorflow.storage.file._fs import remake_folder, write_atomic
 
 if TYPE_CHECKING:
@@ -97,7 +98,6 @@ class InboxFiles:
 
         Raises:
             RunNotFoundError: no such run.
-            InboxCorruptedError: a repeated id met a damaged entry while looking for its own.
         """
         self._folders.require(run_id)
         folder = self._open_folder(run_id)
@@ -179,9 +179,9 @@ class InboxFiles:
 
     def _find(self, run_id: str, entry_id: str) -> InboxEntry | None:
         end = 0
-        for entry in self._entries(run_id, 0):
-            end = entry.seq + 1
-            if entry.entry_id == entry_id:
+        for seq, entry in self._entries(run_id, 0, warned=set()):
+            end = seq + 1
+            if entry is not None and entry.entry_id == entry_id:
                 return entry
         with self._guard:
             self._ends[run_id] = max(self._ends.get(run_id, 0), end)
@@ -190,12 +190,10 @@ class InboxFiles:
     # --- reading ---------------------------------------------------------------------
 
     def read(self, run_id: str, start: int) -> list[InboxEntry]:
-        """Entries from ``start`` on, each id's first only.
+        """Entries from ``start`` on, each id's first only; damaged ones are skipped.
 
         Raises:
             RunNotFoundError: no such run.
-            InboxCorruptedError: an entry at or after ``start`` is damaged (or, the
-                first time this store reads the run, one before it).
         """
         self._folders.require(run_id)
         start = max(start, 0)
@@ -203,14 +201,31 @@ class InboxFiles:
             lock, firsts = self._seen.setdefault(run_id, (threading.Lock(), FirstSeqs()))
         with lock:
             # the ids before ``start``, read once per store, so duplicates there are known
-            for entry in self._entries(run_id, firsts.end, stop=start):
-                firsts.add(entry)
-            entries = list(self._entries(run_id, start))
-            for entry in entries:
-                firsts.add(entry)
+            for seq, entry in self._entries(run_id, firsts.end, stop=start, warned=firsts.damaged):
+                firsts.note(seq, entry)
+            entries = []
+            for seq, entry in self._entries(run_id, start, warned=firsts.damaged):
+                firsts.note(seq, entry)
+                if entry is not None:
+                    entries.append(entry)
             return firsts.keep(entries)
 
-    def _entries(self, run_id: str, start: int, stop: int | None = None) -> Iterator[InboxEntry]:
+    def check(self, run_id: str) -> InboxCheck:
+        """Open every entry of the run's inbox, naming the damaged ones.
+
+        Raises:
+            RunNotFoundError: no such run.
+        """
+        self._folders.require(run_id)
+        check = InboxCheck()
+        for seq, (path, data) in enumerate(sealed_entries(self._folders, run_id)):
+            check.open(self._codec, data, run_id=run_id, seq=seq, location=path)
+        return check
+
+    def _entries(
+        self, run_id: str, start: int, stop: int | None = None, *, warned: set[int]
+    ) -> Iterator[tuple[int, InboxEntry | None]]:
+        """``(seq, entry)`` from ``start``; the entry None where it is damaged."""
         seq = start
         while stop is None or seq < stop:
             path = self.path(run_id, seq)
@@ -218,5 +233,8 @@ class InboxFiles:
                 data = self._fs.read(path)
             except FileNotFoundError:  # the end (or no inbox yet)
                 return
-            yield open_entry(self._codec, data, run_id=run_id, seq=seq, location=path)
+            opened = open_or_skip(
+                self._codec, data, run_id=run_id, seq=seq, location=path, warned=warned
+            )
+            yield seq, opened
             seq += 1

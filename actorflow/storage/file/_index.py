@@ -56,10 +56,6 @@ class UnfinishedMarks:
         except FileNotFoundError:
             pass
 
-    def list(self) -> list[str]:
-        """The marked run ids; a name that is no run id is skipped (see ``index_run_ids``)."""
-        return index_run_ids(self._names(), self._location, self._warned)
-
     def strays(self) -> list[UnreadableEntry]:
         """The names in the index that are no run id, for ``validate`` to name."""
         return index_strays(self._names(), self._location)
@@ -70,6 +66,10 @@ class UnfinishedMarks:
         except FileNotFoundError:
             return []
         return [name for name in names if not name.startswith(".")]  # temp files
+
+    def list(self) -> list[str]:
+        """The marked run ids; a name that is no run id is skipped (see ``index_run_ids``)."""
+        return index_run_ids(self._names(), self._location, self._warned)
 
     def _location(self, name: str) -> str:
         return os.path.join(self._folder, name)

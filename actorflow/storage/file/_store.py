@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
     from actorflow.storage._capabilities import ClaimInfo, SealCheck
     from actorflow.storage._inbox import InboxEntry
+    from actorflow.storage._inbox_check import InboxCheck
     from actorflow.storage._inbox_watch import InboxWatch
     from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, UnreadableEntry
     from actorflow.storage._records import (
@@ -368,6 +369,14 @@ class FileStore(StoreContext):
         """
         validate_run_id(run_id)
         return await self._folders.call("read inbox", self._inbox.read, run_id, start)
+
+    async def check_inbox(self, run_id: str) -> InboxCheck:
+        """See :meth:`InboxChecker.check_inbox`: every entry file opened, from ``seq`` 0.
+
+        .. versionadded:: 0.4
+        """
+        validate_run_id(run_id)
+        return await self._folders.call("check inbox", self._inbox.check, run_id)
 
     async def check_sealed(self, run_id: str) -> SealCheck:
         """See :meth:`SealChecker.check_sealed`: every file of the run, nothing decrypted."""

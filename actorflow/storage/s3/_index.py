@@ -46,10 +46,6 @@ class UnfinishedKeys:
         """Drop the run's marker, if any."""
         await self._objects.delete("unindex run", [self._key(run_id)])
 
-    async def list(self) -> list[str]:
-        """The marked run ids; a name that is no run id is skipped (see ``index_run_ids``)."""
-        return index_run_ids(await self._names(), self._location, self._warned)
-
     async def strays(self) -> list[UnreadableEntry]:
         """The names in the index that are no run id, for ``validate`` to name."""
         return index_strays(await self._names(), self._location)
@@ -57,6 +53,10 @@ class UnfinishedKeys:
     async def _names(self) -> list[str]:
         found = await self._objects.list_objects("list unfinished runs", self._root)
         return [o.key[len(self._root) :] for o in found]
+
+    async def list(self) -> list[str]:
+        """The marked run ids; a name that is no run id is skipped (see ``index_run_ids``)."""
+        return index_run_ids(await self._names(), self._location, self._warned)
 
     def _location(self, name: str) -> str:
         return self._objects.location(self._root + name)

@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
     from actorflow.storage._inbox import InboxEntry
+    from actorflow.storage._inbox_check import InboxCheck
     from actorflow.storage._inbox_watch import InboxWatch
     from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, UnreadableEntry
     from actorflow.storage._records import (
@@ -455,6 +456,14 @@ class S3Store(StoreContext):
         """
         await self._manifests.require(run_id)
         return await self._inbox.read(run_id, start)
+
+    async def check_inbox(self, run_id: str) -> InboxCheck:
+        """See :meth:`InboxChecker.check_inbox`: GETs from ``seq`` 0 until a 404.
+
+        .. versionadded:: 0.4
+        """
+        await self._manifests.require(run_id)
+        return await self._inbox.check(run_id)
 
     @contextlib.asynccontextmanager
     async def watch_inbox(self, run_id: str) -> AsyncIterator[InboxWatch]:
