@@ -49,7 +49,7 @@ from actorflow.cli._render import (
     when,
 )
 from actorflow.cli._runs import ListedRun, SealedRun, list_runs
-from actorflow.errors import ConfigurationError, EncryptionKeyError
+from actorflow.errors import ConfigurationError, EncryptionKeyError, LogPrunedError
 from actorflow.runtime import (
     DecisionMade,
     EmitRecorded,
@@ -379,18 +379,33 @@ def log_command(
     """
 
     async def body(s: Store) -> None:
-        if not follow:
-            for position, record in enumerate(await s.read_log(run_id, start), start):
-                print_record(position, record, as_json=as_json)
-            return
-        # the runtime's watch: polls the store gently, ends once the run stops
-        async for event in watch_run(s, run_id, position=start, poll_interval=_FOLLOW_INTERVAL):
-            if isinstance(
-                event, StepCompleted | DecisionMade | PhaseEnded | EmitRecorded | Recorded
-            ):
-                print_record(event.position, event.record, as_json=as_json)
+        first = start
+        while True:
+            try:
+                await _print_log(s, run_id, first, follow=follow, as_json=as_json)
+                return
+            except LogPrunedError as exc:
+                if exc.first <= first:
+                    raise
+                # retention cut the log below a checkpoint: what is left is the whole story
+                err().print(
+                    f"[yellow]records before position {exc.first} were pruned[/] (retention "
+                    "keeps the log from the oldest checkpoint it keeps); printing from there"
+                )
+                first = exc.first
 
     run_command(lambda: with_store(store, body, key_file=key_file), debug=debug)
+
+
+async def _print_log(s: Store, run_id: str, start: int, *, follow: bool, as_json: bool) -> None:
+    if not follow:
+        for position, record in enumerate(await s.read_log(run_id, start), start):
+            print_record(position, record, as_json=as_json)
+        return
+    # the runtime's watch: polls the store gently, ends once the run stops
+    async for event in watch_run(s, run_id, position=start, poll_interval=_FOLLOW_INTERVAL):
+        if isinstance(event, StepCompleted | DecisionMade | PhaseEnded | EmitRecorded | Recorded):
+            print_record(event.position, event.record, as_json=as_json)
 
 
 _FOLLOW_INTERVAL: Final = 0.5

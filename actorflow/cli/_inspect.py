@@ -16,6 +16,7 @@ from actorflow.errors import (
     CheckpointNotFoundError,
     CorruptedDataError,
     EncryptionKeyError,
+    LogPrunedError,
     StorageError,
 )
 from actorflow.storage import (
@@ -267,13 +268,14 @@ async def _open_all(store: Store, run_id: str, report: ValidationReport) -> None
     Raises:
         EncryptionKeyError: an item is encrypted with a key the store was not given.
     """
+    snapshots = live_snapshots(await store.list_snapshots(run_id))
     try:
-        report.records += len(await store.read_log(run_id))
+        report.records += len(await _kept_log(store, run_id, snapshots))
     except EncryptionKeyError:
         raise
     except StorageError as exc:
         report.problems.append(Problem(run_id=run_id, what="log", detail=str(exc)))
-    for info in live_snapshots(await store.list_snapshots(run_id)):
+    for info in snapshots:
         report.snapshots += 1
         try:
             await store.read_snapshot(run_id, info.snapshot_id)
@@ -299,6 +301,28 @@ async def _open_all(store: Store, run_id: str, report: ValidationReport) -> None
         for location, cause in check.damaged:
             detail = f"{cause}; {_SKIPPED}"
             report.problems.append(Problem(run_id=run_id, what=location, detail=detail))
+
+
+async def _kept_log(store: Store, run_id: str, snapshots: list[SnapshotInfo]) -> list[LogRecord]:
+    """The run's log from where retention left it, which a checkpoint must cover.
+
+    A log pruned below a checkpoint is whole for the run: it recovers from
+    that checkpoint. One pruned past its newest checkpoint is not.
+
+    Raises:
+        StorageError: a record is damaged, or the log starts after every checkpoint.
+    """
+    try:
+        return await store.read_log(run_id)
+    except LogPrunedError as exc:
+        if not any(s.position >= exc.first for s in snapshots):
+            raise StorageError(
+                "read log",
+                f"records below position {exc.first} are gone and no checkpoint at or "
+                "after it holds what they recorded, so the run cannot be recovered; "
+                "restore the log from a backup",
+            ) from exc
+        return await store.read_log(run_id, exc.first)
 
 
 async def _verify_sealed(store: Store, run_id: str, report: ValidationReport) -> None:

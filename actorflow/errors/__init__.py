@@ -26,6 +26,7 @@ The tree::
     │   │   ├── InboxCorruptedError         an entry of a run's inbox is corrupt
     │   │   ├── NewerFormatError            sound, but written by a newer actorflow
     │   │   └── RunFolderNotEmptyError      a run's folder holds data but no manifest
+    │   ├── LogPrunedError              log records asked for were pruned by retention
     │   ├── CheckpointNotFoundError     no such snapshot (also LookupError)
     │   ├── EncodingError               a value cannot be encoded (also TypeError)
     │   ├── CheckpointTooLargeError     a snapshot is over the size limit
@@ -124,6 +125,7 @@ from actorflow.errors._storage import (
     IncompatibleStateError,
     LeaseLostError,
     LogCorruptedError,
+    LogPrunedError,
     NewerFormatError,
     RunFolderNotEmptyError,
     RunLockedError,
@@ -161,6 +163,7 @@ __all__ = [
     "InvalidRunIdError",
     "LeaseLostError",
     "LogCorruptedError",
+    "LogPrunedError",
     "MailboxClosedError",
     "MailboxFullError",
     "MissingResponseError",

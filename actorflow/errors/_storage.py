@@ -17,6 +17,7 @@ __all__ = [
     "IncompatibleStateError",
     "LeaseLostError",
     "LogCorruptedError",
+    "LogPrunedError",
     "RunFolderNotEmptyError",
     "RunLockedError",
     "StorageError",
@@ -126,6 +127,27 @@ class RunFolderNotEmptyError(CorruptedDataError):
             "deleted or lost), so a new run with this id cannot start there; restore the "
             "manifest from a backup, or move the folder out of the store "
             "(`actorflow validate` lists such folders)",
+        )
+
+
+class LogPrunedError(StorageError):
+    """Records asked for are below what retention kept of a run's log.
+
+    Retention cuts a log only below the oldest checkpoint it keeps, so a run
+    recovers from that checkpoint and never needs them. Read from ``first``
+    (or from a checkpoint's position) instead.
+
+    .. versionadded:: 0.4
+    """
+
+    def __init__(self, run_id: str, first: int, start: int) -> None:
+        self.run_id = run_id
+        self.first = first
+        self.start = start
+        super().__init__(
+            "read log",
+            f"records of run {run_id!r} below position {first} were pruned; read from "
+            f"a checkpoint's position ({start} asked)",
         )
 
 

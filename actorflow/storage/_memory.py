@@ -19,6 +19,7 @@ from actorflow.errors import (
     CheckpointNotFoundError,
     CorruptedDataError,
     LeaseLostError,
+    LogPrunedError,
     RunLockedError,
     RunNotFoundError,
     StorageError,
@@ -193,7 +194,7 @@ class MemoryStore(StoreContext):
         await anyio.lowlevel.checkpoint()
         run = self._run(run_id)
         if start < run.log_start:
-            raise _pruned(run_id, start, run.log_start)
+            raise LogPrunedError(run_id, run.log_start, start)
         first = start - run.log_start
         return [
             self.codec.load_record(
@@ -503,11 +504,3 @@ class MemoryStore(StoreContext):
 
 def _inbox_location(run_id: str, seq: int) -> str:
     return f"memory:{run_id}/inbox/{seq}"
-
-
-def _pruned(run_id: str, start: int, log_start: int) -> StorageError:
-    return StorageError(
-        "read log",
-        f"records of run {run_id!r} below position {log_start} were pruned; read from "
-        f"a checkpoint's position ({start} asked)",
-    )

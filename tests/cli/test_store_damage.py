@@ -10,7 +10,7 @@ from structlog.testing import capture_logs
 from typer.testing import CliRunner, Result
 
 from actorflow.cli import EXIT_CODES, app
-from actorflow.storage import FileStore
+from actorflow.storage import EventRecord, FileStore, RunManifest, RunStatus, Snapshot
 
 runner = CliRunner()
 
@@ -61,3 +61,57 @@ def test_validate_reads_inboxes_and_names_a_damaged_entry(store_dir: str) -> Non
     [problem] = report["problems"]
     assert (problem["run_id"], problem["what"]) == ("run-b", str(entry))
     assert "the run skips it and reads the messages after it" in problem["detail"]
+
+
+def _long_run(store_dir: str) -> None:
+    """A finished run whose log spans many small segments, a checkpoint near its end."""
+
+    async def body() -> None:
+        async with FileStore(store_dir, segment_bytes=64) as store:
+            await store.create_run(
+                RunManifest(
+                    run_id="long",
+                    workflow="W",
+                    input=b"\xc0",
+                    input_hash="h",
+                    status=RunStatus.COMPLETED,
+                    created=1_700_000_000.0,
+                )
+            )
+            for i in range(10):
+                await store.append("long", [EventRecord(kind="e", data=b"%d" % i)])
+            await store.write_snapshot(
+                Snapshot(
+                    run_id="long",
+                    snapshot_id="s8",
+                    position=8,
+                    created=1_700_000_001.0,
+                    trigger="t",
+                )
+            )
+
+    anyio.run(body)
+
+
+def test_a_log_pruned_below_its_checkpoint_validates_and_prints_from_its_start(
+    store_dir: str,
+) -> None:
+    _long_run(store_dir)
+    pruned = cli("prune", "--keep", "1", "--store", store_dir, "--json")
+    assert json.loads(pruned.stdout)["log_records_deleted"] == 8
+    result = cli("validate", "--store", store_dir)
+    assert result.exit_code == 0, result.output
+    printed = cli("log", "long", "--store", store_dir, "--json")
+    assert printed.exit_code == 0, printed.output
+    assert [json.loads(line)["position"] for line in printed.stdout.splitlines()] == [8, 9]
+    assert "records before position 8 were pruned" in printed.stderr
+
+
+def test_validate_names_a_log_cut_past_its_every_checkpoint(store_dir: str) -> None:
+    _long_run(store_dir)
+    cli("prune", "--keep", "1", "--store", store_dir)
+    for snapshot in (Path(store_dir) / "runs" / "long" / "snapshots").iterdir():
+        snapshot.unlink()
+    result = cli("validate", "long", "--store", store_dir)
+    assert result.exit_code == EXIT_CODES["corrupt"], result.output
+    assert "no checkpoint at or after it" in " ".join(result.output.split())

@@ -31,6 +31,7 @@ from actorflow._log import get_logger
 from actorflow.errors import (
     CorruptedDataError,
     LogCorruptedError,
+    LogPrunedError,
     NewerFormatError,
     StorageError,
 )
@@ -112,15 +113,11 @@ class FileLog:
             LogCorruptedError: a bad record at or after ``start`` before the
                 tail, or damage before it that hides where the records after
                 it begin; naming file and offset.
-            StorageError: ``start`` is below what retention kept.
+            LogPrunedError: ``start`` is below what retention kept.
         """
         segments = self._segments()
         if segments and start < segments[0]:
-            raise StorageError(
-                "read log",
-                f"records of run {self.run_id!r} below position {segments[0]} were pruned; "
-                f"read from a checkpoint's position ({start} asked)",
-            )
+            raise LogPrunedError(self.run_id, segments[0], start)
         records: list[LogRecord] = []
         for i, seg in enumerate(segments):
             last = i == len(segments) - 1

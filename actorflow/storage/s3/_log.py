@@ -27,6 +27,7 @@ from actorflow.errors import (
     CorruptedDataError,
     LeaseLostError,
     LogCorruptedError,
+    LogPrunedError,
     NewerFormatError,
     StorageError,
 )
@@ -288,16 +289,12 @@ class SegmentLog:
         every other record keeps its position.
 
         Raises:
-            StorageError: records below ``start`` were pruned.
+            LogPrunedError: records below ``start`` were pruned.
             LogCorruptedError: a segment is damaged (named, with the position).
         """
         floor = await self._log_start(run_id)
         if start < floor:
-            raise StorageError(
-                "read log",
-                f"records of run {run_id!r} below position {floor} were pruned; read from "
-                f"a checkpoint's position ({start} asked)",
-            )
+            raise LogPrunedError(run_id, floor, start)
         segments = await self._segments(run_id)
         # the first segment wanted is the one before the first that starts after `start`
         later = [i for i in range(1, len(segments)) if segments[i][0] > start]
