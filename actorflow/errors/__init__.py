@@ -25,7 +25,8 @@ The tree::
     │   │   ├── LogCorruptedError           a log record a reader needs is corrupt
     │   │   ├── InboxCorruptedError         an entry of a run's inbox is corrupt
     │   │   ├── NewerFormatError            sound, but written by a newer actorflow
-    │   │   └── RunFolderNotEmptyError      a run's folder holds data but no manifest
+    │   │   ├── RunFolderNotEmptyError      a run's folder holds data but no manifest
+    │   │   └── UnreadableFileError         a FIFO, a device, or too large, where data should be
     │   ├── LogPrunedError              log records asked for were pruned by retention
     │   ├── CheckpointNotFoundError     no such snapshot (also LookupError)
     │   ├── EncodingError               a value cannot be encoded (also TypeError)
@@ -131,6 +132,7 @@ from actorflow.errors._storage import (
     RunLockedError,
     StorageError,
     StoreUnavailableError,
+    UnreadableFileError,
 )
 
 __all__ = [
@@ -188,6 +190,7 @@ __all__ = [
     "StoreUnavailableError",
     "UnawaitedStepError",
     "UnhandledMessageError",
+    "UnreadableFileError",
     "UpdateFailedError",
     "UpdateRejectedError",
     "WaitTimeoutError",

@@ -22,6 +22,7 @@ __all__ = [
     "RunLockedError",
     "StorageError",
     "StoreUnavailableError",
+    "UnreadableFileError",
 ]
 
 
@@ -106,6 +107,24 @@ class InboxCorruptedError(CorruptedDataError):
     advice = (
         "It is skipped and the messages after it are read: restore the file from a "
         "backup, or post its message again (`actorflow validate` lists corrupt data)."
+    )
+
+
+class UnreadableFileError(CorruptedDataError):
+    """A file where actorflow reads its data is no file it would write.
+
+    A FIFO, a device, a socket or a folder (a link to one, too), or a file
+    larger than any actorflow writes. It is never read: nothing blocks on a
+    FIFO or reads ``/dev/zero`` without end. Like any damaged data it is
+    named, and skipped where damage is (an older checkpoint is used instead,
+    an inbox entry is skipped).
+
+    .. versionadded:: 0.4
+    """
+
+    advice = (
+        "actorflow reads only regular files of the sizes it writes: move it out of the "
+        "store (`actorflow validate` lists what it cannot read)."
     )
 
 

@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import msgspec
 
 from actorflow._log import get_logger
-from actorflow.errors import InboxCorruptedError
+from actorflow.errors import CorruptedDataError, InboxCorruptedError
 from actorflow.storage._inbox import open_entry
 
 if TYPE_CHECKING:
     from actorflow.storage._inbox import InboxEntry
     from actorflow.storage._sealing import Codec
 
-__all__ = ["InboxCheck", "InboxChecker", "open_or_skip"]
+__all__ = ["InboxCheck", "InboxChecker", "open_or_skip", "skip_damaged"]
 
 _log = get_logger(__name__)
 
@@ -47,18 +47,23 @@ def open_or_skip(
     try:
         return open_entry(codec, data, run_id=run_id, seq=seq, location=location)
     except InboxCorruptedError as exc:
-        if seq not in warned:
-            warned.add(seq)
-            _log.warning(
-                "inbox_entry_damaged",
-                run_id=run_id,
-                seq=seq,
-                location=exc.location,
-                cause=exc.cause_text,
-                problem="skipped: the messages after it are read; restore the file from a "
-                "backup, or post the message again",
-            )
+        skip_damaged(exc, run_id=run_id, seq=seq, warned=warned)
         return None
+
+
+def skip_damaged(damage: CorruptedDataError, *, run_id: str, seq: int, warned: set[int]) -> None:
+    """Skip the damaged entry at ``seq``: logged unless ``seq`` is in ``warned``, then added."""
+    if seq not in warned:
+        warned.add(seq)
+        _log.warning(
+            "inbox_entry_damaged",
+            run_id=run_id,
+            seq=seq,
+            location=damage.location,
+            cause=damage.cause_text,
+            problem="skipped: the messages after it are read; restore the file from a "
+            "backup, or post the message again",
+        )
 
 
 class InboxCheck(msgspec.Struct, kw_only=True):

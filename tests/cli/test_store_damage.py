@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import anyio
+import pytest
 from structlog.testing import capture_logs
 from typer.testing import CliRunner, Result
 
@@ -115,3 +117,30 @@ def test_validate_names_a_log_cut_past_its_every_checkpoint(store_dir: str) -> N
     result = cli("validate", "long", "--store", store_dir)
     assert result.exit_code == EXIT_CODES["corrupt"], result.output
     assert "no checkpoint at or after it" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("what", ["fifo", "zero"])
+@pytest.mark.timeout(30)
+def test_a_key_file_that_is_no_regular_file_is_refused_at_once(
+    store_dir: str, tmp_path: Path, what: str
+) -> None:
+    key_file = tmp_path / "keys"
+    if what == "fifo":
+        os.mkfifo(key_file)
+    else:
+        key_file.symlink_to("/dev/zero")
+    result = cli("runs", "--store", store_dir, "--key-file", str(key_file))
+    assert result.exit_code == EXIT_CODES["usage"], result.output
+    assert "not a regular file" in " ".join(result.output.split())
+
+
+@pytest.mark.timeout(30)
+def test_validate_names_a_checkpoint_that_is_a_fifo(store_dir: str) -> None:
+    [snapshot] = Path(store_dir).glob("runs/run-a/snapshots/*0002-review*")
+    snapshot.unlink()
+    os.mkfifo(snapshot)
+    result = cli("validate", "--store", store_dir)
+    assert result.exit_code == EXIT_CODES["corrupt"], result.output
+    assert "a FIFO, not a regular file" in " ".join(result.output.split())
+    rows = json.loads(cli("checkpoints", "run-a", "--store", store_dir, "--json").stdout)
+    assert rows[1]["checksum"].startswith("corrupt: a FIFO")

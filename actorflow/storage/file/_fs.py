@@ -17,7 +17,10 @@ import threading
 import time
 from typing import Literal
 
+from actorflow.storage._files import read_regular_file
+
 __all__ = [
+    "MAX_FILE_BYTES",
     "TEMP_PREFIX",
     "TRASH_PREFIX",
     "FileSystem",
@@ -34,6 +37,10 @@ TRASH_PREFIX = ".trash-"
 """Names of folders renamed away to be deleted (a crash may leave one; ``prune`` removes it)."""
 
 Mode = Literal["append", "create", "write"]
+
+MAX_FILE_BYTES = 4 * 1024**3
+"""The largest file :class:`OSFileSystem` reads by default: past any file actorflow writes."""
+
 
 _held_locks: set[int] = set()
 """Descriptors of the flocks this process holds through :class:`OSFileSystem`."""
@@ -123,7 +130,11 @@ class FileSystem:
         raise NotImplementedError
 
     def read(self, path: str) -> bytes:
-        """The whole file. Raises FileNotFoundError."""
+        """The whole file. Raises FileNotFoundError.
+
+        Should raise ``UnreadableFileError`` for what is not a regular file (a
+        FIFO must never block the read), as :class:`OSFileSystem` does.
+        """
         raise NotImplementedError
 
     def size(self, path: str) -> int:
@@ -293,7 +304,20 @@ def remove_file(fs: FileSystem, path: str) -> int:
 
 
 class OSFileSystem(FileSystem):
-    """The real thing: ``os`` calls and ``fcntl.flock``."""
+    """The real thing: ``os`` calls and ``fcntl.flock``.
+
+    Args:
+        max_file_bytes: the largest file :meth:`read` reads; a larger one is
+            refused (``UnreadableFileError``), as is anything but a regular file.
+
+    .. versionchanged:: 0.4
+       ``read`` refuses what is not a regular file, and files over ``max_file_bytes``.
+    """
+
+    max_file_bytes: int = MAX_FILE_BYTES  # for subclasses whose __init__ skips ours
+
+    def __init__(self, *, max_file_bytes: int = MAX_FILE_BYTES) -> None:
+        self.max_file_bytes = max_file_bytes
 
     def open(self, path: str, mode: Mode) -> int:
         flags = os.O_CREAT | os.O_CLOEXEC
@@ -326,7 +350,8 @@ class OSFileSystem(FileSystem):
         os.fdatasync(handle)
 
     def sync_file(self, path: str) -> None:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        # never waits in open() for a writer, should a FIFO have been put there
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
             os.fsync(fd)
         finally:
@@ -339,8 +364,7 @@ class OSFileSystem(FileSystem):
         os.close(handle)
 
     def read(self, path: str) -> bytes:
-        with open(path, "rb") as f:
-            return f.read()
+        return read_regular_file(path, limit=self.max_file_bytes)
 
     def size(self, path: str) -> int:
         return os.lstat(path).st_size

@@ -28,9 +28,9 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from actorflow.errors import RunNotFoundError
+from actorflow.errors import RunNotFoundError, UnreadableFileError
 from actorflow.storage._inbox import FirstSeqs, InboxEntry, id_key, seal_entry
-from actorflow.storage._inbox_check import InboxCheck, open_or_skip
+from actorflow.storage._inbox_check import InboxCheck, open_or_skip, skip_damaged
 from actorflow.storage.file._fs import remake_folder, write_atomic
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from actorflow.storage._sealing import Codec
     from actorflow.storage.file._layout import RunFolders
 
-__all__ = ["ENTRY_SUFFIX", "INBOX", "InboxFiles", "entry_path", "sealed_entries"]
+__all__ = ["ENTRY_SUFFIX", "INBOX", "InboxFiles", "entry_path", "stored_entries"]
 
 INBOX = "inbox"
 """The folder of a run's inbox (made on its first post)."""
@@ -53,16 +53,25 @@ def entry_path(folders: RunFolders, run_id: str, seq: int) -> str:
     return folders.run(run_id, INBOX, f"{seq:020d}{ENTRY_SUFFIX}")
 
 
-def sealed_entries(folders: RunFolders, run_id: str) -> Iterator[tuple[str, bytes]]:
-    """``(path, sealed bytes)`` of each of the run's entries, in order, none opened."""
-    seq = 0
-    while True:
+def stored_entries(
+    folders: RunFolders, run_id: str, start: int = 0, stop: int | None = None
+) -> Iterator[tuple[int, str, bytes | UnreadableFileError]]:
+    """``(seq, path, sealed bytes)`` of the run's entries from ``start``, in order, none opened.
+
+    In place of the bytes, the error for an entry that is no file actorflow
+    reads (a FIFO, a device): it counts as damaged, and the entries after it
+    are read on.
+    """
+    seq = start
+    while stop is None or seq < stop:
         path = entry_path(folders, run_id, seq)
         try:
-            data = folders.fs.read(path)
+            data: bytes | UnreadableFileError = folders.fs.read(path)
         except FileNotFoundError:  # the end (or no inbox yet)
             return
-        yield path, data
+        except UnreadableFileError as exc:
+            data = exc
+        yield seq, path, data
         seq += 1
 
 
@@ -218,23 +227,24 @@ class InboxFiles:
         """
         self._folders.require(run_id)
         check = InboxCheck()
-        for seq, (path, data) in enumerate(sealed_entries(self._folders, run_id)):
-            check.open(self._codec, data, run_id=run_id, seq=seq, location=path)
+        for seq, path, data in stored_entries(self._folders, run_id):
+            if isinstance(data, UnreadableFileError):
+                check.entries += 1
+                check.damaged.append((path, data.cause_text))
+            else:
+                check.open(self._codec, data, run_id=run_id, seq=seq, location=path)
         return check
 
     def _entries(
         self, run_id: str, start: int, stop: int | None = None, *, warned: set[int]
     ) -> Iterator[tuple[int, InboxEntry | None]]:
         """``(seq, entry)`` from ``start``; the entry None where it is damaged."""
-        seq = start
-        while stop is None or seq < stop:
-            path = self.path(run_id, seq)
-            try:
-                data = self._fs.read(path)
-            except FileNotFoundError:  # the end (or no inbox yet)
-                return
+        for seq, path, data in stored_entries(self._folders, run_id, start, stop):
+            if isinstance(data, UnreadableFileError):
+                skip_damaged(data, run_id=run_id, seq=seq, warned=warned)
+                yield seq, None
+                continue
             opened = open_or_skip(
                 self._codec, data, run_id=run_id, seq=seq, location=path, warned=warned
             )
             yield seq, opened
-            seq += 1

@@ -32,7 +32,7 @@ from actorflow.storage._retention import prune as prune_by_policy
 from actorflow.storage._sealing import Codec
 from actorflow.storage.file._blobs import BlobFiles
 from actorflow.storage.file._claims import Claims
-from actorflow.storage.file._fs import FileSystem, OSFileSystem
+from actorflow.storage.file._fs import MAX_FILE_BYTES, FileSystem, OSFileSystem
 from actorflow.storage.file._inbox import InboxFiles
 from actorflow.storage.file._layout import RunFolders
 from actorflow.storage.file._logs import LogFiles
@@ -81,7 +81,9 @@ class FileStore(StoreContext):
     ) -> None:
         self.path = os.fspath(path)
         self.codec = codec or Codec()
-        self.fs = fs or OSFileSystem()
+        # reads stop short of nothing actorflow writes, and of little else
+        most = max(MAX_FILE_BYTES, 2 * self.codec.max_decoded_bytes + segment_bytes)
+        self.fs = fs or OSFileSystem(max_file_bytes=most)
         self._folders = RunFolders(self.fs, self.path)
         self._manifests = ManifestFiles(self._folders, self.codec)
         self._claims = Claims(self._folders, self.codec)

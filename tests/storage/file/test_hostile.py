@@ -16,8 +16,15 @@ from typing import TYPE_CHECKING
 import pytest
 from structlog.testing import capture_logs
 
-from actorflow.errors import CorruptedDataError, StorageError
-from actorflow.storage import Codec, FileStore, OSFileSystem, RunManifest, Snapshot
+from actorflow.errors import CorruptedDataError, StorageError, UnreadableFileError
+from actorflow.storage import (
+    Codec,
+    EventRecord,
+    FileStore,
+    OSFileSystem,
+    RunManifest,
+    Snapshot,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -93,3 +100,88 @@ async def test_a_name_in_the_index_that_is_no_run_id_is_skipped_and_reported(
         [entry] = await store.list_unreadable()
         assert entry.location == str(marker)
         assert "index of unfinished runs" in entry.problem
+
+
+# --- what is no regular file where a file should be -----------------------------------
+
+
+def _plant(path: Path, what: str) -> None:
+    """A FIFO, or a link to ``/dev/zero``, at ``path``."""
+    path.unlink(missing_ok=True)
+    if what == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+
+
+PLANTED = pytest.mark.parametrize("what", ["fifo", "zero"])
+
+
+@PLANTED
+@pytest.mark.timeout(30)
+async def test_a_checkpoint_that_is_no_regular_file_is_named_and_never_read(
+    tmp_path: Path, what: str
+) -> None:
+    async with FileStore(tmp_path) as store:
+        await store.create_run(manifest())
+        await store.write_snapshot(snapshot("s1", 0))
+        await store.write_snapshot(snapshot("s2", 0))
+        [second] = (tmp_path / "runs" / "r1" / "snapshots").glob("*s2*")
+        _plant(second, what)
+        with pytest.raises(UnreadableFileError, match="not a regular file") as info:
+            await store.read_snapshot("r1", "s2")
+        assert info.value.location == str(second)
+        assert isinstance(info.value, CorruptedDataError)  # so recovery takes the one before
+        assert (await store.read_snapshot("r1", "s1")).snapshot_id == "s1"
+        assert [p[0] for p in (await store.check_sealed("r1")).problems] == [str(second)]
+
+
+@PLANTED
+@pytest.mark.timeout(30)
+async def test_a_log_segment_blob_or_manifest_that_is_no_regular_file_is_named(
+    tmp_path: Path, what: str
+) -> None:
+    async with FileStore(tmp_path) as store:
+        for run_id in ("r1", "r2"):
+            await store.create_run(manifest(run_id))
+        await store.append("r1", [EventRecord(kind="e", data=b"x")])
+        ref = await store.put_blob("r1", b"state")
+    run = tmp_path / "runs" / "r1"
+    [segment] = (run / "log").iterdir()
+    for planted in (segment, run / "blobs" / ref, tmp_path / "runs" / "r2" / "manifest"):
+        _plant(planted, what)
+    async with FileStore(tmp_path) as store:
+        with pytest.raises(UnreadableFileError):
+            await store.read_log("r1")
+        with pytest.raises(UnreadableFileError):
+            await store.get_blob("r1", ref)
+        [unreadable] = await store.list_unreadable()
+        assert (unreadable.run_id, unreadable.location) == ("r2", str(planted))
+        problems = {p[0] for p in (await store.check_sealed("r1")).problems}
+        assert problems == {str(segment), str(run / "blobs" / ref)}
+
+
+@PLANTED
+@pytest.mark.timeout(30)
+async def test_an_inbox_entry_that_is_no_regular_file_is_skipped_and_named(
+    tmp_path: Path, what: str
+) -> None:
+    async with FileStore(tmp_path) as store:
+        await store.create_run(manifest())
+        posted = [await store.post("r1", entry_id=f"m{i}", type="T", payload=b"") for i in range(3)]
+        entry = tmp_path / "runs" / "r1" / "inbox" / f"{1:020d}.msg"
+        _plant(entry, what)
+        with capture_logs():
+            assert await store.read_inbox("r1") == [posted[0], posted[2]]
+        check = await store.check_inbox("r1")
+        assert [location for location, _ in check.damaged] == [str(entry)]
+
+
+def test_a_file_over_the_size_actorflow_reads_is_refused(tmp_path: Path) -> None:
+    big = tmp_path / "big"
+    big.write_bytes(bytes(11))
+    with pytest.raises(UnreadableFileError, match="11 bytes, over the 10 bytes"):
+        OSFileSystem(max_file_bytes=10).read(str(big))
+    assert OSFileSystem(max_file_bytes=11).read(str(big)) == bytes(11)
+    with pytest.raises(UnreadableFileError, match="a folder, not a regular file"):
+        OSFileSystem().read(str(tmp_path))
