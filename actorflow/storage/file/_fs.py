@@ -192,12 +192,30 @@ class FileSystem:
         raise NotImplementedError
 
     def lock(self, path: str) -> int:
-        """Take an exclusive lock on ``path``, waiting for it."""
+        """Take an exclusive lock on ``path``, waiting for it.
+
+        The lock is on the file at ``path`` when the call returns: its holder
+        may remove that file (:meth:`unlock_and_remove`), and a waiter then
+        locks the file made there next, never the removed one.
+        """
         raise NotImplementedError
 
     def unlock(self, handle: int) -> None:
         """Release a lock from :meth:`try_lock` or :meth:`lock`."""
         raise NotImplementedError
+
+    def unlock_and_remove(self, handle: int, path: str) -> None:
+        """Remove the lock file at ``path``, then release its lock (``handle``).
+
+        For a lock file needed only while it is held: removed by its holder,
+        under the lock, so nobody holds or waits for a file that is gone for long.
+
+        .. versionadded:: 0.4
+        """
+        try:
+            self.unlink(path)
+        finally:
+            self.unlock(handle)
 
     # --- composites, built only from the primitives above -----------------------
 
@@ -427,27 +445,50 @@ class OSFileSystem(FileSystem):
     # Locks never pass to another process: O_CLOEXEC keeps them from an exec'd
     # program, and a forked child closes its copies (_drop_inherited_locks).
 
+    # A lock file may be removed by its holder (see FileSystem.lock), so a lock
+    # taken is kept only if its file is still the one at ``path``; else the
+    # file now there is locked. That is the classic pattern for flocks on
+    # files that get unlinked: whoever holds the file at ``path`` holds the lock.
+
     def try_lock(self, path: str) -> int | None:
         # flock, not lockf: lockf lets this process take its own lock again and
         # drops every lock of the file when any descriptor of it closes.
-        fd = self._open_lock(path)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
+        while True:
+            fd = self._open_lock(path)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if self._still_at(fd, path):
+                    return fd
+            except OSError as exc:
+                self.unlock(fd)
+                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    return None
+                raise
+            except BaseException:
+                self.unlock(fd)
+                raise
             self.unlock(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                return None
-            raise
-        return fd
 
     def lock(self, path: str) -> int:
-        fd = self._open_lock(path)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except BaseException:
+        while True:
+            fd = self._open_lock(path)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                if self._still_at(fd, path):
+                    return fd
+            except BaseException:
+                self.unlock(fd)
+                raise
             self.unlock(fd)
-            raise
-        return fd
+
+    @staticmethod
+    def _still_at(fd: int, path: str) -> bool:
+        try:
+            there = os.stat(path)
+        except FileNotFoundError:
+            return False
+        mine = os.fstat(fd)
+        return (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino)
 
     def unlock(self, handle: int) -> None:
         with _held_locks_guard:

@@ -6,7 +6,8 @@ written before inboxes existed work unchanged)::
     inbox/00000000000000000042.msg   entry 42: temp file, fsync, link (fails if
                                      the name exists), folder fsync
     inbox/<id key>.id                empty: that entry id was posted (or is being)
-    inbox/<id key>.lock              flock'ed while a post of that id runs
+    inbox/<id key>.lock              flock'ed while a post of that id runs, and
+                                     removed by it before it lets go
 
 ``<id key>`` is a hash of the entry id (:func:`~actorflow.storage._inbox.id_key`).
 A post takes its id's lock, so two posts of one id (threads or processes of
@@ -111,7 +112,8 @@ class InboxFiles:
         self._folders.require(run_id)
         folder = self._open_folder(run_id)
         key = id_key(self._codec, entry_id)
-        lock = self._fs.lock(os.path.join(folder, f"{key}.lock"))
+        lock_path = os.path.join(folder, f"{key}.lock")
+        lock = self._fs.lock(lock_path)
         try:
             if not self._claim(os.path.join(folder, f"{key}.id")):
                 found = self._find(run_id, entry_id)
@@ -120,7 +122,8 @@ class InboxFiles:
                 # else its poster died between the claim and the entry: finish its post
             return self._append(run_id, entry_id, type_name, payload, sender)
         finally:
-            self._fs.unlock(lock)
+            # needed only while held: the .id file is what lasts (see the module docstring)
+            self._fs.unlock_and_remove(lock, lock_path)
 
     def _open_folder(self, run_id: str) -> str:
         folder = self._folders.run(run_id, INBOX)

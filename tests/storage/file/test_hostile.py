@@ -9,10 +9,15 @@ runs, FIFOs and devices where files should be, and lock files left behind.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import shutil
+import sys
+import threading
+import time
 from typing import TYPE_CHECKING
 
+import anyio
 import pytest
 from structlog.testing import capture_logs
 
@@ -185,3 +190,79 @@ def test_a_file_over_the_size_actorflow_reads_is_refused(tmp_path: Path) -> None
     assert OSFileSystem(max_file_bytes=11).read(str(big)) == bytes(11)
     with pytest.raises(UnreadableFileError, match="a folder, not a regular file"):
         OSFileSystem().read(str(tmp_path))
+
+
+# --- lock files ---------------------------------------------------------------------
+
+
+async def test_a_post_leaves_no_lock_file_behind(tmp_path: Path) -> None:
+    async with FileStore(tmp_path) as store:
+        await store.create_run(manifest())
+        for i in range(3):
+            await store.post("r1", entry_id=f"m{i}", type="T", payload=b"")
+        await store.post("r1", entry_id="m0", type="T", payload=b"")  # a retry
+    names = os.listdir(tmp_path / "runs" / "r1" / "inbox")
+    assert not [n for n in names if n.endswith(".lock")]
+    assert len([n for n in names if n.endswith(".id")]) == 3  # the ids stay: they dedupe
+
+
+def _waiting_on(path: str) -> bool:
+    inode = os.stat(path).st_ino
+    with open("/proc/locks") as f:  # "<n>: -> FLOCK ADVISORY WRITE <pid> <dev>:<inode> 0 EOF"
+        return any("-> FLOCK" in line and f":{inode} " in line for line in f)
+
+
+@pytest.mark.timeout(30)
+def test_a_lock_waited_for_while_its_file_is_removed_is_taken_on_the_file_now_there(
+    tmp_path: Path,
+) -> None:
+    fs = OSFileSystem()
+    path = str(tmp_path / "x.lock")
+    held = fs.lock(path)
+    got: list[int] = []
+    waiter = threading.Thread(target=lambda: got.append(fs.lock(path)))
+    waiter.start()
+    while not _waiting_on(path):  # until the waiter waits on the file held
+        time.sleep(0.001)
+    fs.unlink(path)  # what unlock_and_remove does: the holder removes it, then lets go
+    fs.unlock(held)
+    waiter.join()
+    [fd] = got
+    try:
+        assert os.fstat(fd).st_ino == os.stat(path).st_ino  # the file at the path, not the gone one
+        assert fs.try_lock(path) is None  # and it excludes whoever comes next
+    finally:
+        fs.unlock(fd)
+
+
+_POSTER = """
+import sys, anyio
+from actorflow.storage import FileStore
+
+async def main(path, me):
+    async with FileStore(path) as store:
+        for i in range(20):
+            await store.post("r1", entry_id=f"shared-{i}", type="T", payload=me.encode())
+            await store.post("r1", entry_id=f"{me}-{i}", type="T", payload=b"")
+
+anyio.run(main, sys.argv[1], sys.argv[2])
+"""
+
+
+async def test_posters_in_many_processes_store_each_id_once_and_leave_no_lock(
+    tmp_path: Path,
+) -> None:
+    async with FileStore(tmp_path) as store:
+        await store.create_run(manifest())
+        with anyio.fail_after(120):
+            async with anyio.create_task_group() as tg:
+                for me in ("p0", "p1", "p2", "p3"):
+                    command = [sys.executable, "-c", _POSTER, str(tmp_path), me]
+                    tg.start_soon(functools.partial(anyio.run_process, command, check=True))
+        ids = [e.entry_id for e in await store.read_inbox("r1")]
+    assert sorted(ids) == sorted(
+        [f"shared-{i}" for i in range(20)] + [f"p{p}-{i}" for p in range(4) for i in range(20)]
+    )
+    inbox = tmp_path / "runs" / "r1" / "inbox"
+    assert len(list(inbox.glob("*.msg"))) == 100  # not one stored twice: the lock held
+    assert not list(inbox.glob("*.lock"))
