@@ -266,4 +266,3 @@ async def test_posters_in_many_processes_store_each_id_once_and_leave_no_lock(
     inbox = tmp_path / "runs" / "r1" / "inbox"
     assert len(list(inbox.glob("*.msg"))) == 100  # not one stored twice: the lock held
     assert not list(inbox.glob("*.lock"))
-
