@@ -134,13 +134,19 @@ def test_a_key_file_that_is_no_regular_file_is_refused_at_once(
     assert "not a regular file" in " ".join(result.output.split())
 
 
+@pytest.mark.parametrize(("what", "kind"), [("fifo", "a FIFO"), ("zero", "a character device")])
 @pytest.mark.timeout(30)
-def test_validate_names_a_checkpoint_that_is_a_fifo(store_dir: str) -> None:
+def test_validate_and_checkpoints_name_a_checkpoint_that_is_no_regular_file(
+    store_dir: str, what: str, kind: str
+) -> None:
     [snapshot] = Path(store_dir).glob("runs/run-a/snapshots/*0002-review*")
     snapshot.unlink()
-    os.mkfifo(snapshot)
+    if what == "fifo":
+        os.mkfifo(snapshot)
+    else:
+        snapshot.symlink_to("/dev/zero")
     result = cli("validate", "--store", store_dir)
     assert result.exit_code == EXIT_CODES["corrupt"], result.output
-    assert "a FIFO, not a regular file" in " ".join(result.output.split())
+    assert f"{kind}, not a regular file" in " ".join(result.output.split())
     rows = json.loads(cli("checkpoints", "run-a", "--store", store_dir, "--json").stdout)
-    assert rows[1]["checksum"].startswith("corrupt: a FIFO")
+    assert rows[1]["checksum"] == f"corrupt: {kind}, not a regular file"
