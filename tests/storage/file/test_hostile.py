@@ -266,3 +266,11 @@ async def test_posters_in_many_processes_store_each_id_once_and_leave_no_lock(
     inbox = tmp_path / "runs" / "r1" / "inbox"
     assert len(list(inbox.glob("*.msg"))) == 100  # not one stored twice: the lock held
     assert not list(inbox.glob("*.lock"))
+
+
+@pytest.mark.timeout(30)
+async def test_an_unsynced_manifest_that_is_a_fifo_leaves_the_durable_one(tmp_path: Path) -> None:
+    async with FileStore(tmp_path) as store:
+        await store.create_run(manifest())
+        os.mkfifo(tmp_path / "runs" / "r1" / "manifest.unsynced")
+        assert (await store.read_run("r1")).run_id == "r1"
