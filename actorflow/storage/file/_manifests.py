@@ -112,10 +112,12 @@ class ManifestFiles:
     ) -> RunManifest:
         """Read, change and write the manifest as one step across threads and processes."""
         # flock on a side file makes read-change-write atomic across threads and processes
-        exists = self._folders.exists(run_id)
-        handle = self._fs.lock(self._folders.run(run_id, "manifest.lock")) if exists else None
-        if handle is None:
+        if not self._folders.exists(run_id):
             raise RunNotFoundError(run_id)
+        try:
+            handle = self._fs.lock(self._folders.run(run_id, "manifest.lock"))
+        except FileNotFoundError:  # its folder went while we waited: deleted meanwhile
+            raise RunNotFoundError(run_id) from None
         try:
             old = self.read(run_id)
             new = change(old)

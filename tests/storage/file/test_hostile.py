@@ -21,7 +21,12 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from actorflow.errors import CorruptedDataError, StorageError, UnreadableFileError
+from actorflow.errors import (
+    CorruptedDataError,
+    RunNotFoundError,
+    StorageError,
+    UnreadableFileError,
+)
 from actorflow.storage import (
     Codec,
     EventRecord,
@@ -274,3 +279,29 @@ async def test_an_unsynced_manifest_that_is_a_fifo_leaves_the_durable_one(tmp_pa
         await store.create_run(manifest())
         os.mkfifo(tmp_path / "runs" / "r1" / "manifest.unsynced")
         assert (await store.read_run("r1")).run_id == "r1"
+
+
+@pytest.mark.timeout(30)
+def test_an_update_waiting_while_its_run_is_deleted_finds_no_run(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    anyio.run(store.create_run, manifest())
+    lock = str(tmp_path / "runs" / "r1" / "manifest.lock")
+    held = store.fs.lock(lock)
+    failed: list[BaseException] = []
+
+    def update() -> None:
+        try:
+            store._manifests.change("r1", lambda m: m)
+        except BaseException as exc:
+            failed.append(exc)
+
+    waiter = threading.Thread(target=update)
+    waiter.start()
+    while not _waiting_on(lock):
+        time.sleep(0.001)
+    os.rename(tmp_path / "runs" / "r1", tmp_path / "runs" / ".trash-r1")  # what a delete does
+    store.fs.unlock(held)
+    waiter.join()
+    anyio.run(store.aclose)
+    [error] = failed
+    assert isinstance(error, RunNotFoundError)
