@@ -114,13 +114,18 @@ class SegmentLog:
         found = []
         for o in await self._objects.list_objects("read log", prefix):
             name = o.key[len(prefix) :]
-            if name.isdigit():
+            if name.isascii() and name.isdigit():  # "²" is a digit int() refuses
                 found.append((int(name), o.key))
         return found
 
     async def _log_start(self, run_id: str) -> int:
-        data = await self._objects.get_or_none("read log", self._objects.key(run_id, "log-start"))
-        return int(data) if data else 0
+        key = self._objects.key(run_id, "log-start")
+        data = await self._objects.get_or_none("read log", key)
+        if not data:
+            return 0
+        if not (data.isascii() and data.isdigit()):
+            raise LogCorruptedError(self._objects.location(key), "holds no log position")
+        return int(data)
 
     async def _end(
         self,

@@ -16,7 +16,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
-class PausedFix(Orchestrator):
+class PausedForAFix(Orchestrator):
+    __actorflow_name__ = "tests.inbox_damage.PausedForAFix"  # a stored name no other test uses
+
     async def run(self, ctx: RunContext, _: None) -> int:
         fix = await ctx.wait_for(Fix, pause=True)
         return fix.n
@@ -29,7 +31,7 @@ async def test_a_paused_run_takes_the_signal_after_a_damaged_one_at_recover(
     store = FileStore(tmp_path)
     async with Runtime(store=store) as runtime:
         with pytest.raises(RunPaused):
-            await runtime.run(PausedFix, None, run_id="paused")
+            await runtime.run(PausedForAFix, None, run_id="paused")
         await runtime.signal("paused", Fix(1))
         entry = tmp_path / "runs" / "paused" / "inbox" / f"{0:020d}.msg"
         data = bytearray(entry.read_bytes())

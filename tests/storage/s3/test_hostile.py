@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import pytest
 from structlog.testing import capture_logs
 
-from actorflow.storage._records import RunManifest
+from actorflow.errors import LogCorruptedError
+from actorflow.storage._records import EventRecord, RunManifest
 from tests.storage.factories_s3 import open_s3_store
 
 if TYPE_CHECKING:
@@ -32,5 +34,24 @@ async def test_a_key_in_the_index_that_is_no_run_id_is_skipped_and_reported(
         locations = {store._objects.location(k) for k in (stray, nested)}
         assert warned == locations
         assert {e.location for e in await store.list_unreadable()} == locations
+    finally:
+        await store.aclose()
+
+
+async def test_a_log_key_that_is_no_position_is_not_a_segment_and_a_bad_start_is_named(
+    seaweed_server: S3Server,
+) -> None:
+    store = open_s3_store(seaweed_server)
+    try:
+        await store.create_run(RunManifest(run_id="r1", workflow="w", input=b"", input_hash=""))
+        await store.append("r1", [EventRecord(kind="e", data=b"x")])
+        wire = store._objects.wire
+        stray = store._objects.key("r1", "log", "²")  # a digit to isdigit(), not to int()
+        await wire.call("test", "put_object", Key=stray, Body=b"")
+        assert await store.read_log("r1") == [EventRecord(kind="e", data=b"x")]
+        start = store._objects.key("r1", "log-start")
+        await wire.call("test", "put_object", Key=start, Body=b"x1")
+        with pytest.raises(LogCorruptedError, match="holds no log position"):
+            await store.read_log("r1")
     finally:
         await store.aclose()
