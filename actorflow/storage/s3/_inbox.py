@@ -86,7 +86,11 @@ class InboxObjects:
     async def post(
         self, run_id: str, entry_id: str, type_name: str, payload: bytes, sender: str | None
     ) -> InboxEntry:
-        """Append the entry unless its id was posted; see the module docstring."""
+        """Append the entry unless its id was posted; see the module docstring.
+
+        Raises:
+            InboxCorruptedError: a repeated id met a damaged entry while looking for its own.
+        """
         name = id_key(self._codec, entry_id)
         claim = self._objects.key(run_id, INBOX_IDS, name)
         lock_name = f"{run_id}/{name}"
