@@ -50,7 +50,7 @@ from actorflow.cli._render import (
     when,
 )
 from actorflow.cli._runs import ListedRun, SealedRun, list_runs
-from actorflow.errors import ConfigurationError, EncryptionKeyError
+from actorflow.errors import ConfigurationError, EncryptionKeyError, LogPrunedError
 from actorflow.runtime import (
     DecisionMade,
     EmitRecorded,
@@ -311,7 +311,7 @@ def validate_command(
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Verify every checksum (log, checkpoints, state blobs); exit 3 naming any corruption.
+    """Verify every checksum (log, checkpoints, state blobs, inboxes); exit 3 naming any corruption.
 
     Without the key of an encrypted store, checksums are verified without
     opening anything.
@@ -357,7 +357,8 @@ def _print_validation(report: _inspect.ValidationReport) -> None:
     verdict = "[green]ok[/]" if report.ok else f"[red]{len(report.problems)} problem(s)[/]"
     out().print(
         f"{verdict}: {report.runs} run(s), {report.records} log record(s), "
-        f"{report.snapshots} checkpoint(s), {report.blobs} blob(s) checked"
+        f"{report.snapshots} checkpoint(s), {report.blobs} blob(s) checked; "
+        f"{report.inbox} inbox message(s) read"
     )
     if report.sealed:
         out().print(
@@ -391,18 +392,33 @@ def log_command(
     spec = reader_store(store)
 
     async def body(s: Store) -> None:
-        if not follow:
-            for position, record in enumerate(await s.read_log(run_id, start), start):
-                print_record(position, record, as_json=as_json)
-            return
-        # the runtime's watch: polls the store gently, ends once the run stops
-        async for event in watch_run(s, run_id, position=start, poll_interval=_FOLLOW_INTERVAL):
-            if isinstance(
-                event, StepCompleted | DecisionMade | PhaseEnded | EmitRecorded | Recorded
-            ):
-                print_record(event.position, event.record, as_json=as_json)
+        first = start
+        while True:
+            try:
+                await _print_log(s, run_id, first, follow=follow, as_json=as_json)
+                return
+            except LogPrunedError as exc:
+                if exc.first <= first:
+                    raise
+                # retention cut the log below a checkpoint: what is left is the whole story
+                err().print(
+                    f"[yellow]records before position {exc.first} were pruned[/] (retention "
+                    "keeps the log from the oldest checkpoint it keeps); printing from there"
+                )
+                first = exc.first
 
     run_command(lambda: with_store(spec, body, key_file=key_file), debug=debug)
+
+
+async def _print_log(s: Store, run_id: str, start: int, *, follow: bool, as_json: bool) -> None:
+    if not follow:
+        for position, record in enumerate(await s.read_log(run_id, start), start):
+            print_record(position, record, as_json=as_json)
+        return
+    # the runtime's watch: polls the store gently, ends once the run stops
+    async for event in watch_run(s, run_id, position=start, poll_interval=_FOLLOW_INTERVAL):
+        if isinstance(event, StepCompleted | DecisionMade | PhaseEnded | EmitRecorded | Recorded):
+            print_record(event.position, event.record, as_json=as_json)
 
 
 _FOLLOW_INTERVAL: Final = 0.5

@@ -26,7 +26,9 @@ The tree::
     │   │   ├── LogCorruptedError           a log record a reader needs is corrupt
     │   │   ├── InboxCorruptedError         an entry of a run's inbox is corrupt
     │   │   ├── NewerFormatError            sound, but written by a newer actorflow
-    │   │   └── RunFolderNotEmptyError      a run's folder holds data but no manifest
+    │   │   ├── RunFolderNotEmptyError      a run's folder holds data but no manifest
+    │   │   └── UnreadableFileError         a FIFO, a device, or too large, where data should be
+    │   ├── LogPrunedError              log records asked for were pruned by retention
     │   ├── CheckpointNotFoundError     no such snapshot (also LookupError)
     │   ├── EncodingError               a value cannot be encoded (also TypeError)
     │   ├── CheckpointTooLargeError     a snapshot is over the size limit
@@ -129,12 +131,14 @@ from actorflow.errors._storage import (
     IncompatibleStateError,
     LeaseLostError,
     LogCorruptedError,
+    LogPrunedError,
     NewerFormatError,
     RunFolderNotEmptyError,
     RunLockedError,
     StorageError,
     StoreReadOnlyError,
     StoreUnavailableError,
+    UnreadableFileError,
 )
 
 __all__ = [
@@ -167,6 +171,7 @@ __all__ = [
     "InvalidRunIdError",
     "LeaseLostError",
     "LogCorruptedError",
+    "LogPrunedError",
     "MailboxClosedError",
     "MailboxFullError",
     "MissingResponseError",
@@ -194,6 +199,7 @@ __all__ = [
     "StoreUnavailableError",
     "UnawaitedStepError",
     "UnhandledMessageError",
+    "UnreadableFileError",
     "UpdateFailedError",
     "UpdateRejectedError",
     "WaitTimeoutError",

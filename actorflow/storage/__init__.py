@@ -24,6 +24,7 @@ from actorflow.storage._codec import (
     encoder,
 )
 from actorflow.storage._inbox import InboxEntry, SupportsInbox, post_message, read_messages
+from actorflow.storage._inbox_check import InboxCheck, InboxChecker
 from actorflow.storage._inbox_watch import InboxWatch, SupportsInboxWatch, watch_messages
 from actorflow.storage._logwriter import LogWriter
 from actorflow.storage._memory import MemoryStore
@@ -75,6 +76,8 @@ __all__ = [
     "EventRecord",
     "FileStore",
     "FileSystem",
+    "InboxCheck",
+    "InboxChecker",
     "InboxEntry",
     "InboxWatch",
     "Lease",

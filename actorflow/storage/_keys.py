@@ -21,7 +21,8 @@ import stat
 from typing import TYPE_CHECKING
 
 from actorflow._log import get_logger
-from actorflow.errors import ConfigurationError
+from actorflow.errors import ConfigurationError, UnreadableFileError
+from actorflow.storage._files import read_regular_file
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -33,6 +34,9 @@ KEY_FILE_VARIABLE = "ACTORFLOW_KEY_FILE"
 KEY_ID_VARIABLE = "ACTORFLOW_KEY_ID"
 
 _log = get_logger("actorflow.storage")
+
+_MAX_KEY_FILE = 1024 * 1024
+"""Bytes: far more than any list of keys takes."""
 
 _FORMAT = "entries <key id>:<base64 key of 16, 24 or 32 bytes>, separated by commas or lines"
 
@@ -102,9 +106,13 @@ def keys_from_env(
         )
     if path:
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-                mode = os.fstat(f.fileno()).st_mode
+            # a FIFO or a device given for one must fail at once, never hang or fill memory
+            text = read_regular_file(path, limit=_MAX_KEY_FILE).decode("utf-8")
+            mode = os.stat(path).st_mode
+        except UnreadableFileError as exc:
+            raise ConfigurationError(
+                KEY_FILE_VARIABLE, path, f"a readable key file (it is {exc.cause_text})"
+            ) from None
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigurationError(
                 KEY_FILE_VARIABLE, path, f"a readable key file ({exc})"

@@ -19,6 +19,7 @@ from actorflow.errors import (
     CheckpointNotFoundError,
     CorruptedDataError,
     LeaseLostError,
+    LogPrunedError,
     RunLockedError,
     RunNotFoundError,
     StorageError,
@@ -26,6 +27,7 @@ from actorflow.errors import (
 from actorflow.storage._capabilities import ClaimInfo, SealCheck
 from actorflow.storage._envelope import Kind
 from actorflow.storage._inbox import InboxEntry, open_entry, seal_entry
+from actorflow.storage._inbox_check import InboxCheck, open_or_skip
 from actorflow.storage._inbox_watch import Wakeups, WakeupWatch
 from actorflow.storage._manifests import (
     add_snapshot,
@@ -74,6 +76,7 @@ class _Run:
     owner: str | None = None  # who claimed it last, kept after release
     inbox: list[bytes] = field(default_factory=list)
     inbox_ids: dict[str, int] = field(default_factory=dict)  # entry id -> its seq
+    inbox_damaged: set[int] = field(default_factory=set)  # seqs warned of (_inbox_check)
 
 
 class MemoryStore(StoreContext):
@@ -191,7 +194,7 @@ class MemoryStore(StoreContext):
         await anyio.lowlevel.checkpoint()
         run = self._run(run_id)
         if start < run.log_start:
-            raise _pruned(run_id, start, run.log_start)
+            raise LogPrunedError(run_id, run.log_start, start)
         first = start - run.log_start
         return [
             self.codec.load_record(
@@ -368,7 +371,32 @@ class MemoryStore(StoreContext):
         await anyio.lowlevel.checkpoint()
         run = self._run(run_id)
         end = len(run.inbox) if stop is None else min(stop, len(run.inbox))
-        return [self._entry(run_id, run, seq) for seq in range(max(start, 0), end)]
+        entries = []
+        for seq in range(max(start, 0), end):
+            entry = open_or_skip(
+                self.codec,
+                run.inbox[seq],
+                run_id=run_id,
+                seq=seq,
+                location=_inbox_location(run_id, seq),
+                warned=run.inbox_damaged,
+            )
+            if entry is not None:
+                entries.append(entry)
+        return entries
+
+    async def check_inbox(self, run_id: str) -> InboxCheck:
+        """See :meth:`InboxChecker.check_inbox`.
+
+        .. versionadded:: 0.4
+        """
+        await anyio.lowlevel.checkpoint()
+        run = self._run(run_id)
+        check = InboxCheck()
+        for seq, data in enumerate(run.inbox):
+            where = _inbox_location(run_id, seq)
+            check.open(self.codec, data, run_id=run_id, seq=seq, location=where)
+        return check
 
     @contextlib.asynccontextmanager
     async def watch_inbox(self, run_id: str) -> AsyncIterator[WakeupWatch]:
@@ -381,7 +409,7 @@ class MemoryStore(StoreContext):
         yield WakeupWatch(self._wakeups, run_id)
 
     def _entry(self, run_id: str, run: _Run, seq: int) -> InboxEntry:
-        where = f"memory:{run_id}/inbox/{seq}"
+        where = _inbox_location(run_id, seq)
         return open_entry(self.codec, run.inbox[seq], run_id=run_id, seq=seq, location=where)
 
     async def check_sealed(self, run_id: str) -> SealCheck:
@@ -479,9 +507,5 @@ class MemoryStore(StoreContext):
         return await prune_by_policy(self, policy)
 
 
-def _pruned(run_id: str, start: int, log_start: int) -> StorageError:
-    return StorageError(
-        "read log",
-        f"records of run {run_id!r} below position {log_start} were pruned; read from "
-        f"a checkpoint's position ({start} asked)",
-    )
+def _inbox_location(run_id: str, seq: int) -> str:
+    return f"memory:{run_id}/inbox/{seq}"

@@ -6,7 +6,8 @@ written before inboxes existed work unchanged)::
     inbox/00000000000000000042.msg   entry 42: temp file, fsync, link (fails if
                                      the name exists), folder fsync
     inbox/<id key>.id                empty: that entry id was posted (or is being)
-    inbox/<id key>.lock              flock'ed while a post of that id runs
+    inbox/<id key>.lock              flock'ed while a post of that id runs, and
+                                     removed by it before it lets go
 
 ``<id key>`` is a hash of the entry id (:func:`~actorflow.storage._inbox.id_key`).
 A post takes its id's lock, so two posts of one id (threads or processes of
@@ -28,8 +29,9 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from actorflow.errors import RunNotFoundError
-from actorflow.storage._inbox import FirstSeqs, InboxEntry, id_key, open_entry, seal_entry
+from actorflow.errors import RunNotFoundError, UnreadableFileError
+from actorflow.storage._inbox import FirstSeqs, InboxEntry, id_key, seal_entry
+from actorflow.storage._inbox_check import InboxCheck, open_or_skip, skip_damaged
 from actorflow.storage.file._fs import remake_folder, write_atomic
 
 if TYPE_CHECKING:
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
     from actorflow.storage._sealing import Codec
     from actorflow.storage.file._layout import RunFolders
 
-__all__ = ["ENTRY_SUFFIX", "INBOX", "InboxFiles", "entry_path", "sealed_entries"]
+__all__ = ["ENTRY_SUFFIX", "INBOX", "InboxFiles", "entry_path", "stored_entries"]
 
 INBOX = "inbox"
 """The folder of a run's inbox (made on its first post)."""
@@ -52,16 +54,25 @@ def entry_path(folders: RunFolders, run_id: str, seq: int) -> str:
     return folders.run(run_id, INBOX, f"{seq:020d}{ENTRY_SUFFIX}")
 
 
-def sealed_entries(folders: RunFolders, run_id: str) -> Iterator[tuple[str, bytes]]:
-    """``(path, sealed bytes)`` of each of the run's entries, in order, none opened."""
-    seq = 0
-    while True:
+def stored_entries(
+    folders: RunFolders, run_id: str, start: int = 0, stop: int | None = None
+) -> Iterator[tuple[int, str, bytes | UnreadableFileError]]:
+    """``(seq, path, sealed bytes)`` of the run's entries from ``start``, in order, none opened.
+
+    In place of the bytes, the error for an entry that is no file actorflow
+    reads (a FIFO, a device): it counts as damaged, and the entries after it
+    are read on.
+    """
+    seq = start
+    while stop is None or seq < stop:
         path = entry_path(folders, run_id, seq)
         try:
-            data = folders.fs.read(path)
+            data: bytes | UnreadableFileError = folders.fs.read(path)
         except FileNotFoundError:  # the end (or no inbox yet)
             return
-        yield path, data
+        except UnreadableFileError as exc:
+            data = exc
+        yield seq, path, data
         seq += 1
 
 
@@ -108,7 +119,8 @@ class InboxFiles:
         self._folders.require(run_id)
         folder = self._open_folder(run_id)
         key = id_key(self._codec, entry_id)
-        lock = self._fs.lock(os.path.join(folder, f"{key}.lock"))
+        lock_path = os.path.join(folder, f"{key}.lock")
+        lock = self._fs.lock(lock_path)
         try:
             if not self._claim(os.path.join(folder, f"{key}.id")):
                 found = self._find(run_id, entry_id)
@@ -117,7 +129,8 @@ class InboxFiles:
                 # else its poster died between the claim and the entry: finish its post
             return self._append(run_id, entry_id, type_name, payload, sender, kind)
         finally:
-            self._fs.unlock(lock)
+            # needed only while held: the .id file is what lasts (see the module docstring)
+            self._fs.unlock_and_remove(lock, lock_path)
 
     def _open_folder(self, run_id: str) -> str:
         folder = self._folders.run(run_id, INBOX)
@@ -192,9 +205,9 @@ class InboxFiles:
 
     def _find(self, run_id: str, entry_id: str) -> InboxEntry | None:
         end = 0
-        for entry in self._entries(run_id, 0):
-            end = entry.seq + 1
-            if entry.entry_id == entry_id:
+        for seq, entry in self._entries(run_id, 0, warned=set()):
+            end = seq + 1
+            if entry is not None and entry.entry_id == entry_id:
                 return entry
         with self._guard:
             self._ends[run_id] = max(self._ends.get(run_id, 0), end)
@@ -203,12 +216,10 @@ class InboxFiles:
     # --- reading ---------------------------------------------------------------------
 
     def read(self, run_id: str, start: int, stop: int | None = None) -> list[InboxEntry]:
-        """Entries from ``start`` on (before ``stop``), each id's first only.
+        """Entries from ``start`` on (before ``stop``), each id's first only; damaged ones skipped.
 
         Raises:
             RunNotFoundError: no such run.
-            InboxCorruptedError: an entry at or after ``start`` is damaged (or, the
-                first time this store reads the run, one before it).
         """
         self._folders.require(run_id)
         start = max(start, 0)
@@ -216,20 +227,41 @@ class InboxFiles:
             lock, firsts = self._seen.setdefault(run_id, (threading.Lock(), FirstSeqs()))
         with lock:
             # the ids before ``start``, read once per store, so duplicates there are known
-            for entry in self._entries(run_id, firsts.end, stop=start):
-                firsts.add(entry)
-            entries = list(self._entries(run_id, start, stop))
-            for entry in entries:
-                firsts.add(entry)
+            for seq, entry in self._entries(run_id, firsts.end, stop=start, warned=firsts.damaged):
+                firsts.note(seq, entry)
+            entries = []
+            for seq, entry in self._entries(run_id, start, stop, warned=firsts.damaged):
+                firsts.note(seq, entry)
+                if entry is not None:
+                    entries.append(entry)
             return firsts.keep(entries)
 
-    def _entries(self, run_id: str, start: int, stop: int | None = None) -> Iterator[InboxEntry]:
-        seq = start
-        while stop is None or seq < stop:
-            path = self.path(run_id, seq)
-            try:
-                data = self._fs.read(path)
-            except FileNotFoundError:  # the end (or no inbox yet)
-                return
-            yield open_entry(self._codec, data, run_id=run_id, seq=seq, location=path)
-            seq += 1
+    def check(self, run_id: str) -> InboxCheck:
+        """Open every entry of the run's inbox, naming the damaged ones.
+
+        Raises:
+            RunNotFoundError: no such run.
+        """
+        self._folders.require(run_id)
+        check = InboxCheck()
+        for seq, path, data in stored_entries(self._folders, run_id):
+            if isinstance(data, UnreadableFileError):
+                check.entries += 1
+                check.damaged.append((path, data.cause_text))
+            else:
+                check.open(self._codec, data, run_id=run_id, seq=seq, location=path)
+        return check
+
+    def _entries(
+        self, run_id: str, start: int, stop: int | None = None, *, warned: set[int]
+    ) -> Iterator[tuple[int, InboxEntry | None]]:
+        """``(seq, entry)`` from ``start``; the entry None where it is damaged."""
+        for seq, path, data in stored_entries(self._folders, run_id, start, stop):
+            if isinstance(data, UnreadableFileError):
+                skip_damaged(data, run_id=run_id, seq=seq, warned=warned)
+                yield seq, None
+                continue
+            opened = open_or_skip(
+                self._codec, data, run_id=run_id, seq=seq, location=path, warned=warned
+            )
+            yield seq, opened

@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from actorflow.storage._inbox import FirstSeqs, InboxEntry, id_key, open_entry, seal_entry
+from actorflow.storage._inbox import FirstSeqs, InboxEntry, id_key, seal_entry
+from actorflow.storage._inbox_check import InboxCheck, open_or_skip
 from actorflow.storage._inbox_watch import Wakeups
 from actorflow.storage.s3._wire import PreconditionFailed, drop_idle_lock
 
@@ -178,14 +179,14 @@ class InboxObjects:
         async with lock:
             known = firsts.first.get(entry_id)
             if known is None:
-                for entry in await self._read(run_id, firsts.end):
-                    firsts.add(entry)
+                for seq, entry in await self._read(run_id, firsts.end, warned=firsts.damaged):
+                    firsts.note(seq, entry)
                 known = firsts.first.get(entry_id)
             self._ends[run_id] = max(self._ends.get(run_id, 0), firsts.end)
         if known is None:
             return None
-        found = await self._read(run_id, known, known + 1)
-        if not found or found[0].entry_id != entry_id:
+        found = [e for _, e in await self._read(run_id, known, known + 1, warned=set())]
+        if not found or found[0] is None or found[0].entry_id != entry_id:
             self.forget(run_id)  # deleted and posted anew meanwhile: what we knew is stale
             return None
         return found[0]
@@ -210,36 +211,57 @@ class InboxObjects:
         return self._seen.setdefault(run_id, (anyio.Lock(), FirstSeqs()))
 
     async def read(self, run_id: str, start: int, stop: int | None = None) -> list[InboxEntry]:
-        """Entries from ``start`` on (before ``stop``), each id's first only.
-
-        Raises:
-            InboxCorruptedError: an entry at or after ``start`` is damaged (or, the
-                first time this store reads the run, one before it).
-        """
+        """Entries from ``start`` on (before ``stop``), each id's first only; damaged skipped."""
         start = max(start, 0)
         lock, firsts = self._firsts(run_id)
         async with lock:
             # the ids before ``start``, read once per store, so duplicates there are known
             if firsts.end < start:
-                for entry in await self._read(run_id, firsts.end, start):
-                    firsts.add(entry)
-            entries = await self._read(run_id, start, stop)
-            if entries and firsts.end < start:  # posted meanwhile: the ones before are there now
-                for entry in await self._read(run_id, firsts.end, start):
-                    firsts.add(entry)
-            for entry in entries:
-                firsts.add(entry)
+                for seq, entry in await self._read(
+                    run_id, firsts.end, start, warned=firsts.damaged
+                ):
+                    firsts.note(seq, entry)
+            slots = await self._read(run_id, start, stop, warned=firsts.damaged)
+            if slots and firsts.end < start:  # posted meanwhile: the ones before are there now
+                for seq, entry in await self._read(
+                    run_id, firsts.end, start, warned=firsts.damaged
+                ):
+                    firsts.note(seq, entry)
+            for seq, entry in slots:
+                firsts.note(seq, entry)
             self._ends[run_id] = max(self._ends.get(run_id, 0), firsts.end)
             self._read_to[run_id] = max(self._read_to.get(run_id, 0), firsts.end)
-            return firsts.keep(entries)
+            return firsts.keep(entry for _, entry in slots if entry is not None)
 
-    async def _read(self, run_id: str, start: int, stop: int | None = None) -> list[InboxEntry]:
-        """Entries ``start`` .. ``stop - 1``, or to the end, in batches of concurrent GETs.
+    async def check(self, run_id: str) -> InboxCheck:
+        """Open every entry of the run's inbox, naming the damaged ones."""
+        check = InboxCheck()
+        for seq, location, body in await self._stored(run_id, 0):
+            check.open(self._codec, body, run_id=run_id, seq=seq, location=location)
+        return check
 
-        To the end, batches grow 1, 2, 4 ... up to ``_BATCH``: most reads (an
-        empty inbox, a follower with nothing new) cost one GET.
+    async def _read(
+        self, run_id: str, start: int, stop: int | None = None, *, warned: set[int]
+    ) -> list[tuple[int, InboxEntry | None]]:
+        """``(seq, entry)`` for ``start`` .. ``stop - 1`` or to the end; None where damaged."""
+        return [
+            (
+                seq,
+                open_or_skip(self._codec, body, run_id=run_id, seq=seq, location=at, warned=warned),
+            )
+            for seq, at, body in await self._stored(run_id, start, stop)
+        ]
+
+    async def _stored(
+        self, run_id: str, start: int, stop: int | None = None
+    ) -> list[tuple[int, str, bytes]]:
+        """``(seq, location, body)`` of entries ``start`` .. ``stop - 1``, or to the end.
+
+        Read in batches of concurrent GETs. To the end, batches grow 1, 2, 4 ...
+        up to ``_BATCH``: most reads (an empty inbox, a follower with nothing
+        new) cost one GET.
         """
-        entries: list[InboxEntry] = []
+        found: list[tuple[int, str, bytes]] = []
         seq = start
         grow = 1
         while stop is None or seq < stop:
@@ -251,13 +273,10 @@ class InboxObjects:
             )
             for key, body in zip(keys, bodies, strict=True):
                 if body is None:  # the end
-                    return entries
-                location = self._objects.location(key)
-                entries.append(
-                    open_entry(self._codec, body, run_id=run_id, seq=seq, location=location)
-                )
+                    return found
+                found.append((seq, self._objects.location(key), body))
                 seq += 1
-        return entries
+        return found
 
 
 class InboxPoll:
