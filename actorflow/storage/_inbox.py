@@ -111,8 +111,6 @@ class SupportsInbox(Protocol):
             RunNotFoundError: no such run.
             InvalidRunIdError: ``run_id`` is not a valid run id.
             EncodingError: the entry cannot be encoded (an id with a lone surrogate).
-            InboxCorruptedError: the retry of an id found the inbox damaged
-                while looking for its entry.
         """
         ...
 

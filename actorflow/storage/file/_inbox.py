@@ -114,7 +114,6 @@ class InboxFiles:
 
         Raises:
             RunNotFoundError: no such run.
-            InboxCorruptedError: a repeated id met a damaged entry while looking for its own.
         """
         self._folders.require(run_id)
         folder = self._open_folder(run_id)

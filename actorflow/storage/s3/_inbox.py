@@ -92,11 +92,7 @@ class InboxObjects:
         sender: str | None,
         kind: str = "",
     ) -> InboxEntry:
-        """Append the entry unless its id was posted; see the module docstring.
-
-        Raises:
-            InboxCorruptedError: a repeated id met a damaged entry while looking for its own.
-        """
+        """Append the entry unless its id was posted; see the module docstring."""
         name = id_key(self._codec, entry_id)
         claim = self._objects.key(run_id, INBOX_IDS, name)
         lock_name = f"{run_id}/{name}"
