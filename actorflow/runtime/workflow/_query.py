@@ -173,6 +173,19 @@ async def query_run(store: Store, run_id: str) -> RunQuery:
     return _query(store, manifest, views[0], inboxes[0])
 
 
+def _untaken(entries: list[InboxEntry], taken: set[int]) -> tuple[InboxEntry, ...]:
+    """The entries the run has not taken, each with its kind (also those of 0.3), no replies."""
+    found = []
+    for entry in entries:
+        kind = classify(entry)
+        if entry.seq in taken or kind is InboxKind.REPLY:
+            continue
+        if kind is not None and entry.kind != kind.value:
+            entry = msgspec.structs.replace(entry, kind=kind.value)
+        found.append(entry)
+    return tuple(found)
+
+
 def _query(
     store: Store, manifest: RunManifest, view: RunView, entries: list[InboxEntry]
 ) -> RunQuery:
@@ -190,9 +203,7 @@ def _query(
         decisions=tuple(view.decisions),
         metrics=view.metrics,
         waits=() if ended else tuple(pending_waits(view.events, view.steps)),
-        inbox=tuple(
-            e for e in entries if e.seq not in taken and classify(e) is not InboxKind.REPLY
-        ),
+        inbox=_untaken(entries, taken),
         phases=tuple(view.phases),
         result=manifest.result if manifest.status is RunStatus.COMPLETED else None,
         error=manifest.error,

@@ -413,3 +413,21 @@ async def test_entries_posted_before_kinds_existed_are_read_as_they_were() -> No
         with pytest.raises(Exception, match=r"cancel|from 0\.3"):
             await handle.result()
     assert (await store.read_run("old")).status is RunStatus.CANCELLED
+
+
+async def test_a_query_shows_each_untaken_entrys_kind_and_leaves_update_replies_out() -> None:
+    store = MemoryStore()
+    async with Runtime(store=store, config=FAST) as runtime:
+        handle = await runtime.start(Counter, None, run_id="q")
+        assert await runtime.update("q", Go(2), update_id="two") == 2
+        await runtime.signal("q", Go(9), id="left")  # nobody waits for a Go
+        await post_message(  # as 0.3 posted a cancel request, unread yet
+            store, "q", entry_id="actorflow.cancel", type="actorflow.cancel", payload=b"\x80"
+        )
+        query = await runtime.query("q")
+        assert [(e.kind, e.entry_id) for e in query.inbox] == [
+            ("signal", "left"),
+            ("cancel", "actorflow.cancel"),
+        ]
+        with pytest.raises(Exception, match="cancel"):
+            await handle.result()
