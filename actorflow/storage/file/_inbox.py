@@ -203,14 +203,32 @@ class InboxFiles:
         return high
 
     def _find(self, run_id: str, entry_id: str) -> InboxEntry | None:
-        end = 0
-        for seq, entry in self._entries(run_id, 0, warned=set()):
+        # what this store read of the inbox already says where ids are: only the
+        # entries past it are looked through, so re-posting known ids stays cheap
+        start, known = self._known(run_id, entry_id)
+        if known is not None:
+            for _, entry in self._entries(run_id, known, known + 1, warned=set()):
+                if entry is not None and entry.entry_id == entry_id:
+                    return entry
+            start = 0  # not where it was: the inbox was made anew meanwhile
+        end = start
+        for seq, entry in self._entries(run_id, start, warned=set()):
             end = seq + 1
             if entry is not None and entry.entry_id == entry_id:
                 return entry
         with self._guard:
             self._ends[run_id] = max(self._ends.get(run_id, 0), end)
         return None
+
+    def _known(self, run_id: str, entry_id: str) -> tuple[int, int | None]:
+        """How far this store has read the inbox, and where ``entry_id`` first is in that part."""
+        with self._guard:
+            seen = self._seen.get(run_id)
+        if seen is None:
+            return 0, None
+        lock, firsts = seen
+        with lock:
+            return firsts.end, firsts.first.get(entry_id)
 
     # --- reading ---------------------------------------------------------------------
 

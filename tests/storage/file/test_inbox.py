@@ -16,6 +16,8 @@ from structlog.testing import capture_logs
 from actorflow.errors import StorageError
 from actorflow.storage import Codec, FileStore, InboxEntry, RunManifest
 from actorflow.storage._inbox import id_key
+from actorflow.storage.file import OSFileSystem
+from actorflow.storage.file._inbox import ENTRY_SUFFIX
 from tests.storage.file.simfs import SimFS
 
 if TYPE_CHECKING:
@@ -176,3 +178,29 @@ async def test_a_post_that_returned_survives_power_loss_at_every_call() -> None:
             for entry_id in IDS:  # the sender retries all: each ends up there once
                 await post(store, entry_id)
             assert [e.entry_id for e in await store.read_inbox(RUN)] == list(IDS), crash_at
+
+
+class CountingFS(OSFileSystem):
+    """The operating system's files, counting the inbox entries read."""
+
+    entries_read = 0
+
+    def read(self, path: str) -> bytes:
+        if path.endswith(ENTRY_SUFFIX):
+            CountingFS.entries_read += 1
+        return super().read(path)
+
+
+async def test_posting_again_an_id_the_store_has_read_reads_one_entry_not_the_inbox(
+    tmp_path: Path,
+) -> None:
+    store = FileStore(tmp_path / "store", fs=CountingFS())
+    await store.create_run(manifest())
+    for n in range(40):
+        await post(store, f"m{n}")
+    assert len(await store.read_inbox(RUN)) == 40
+    CountingFS.entries_read = 0
+    for n in range(40):  # as a recovery re-posts what it posted before
+        again = await post(store, f"m{n}")
+        assert (again.seq, again.entry_id) == (n, f"m{n}")
+    assert CountingFS.entries_read == 40  # one each; a scan from the start read 820
