@@ -34,6 +34,7 @@ The tree::
     │   ├── InboxUnsupportedError       the store keeps no inbox for its runs
     │   ├── IncompatibleStateError      a stored state does not fit its class any more
     │   ├── RunLockedError              another live owner holds the run
+    │   ├── RunEndNotStoredError        a run's end is in its log, its manifest not updated
     │   └── LeaseLostError              this owner's lease was taken over (fenced)
     ├── RunError                        something about one workflow run
     │   ├── RunNotFoundError            no run with that id (also LookupError)
@@ -125,6 +126,7 @@ from actorflow.errors._storage import (
     LeaseLostError,
     LogCorruptedError,
     NewerFormatError,
+    RunEndNotStoredError,
     RunFolderNotEmptyError,
     RunLockedError,
     StorageError,
@@ -169,6 +171,7 @@ __all__ = [
     "RecoveryFailedError",
     "RegistryError",
     "RunBlockedError",
+    "RunEndNotStoredError",
     "RunError",
     "RunFailedError",
     "RunFinishedError",

@@ -28,6 +28,7 @@ from actorflow.errors import (
     NonDeterminismError,
     RecoveryFailedError,
     RunBlockedError,
+    RunEndNotStoredError,
     RunFailedError,
     RunPaused,
     StorageError,
@@ -578,7 +579,7 @@ async def _store_outcome(
     final = recorder.view.snapshot(final_trigger(status))
     if status is RunStatus.COMPLETED:
         # a completed run's outcome may be interrupted (it is then marked interrupted)
-        await _log_end(recorder, RunEnd(status=status, result=result), change)
+        await _log_end(handle, recorder, outcome, RunEnd(status=status, result=result), change)
         await queue.write_final(final)
         return
     # any other is made durable whatever happens, but holds the runtime's
@@ -587,7 +588,7 @@ async def _store_outcome(
         handle.shield(shielded)
         try:
             if status.finished:
-                await _log_end(recorder, RunEnd(status=status, error=info), change)
+                await _log_end(handle, recorder, outcome, RunEnd(status=status, error=info), change)
             else:
                 await recorder.flush()
                 await recorder.store.update_run(run_id, change)
@@ -627,12 +628,27 @@ async def _settle(
 
 
 async def _log_end(
-    recorder: Recorder, end: RunEnd, change: Callable[[RunManifest], RunManifest]
+    handle: RunTracker,
+    recorder: Recorder,
+    outcome: _Outcome,
+    end: RunEnd,
+    change: Callable[[RunManifest], RunManifest],
 ) -> None:
-    """Append the run's end and make it durable; then update the manifest, its cache."""
+    """Append the run's end and make it durable; then update the manifest, its cache.
+
+    Once the end is durable it decides the run's status: a manifest that
+    cannot be updated leaves the status as it is and makes the outcome's
+    error a ``RunEndNotStoredError`` (``recover`` repairs the manifest).
+    """
     recorder.record(end_record(end))
     await recorder.flush()
-    await update_run_unsynced(recorder.store, recorder.run_id, change)
+    try:
+        await update_run_unsynced(recorder.store, recorder.run_id, change)
+    except StorageError as exc:
+        error = RunEndNotStoredError(recorder.run_id, str(end.status), error_message(exc))
+        error.__cause__ = exc
+        outcome.error = error
+        handle.emit("run_end_not_stored", error=error_message(exc), level="warning")
 
 
 def status_change(

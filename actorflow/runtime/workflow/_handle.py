@@ -245,6 +245,9 @@ class RunHandle(metaclass=_NoPublicConstructor):
             RunFailedError: the run failed (the cause is chained).
             RecoveryFailedError: what the run recorded cannot be read (the
                 cause is chained); it stays as it was.
+            RunEndNotStoredError: the run finished (``status`` says how: its end
+                is durable in its log) but its manifest could not be updated;
+                ``recover`` repairs it.
             StorageError: the run's log could not be written.
         """
         tracker = self._tracker

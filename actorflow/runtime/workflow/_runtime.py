@@ -221,6 +221,8 @@ class Runtime(ActorSystem):
             RunFailedError: the run failed; the cause is chained.
             RunLockedError: another live process owns the run.
             RunInputMismatchError: ``run_id`` exists with a different input.
+            RunEndNotStoredError: the run finished, but its manifest could not
+                say so (its end record decides: ``recover`` repairs it).
         """
         handle = await self.start(workflow, input, run_id=run_id)
         return await handle.result()

@@ -1,0 +1,66 @@
+"""How a run's end reaches its caller when the manifest, the end's cache, cannot be written."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from actorflow import Orchestrator, RunContext, Runtime
+from actorflow.errors import RunEndNotStoredError, StorageError
+from actorflow.storage import MemoryStore, RunManifest, RunStatus
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+class Count(Orchestrator):
+    async def run(self, ctx: RunContext, n: int) -> int:
+        return n + int(await ctx.random() >= 0)
+
+
+class Broken(Orchestrator):
+    async def run(self, ctx: RunContext, n: int) -> int:
+        await ctx.random()
+        raise ValueError("no such thing")
+
+
+class ManifestEndFails(MemoryStore):
+    """A memory store whose manifest write of a finished status fails (once armed)."""
+
+    armed = True
+
+    async def update_run(
+        self, run_id: str, change: Callable[[RunManifest], RunManifest], *, durable: bool = True
+    ) -> RunManifest:
+        current = await self.read_run(run_id)
+        if self.armed and change(current).status.finished:
+            raise StorageError("update run", "the disk is full")
+        return await super().update_run(run_id, change, durable=durable)
+
+
+@pytest.mark.parametrize(
+    ("workflow", "status"), [(Count, RunStatus.COMPLETED), (Broken, RunStatus.FAILED)]
+)
+async def test_a_durable_end_whose_manifest_write_fails_is_a_storage_error_with_its_status(
+    workflow: type[Orchestrator], status: RunStatus
+) -> None:
+    store = ManifestEndFails()
+    async with Runtime(store=store) as runtime:
+        handle = await runtime.start(workflow, 1, run_id="ended")
+        with pytest.raises(RunEndNotStoredError) as caught:
+            await handle.result()
+        assert handle.status is status, "the end record decides"
+        with pytest.raises(RunEndNotStoredError):
+            await runtime.run(workflow, 1, run_id="ended-too")
+    error = caught.value
+    assert isinstance(error, StorageError)
+    assert (error.run_id, error.status) == ("ended", status)
+    assert "the disk is full" in str(error)
+    assert "recover" in str(error)
+    store.armed = False
+    async with Runtime(store=store) as runtime:
+        recovered = await runtime.recover("ended")
+    if status is RunStatus.COMPLETED:
+        assert recovered == {"ended": 2}
+    assert (await store.read_run("ended")).status is status
