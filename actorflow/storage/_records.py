@@ -153,10 +153,19 @@ class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", ta
     started this one as a child run (``ctx.start_child``); distinct from
     ``parent``, the run a fork was copied from.
 
+    ``progressed_attempt`` is the newest attempt that made progress (made a
+    record of its own durable in the log); ``max_recovery_attempts`` bounds
+    the attempts after it, those in a row that made none.
+    ``workflow_module`` is the module that defines the workflow class, which
+    a process that has not imported it imports to find it (``None`` for a
+    class defined in ``__main__``, and in runs recorded before it existed).
+
     .. versionchanged:: 0.2
        ``epoch`` added.
     .. versionchanged:: 0.3
        ``deadline``, ``parent_run`` and ``parent_step`` added.
+    .. versionchanged:: 0.4
+       ``progressed_attempt`` and ``workflow_module`` added.
     """
 
     run_id: str
@@ -183,6 +192,8 @@ class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", ta
     deadline: float | None = None
     parent_run: str | None = None
     parent_step: str | None = None
+    progressed_attempt: int = 0
+    workflow_module: str | None = None
 
 
 class StateRef(msgspec.Struct, frozen=True, kw_only=True):

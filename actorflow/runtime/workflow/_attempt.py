@@ -43,6 +43,7 @@ from actorflow.runtime.workflow._outcomes import (
     RunEnd,
     end_record,
     left_for_newer,
+    progressed,
     recorded_end,
     recovery_failed,
     run_signature,
@@ -314,6 +315,16 @@ class RunDriver:
         except StorageError as exc:
             emit("recovery_error_not_kept", error=error_message(exc), level="warning")
 
+    async def _note_progress(self, handle: RunTracker, run_id: str, attempt: int) -> None:
+        """Keep in the manifest that recovery ``attempt`` made progress, if the store can."""
+        try:
+            await update_run_unsynced(
+                self.store, run_id, functools.partial(progressed, attempt=attempt)
+            )
+        except StorageError as exc:
+            # it then counts as an attempt without progress: an earlier end, never a later one
+            handle.emit("recovery_progress_not_kept", error=error_message(exc), level="warning")
+
     async def _attempt(
         self,
         handle: RunTracker,
@@ -342,6 +353,10 @@ class RunDriver:
             request_snapshot=lambda s: queue.offer(s, checkpointer.send_nowait),
             emit=handle.emit,
         )
+        if manifest.attempt > manifest.progressed_attempt:
+            # a recovery attempt: the first record it makes durable is progress
+            note = functools.partial(self._note_progress, handle, run_id, manifest.attempt)
+            recorder.on_progress(writer.position, note)
         agents = RunAgents(scope, recorder, self._placer_for, outcome.placers)
         # before the run's task group: a state that cannot be restored (an
         # IncompatibleStateError) reaches the caller as itself

@@ -31,6 +31,7 @@ __all__ = [
     "end_record",
     "finished_error",
     "new_manifest",
+    "progressed",
     "recorded_end",
     "recovery_failed",
     "run_signature",
@@ -92,7 +93,8 @@ def new_manifest(
 def taken(m: RunManifest, *, owner: str, limit: int | None, unblock: bool = False) -> RunManifest:
     """``m`` as taken over by ``owner``: one write for status, owner and attempt.
 
-    With ``limit`` (a recovery) the attempt counts; past the limit the run is
+    With ``limit`` (a recovery) the attempt counts; once more than ``limit``
+    attempts in a row made no progress (see :func:`progressed`), the run is
     marked failed instead. A run that is no longer an orphan (it finished or
     paused meanwhile) comes back unchanged: it must never run again. With
     ``unblock`` a blocked run is taken too, its divergence cleared; that
@@ -115,8 +117,14 @@ def taken(m: RunManifest, *, owner: str, limit: int | None, unblock: bool = Fals
     if limit is None:
         return msgspec.structs.replace(m, status=RunStatus.RUNNING, owner=owner, updated=now)
     attempt = m.attempt + 1
-    if attempt > limit:
-        reason = f"{attempt - 1} recovery attempts failed (max_recovery_attempts={limit})"
+    # only the attempts since the last one that made progress count: a run
+    # that moves on at every attempt is never failed for crashing often
+    in_a_row = attempt - min(m.progressed_attempt, m.attempt)
+    if in_a_row > limit:
+        reason = (
+            f"{in_a_row - 1} recovery attempts failed in a row, none making progress "
+            f"(max_recovery_attempts={limit})"
+        )
         if m.recovery_errors:
             last = m.recovery_errors[-1]
             reason += f"; the last with {last.type}: {cap(last.message, _CAUSE_CHARS)}"
@@ -129,6 +137,17 @@ def taken(m: RunManifest, *, owner: str, limit: int | None, unblock: bool = Fals
     )
 
 
+def progressed(m: RunManifest, *, attempt: int) -> RunManifest:
+    """``m`` noting that recovery ``attempt`` made progress: a record of its own is durable.
+
+    Progress resets the count that ``max_recovery_attempts`` bounds. An
+    attempt another owner has replaced since changes nothing.
+    """
+    if m.attempt != attempt or m.progressed_attempt >= attempt:
+        return m
+    return msgspec.structs.replace(m, progressed_attempt=attempt, updated=time.time())
+
+
 def left_for_newer(m: RunManifest) -> RunManifest:
     """``m`` let go by a process too old to read it: interrupted again, its attempt refunded."""
     if m.status is not RunStatus.RUNNING:
@@ -138,6 +157,7 @@ def left_for_newer(m: RunManifest) -> RunManifest:
         status=RunStatus.INTERRUPTED,
         owner=None,
         attempt=max(0, m.attempt - 1),
+        progressed_attempt=min(m.progressed_attempt, max(0, m.attempt - 1)),
         updated=time.time(),
     )
 
