@@ -201,6 +201,12 @@ class StateRef(msgspec.Struct, frozen=True, kw_only=True):
 
     Small states travel inside the record (``data``) so a step costs no
     extra durable write; larger ones are stored once as a blob (``blob``).
+    ``module`` is the module that defines the agent's class, to import it by
+    where it is not imported; the spawn record carries it (later states of
+    the agent leave it out).
+
+    .. versionchanged:: 0.4
+       ``module`` added.
     """
 
     agent: str
@@ -208,13 +214,20 @@ class StateRef(msgspec.Struct, frozen=True, kw_only=True):
     blob: str = ""
     version: int = 1
     data: bytes | None = None
+    module: str | None = None
 
 
 class StepRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="step"):
     """One completed step: ``ctx.ask``, ``ctx.spawn``, ``ctx.now``...
 
     ``result`` is MessagePack bytes (absent for an error). ``state`` points at
-    the agent's new state when the step changed it.
+    the agent's new state when the step changed it. ``issued`` is when the
+    step was issued (its attempt here began), ``time`` when it was recorded:
+    their difference is how long it took (``issued`` is 0 in records written
+    before it existed).
+
+    .. versionchanged:: 0.4
+       ``issued`` added.
     """
 
     step_id: str
@@ -227,6 +240,7 @@ class StepRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag
     state: StateRef | None = None
     time: float = 0.0
     attempts: int = 1
+    issued: float = 0.0
 
 
 class MilestoneRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="milestone"):
@@ -274,7 +288,11 @@ LogRecord = StepRecord | MilestoneRecord | PhaseEndRecord | DecisionRecord | Eve
 
 
 class AgentSnapshot(msgspec.Struct, frozen=True, kw_only=True):
-    """One agent as of a snapshot's position."""
+    """One agent as of a snapshot's position (``module``: see :class:`StateRef`).
+
+    .. versionchanged:: 0.4
+       ``module`` added.
+    """
 
     name: str
     type: str
@@ -282,6 +300,7 @@ class AgentSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     state: StateRef | None = None
     confidence: float | None = None
     blockers: tuple[str, ...] = ()
+    module: str | None = None
 
 
 class Snapshot(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="snapshot"):

@@ -264,7 +264,7 @@ class Adopter:
             self._leave(run_id, "code_version", code_version=manifest.code_version)
             return None
         try:
-            lookup(manifest.workflow)
+            lookup(manifest.workflow, manifest.workflow_module)
         except RegistryError:
             self._leave(run_id, "class_not_imported", workflow=manifest.workflow)
             return None

@@ -18,7 +18,7 @@ from actorflow.errors import (
     RunNotFinishedError,
     RunPaused,
 )
-from actorflow.runtime.actors import class_name, lookup
+from actorflow.runtime.actors import class_name, lookup, module_of
 from actorflow.storage import ErrorInfo, EventRecord, RunManifest, RunStatus
 from actorflow.storage import decode_value as decode
 from actorflow.storage import encode_value as encode
@@ -36,6 +36,7 @@ __all__ = [
     "recovery_failed",
     "run_signature",
     "taken",
+    "workflow_class",
 ]
 
 KEPT_RECOVERY_ERRORS = 10
@@ -81,6 +82,7 @@ def new_manifest(
     return RunManifest(
         run_id=run_id,
         workflow=class_name(workflow),
+        workflow_module=module_of(workflow),
         input=data,
         input_hash=hashlib.sha256(data).hexdigest(),
         code_version=code_version,
@@ -173,11 +175,20 @@ def recovery_failed(m: RunManifest, *, cause: ErrorInfo) -> RunManifest:
     return msgspec.structs.replace(m, recovery_errors=errors, updated=time.time())
 
 
+def workflow_class(manifest: RunManifest) -> type[Any]:
+    """The class of ``manifest``'s workflow, imported from its recorded module if need be.
+
+    Raises:
+        RegistryError: it is not defined here and its module cannot give it.
+    """
+    return lookup(manifest.workflow, manifest.workflow_module)
+
+
 def decode_result(manifest: RunManifest, workflow: type[Any] | None = None) -> Any:
     """A completed run's result, typed by its orchestrator's ``run`` when the class is known."""
     if workflow is None:
         try:
-            workflow = lookup(manifest.workflow)
+            workflow = workflow_class(manifest)
         except LookupError:
             workflow = None
     result_type = run_signature(workflow)[1] if workflow is not None else Any

@@ -24,7 +24,7 @@ from actorflow.errors import (
     RunNotPausedError,
     RuntimeNotRunningError,
 )
-from actorflow.runtime.actors import ActorSystem, class_name, is_abstract, lookup, register
+from actorflow.runtime.actors import ActorSystem, class_name, is_abstract, register
 from actorflow.runtime.workflow._adoption import Adopter, AdopterHooks, AdoptionPolicy
 from actorflow.runtime.workflow._attempt import RunDriver, status_change
 from actorflow.runtime.workflow._checkpointer import Checkpointer
@@ -33,7 +33,13 @@ from actorflow.runtime.workflow._cluster import RunFollower
 from actorflow.runtime.workflow._config import RuntimeConfig
 from actorflow.runtime.workflow._fork import copy_for_fork
 from actorflow.runtime.workflow._handle import RunHandle, RunTracker
-from actorflow.runtime.workflow._outcomes import decode_result, finished_error, new_manifest, taken
+from actorflow.runtime.workflow._outcomes import (
+    decode_result,
+    finished_error,
+    new_manifest,
+    taken,
+    workflow_class,
+)
 from actorflow.runtime.workflow._pruning import Pruner
 from actorflow.runtime.workflow._query import RunQuery, query_run
 from actorflow.runtime.workflow._recovery import ORPHANS, Recovery
@@ -293,7 +299,7 @@ class Runtime(ActorSystem):
         manifest = await self.store.read_run(validate_run_id(run_id))
         if workflow is None:
             try:
-                workflow = lookup(manifest.workflow)
+                workflow = workflow_class(manifest)
             except Exception:  # not imported here: the result comes back as plain data
                 workflow = None
         if manifest.status.finished:
@@ -528,7 +534,7 @@ class Runtime(ActorSystem):
         manifest = await self.store.read_run(validate_run_id(run_id))
         if manifest.status is not RunStatus.PAUSED:
             raise RunNotPausedError(run_id, str(manifest.status))
-        workflow = lookup(manifest.workflow)
+        workflow = workflow_class(manifest)
         view, _ = await load_view(self.store, run_id, lambda *a, **k: None)
         waits = [w for w in pending_waits(view.events, view.steps) if w.pause]
         kind = signal_type(type(response))
@@ -622,7 +628,7 @@ class Runtime(ActorSystem):
         The new run replays what the snapshot holds and runs the rest live.
         """
         source = await self.store.read_run(validate_run_id(run_id))
-        workflow = lookup(source.workflow)
+        workflow = workflow_class(source)
         new_id = (
             validate_run_id(new_run_id)
             if new_run_id

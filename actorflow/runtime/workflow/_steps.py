@@ -31,7 +31,7 @@ from actorflow.errors import (
     StepFailedError,
     UnawaitedStepError,
 )
-from actorflow.runtime.actors import class_name, state_type
+from actorflow.runtime.actors import class_name, module_of, state_type
 from actorflow.runtime.workflow._agents import reply_type
 from actorflow.runtime.workflow._ids import args_hash, message_hash, value_hash
 from actorflow.runtime.workflow._progress import StepInfo, StepMeta, current_step_meta
@@ -540,6 +540,8 @@ class SpawnStep(Step["ActorRef[A]"]):
                     version=rec.agent_versions[self._name],
                     data=self._state_bytes,
                 )
+            # where the class comes from, for a process that has not imported it
+            state = msgspec.structs.replace(state, module=module_of(self._cls))
         rec.record(
             StepRecord(
                 step_id=self.id,

@@ -6,12 +6,21 @@ import anyio
 import msgspec
 import pytest
 
-from actorflow import Orchestrator, Request, RunContext, Runtime, RuntimeConfig, Specialist, handler
+from actorflow import (
+    Durability,
+    Orchestrator,
+    Request,
+    RunContext,
+    Runtime,
+    RuntimeConfig,
+    Specialist,
+    handler,
+)
 from actorflow.errors import RunFailedError
 from actorflow.storage import MemoryStore, RunStatus
 from actorflow.testing import CrashingStore
 
-CONFIG = RuntimeConfig(durability="sync", max_recovery_attempts=3)
+CONFIG = RuntimeConfig(durability=Durability.SYNC, max_recovery_attempts=3)
 
 
 class Tick(Request[int], frozen=True):
@@ -44,19 +53,21 @@ async def _attempt_until_crash(store: MemoryStore, records: int, *, first: bool 
     """Start (``first``) or recover the run; 'kill the process' once ``records`` are durable."""
     crashing = CrashingStore(store, crash_after=records)
     with anyio.fail_after(30):
-        async with Runtime(store=crashing, config=CONFIG) as runtime:
-            async with anyio.create_task_group() as tg:
+        async with (
+            Runtime(store=crashing, config=CONFIG) as runtime,
+            anyio.create_task_group() as tg,
+        ):
 
-                async def kill_at_crash() -> None:
-                    await crashing.crashed.wait()
-                    tg.cancel_scope.cancel()
-
-                tg.start_soon(kill_at_crash)
-                if first:
-                    await (await runtime.start(Ticks, 12, run_id="ticks")).wait()
-                else:
-                    await runtime.recover("ticks")
+            async def kill_at_crash() -> None:
+                await crashing.crashed.wait()
                 tg.cancel_scope.cancel()
+
+            tg.start_soon(kill_at_crash)
+            if first:
+                await (await runtime.start(Ticks, 12, run_id="ticks")).wait()
+            else:
+                await runtime.recover("ticks")
+            tg.cancel_scope.cancel()
     manifest = await store.read_run("ticks")
     assert crashing.crashed.is_set(), f"the attempt ended {manifest.status}: {manifest.error}"
 
