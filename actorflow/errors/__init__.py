@@ -47,6 +47,7 @@ The tree::
     │   ├── UpdateRejectedError         the run refused an update (validator, no handler)
     │   ├── UpdateFailedError           an accepted update's handler raised
     │   ├── RunInputMismatchError       a run id reused with different input
+    │   ├── RunInputTypeError           an input that does not fit the workflow (also TypeError)
     │   ├── StepFailedError             a step of the run failed
     │   ├── NonDeterminismError         re-run code diverged from the recorded log
     │   ├── UnawaitedStepError          a step was issued but never awaited
@@ -102,6 +103,7 @@ from actorflow.errors._runs import (
     RunFailedError,
     RunFinishedError,
     RunInputMismatchError,
+    RunInputTypeError,
     RunNotFinishedError,
     RunNotFoundError,
     RunNotPausedError,
@@ -177,6 +179,7 @@ __all__ = [
     "RunFinishedError",
     "RunFolderNotEmptyError",
     "RunInputMismatchError",
+    "RunInputTypeError",
     "RunLockedError",
     "RunNotFinishedError",
     "RunNotFoundError",

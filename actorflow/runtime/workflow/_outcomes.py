@@ -15,6 +15,7 @@ from actorflow.errors import (
     CorruptedDataError,
     RunBlockedError,
     RunFailedError,
+    RunInputTypeError,
     RunNotFinishedError,
     RunPaused,
 )
@@ -76,8 +77,26 @@ def _resolve_signature(cls: type[Any]) -> tuple[Any, Any]:
 def new_manifest(
     workflow: type[Any], input: Any, *, run_id: str, owner: str | None, code_version: str | None
 ) -> RunManifest:
-    """The manifest of a run about to start: already running, owned by ``owner``."""
+    """The manifest of a run about to start: already running, owned by ``owner``.
+
+    Raises:
+        EncodingError: ``input`` cannot be encoded.
+        RunInputTypeError: ``input`` does not decode as the workflow's input type
+            (what its every attempt would do): refused before anything is stored.
+    """
     data = encode(input, "workflow input")
+    input_type = run_signature(workflow)[0]
+    if input_type is not Any:
+        try:
+            decode(data, input_type, "workflow input")
+        except CorruptedDataError as exc:
+            raise RunInputTypeError(
+                run_id,
+                class_name(workflow),
+                _type_label(input_type),
+                _type_label(type(input)),
+                str(exc.__cause__ or exc),
+            ) from None
     now = time.time()
     return RunManifest(
         run_id=run_id,
@@ -90,6 +109,13 @@ def new_manifest(
         updated=now,
         owner=owner,
     )
+
+
+def _type_label(t: object) -> str:
+    """``t`` as a user wrote it: ``Report``, ``list[str]``, ``int | None``."""
+    if isinstance(t, type) and not typing.get_args(t):
+        return t.__qualname__
+    return repr(t).replace("typing.", "")
 
 
 def taken(m: RunManifest, *, owner: str, limit: int | None, unblock: bool = False) -> RunManifest:

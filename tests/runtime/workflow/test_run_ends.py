@@ -1,13 +1,14 @@
-"""How a run's end reaches its caller when the manifest, the end's cache, cannot be written."""
+"""What a run's caller learns: an input that cannot fit, an end the manifest could not take."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import msgspec
 import pytest
 
 from actorflow import Orchestrator, RunContext, Runtime
-from actorflow.errors import RunEndNotStoredError, StorageError
+from actorflow.errors import RunEndNotStoredError, RunInputTypeError, StorageError
 from actorflow.storage import MemoryStore, RunManifest, RunStatus
 
 if TYPE_CHECKING:
@@ -64,3 +65,32 @@ async def test_a_durable_end_whose_manifest_write_fails_is_a_storage_error_with_
     if status is RunStatus.COMPLETED:
         assert recovered == {"ended": 2}
     assert (await store.read_run("ended")).status is status
+
+
+class Order(msgspec.Struct, frozen=True):
+    item: str
+    count: int
+
+
+class Shop(Orchestrator):
+    async def run(self, ctx: RunContext, order: Order) -> str:
+        return f"{order.count} x {order.item}"
+
+
+async def test_an_input_of_the_wrong_type_is_refused_before_anything_is_stored() -> None:
+    store = MemoryStore()
+    async with Runtime(store=store) as runtime:
+        with pytest.raises(RunInputTypeError) as caught:
+            await runtime.start(Shop, "two apples", run_id="typo")
+        with pytest.raises(RunInputTypeError):
+            await runtime.run(Shop, {"item": "apple"}, run_id="short")
+        with pytest.raises(RunInputTypeError):
+            await runtime.submit(Shop, 2, run_id="queued")
+        assert await runtime.runs() == [], "nothing was stored"
+        # what decodes as the declared type is fine, as the run itself would read it
+        assert await runtime.run(Shop, {"item": "apple", "count": 2}) == "2 x apple"
+    error = caught.value
+    assert isinstance(error, TypeError)
+    assert (error.run_id, error.expected, error.given) == ("typo", "Order", "str")
+    assert "Shop takes Order as its input, not str" in str(error)
+    assert "validate" not in str(error)
