@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import time
 import typing
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import msgspec
 
@@ -28,6 +28,7 @@ __all__ = [
     "END_EVENT",
     "KEPT_RECOVERY_ERRORS",
     "RunEnd",
+    "Workflow",
     "decode_result",
     "end_record",
     "finished_error",
@@ -39,6 +40,23 @@ __all__ = [
     "taken",
     "workflow_class",
 ]
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
+R_co = TypeVar("R_co", covariant=True)
+
+
+class Workflow(Protocol[R_co]):
+    """A workflow class's instances, as type checkers see them: ``run`` gives an ``R_co``.
+
+    What ``Runtime.run``/``start`` read a workflow's result type from.
+    """
+
+    def run(self, ctx: Any, input: Any, /) -> Awaitable[R_co]:
+        """The workflow's body: ``async def run(self, ctx, input) -> R``."""
+        ...
+
 
 KEPT_RECOVERY_ERRORS = 10
 """How many causes of failed recovery attempts a manifest keeps (the newest)."""

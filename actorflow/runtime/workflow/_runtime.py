@@ -32,7 +32,7 @@ from actorflow.runtime.workflow._children import RuntimeChildren
 from actorflow.runtime.workflow._cluster import RunFollower
 from actorflow.runtime.workflow._config import RuntimeConfig
 from actorflow.runtime.workflow._fork import copy_for_fork
-from actorflow.runtime.workflow._handle import RunHandle, RunTracker
+from actorflow.runtime.workflow._handle import R, RunHandle, RunTracker
 from actorflow.runtime.workflow._outcomes import (
     decode_result,
     finished_error,
@@ -71,6 +71,7 @@ if TYPE_CHECKING:
 
     from actorflow.runtime.actors import ActorRef
     from actorflow.runtime.workflow._cluster import Cluster
+    from actorflow.runtime.workflow._outcomes import Workflow
     from actorflow.runtime.workflow._watch import WatchEvent
 
 __all__ = ["Runtime"]
@@ -213,12 +214,13 @@ class Runtime(ActorSystem):
     # --- starting runs -------------------------------------------------------
 
     async def run(
-        self, workflow: type[Any], input: Any = None, *, run_id: str | None = None
-    ) -> Any:
+        self, workflow: type[Workflow[R]], input: Any = None, *, run_id: str | None = None
+    ) -> R:
         """Run ``workflow`` on ``input`` to the end and return its result.
 
         With the id of an existing run: a completed run's stored result comes
-        back; an orphaned one resumes; a paused one raises ``RunPaused``.
+        back; an orphaned one resumes; a paused one raises ``RunPaused``. Type
+        checkers see the result as what the workflow's ``run`` returns.
 
         Raises:
             RunPaused: the run waits for input (``resume`` it).
@@ -227,23 +229,34 @@ class Runtime(ActorSystem):
             RunFailedError: the run failed; the cause is chained.
             RunLockedError: another live process owns the run.
             RunInputMismatchError: ``run_id`` exists with a different input.
+            RunInputTypeError: ``input`` does not fit the workflow's input type
+                (nothing is stored).
             RunEndNotStoredError: the run finished, but its manifest could not
                 say so (its end record decides: ``recover`` repairs it).
+
+        .. versionchanged:: 0.4
+           Typed result; ``RunInputTypeError``.
         """
         handle = await self.start(workflow, input, run_id=run_id)
         return await handle.result()
 
     async def start(
-        self, workflow: type[Any], input: Any = None, *, run_id: str | None = None
-    ) -> RunHandle:
+        self, workflow: type[Workflow[R]], input: Any = None, *, run_id: str | None = None
+    ) -> RunHandle[R]:
         """Start a run in the background and return its handle.
 
-        The run is recorded in the store before any of its code runs. See
-        :meth:`run` for what an existing ``run_id`` does.
+        The run is recorded in the store before any of its code runs, once
+        its input decodes as the type the workflow's ``run`` declares for it.
+        See :meth:`run` for what an existing ``run_id`` does.
 
         Raises:
             ActorDefinitionError: ``workflow`` is a base class (``Orchestrator``
                 itself): subclass it and define ``run``.
+            RunInputTypeError: ``input`` does not fit the workflow's input type
+                (nothing is stored).
+
+        .. versionchanged:: 0.4
+           A ``RunHandle[R]`` typed by the workflow's result; ``RunInputTypeError``.
         """
         if is_abstract(workflow):
             raise ActorDefinitionError(
@@ -778,6 +791,8 @@ class Runtime(ActorSystem):
         Raises:
             ActorDefinitionError: ``workflow`` is a base class.
             RunInputMismatchError: ``run_id`` exists with a different input.
+            RunInputTypeError: ``input`` does not fit the workflow's input type
+                (nothing is stored).
 
         .. versionadded:: 0.4
         """
