@@ -6,6 +6,7 @@ import collections
 import functools
 import os
 import socket
+import time
 import uuid
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -81,6 +82,15 @@ _log = get_logger("actorflow.runtime")
 
 def _unchanged(manifest: RunManifest) -> RunManifest:
     return manifest
+
+
+def _woken(manifest: RunManifest) -> RunManifest:
+    """A paused run answered, to be taken (interrupted); any other as it is."""
+    if manifest.status is not RunStatus.PAUSED:
+        return manifest
+    return msgspec.structs.replace(
+        manifest, status=RunStatus.INTERRUPTED, prompt=None, deadline=None, updated=time.time()
+    )
 
 
 KEPT_FINISHED_HANDLES = 1000
@@ -566,12 +576,9 @@ class Runtime(ActorSystem):
                 sender=self.owner,
                 what="a response",
             )
-        manifest = await self.store.update_run(
-            run_id,
-            lambda m: msgspec.structs.replace(
-                m, status=RunStatus.INTERRUPTED, prompt=None, deadline=None
-            ),
-        )
+        # only while still paused: a resume that lost a race with another
+        # (which has taken the run since) must leave the live run as it is
+        manifest = await self.store.update_run(run_id, _woken)
         handle = await self._launch(workflow, manifest)
         if on_start is not None:
             on_start(handle)
