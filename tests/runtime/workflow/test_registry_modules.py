@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING
 
 import anyio
 import pytest
+from typer.testing import CliRunner
 
 from actorflow import AdoptionPolicy, Orchestrator, Runtime
+from actorflow.cli import EXIT_CODES, app
 from actorflow.errors import RegistryError, RunPaused
 from actorflow.runtime import lookup
 from actorflow.runtime.actors import module_of
@@ -159,3 +161,13 @@ def test_a_recorded_module_is_imported_only_if_plain_and_not_main(
     assert issubclass(flow, Orchestrator)
     assert module_of(flow) == f"{pkg}.flows"
     assert module_of(type("Script", (), {"__module__": "__main__"})) is None
+
+
+def test_the_cli_resumes_and_recovers_such_runs_without_app(package: str, tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    resumed = CliRunner().invoke(app, ["resume", "paused", "--response", "yes", "--store", store])
+    assert resumed.exit_code == 0, resumed.output
+    assert "hello ann yes" in resumed.output
+    recovered = CliRunner().invoke(app, ["recover", "queued", "--store", store])
+    assert recovered.exit_code == EXIT_CODES["paused"], recovered.output
+    assert "RegistryError" not in recovered.output
