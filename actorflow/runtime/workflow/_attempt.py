@@ -569,6 +569,9 @@ async def _store_outcome(
     the final snapshot, an optimisation, is written by the run itself without
     waiting for the snapshots still queued. A paused or blocked run goes on
     later, so its status goes to the manifest durably and no end is logged.
+    An outcome the store cannot take leaves the run unfinished, as the store
+    has it (for ``recover()``): the handle says running, with the
+    ``StorageError`` as its error.
     """
     status, error = outcome.status, outcome.error
     if status is RunStatus.RUNNING:
@@ -594,8 +597,8 @@ async def _store_outcome(
     final = recorder.view.snapshot(final_trigger(status))
     if status is RunStatus.COMPLETED:
         # a completed run's outcome may be interrupted (it is then marked interrupted)
-        await _log_end(handle, recorder, outcome, RunEnd(status=status, result=result), change)
-        await queue.write_final(final)
+        if await _log_end(handle, recorder, outcome, RunEnd(status=status, result=result), change):
+            await queue.write_final(final)
         return
     # any other is made durable whatever happens, but holds the runtime's
     # shutdown only as long as the runtime lets it (``RunTracker.shield``)
@@ -603,10 +606,18 @@ async def _store_outcome(
         handle.shield(shielded)
         try:
             if status.finished:
-                await _log_end(handle, recorder, outcome, RunEnd(status=status, error=info), change)
+                end = RunEnd(status=status, error=info)
+                if not await _log_end(handle, recorder, outcome, end, change):
+                    return
             else:
-                await recorder.flush()
-                await recorder.store.update_run(run_id, change)
+                try:
+                    await recorder.flush()
+                    await recorder.store.update_run(run_id, change)
+                except StorageError as exc:
+                    # not paused (or blocked) as far as the store knows: unfinished, for recover()
+                    outcome.status, outcome.error = RunStatus.RUNNING, exc
+                    handle.emit("run_status_not_stored", error=error_message(exc), level="warning")
+                    return
             await queue.write_final(final)
         finally:
             handle.shield(None)
@@ -648,15 +659,22 @@ async def _log_end(
     outcome: _Outcome,
     end: RunEnd,
     change: Callable[[RunManifest], RunManifest],
-) -> None:
+) -> bool:
     """Append the run's end and make it durable; then update the manifest, its cache.
 
-    Once the end is durable it decides the run's status: a manifest that
-    cannot be updated leaves the status as it is and makes the outcome's
-    error a ``RunEndNotStoredError`` (``recover`` repairs the manifest).
+    The end record decides the run's status. One that cannot be made durable
+    leaves the run unfinished (as the store has it, for ``recover``), the
+    append's ``StorageError`` its error; returns False. Once the end is
+    durable, a manifest that cannot be updated changes nothing but the
+    outcome's error: a ``RunEndNotStoredError`` (``recover`` repairs the manifest).
     """
     recorder.record(end_record(end))
-    await recorder.flush()
+    try:
+        await recorder.flush()
+    except StorageError as exc:
+        outcome.status, outcome.result, outcome.error = RunStatus.RUNNING, None, exc
+        handle.emit("run_end_not_logged", error=error_message(exc), level="warning")
+        return False
     try:
         await update_run_unsynced(recorder.store, recorder.run_id, change)
     except StorageError as exc:
@@ -664,6 +682,7 @@ async def _log_end(
         error.__cause__ = exc
         outcome.error = error
         handle.emit("run_end_not_stored", error=error_message(exc), level="warning")
+    return True
 
 
 def status_change(

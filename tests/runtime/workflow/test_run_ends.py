@@ -9,10 +9,12 @@ import pytest
 
 from actorflow import Orchestrator, RunContext, Runtime
 from actorflow.errors import RunEndNotStoredError, RunInputTypeError, StorageError
-from actorflow.storage import MemoryStore, RunManifest, RunStatus
+from actorflow.storage import EventRecord, MemoryStore, RunManifest, RunStatus
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
+
+    from actorflow.storage import LogRecord
 
 
 class Count(Orchestrator):
@@ -65,6 +67,57 @@ async def test_a_durable_end_whose_manifest_write_fails_is_a_storage_error_with_
     if status is RunStatus.COMPLETED:
         assert recovered == {"ended": 2}
     assert (await store.read_run("ended")).status is status
+
+
+class EndAppendFails(MemoryStore):
+    """A memory store that cannot append a run's end record (once armed)."""
+
+    armed = True
+
+    async def append(self, run_id: str, records: Sequence[LogRecord]) -> int:
+        if self.armed and any(isinstance(r, EventRecord) and r.kind == "run_end" for r in records):
+            raise StorageError("append log", "the disk is full")
+        return await super().append(run_id, records)
+
+
+class PauseNotStored(MemoryStore):
+    """A memory store whose manifest cannot say a run paused."""
+
+    async def update_run(
+        self, run_id: str, change: Callable[[RunManifest], RunManifest], *, durable: bool = True
+    ) -> RunManifest:
+        if change(await self.read_run(run_id)).status is RunStatus.PAUSED:
+            raise StorageError("update run", "the disk is full")
+        return await super().update_run(run_id, change, durable=durable)
+
+
+class Asks(Orchestrator):
+    async def run(self, ctx: RunContext, _: None) -> str:
+        return await ctx.wait_for_input("go on?")
+
+
+async def test_an_end_that_cannot_be_logged_leaves_the_run_unfinished_for_recover() -> None:
+    store = EndAppendFails()
+    async with Runtime(store=store) as runtime:
+        handle = await runtime.start(Count, 1, run_id="unlogged")
+        with pytest.raises(StorageError, match="the disk is full") as caught:
+            await handle.result()
+        assert not isinstance(caught.value, RunEndNotStoredError)
+        assert handle.status is RunStatus.RUNNING, "no end is durable: the run did not end"
+    assert (await store.read_run("unlogged")).status is RunStatus.RUNNING
+    store.armed = False
+    async with Runtime(store=store) as runtime:
+        assert await runtime.recover() == {"unlogged": 2}
+
+
+async def test_a_pause_the_manifest_cannot_take_is_a_storage_error() -> None:
+    store = PauseNotStored()
+    async with Runtime(store=store) as runtime:
+        handle = await runtime.start(Asks, None, run_id="unpaused")
+        with pytest.raises(StorageError, match="the disk is full"):
+            await handle.result()
+        assert handle.status is RunStatus.RUNNING
+    assert (await store.read_run("unpaused")).status is RunStatus.RUNNING
 
 
 class Order(msgspec.Struct, frozen=True):
