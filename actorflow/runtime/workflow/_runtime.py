@@ -553,6 +553,8 @@ class Runtime(ActorSystem):
             RunNotFoundError: no such run.
             RunNotPausedError: the run is not paused (its status says why).
             ConfigurationError: the run's wait takes another type of response.
+            RunLockedError: another process resumed it meanwhile and drives it
+                (the first response sent is the one the run takes).
         """
         manifest = await self.store.read_run(validate_run_id(run_id))
         if manifest.status is not RunStatus.PAUSED:
