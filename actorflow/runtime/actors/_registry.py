@@ -11,10 +11,10 @@ a stored name must not resolve to a class no run can use.
 
 A name this process has no class for is looked up once more after importing
 the module recorded with it (:func:`module_of`), so ``actorflow recover``
-finds a workflow of ``myproject.flows`` without ``--app``. Only a plain
-dotted module name is imported, never ``__main__`` (a script's classes need
-``--app``): stored data never makes the process run anything but a module of
-an importable package, and only one that recorded the class.
+finds a workflow of ``myproject.flows`` without ``--app``. Stored data makes
+the process import nothing else: only a plain dotted module name recorded
+with the name looked up, only when no class of this process has that name,
+never ``__main__`` (a script's classes need ``--app``).
 """
 
 from __future__ import annotations
