@@ -302,7 +302,7 @@ def print_record(position: int, record: LogRecord, *, as_json: bool) -> None:
             )
             target = f" -> {esc(record.target)}" if record.target else ""
             step = f"[cyan]{esc(record.kind)}[/] {esc(record.step_id)}"
-            out().print(f"{position:>6} {step}{target}: {outcome}")
+            out().print(f"{position:>6} {step}{target}: {outcome}{_took(record)}")
         case PhaseEndRecord():
             out().print(
                 f"{position:>6} [green]phase end[/] {esc(record.phase_id)}: {_cell(data['result'])}"
@@ -316,6 +316,15 @@ def print_record(position: int, record: LogRecord, *, as_json: bool) -> None:
                 f"{position:>6} [yellow]event[/] {esc(record.kind)} "
                 f"{esc(record.step_id or '')}{shown}"
             )
+
+
+def _took(record: StepRecord) -> str:
+    """`` (1.2s)``: how long a step took, issued to recorded (nothing for older records)."""
+    if not record.issued or record.time < record.issued:
+        return ""
+    took = record.time - record.issued
+    shown = f"{took * 1000:.0f}ms" if took < 1 else f"{took:.1f}s"
+    return f" [dim]({shown})[/]"
 
 
 def _wait_text(record: EventRecord) -> str:

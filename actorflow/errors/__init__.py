@@ -37,6 +37,7 @@ The tree::
     │   ├── InboxUnsupportedError       the store keeps no inbox for its runs
     │   ├── IncompatibleStateError      a stored state does not fit its class any more
     │   ├── RunLockedError              another live owner holds the run
+    │   ├── RunEndNotStoredError        a run's end is in its log, its manifest not updated
     │   └── LeaseLostError              this owner's lease was taken over (fenced)
     ├── RunError                        something about one workflow run
     │   ├── RunNotFoundError            no run with that id (also LookupError)
@@ -51,6 +52,7 @@ The tree::
     │   ├── UpdateRejectedError         the run refused an update (validator, no handler)
     │   ├── UpdateFailedError           an accepted update's handler raised
     │   ├── RunInputMismatchError       a run id reused with different input
+    │   ├── RunInputTypeError           an input that does not fit the workflow (also TypeError)
     │   ├── StepFailedError             a step of the run failed
     │   ├── NonDeterminismError         re-run code diverged from the recorded log
     │   ├── UnawaitedStepError          a step was issued but never awaited
@@ -107,6 +109,7 @@ from actorflow.errors._runs import (
     RunFailedError,
     RunFinishedError,
     RunInputMismatchError,
+    RunInputTypeError,
     RunNotFinishedError,
     RunNotFoundError,
     RunNotPausedError,
@@ -133,6 +136,7 @@ from actorflow.errors._storage import (
     LogCorruptedError,
     LogPrunedError,
     NewerFormatError,
+    RunEndNotStoredError,
     RunFolderNotEmptyError,
     RunLockedError,
     StorageError,
@@ -181,11 +185,13 @@ __all__ = [
     "RegistryError",
     "ReservedInboxNameError",
     "RunBlockedError",
+    "RunEndNotStoredError",
     "RunError",
     "RunFailedError",
     "RunFinishedError",
     "RunFolderNotEmptyError",
     "RunInputMismatchError",
+    "RunInputTypeError",
     "RunLockedError",
     "RunNotFinishedError",
     "RunNotFoundError",

@@ -13,6 +13,7 @@ __all__ = [
     "RunFailedError",
     "RunFinishedError",
     "RunInputMismatchError",
+    "RunInputTypeError",
     "RunNotFinishedError",
     "RunNotFoundError",
     "RunPaused",
@@ -208,6 +209,20 @@ class RunInputMismatchError(RunError):
             run_id,
             f"run {run_id!r} exists with a different input; a run id names one run — "
             "use a new id for new input",
+        )
+
+
+class RunInputTypeError(RunError, TypeError):
+    """A run's input does not fit the input type its workflow declares; nothing was stored."""
+
+    def __init__(self, run_id: str, workflow: str, expected: str, given: str, cause: str) -> None:
+        self.workflow = workflow
+        self.expected = expected
+        self.given = given
+        super().__init__(
+            run_id,
+            f"workflow {workflow} takes {expected} as its input, not {given} ({cause}); "
+            f"run {run_id!r} was not stored: pass a value of type {expected}",
         )
 
 

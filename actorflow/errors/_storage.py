@@ -18,6 +18,7 @@ __all__ = [
     "LeaseLostError",
     "LogCorruptedError",
     "LogPrunedError",
+    "RunEndNotStoredError",
     "RunFolderNotEmptyError",
     "RunLockedError",
     "StorageError",
@@ -295,6 +296,26 @@ class RunLockedError(StorageError):
         super().__init__(
             "claim run",
             f"run {run_id!r} is owned{who} by a live process; wait for it to finish or stop it",
+        )
+
+
+class RunEndNotStoredError(StorageError):
+    """A run finished (its end is durable in its log) but its manifest could not say so.
+
+    ``status`` is the run's true status: the end record decides it. The
+    manifest, a cache of that record, still says the run is unfinished until
+    a ``recover`` repairs it from the log (and returns a completed run's
+    result).
+    """
+
+    def __init__(self, run_id: str, status: str, cause: str) -> None:
+        self.run_id = run_id
+        self.status = status
+        super().__init__(
+            "update run",
+            f"run {run_id!r} {status} (its end is durable in its log) but its manifest "
+            f"could not be updated ({cause}); `runtime.recover({run_id!r})` or "
+            f"`actorflow recover {run_id}` repairs it from the log",
         )
 
 

@@ -126,7 +126,8 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
         retention: applied off the run's path after each finished run (``None``: never).
         step_retries: times a failed agent task is retried before ``StepFailedError``.
         retry_backoff: first retry delay in seconds; doubles per retry.
-        max_recovery_attempts: recoveries of one run before it is marked failed.
+        max_recovery_attempts: recovery attempts of one run in a row that make no
+            progress (no record of their own durable) before it is marked failed.
         recovery_timeout: seconds one recovery may take (``None``: unbounded).
         ask_timeout: default timeout of ``ctx.ask`` in seconds (``None``: none).
         signal_poll_interval: how often, in seconds, a live run reads its

@@ -18,7 +18,7 @@ import msgspec
 from actorflow._log import get_logger
 from actorflow._text import describe
 from actorflow.errors import RecoveryFailedError, RunLockedError
-from actorflow.runtime.actors import lookup
+from actorflow.runtime.workflow._outcomes import workflow_class
 from actorflow.runtime.workflow._waits import can_go_on
 from actorflow.storage import RunManifest, RunStatus, validate_run_id
 
@@ -169,7 +169,7 @@ class Recovery:
         self, manifest: RunManifest, on_start: Callable[[RunHandle], object] | None
     ) -> Any:
         """The run's result once recovered, or ``_SKIPPED`` if it was no orphan after all."""
-        workflow = lookup(manifest.workflow)
+        workflow = workflow_class(manifest)
         handle, driven = await self._take_and_drive(
             workflow, manifest, fresh=False, recovering=True
         )
@@ -201,7 +201,7 @@ class Recovery:
             RunLockedError: a live owner holds it.
             RecoveryFailedError: the attempt failed and left the run for a later one.
         """
-        workflow = lookup(manifest.workflow)
+        workflow = workflow_class(manifest)
         handle, driven = await self._take_and_drive(
             workflow, manifest, fresh=False, recovering=True, adopting=True
         )

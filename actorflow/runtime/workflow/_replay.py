@@ -150,6 +150,8 @@ class RunView:
                 status=status,
                 state=ref,
                 confidence=old.confidence if old is not None else None,
+                # the spawn record names the class's module; later states need not
+                module=ref.module or (old.module if old is not None else None),
             )
         if record.error is not None and record.target in self.agents:
             self._set_agent(record.target, status="failed")
