@@ -129,11 +129,15 @@ class ReservedInboxNameError(RunError, ValueError):
     def __init__(self, run_id: str, what: str, value: str, reserved: str) -> None:
         self.what = what
         self.value = value
+        how = (
+            "give the class another name, or set `__actorflow_name__` on it"
+            if what == "type name"
+            else "use another id"
+        )
         super().__init__(
             run_id,
             f"a signal's {what} {value[:80]!r} starts with {reserved!r}, which actorflow keeps "
-            f"for its own inbox entries; rename the {what} (for a type, set "
-            "`__actorflow_name__` on the class)",
+            f"for its own inbox entries: {how}",
         )
 
 
