@@ -29,9 +29,23 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._handle import RunHandle
     from actorflow.storage import Store
 
-__all__ = ["ORPHANS", "RECOVERABLE", "Recovery", "TakeAndDrive"]
+__all__ = ["ORPHANS", "RECOVERABLE", "Recovery", "TakeAndDrive", "woken"]
 
 _log = get_logger("actorflow.runtime")
+
+
+def woken(manifest: RunManifest) -> RunManifest:
+    """A paused run marked interrupted, to be taken (``resume``, a resolvable wait); else as is.
+
+    Applied inside the store's manifest update, so a run another process
+    took or finished meanwhile is left as it is.
+    """
+    if manifest.status is not RunStatus.PAUSED:
+        return manifest
+    return msgspec.structs.replace(
+        manifest, status=RunStatus.INTERRUPTED, prompt=None, deadline=None, updated=time.time()
+    )
+
 
 ORPHANS = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.INTERRUPTED)
 """Statuses of runs nobody may be driving: taking the claim tells."""
@@ -141,17 +155,9 @@ class Recovery:
         """A paused run whose wait can resolve now, marked interrupted (to recover); else as is."""
         if not await can_go_on(self._store, manifest):
             return manifest
-
-        def wake(m: RunManifest) -> RunManifest:
-            if m.status is not RunStatus.PAUSED:
-                return m  # another process took it meanwhile
-            return msgspec.structs.replace(
-                m, status=RunStatus.INTERRUPTED, prompt=None, deadline=None, updated=time.time()
-            )
-
-        woken = await self._store.update_run(manifest.run_id, wake)
-        _log.info("paused_run_woken", run_id=manifest.run_id, status=str(woken.status))
-        return woken
+        taken = await self._store.update_run(manifest.run_id, woken)
+        _log.info("paused_run_woken", run_id=manifest.run_id, status=str(taken.status))
+        return taken
 
     def retries_blocked(self, manifest: RunManifest) -> bool:
         """Whether a blocked run is tried again unasked: under other code than blocked it."""

@@ -6,7 +6,6 @@ import collections
 import functools
 import os
 import socket
-import time
 import uuid
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -43,7 +42,7 @@ from actorflow.runtime.workflow._outcomes import (
 )
 from actorflow.runtime.workflow._pruning import Pruner
 from actorflow.runtime.workflow._query import RunQuery, query_run
-from actorflow.runtime.workflow._recovery import ORPHANS, Recovery
+from actorflow.runtime.workflow._recovery import ORPHANS, Recovery, woken
 from actorflow.runtime.workflow._replay import load_view
 from actorflow.runtime.workflow._signals import (
     WatchClock,
@@ -81,15 +80,6 @@ _log = get_logger("actorflow.runtime")
 
 def _unchanged(manifest: RunManifest) -> RunManifest:
     return manifest
-
-
-def _woken(manifest: RunManifest) -> RunManifest:
-    """A paused run answered, to be taken (interrupted); any other as it is."""
-    if manifest.status is not RunStatus.PAUSED:
-        return manifest
-    return msgspec.structs.replace(
-        manifest, status=RunStatus.INTERRUPTED, prompt=None, deadline=None, updated=time.time()
-    )
 
 
 KEPT_FINISHED_HANDLES = 1000
@@ -580,7 +570,7 @@ class Runtime(ActorSystem):
             )
         # only while still paused: a resume that lost a race with another
         # (which has taken the run since) must leave the live run as it is
-        manifest = await self.store.update_run(run_id, _woken)
+        manifest = await self.store.update_run(run_id, woken)
         handle = await self._launch(workflow, manifest)
         if on_start is not None:
             on_start(handle)
