@@ -12,7 +12,9 @@ written before inboxes existed work unchanged)::
 ``<id key>`` is a hash of the entry id (:func:`~actorflow.storage._inbox.id_key`).
 A post takes its id's lock, so two posts of one id (threads or processes of
 this machine) run one after the other. Under it, a post of a new id creates
-the ``.id`` file, then links its entry at the first free ``seq``; a post
+the ``.id`` file, then links its entry at the first free ``seq`` (found in
+O(log n) existence checks, the next one taken when another poster linked
+first: :mod:`actorflow.storage._inbox_slots`, shared with the S3 store); a post
 finding the ``.id`` file looks for the entry holding the id (reading the
 inbox from 0: the rare path), and writes it only if the poster that created
 the file died before writing it. The ``.id`` file is never fsynced: the entry's
@@ -26,17 +28,19 @@ from __future__ import annotations
 
 import os
 import threading
-import time
+from functools import partial
 from typing import TYPE_CHECKING
 
 from actorflow.errors import RunNotFoundError, UnreadableFileError
 from actorflow.storage._inbox import FirstSeqs, InboxEntry, id_key, seal_entry
 from actorflow.storage._inbox_check import InboxCheck, open_or_skip, skip_damaged
+from actorflow.storage._inbox_slots import Exists, append, drive, new_entry
 from actorflow.storage.file._fs import remake_folder, write_atomic
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from actorflow.storage._inbox_slots import Step
     from actorflow.storage._sealing import Codec
     from actorflow.storage.file._layout import RunFolders
 
@@ -158,49 +162,20 @@ class InboxFiles:
         sender: str | None,
         kind: str,
     ) -> InboxEntry:
-        sent = time.time()
-        seq = self._start(run_id)
-        while True:
-            entry = InboxEntry(
-                seq=seq,
-                entry_id=entry_id,
-                type=type_name,
-                payload=payload,
-                sent=sent,
-                sender=sender,
-                kind=kind,
-            )
-            sealed = seal_entry(self._codec, entry, run_id=run_id)
-            if write_atomic(self._fs, self.path(run_id, seq), sealed, exclusive=True):
-                with self._guard:
-                    self._ends[run_id] = max(self._ends.get(run_id, 0), seq + 1)
-                return entry
-            seq += 1  # another poster took it first
-
-    def _start(self, run_id: str) -> int:
-        """The first ``seq`` worth trying: never past the end, so the inbox has no gaps."""
+        entry = new_entry(entry_id, type_name, payload, sender, kind)
         with self._guard:
             hint = self._ends.get(run_id)
-        # A hint is checked against the entry before it: the inbox may have been
-        # deleted with the run and begun anew in another process since.
-        if hint is not None and (hint == 0 or self._fs.exists(self.path(run_id, hint - 1))):
-            return hint
-        return self._find_end(run_id)
+        entry = drive(append(entry, hint), partial(self._answer, run_id))
+        with self._guard:
+            self._ends[run_id] = max(self._ends.get(run_id, 0), entry.seq + 1)
+        return entry
 
-    def _find_end(self, run_id: str) -> int:
-        """The first ``seq`` with no entry, in O(log n) lookups: entries have no gaps."""
-        if not self._fs.exists(self.path(run_id, 0)):
-            return 0
-        low, high = 0, 1  # entry ``low`` exists; past ``high`` unknown
-        while self._fs.exists(self.path(run_id, high)):
-            low, high = high, high * 2
-        while high - low > 1:  # ``low`` exists, ``high`` does not
-            middle = (low + high) // 2
-            if self._fs.exists(self.path(run_id, middle)):
-                low = middle
-            else:
-                high = middle
-        return high
+    def _answer(self, run_id: str, step: Step) -> bool:
+        """Answer a step of the search or the append: an existence check, or the entry's link."""
+        if isinstance(step, Exists):
+            return self._fs.exists(self.path(run_id, step.seq))
+        sealed = seal_entry(self._codec, step.entry, run_id=run_id)
+        return write_atomic(self._fs, self.path(run_id, step.entry.seq), sealed, exclusive=True)
 
     def _find(self, run_id: str, entry_id: str) -> InboxEntry | None:
         # what this store read of the inbox already says where ids are: only the

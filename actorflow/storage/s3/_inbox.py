@@ -17,7 +17,9 @@ one store, posts of one id take a lock, so they store it once.
 
 Where an inbox ends is found without a LIST: a remembered end is checked by
 a HEAD of the entry before it, else an exponential then binary search with
-HEADs (entries have no gaps). Reading GETs entries from ``start`` until a 404.
+HEADs (entries have no gaps); the search and the PUT loop are
+:mod:`actorflow.storage._inbox_slots`, shared with the file store. Reading
+GETs entries from ``start`` until a 404.
 
 A watch (:class:`InboxPoll`) polls: it finds the end once when it opens, then
 every ``interval`` seconds HEADs the entry at the end, one request a poll,
@@ -28,7 +30,6 @@ store object wake its watches at once, without a request.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections import defaultdict
 from functools import partial
@@ -38,10 +39,12 @@ import anyio
 
 from actorflow.storage._inbox import FirstSeqs, InboxEntry, id_key, seal_entry
 from actorflow.storage._inbox_check import InboxCheck, open_or_skip
+from actorflow.storage._inbox_slots import Exists, append, drive_async, find_start, new_entry
 from actorflow.storage._inbox_watch import Wakeups
 from actorflow.storage.s3._wire import PreconditionFailed, drop_idle_lock
 
 if TYPE_CHECKING:
+    from actorflow.storage._inbox_slots import Step
     from actorflow.storage._sealing import Codec
     from actorflow.storage.s3._objects import S3Objects
 
@@ -118,56 +121,32 @@ class InboxObjects:
         sender: str | None,
         kind: str,
     ) -> InboxEntry:
-        sent = time.time()
-        seq = await self._start(run_id)
-        while True:
-            entry = InboxEntry(
-                seq=seq,
-                entry_id=entry_id,
-                type=type_name,
-                payload=payload,
-                sent=sent,
-                sender=sender,
-                kind=kind,
-            )
-            sealed = seal_entry(self._codec, entry, run_id=run_id)
-            try:
-                # a fresh token per seq: a 412 carrying it means this very PUT landed earlier
-                key = self.key(run_id, seq)
-                await self._objects.put("post message", key, sealed, token=uuid.uuid4().hex)
-            except PreconditionFailed:
-                seq += 1  # another writer took it first
-                continue
-            self._ends[run_id] = max(self._ends.get(run_id, 0), seq + 1)
-            self._wakeups.wake(run_id)
-            return entry
+        entry = new_entry(entry_id, type_name, payload, sender, kind)
+        steps = append(entry, self._ends.get(run_id))
+        entry = await drive_async(steps, partial(self._answer, run_id))
+        self._ends[run_id] = max(self._ends.get(run_id, 0), entry.seq + 1)
+        self._wakeups.wake(run_id)
+        return entry
+
+    async def _answer(self, run_id: str, step: Step) -> bool:
+        """Answer a step of the search or the append: a HEAD, or the entry's conditional PUT."""
+        if isinstance(step, Exists):
+            return await self._exists(run_id, step.seq)
+        sealed = seal_entry(self._codec, step.entry, run_id=run_id)
+        try:
+            # a fresh token per seq: a 412 carrying it means this very PUT landed earlier
+            key = self.key(run_id, step.entry.seq)
+            await self._objects.put("post message", key, sealed, token=uuid.uuid4().hex)
+        except PreconditionFailed:
+            return False  # another writer took it first
+        return True
 
     async def _exists(self, run_id: str, seq: int, operation: str = "post message") -> bool:
         return await self._objects.head(operation, self.key(run_id, seq)) is not None
 
     async def _start(self, run_id: str) -> int:
         """The first ``seq`` worth trying: never past the end, so the inbox has no gaps."""
-        hint = self._ends.get(run_id)
-        # A hint is checked against the entry before it: the inbox may have been
-        # deleted with the run and begun anew by another process since.
-        if hint is not None and (hint == 0 or await self._exists(run_id, hint - 1)):
-            return hint
-        return await self._find_end(run_id)
-
-    async def _find_end(self, run_id: str) -> int:
-        """The first ``seq`` with no entry, in O(log n) HEADs: entries have no gaps."""
-        if not await self._exists(run_id, 0):
-            return 0
-        low, high = 0, 1  # entry ``low`` exists; past ``high`` unknown
-        while await self._exists(run_id, high):
-            low, high = high, high * 2
-        while high - low > 1:  # ``low`` exists, ``high`` does not
-            middle = (low + high) // 2
-            if await self._exists(run_id, middle):
-                low = middle
-            else:
-                high = middle
-        return high
+        return await drive_async(find_start(self._ends.get(run_id)), partial(self._answer, run_id))
 
     async def _find(self, run_id: str, entry_id: str) -> InboxEntry | None:
         """The first entry holding ``entry_id``, or None."""
