@@ -16,12 +16,31 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
 
-__all__ = ["bound", "configure_logging", "get_logger"]
+__all__ = ["bound", "configure_logging", "env_level", "get_logger"]
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
-_level = _LEVELS.get(os.environ.get("ACTORFLOW_LOG_LEVEL", "warning").lower(), 30)
+# Importing never fails on a bad value: `RuntimeConfig.from_env` (so a default
+# Runtime) and the command line refuse it by name (`env_level`).
+_level = _LEVELS.get(os.environ.get("ACTORFLOW_LOG_LEVEL", "warning").strip().lower(), 30)
+
+
+def env_level(env: Mapping[str, str] | None = None) -> int | None:
+    """The level ``ACTORFLOW_LOG_LEVEL`` names, or None if it is not set.
+
+    Raises:
+        ConfigurationError: it names no level.
+    """
+    value = (os.environ if env is None else env).get("ACTORFLOW_LOG_LEVEL")
+    if value is None:
+        return None
+    try:
+        return _LEVELS[value.strip().lower()]
+    except KeyError:
+        from actorflow.errors import ConfigurationError  # errors build on this module
+
+        raise ConfigurationError("ACTORFLOW_LOG_LEVEL", value, ", ".join(_LEVELS)) from None
 
 
 _SECRET = re.compile(

@@ -6,7 +6,7 @@ FileStore, ``batched``) runs with parts of its snapshot writing left out, the
 variants taking turns run by run in one process so the disk's mood hits them
 alike. It patches private hooks of the runtime and the store to leave parts
 out, so it measures this version's internals; the figures are in
-benchmarks/RESULTS.md (``## Workflow``).
+benchmarks/RESULTS.md ("Workflow: where checkpointing goes").
 
 - all: as shipped (snapshot files are written without fsyncs, since issue 13).
 - synced snapshots: each snapshot file and its folder are fsynced as it is

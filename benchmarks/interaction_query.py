@@ -13,7 +13,7 @@ the newest snapshot plus the log after it, which a query adds the manifest
 and inbox to). ``+ state`` decodes the 1000-task state too (one blob read).
 Memory, file and, when ``weed`` is installed, S3 (SeaweedFS ``weed mini`` on
 127.0.0.1, as ``benchmarks/s3.py``); asyncio and trio. Targets: file ≤ 5 ms,
-S3 ≤ 25 ms. Figures go to benchmarks/RESULTS.md ("Queries (issue 14)").
+S3 ≤ 25 ms. Figures go to benchmarks/RESULTS.md ("Interaction: queries").
 """
 
 from __future__ import annotations

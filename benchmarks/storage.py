@@ -1,7 +1,7 @@
 """Storage benchmark: state capture, durable writes, reads, log appends, checkpoint writes.
 
 Run: ``python benchmarks/storage.py [--quick]``. Prints tables; figures go to
-benchmarks/RESULTS.md (``## Storage``). The baseline, measured in the same run,
+benchmarks/RESULTS.md ("Storage"). The baseline, measured in the same run,
 is the usual approach: ``json.dumps`` + gzip-6 + sha256 + a plain durable write
 (write, fsync, rename, folder fsync, like ours).
 """

@@ -18,7 +18,7 @@ Run: ``python benchmarks/workers.py [--quick]``. Three tables:
    once) and ``poll_interval`` + ``lease_ttl`` (S3), plus the take-over's own
    requests, some ten in a row per run on S3 (one request's p50 is printed).
 
-Figures go to benchmarks/RESULTS.md ("Workers (issue 15)").
+Figures go to benchmarks/RESULTS.md ("Workers").
 """
 
 from __future__ import annotations

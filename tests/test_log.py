@@ -29,3 +29,11 @@ def test_events_below_the_level_are_dropped_and_secrets_are_redacted() -> None:
 def test_an_unknown_level_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match="log level"):
         _log.configure_logging("loud")
+
+
+@pytest.mark.parametrize("value", ["verbose", "warn", ""])
+def test_an_unknown_level_in_the_environment_is_refused_by_name(value: str) -> None:
+    with pytest.raises(ConfigurationError, match="ACTORFLOW_LOG_LEVEL"):
+        _log.env_level({"ACTORFLOW_LOG_LEVEL": value})
+    assert _log.env_level({"ACTORFLOW_LOG_LEVEL": " Info "}) == 20
+    assert _log.env_level({}) is None

@@ -288,3 +288,67 @@ def test_an_ask_whose_reply_type_does_not_fit_is_a_mypy_error(
         + "\n".join(out)
     )
     assert not unexpected, "errors on lines that are fine:\n" + "\n".join(unexpected)
+
+
+RUN_REVEALS = """\
+from __future__ import annotations
+
+import msgspec
+
+from actorflow import Orchestrator, RunContext, Runtime
+
+
+class Report(msgspec.Struct, frozen=True):
+    text: str
+
+
+class Writes(Orchestrator):
+    async def run(self, ctx: RunContext, topic: str) -> Report:
+        return Report(topic)
+
+
+class Counts(Orchestrator):
+    async def run(self, ctx: RunContext, _: None) -> list[int]:
+        return [1]
+
+
+async def user_code(runtime: Runtime, any_workflow: type[Orchestrator]) -> None:
+    reveal_type(await runtime.run(Writes, "x"))  # RR1
+    handle = await runtime.start(Counts)
+    reveal_type(handle)  # RR2
+    reveal_type(await handle.result())  # RR3
+    reveal_type(await runtime.run(any_workflow))  # RR4
+    wrong: int = await runtime.run(Writes, "x")  # E: a Report is no int
+    print(wrong)
+"""
+
+EXPECTED_RUN_REVEALS = {
+    "RR1": r"run_reveals\.Report",
+    "RR2": r"actorflow\.[\w.]*RunHandle\[(builtins\.)?list\[(builtins\.)?int\]\]",
+    "RR3": r"(builtins\.)?list\[(builtins\.)?int\]",
+    "RR4": r"Any",  # the base class's run returns Any: nothing more is known
+}
+
+
+def test_runs_and_handles_reveal_the_workflows_result_type(
+    tmp_path: Path, mypy_cache: Path
+) -> None:
+    out = run_mypy(tmp_path, "run_reveals.py", RUN_REVEALS, mypy_cache)
+    revealed: dict[int, str] = {}
+    errors: dict[int, str] = {}
+    for line in out:
+        m = re.match(r"run_reveals\.py:(\d+): note: Revealed type is \"(.*)\"$", line)
+        if m:
+            revealed[int(m.group(1))] = m.group(2)
+        m = re.match(r"run_reveals\.py:(\d+): error: (.*)$", line)
+        if m:
+            errors[int(m.group(1))] = m.group(2)
+    marks = {mark: n for n, mark in marked_lines(RUN_REVEALS, "").items() if mark.startswith("RR")}
+    assert set(marks) == set(EXPECTED_RUN_REVEALS), "every reveal has its expectation"
+    wrong = [
+        f"{mark}: expected {pattern!r}, revealed {revealed.get(marks[mark])!r}"
+        for mark, pattern in EXPECTED_RUN_REVEALS.items()
+        if not re.fullmatch(pattern, revealed.get(marks[mark], ""))
+    ]
+    assert not wrong, "mypy reveals other types:\n" + "\n".join(wrong)
+    assert set(errors) == set(marked_lines(RUN_REVEALS, "E:")), "\n".join(out)

@@ -7,16 +7,15 @@ the package registers the demo's workflow and agent classes.
 
 from __future__ import annotations
 
-from actorflow._demo._progress import RichProgress, use_progress, watch_checkpoints
+from actorflow._demo._progress import live_progress, watch_progress
 from actorflow._demo._run import new_run_id, run_demo, summary_table
 from actorflow._demo._workflow import ReviewSummary
 
 __all__ = [
     "ReviewSummary",
-    "RichProgress",
+    "live_progress",
     "new_run_id",
     "run_demo",
     "summary_table",
-    "use_progress",
-    "watch_checkpoints",
+    "watch_progress",
 ]

@@ -367,13 +367,16 @@ def score_area(area: str, reports: list[FileReport]) -> AreaScore:
             _COMPLEXITY_WEIGHT * complex_files / parsed
         ),
     }
-    confidence = max(0.0, min(1.0, 1.0 - sum(penalties.values())))
-    main = [k for k, v in sorted(penalties.items(), key=lambda kv: -kv[1]) if v >= 0.01]
+    confidence = round(max(0.0, min(1.0, 1.0 - sum(penalties.values()))), 4)
+    ranked = [k for k, v in sorted(penalties.items(), key=lambda kv: -kv[1]) if v > 0]
+    # the rationale names what cost confidence: whatever did, however little
+    main = [k for k in ranked if penalties[k] >= 0.01] or ranked[:1]
     rationale = "; ".join(main[:3]) if main else "no risky calls, documented, simple"
     return AreaScore(
         area=area,
         files=len(reports),
-        confidence=round(confidence, 4),
+        # what cost confidence is named, so it shows as less than full however little
+        confidence=min(confidence, 0.9999) if main else 1.0,
         rationale=rationale,
         strict=any(r.strict for r in reports),
         risky_calls=risky,

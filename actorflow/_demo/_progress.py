@@ -3,7 +3,10 @@
 The workflow reports to whatever sink is installed (none by default, so the
 workflow runs silently in tests and under ``--app``). The orchestrator reports,
 not the reviewers, because it sees replayed and live results alike: after a
-recovery the bar starts where the killed run stopped.
+recovery the bar starts where the killed run stopped. Any other workflow the
+CLI drives shows on the same bar from its run's events (:func:`watch_progress`):
+the phase it is in, and how many records its log holds as of its newest
+checkpoint.
 """
 
 from __future__ import annotations
@@ -13,13 +16,15 @@ from typing import TYPE_CHECKING
 
 from rich.progress import (
     BarColumn,
-    MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     SpinnerColumn,
+    Task,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
 )
+from rich.text import Text
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -28,7 +33,14 @@ if TYPE_CHECKING:
 
     from actorflow.runtime import RunHandle
 
-__all__ = ["ProgressSink", "RichProgress", "progress", "use_progress", "watch_checkpoints"]
+__all__ = [
+    "ProgressSink",
+    "RichProgress",
+    "live_progress",
+    "progress",
+    "use_progress",
+    "watch_progress",
+]
 
 
 class ProgressSink:
@@ -44,8 +56,11 @@ class ProgressSink:
     def advance(self, count: int = 1) -> None:
         """``count`` more units of the current phase are done."""
 
-    def checkpoint_written(self, checkpoint_id: str) -> None:
-        """The run wrote a checkpoint."""
+    def checkpoint_written(self, checkpoint_id: str, position: int = 0) -> None:
+        """The run wrote a checkpoint, as of log position ``position``."""
+
+    def run_phase(self, name: str) -> None:
+        """The run entered phase ``name`` (from its events, whatever the workflow)."""
 
     def replayed(self, steps: int) -> None:
         """Recovery replayed ``steps`` recorded steps."""
@@ -70,18 +85,34 @@ def use_progress(sink: ProgressSink) -> Iterator[ProgressSink]:
         _current = previous
 
 
+class _Count(ProgressColumn):
+    """``done/total unit``, or ``done unit`` while the total is unknown (never ``0/?``)."""
+
+    def render(self, task: Task) -> Text:
+        unit = task.fields.get("unit", "")
+        if task.total is not None:
+            return Text(f"{task.completed:.0f}/{task.total:.0f} {unit}".rstrip())
+        return Text(f"{task.completed:.0f} {unit}" if unit else "")
+
+
 class RichProgress(ProgressSink):
-    """A rich progress bar: phase, done / total, checkpoints written, elapsed."""
+    """A rich progress bar: phase, done / total, checkpoints written, elapsed.
+
+    The demo's workflow reports its phases with totals (files, areas); for any
+    other workflow, the phases come from its run's events and the count is the
+    log records it had checkpointed (``records logged``).
+    """
 
     def __init__(self, console: Console) -> None:
         self.checkpoints = 0
         self.files = 0
+        self._own_phases = False  # the workflow reports its phases itself (the demo's does)
+        self._logged = 0
         self.bar = Progress(
             SpinnerColumn(),
             TextColumn("[bold]{task.description:<9}"),
             BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[unit]}"),
+            _Count(),
             TextColumn("[dim]checkpoints: {task.fields[checkpoints]}"),
             TimeElapsedColumn(),
             console=console,
@@ -97,10 +128,20 @@ class RichProgress(ProgressSink):
         self.bar.stop()
 
     def phase(self, name: str, total: int | None = None) -> None:
+        self._own_phases = True
         unit = {"analyse": "files", "evaluate": "areas", "re-review": "areas"}.get(name, "")
+        self._new_task(name, total=total, unit=unit)
+
+    def _new_task(self, name: str, *, total: int | None, unit: str, done: int = 0) -> None:
         # A new task per phase: rich cannot turn a counted task back into a spinner.
         self.bar.remove_task(self.task)
-        self.task = self.bar.add_task(name, total=total, unit=unit, checkpoints=self.checkpoints)
+        self.task = self.bar.add_task(
+            name, total=total, completed=done, unit=unit, checkpoints=self.checkpoints
+        )
+
+    def run_phase(self, name: str) -> None:
+        if not self._own_phases:
+            self._new_task(name, total=None, unit="records logged", done=self._logged)
 
     def files_done(self, count: int) -> None:
         self.files += count
@@ -109,20 +150,44 @@ class RichProgress(ProgressSink):
     def advance(self, count: int = 1) -> None:
         self.bar.advance(self.task, count)
 
-    def checkpoint_written(self, checkpoint_id: str) -> None:
+    def checkpoint_written(self, checkpoint_id: str, position: int = 0) -> None:
         self.checkpoints += 1
         self.bar.update(self.task, checkpoints=self.checkpoints)
+        if not self._own_phases and position > self._logged:
+            self._logged = position
+            self.bar.update(self.task, completed=position, unit="records logged")
 
     def replayed(self, steps: int) -> None:
         self.bar.console.print(f"replayed {steps} recorded step(s) from the log")
 
 
-async def watch_checkpoints(handle: RunHandle, sink: ProgressSink) -> None:
-    """Count ``handle``'s checkpoints on ``sink`` until the run's events end.
+@contextmanager
+def live_progress(console: Console | None) -> Iterator[ProgressSink]:
+    """A progress bar on ``console``, installed for the demo's workflow; None: no display.
 
-    Any workflow's run writes checkpoints, so ``recover`` shows them for runs
-    that are not the demo's too.
+    Scripts get none: the CLI passes a console only when stderr is a terminal.
+    """
+    if console is None:
+        with use_progress(ProgressSink()) as silent:
+            yield silent
+        return
+    with RichProgress(console) as bar, use_progress(bar):
+        yield bar
+
+
+async def watch_progress(handle: RunHandle, sink: ProgressSink) -> None:
+    """Show ``handle``'s phases and checkpoints on ``sink`` until the run's events end.
+
+    Any workflow's run enters phases and writes checkpoints, so ``start`` and
+    ``recover`` show them for runs that are not the demo's too.
     """
     async for event in handle.events(emits=False):
         if event.name == "checkpoint_saved":
-            sink.checkpoint_written(str(event.get("snapshot_id", "")))
+            position = event.get("position", 0)
+            sink.checkpoint_written(
+                str(event.get("snapshot_id", "")), position if isinstance(position, int) else 0
+            )
+        elif event.name == "phase_started":
+            sink.run_phase(str(event.get("phase", "")))
+        elif event.name == "run_started":
+            sink.run_phase("running")  # until its first phase, if it has any

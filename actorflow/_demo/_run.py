@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from actorflow._demo._analysis import default_root
-from actorflow._demo._progress import RichProgress, use_progress, watch_checkpoints
+from actorflow._demo._progress import live_progress, watch_progress
 from actorflow._demo._workflow import ReviewInput, ReviewSummary, ReviewTeam
 from actorflow.errors import ConfigurationError
 from actorflow.runtime import Runtime
@@ -35,12 +35,15 @@ async def run_demo(
     *,
     store: str,
     console: Console,
+    display: Console | None = None,
     path: str | None = None,
     report: str | None = None,
     run_id: str | None = None,
     reviewers: int = 4,
 ) -> tuple[str, ReviewSummary]:
     """Run the code-review demo over ``path`` (default: the standard library) with live progress.
+
+    ``console`` gets what the run is; ``display``, if given, the live progress bar.
 
     Raises:
         ConfigurationError: ``path`` is not a folder.
@@ -55,11 +58,11 @@ async def run_demo(
     run_id = run_id or new_run_id()
     runtime = Runtime(store=store)  # bad options fail here, before the progress bar shows
     console.print(f"run [bold]{run_id}[/]: reviewing [bold]{job.root}[/]; data in {store}")
-    with RichProgress(console) as sink, use_progress(sink):
+    with live_progress(display) as sink:
         async with runtime:
             handle = await runtime.start(ReviewTeam, job, run_id=run_id)
             async with anyio.create_task_group() as tg:
-                tg.start_soon(watch_checkpoints, handle, sink)
+                tg.start_soon(watch_progress, handle, sink)
                 await handle.wait()
             summary: ReviewSummary = await handle.result()
     return run_id, summary

@@ -269,11 +269,14 @@ class ReviewTeam(Orchestrator):
         )
         progress().advance(len(scores))
         low = [s for s in scores if s.confidence < job.threshold]
+        accepted = [s.confidence for s in scores if s.confidence >= job.threshold]
+        # the decision's confidence is that of what it accepts: its least confident area
         await ctx.decide(
             "accept",
-            description=f"{len(scores) - len(low)} of {len(scores)} areas accepted",
-            rationale=f"confidence >= {job.threshold}",
-            confidence=min((s.confidence for s in scores), default=1.0),
+            description=f"{len(accepted)} of {len(scores)} areas accepted",
+            rationale=f"each accepted area scored confidence >= {job.threshold}; "
+            f"{len(low)} below it are re-reviewed strictly",
+            confidence=min(accepted, default=None),
         )
         if not low:
             return scores
@@ -318,7 +321,11 @@ class ReviewTeam(Orchestrator):
 def summarise(
     job: ReviewInput, reports: list[FileReport], scores: list[AreaScore]
 ) -> ReviewSummary:
-    """Totals over every file, areas sorted from least to most confident."""
+    """Totals over every file, areas sorted from least to most confident.
+
+    The findings are counted from the areas' final scores, so an area re-read
+    by the strict reviewer counts what it found there, as its row shows.
+    """
     return ReviewSummary(
         root=job.root,
         files=len(reports),
@@ -326,8 +333,8 @@ def summarise(
         lines=sum(r.lines for r in reports),
         functions=sum(r.functions for r in reports),
         classes=sum(r.classes for r in reports),
-        risky_calls=sum(len(r.risky) for r in reports),
-        missing_docstrings=sum(r.missing_docstrings for r in reports),
+        risky_calls=sum(s.risky_calls for s in scores),
+        missing_docstrings=sum(s.missing_docstrings for s in scores),
         reanalysed=sorted(s.area for s in scores if s.strict),
         areas=sorted(scores, key=lambda s: (s.confidence, s.area)),
         report_path=job.report_path,

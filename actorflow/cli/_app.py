@@ -10,17 +10,21 @@ and the key was not given (or is wrong); 130 interrupted (Ctrl-C or SIGTERM).
 
 from __future__ import annotations
 
+import os
+import re
 import signal
 import sys
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import anyio
 import structlog
 import typer
 from rich.markup import escape
-from typer.core import TyperCommand
+from typer.core import TyperCommand, TyperGroup
 
-from actorflow.cli._program import program
+from actorflow._log import env_level
+from actorflow.cli._program import given, suggest
 from actorflow.cli._render import err, esc
 from actorflow.errors import (
     ActorflowError,
@@ -51,9 +55,11 @@ __all__ = [
     "RunArg",
     "StoreOpt",
     "app",
+    "chosen_store",
     "command",
     "exit_code_for",
     "main",
+    "reader_store",
     "run_command",
 ]
 
@@ -75,8 +81,21 @@ EXIT_CODES: Final[dict[str, int]] = {
     "interrupted": 130,
 }
 
+
+class _CliGroup(TyperGroup):
+    """The command group, its ``--help`` shown without a type as in every command."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        """The ``--help`` flag, shown without a type."""
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
 app = typer.Typer(
     name="actorflow",
+    cls=_CliGroup,
     help="Multi-agent workflows as actors that survive crashes: run, inspect, recover.",
     no_args_is_help=True,
     add_completion=False,
@@ -120,12 +139,12 @@ def command(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 
 
 StoreOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--store",
-        envvar="ACTORFLOW_STORE",
-        help="Store: a folder path or s3://bucket/prefix.",
-        show_envvar=True,
+        # Not typer's envvar: a --store before the command must win over the variable.
+        help="Store: a folder path or s3://bucket/prefix "
+        + escape(f"[default: $ACTORFLOW_STORE, else {DEFAULT_STORE}]"),
     ),
 ]
 KeyFileOpt = Annotated[
@@ -168,6 +187,45 @@ AppStoreOpt = Annotated[
 ]
 
 
+_store_before: ContextVar[str | None] = ContextVar("actorflow_cli_store_before", default=None)
+
+
+@app.callback()
+def _before_the_command(
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            metavar="STORE",
+            help="Store for the command (as its own --store, which wins if given too).",
+        ),
+    ] = None,
+) -> None:
+    # `actorflow --store S runs` as well as `actorflow runs --store S`.
+    _store_before.set(store)
+    try:
+        env_level()  # a misspelt level would leave the log quieter than asked, silently
+    except ConfigurationError as exc:
+        err().print(f"[bold red]error:[/] {esc(exc)}")
+        raise typer.Exit(EXIT_CODES["error"]) from None
+
+
+def chosen_store(option: str | None) -> str | None:
+    """The ``--store`` given after the command, else before it; None if neither.
+
+    Records it (and no ``--app``) for the hints the command prints; a command
+    that takes ``--app`` records both again (see ``with_app``).
+    """
+    store = option if option is not None else _store_before.get()
+    given(store=store)
+    return store
+
+
+def reader_store(option: str | None) -> str:
+    """A command's store when it takes no ``--app``: ``--store``, ``$ACTORFLOW_STORE``, default."""
+    return chosen_store(option) or os.environ.get("ACTORFLOW_STORE") or DEFAULT_STORE
+
+
 class BadValueError(ConfigurationError):
     """A command's option has a bad value: bad usage, exit code 2 (as for an unknown option)."""
 
@@ -197,32 +255,61 @@ def exit_code_for(error: BaseException) -> int:
             return EXIT_CODES["error"]
 
 
+APP_COMMANDS: Final = frozenset(
+    {"start", "recover", "fork", "resume", "worker", "signal", "update", "cancel"}
+)
+"""The commands that take ``--app``."""
+
+_SUGGESTED = re.compile(r"`actorflow ([a-z]+)((?: [^`\s]+)*)`")
+
+
+def as_typed(message: str) -> str:
+    """``message`` with each command it suggests (`actorflow runs`) as the user runs them.
+
+    Library errors name commands plainly; on the command line they repeat the
+    program as typed and the ``--app``/``--store`` given, so they work as printed.
+    """
+
+    def typed(match: re.Match[str]) -> str:
+        name, args = match.group(1), match.group(2).split()
+        return f"`{suggest(name, *args, app=name in APP_COMMANDS)}`"
+
+    return _SUGGESTED.sub(typed, message)
+
+
 def run_command(fn: Callable[[], Awaitable[T]], *, debug: bool, run_hint: str | None = None) -> T:
     """Run ``fn`` on an event loop; an error becomes one line and its exit code.
 
     SIGTERM stops ``fn`` as Ctrl-C does: a runtime it runs marks its live runs
-    interrupted, and the command exits with the "interrupted" code.
+    interrupted, and the command exits with the "interrupted" code. ``run_hint``
+    names the run an interruption leaves for ``recover`` (``""``: every run it
+    drove); None, for a command that drives no run, says only "interrupted".
     """
     try:
         try:
             return anyio.run(_terminable, fn)
         except BaseExceptionGroup as group:
-            # A task group around the work wraps its error; one actorflow error is the story.
+            # A task group around the work wraps its errors; actorflow errors tell the story
+            # (the first: several runs read at once often fail alike), an interruption first.
             errors = _leaves(group)
-            if len(errors) == 1 and isinstance(errors[0], ActorflowError | KeyboardInterrupt):
-                raise errors[0] from group
-            raise
+            if not errors or not all(
+                isinstance(e, ActorflowError | KeyboardInterrupt) for e in errors
+            ):
+                raise
+            interrupted = [e for e in errors if isinstance(e, KeyboardInterrupt)]
+            raise (interrupted or errors)[0] from group
     except ActorflowError as exc:
         if debug:
             raise
         # The message carries user data (a run id, an exception's text): escaped.
-        err().print(f"[bold red]error:[/] {esc(exc)}")
+        err().print(f"[bold red]error:[/] {esc(as_typed(str(exc)))}")
         raise typer.Exit(exit_code_for(exc)) from None
     except KeyboardInterrupt:
-        which = f" {run_hint}" if run_hint else ""
-        err().print(
-            f"interrupted: `{esc(program())} recover{esc(which)}` continues where it stopped"
-        )
+        if run_hint is None:
+            err().print("interrupted")
+        else:
+            again = suggest("recover", *([run_hint] if run_hint else []))
+            err().print(f"interrupted: `{esc(again)}` continues where it stopped")
         raise typer.Exit(EXIT_CODES["interrupted"]) from None
 
 

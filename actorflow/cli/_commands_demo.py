@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import shlex
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from actorflow.cli._app import DEFAULT_STORE, DebugOpt, JsonOpt, StoreOpt, command, run_command
-from actorflow.cli._program import program
-from actorflow.cli._render import err, esc, out, print_json
+from actorflow.cli._app import DebugOpt, JsonOpt, StoreOpt, command, reader_store, run_command
+from actorflow.cli._program import suggest
+from actorflow.cli._render import display, err, esc, out, print_json
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -31,7 +30,7 @@ def demo_command(
     ] = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Id of the new run.")] = None,
     reviewers: Annotated[int, typer.Option(min=1, max=64, help="Reviewer agents.")] = 4,
-    store: StoreOpt = DEFAULT_STORE,
+    store: StoreOpt = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -43,13 +42,15 @@ def demo_command(
     # Imported here: the demo's classes load (and register) only when a command runs them.
     from actorflow._demo import new_run_id, run_demo, summary_table
 
+    spec = reader_store(store)
     new_id = run_id or new_run_id()
     console: Console = err() if as_json else out()
 
     async def body() -> tuple[str, Any]:
         return await run_demo(
-            store=store,
+            store=spec,
             console=console,
+            display=display(),
             path=path,
             report=report,
             run_id=new_id,
@@ -59,19 +60,17 @@ def demo_command(
     started = time.perf_counter()
     rid, summary = run_command(body, debug=debug, run_hint=new_id)
     if as_json:
-        print_json({"run_id": rid, "store": store, "summary": summary})
+        print_json({"run_id": rid, "store": spec, "summary": summary})
         return
     out().print(summary_table(summary))
-    # The commands shown must find this run: name the store unless it is the default.
-    where = "" if store == DEFAULT_STORE else esc(f" --store {shlex.quote(store)}")
-    # ... and run as the user ran this one (`.venv/bin/actorflow`, `python -m actorflow`).
-    me = esc(program())
-    data = Path(store).absolute() if "://" not in store else store
+    # The commands shown find this run: they name the store this one was given,
+    # and run as the user ran this one (`.venv/bin/actorflow`, `python -m actorflow`).
+    data = Path(spec).absolute() if "://" not in spec else spec
     out().print(
         f"run [bold]{esc(rid)}[/] completed in {time.perf_counter() - started:.1f}s\n"
         f"  report:      {esc(str(summary.report_path))}\n"
         f"  data:        {esc(str(data))}\n"
-        f"  look inside: {me} runs{where}\n"
-        f"               {me} checkpoints {esc(rid)}{where}\n"
-        f"               {me} log {esc(rid)}{where}"
+        f"  look inside: {esc(suggest('runs'))}\n"
+        f"               {esc(suggest('checkpoints', rid))}\n"
+        f"               {esc(suggest('log', rid))}"
     )

@@ -27,16 +27,15 @@ from actorflow.cli._app import (
     DebugOpt,
     JsonOpt,
     RunArg,
+    chosen_store,
     command,
 )
 from actorflow.cli._loading import with_app
-from actorflow.cli._program import program
-from actorflow.cli._render import err, esc, out, print_json, print_outcome, print_outcomes
+from actorflow.cli._program import suggest
+from actorflow.cli._render import display, err, esc, out, print_json, print_outcome, print_outcomes
 from actorflow.runtime import lookup
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from actorflow.cli._driving import RunOutcome
     from actorflow.runtime import Runtime
 
@@ -52,11 +51,6 @@ def _finish(outcome: RunOutcome, *, verb: str, as_json: bool) -> None:
     else:
         print_outcome(outcome, verb=verb)
     raise typer.Exit(EXIT_CODES[outcomes_exit([outcome])])
-
-
-def _console(as_json: bool) -> Console:
-    # With --json, stdout holds only the data: progress goes to stderr.
-    return err() if as_json else out()
 
 
 @command("start")
@@ -94,20 +88,20 @@ def start_command(
     if not wait:
         args = ["start", workflow, "--input", input_json, "--run-id", new_id]
         args += ["--app", app_spec] if app_spec is not None else []
-        args += ["--store", store] if store is not None else []
+        chosen = chosen_store(store)
+        args += ["--store", chosen] if chosen is not None else []
         _detach(new_id, [*args, *(["--debug"] if debug else [])])
         return
-    console = _console(as_json)
     on_started = _background_started if background else None
-    if background:
-        console = err()  # the background process's output goes nowhere (see _background_started)
+    # a background process's output goes nowhere (see _background_started)
+    console = None if background else display()
 
     async def call(runtime: Runtime) -> RunOutcome:
         cls = lookup(workflow)
         value = _decode_input(cls, input_json)
         return await start_run(runtime, cls, value, new_id, console, on_started=on_started)
 
-    outcome = with_app(app_spec, store, debug, call, run_hint=new_id)
+    outcome = with_app(app_spec, store, debug, call, run_hint=new_id, create=True)
     _finish(outcome, verb="completed", as_json=as_json)
 
 
@@ -149,7 +143,7 @@ def _detach(run_id: str, args: list[str]) -> None:
             proc.stdout.close()
             out().print(
                 f"started {esc(run_id)} in the background (process {proc.pid}); "
-                f"`{esc(program())} result {esc(run_id)}` gives its result"
+                f"`{esc(suggest('result', run_id, app=False))}` gives its result"
             )
             return
         said.append(line)
@@ -183,12 +177,17 @@ def recover_command(
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Resume orphaned runs (running or interrupted, no live owner) and finish them."""
+    """Resume orphaned runs (running or interrupted, no live owner) and finish them, and
+    paused runs whose wait can now resolve (a signal they wait for came, or their deadline)."""
     # Imported here: it loads the demo's progress display, needed only when a run is driven.
     from actorflow.cli._driving import outcomes_exit, recover_runs
 
     outcomes = with_app(
-        app_spec, store, debug, lambda rt: recover_runs(rt, run_id, _console(as_json))
+        app_spec,
+        store,
+        debug,
+        lambda rt: recover_runs(rt, run_id, display()),
+        run_hint=run_id or "",
     )
     print_outcomes(outcomes, as_json=as_json)
     raise typer.Exit(EXIT_CODES[outcomes_exit(outcomes)])
@@ -206,8 +205,18 @@ def fork_command(
     """Start a new run from a checkpoint of RUN and run it to the end."""
     from actorflow.cli._driving import fork_run
 
+    def forked(new_id: str) -> None:
+        # at once, before the fork runs: a script (or a person) can follow it meanwhile
+        (err() if as_json else out()).print(
+            f"forking {esc(run_id)} at {esc(checkpoint)} as {esc(new_id)}", soft_wrap=True
+        )
+
     outcome = with_app(
-        app_spec, store, debug, lambda rt: fork_run(rt, run_id, checkpoint, _console(as_json))
+        app_spec,
+        store,
+        debug,
+        lambda rt: fork_run(rt, run_id, checkpoint, display(), on_forked=forked),
+        run_hint="",
     )
     _finish(outcome, verb=f"forked {esc(run_id)} at {esc(checkpoint)} as", as_json=as_json)
 
@@ -225,6 +234,10 @@ def resume_command(
     from actorflow.cli._driving import resume_run
 
     outcome = with_app(
-        app_spec, store, debug, lambda rt: resume_run(rt, run_id, response, _console(as_json))
+        app_spec,
+        store,
+        debug,
+        lambda rt: resume_run(rt, run_id, response, display()),
+        run_hint=run_id,
     )
     _finish(outcome, verb="resumed", as_json=as_json)

@@ -18,7 +18,6 @@ from rich.table import Table
 
 from actorflow.cli import _inspect
 from actorflow.cli._app import (
-    DEFAULT_STORE,
     EXIT_CODES,
     BadValueError,
     CheckpointArg,
@@ -28,11 +27,13 @@ from actorflow.cli._app import (
     RunArg,
     StoreOpt,
     command,
+    reader_store,
     run_command,
 )
+from actorflow.cli._driving import awaited_signal
 from actorflow.cli._live import live_to_dict, print_live
-from actorflow.cli._loading import require_keys, with_store
-from actorflow.cli._program import program
+from actorflow.cli._loading import check_writable, require_keys, with_store
+from actorflow.cli._program import suggest
 from actorflow.cli._render import (
     err,
     esc,
@@ -50,7 +51,7 @@ from actorflow.cli._render import (
 )
 from actorflow.cli._runs import ListedRun, SealedRun, list_runs
 from actorflow.cli._streamed import print_streamed
-from actorflow.errors import ConfigurationError, EncryptionKeyError
+from actorflow.errors import ConfigurationError, EncryptionKeyError, LogPrunedError
 from actorflow.runtime import (
     DecisionMade,
     EmitRecorded,
@@ -80,7 +81,7 @@ def runs_command(
         list[str] | None, typer.Option("--status", help="Only runs with this status (repeatable).")
     ] = None,
     workflow: Annotated[str | None, typer.Option(help="Only runs of this workflow.")] = None,
-    store: StoreOpt = DEFAULT_STORE,
+    store: StoreOpt = None,
     key_file: KeyFileOpt = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
@@ -89,19 +90,20 @@ def runs_command(
 
     The owner is the process that holds the run (host:pid), alive or gone.
     """
+    spec = reader_store(store)
     wanted = _statuses(status)
 
     async def body(s: Store) -> tuple[list[ListedRun], list[SealedRun]]:
         return await list_runs(s, status=wanted, workflow=workflow)
 
-    runs, sealed = run_command(lambda: with_store(store, body, key_file=key_file), debug=debug)
+    runs, sealed = run_command(lambda: with_store(spec, body, key_file=key_file), debug=debug)
     # a sealed run's status and workflow are sealed too: no filter can pick it
     filtered = wanted is not None or workflow is not None
     rows = [run_row(r) for r in runs] + ([] if filtered else [sealed_row(r) for r in sealed])
     if as_json:
         print_json(rows)
     else:
-        _print_runs(store, rows)
+        _print_runs(spec, rows)
     if sealed:
         keys = ", ".join(sorted({repr(r.key_id) for r in sealed}))
         shown = "not shown" if filtered else "shown as encrypted"
@@ -167,14 +169,15 @@ def _blocked_by(row: dict[str, Any]) -> str:
 @command("checkpoints")
 def checkpoints_command(
     run_id: RunArg,
-    store: StoreOpt = DEFAULT_STORE,
+    store: StoreOpt = None,
     key_file: KeyFileOpt = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """List a run's checkpoints: id, phase, trigger, time, sizes, checksum, usable by fork."""
+    spec = reader_store(store)
     rows = run_command(
-        lambda: with_store(store, lambda s: _inspect.checkpoint_rows(s, run_id), key_file=key_file),
+        lambda: with_store(spec, lambda s: _inspect.checkpoint_rows(s, run_id), key_file=key_file),
         debug=debug,
     )
     if as_json:
@@ -205,7 +208,7 @@ def checkpoints_command(
 def show_command(
     run_id: RunArg,
     checkpoint: CheckpointArg,
-    store: StoreOpt = DEFAULT_STORE,
+    store: StoreOpt = None,
     key_file: KeyFileOpt = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
@@ -215,9 +218,10 @@ def show_command(
     `live` instead of a checkpoint: the run as it stands now (newest checkpoint plus the
     log after it), with its waits and untaken inbox; read without taking the run.
     """
+    spec = reader_store(store)
     if checkpoint == "live":
         d = run_command(
-            lambda: with_store(store, lambda s: live_to_dict(s, run_id), key_file=key_file),
+            lambda: with_store(spec, lambda s: live_to_dict(s, run_id), key_file=key_file),
             debug=debug,
         )
         if as_json:
@@ -230,7 +234,7 @@ def show_command(
         snapshot_id = await _inspect.resolve_checkpoint(s, run_id, checkpoint)
         return await _inspect.snapshot_to_dict(s, await s.read_snapshot(run_id, snapshot_id))
 
-    print_json(run_command(lambda: with_store(store, body, key_file=key_file), debug=debug))
+    print_json(run_command(lambda: with_store(spec, body, key_file=key_file), debug=debug))
 
 
 @command("diff")
@@ -238,19 +242,20 @@ def diff_command(
     run_id: RunArg,
     a: Annotated[str, typer.Argument(metavar="A", help="The older checkpoint.")],
     b: Annotated[str, typer.Argument(metavar="B", help="The newer checkpoint.")] = "latest",
-    store: StoreOpt = DEFAULT_STORE,
+    store: StoreOpt = None,
     key_file: KeyFileOpt = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """What changed between two checkpoints: agents, state fields, phases, decisions, metrics."""
+    spec = reader_store(store)
 
     async def body(s: Store) -> dict[str, Any]:
         first = await s.read_snapshot(run_id, await _inspect.resolve_checkpoint(s, run_id, a))
         second = await s.read_snapshot(run_id, await _inspect.resolve_checkpoint(s, run_id, b))
         return await _inspect.diff_snapshots(s, first, second)
 
-    d = run_command(lambda: with_store(store, body, key_file=key_file), debug=debug)
+    d = run_command(lambda: with_store(spec, body, key_file=key_file), debug=debug)
     if as_json:
         print_json(d)
         return
@@ -260,7 +265,7 @@ def diff_command(
 @command("result")
 def result_command(
     run_id: RunArg,
-    store: StoreOpt = DEFAULT_STORE,
+    store: StoreOpt = None,
     key_file: KeyFileOpt = None,
     debug: DebugOpt = False,
 ) -> None:
@@ -269,11 +274,14 @@ def result_command(
     Completed: the result (exit 0). Failed, cancelled or blocked: its error (exit 5).
     Paused: its prompt (exit 6). Running or interrupted: its status (exit 8).
     """
+    spec = reader_store(store)
 
-    async def body(s: Store) -> RunManifest:
-        return await s.read_run(run_id)
+    async def body(s: Store) -> tuple[RunManifest, str | None]:
+        m = await s.read_run(run_id)
+        paused = m.status is RunStatus.PAUSED
+        return m, await awaited_signal(s, run_id) if paused else None
 
-    m = run_command(lambda: with_store(store, body, key_file=key_file), debug=debug)
+    m, signal = run_command(lambda: with_store(spec, body, key_file=key_file), debug=debug)
     if m.status is RunStatus.COMPLETED:
         print_json(_inspect.decode_value(m.result))
         return
@@ -281,15 +289,18 @@ def result_command(
     print_json({"run_id": m.run_id, "status": str(m.status), "error": error, "prompt": m.prompt})
     rid = esc(m.run_id)
     if m.status is RunStatus.PAUSED:
-        err().print(paused_text(m.run_id, m.prompt))
+        err().print(paused_text(m.run_id, m.prompt, signal))
         raise typer.Exit(EXIT_CODES["paused"])
     if m.status.finished or m.status is RunStatus.BLOCKED:
         why = f"{m.error.type}: {m.error.message}" if m.error else "no error recorded"
         err().print(f"[red]{esc(m.status)}[/] {rid}: {esc(why)}")
         if m.status is RunStatus.BLOCKED:
-            err().print(f"  with code that replays its log: {esc(program())} recover {rid}")
+            again = suggest("recover", m.run_id)
+            err().print(f"  with code that replays its log: {esc(again)}")
         raise typer.Exit(EXIT_CODES["run_failed"])
     err().print(f"[yellow]not finished[/] {rid}: {esc(m.status)}")
+    if m.status is RunStatus.INTERRUPTED:  # no process drives it: recover does
+        err().print(f"  continue it: {esc(suggest('recover', m.run_id))}")
     raise typer.Exit(EXIT_CODES["not_finished"])
 
 
@@ -298,16 +309,17 @@ def validate_command(
     run_id: Annotated[
         str | None, typer.Argument(metavar="RUN", help="One run (default: every run).")
     ] = None,
-    store: StoreOpt = DEFAULT_STORE,
+    store: StoreOpt = None,
     key_file: KeyFileOpt = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Verify every checksum (log, checkpoints, state blobs); exit 3 naming any corruption.
+    """Verify every checksum (log, checkpoints, state blobs, inboxes); exit 3 naming any corruption.
 
     Without the key of an encrypted store, checksums are verified without
     opening anything.
     """
+    spec = reader_store(store)
 
     async def body(s: Store) -> _inspect.ValidationReport:
         if run_id:
@@ -324,7 +336,7 @@ def validate_command(
         ids = [m.run_id for m in await s.list_runs()]
         return await _inspect.validate_store(s, ids, damaged, sealed)
 
-    report = run_command(lambda: with_store(store, body, key_file=key_file), debug=debug)
+    report = run_command(lambda: with_store(spec, body, key_file=key_file), debug=debug)
     if as_json:
         print_json({**msgspec.to_builtins(report), "ok": report.ok})
     else:
@@ -348,7 +360,8 @@ def _print_validation(report: _inspect.ValidationReport) -> None:
     verdict = "[green]ok[/]" if report.ok else f"[red]{len(report.problems)} problem(s)[/]"
     out().print(
         f"{verdict}: {report.runs} run(s), {report.records} log record(s), "
-        f"{report.snapshots} checkpoint(s), {report.blobs} blob(s) checked"
+        f"{report.snapshots} checkpoint(s), {report.blobs} blob(s) checked; "
+        f"{report.inbox} inbox message(s) read"
     )
     if report.sealed:
         out().print(
@@ -385,7 +398,7 @@ def log_command(
             help="With --follow, the first streamed event position to print (resume after ~N).",
         ),
     ] = 0,
-    store: StoreOpt = DEFAULT_STORE,
+    store: StoreOpt = None,
     key_file: KeyFileOpt = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
@@ -395,28 +408,63 @@ def log_command(
     With --json, one JSON object per line (with its position; a streamed
     event's is event_position).
     """
+    spec = reader_store(store)
 
     async def body(s: Store) -> None:
-        if not follow:
-            for position, record in enumerate(await s.read_log(run_id, start), start):
-                print_record(position, record, as_json=as_json)
-            return
-        # the runtime's watch: polls the store gently, ends once the run stops
-        watch = watch_run(
-            s,
-            run_id,
-            position=start,
-            poll_interval=_FOLLOW_INTERVAL,
-            events=events,
-            event_position=event_start,
-        )
-        async for event in watch:
-            if isinstance(event, _LOGGED):
-                print_record(event.position, event.record, as_json=as_json)
-            elif isinstance(event, EmitStreamed | EmitsLost):
-                print_streamed(event, as_json=as_json)
+        first = start
+        while True:
+            try:
+                await _print_log(
+                    s,
+                    run_id,
+                    first,
+                    follow=follow,
+                    as_json=as_json,
+                    events=events,
+                    event_start=event_start,
+                )
+                return
+            except LogPrunedError as exc:
+                if exc.first <= first:
+                    raise
+                # retention cut the log below a checkpoint: what is left is the whole story
+                err().print(
+                    f"[yellow]records before position {exc.first} were pruned[/] (retention "
+                    "keeps the log from the oldest checkpoint it keeps); printing from there"
+                )
+                first = exc.first
 
-    run_command(lambda: with_store(store, body, key_file=key_file), debug=debug)
+    run_command(lambda: with_store(spec, body, key_file=key_file), debug=debug)
+
+
+async def _print_log(
+    s: Store,
+    run_id: str,
+    start: int,
+    *,
+    follow: bool,
+    as_json: bool,
+    events: bool,
+    event_start: int,
+) -> None:
+    if not follow:
+        for position, record in enumerate(await s.read_log(run_id, start), start):
+            print_record(position, record, as_json=as_json)
+        return
+    # the runtime's watch: polls the store gently, ends once the run stops
+    watch = watch_run(
+        s,
+        run_id,
+        position=start,
+        poll_interval=_FOLLOW_INTERVAL,
+        events=events,
+        event_position=event_start,
+    )
+    async for event in watch:
+        if isinstance(event, _LOGGED):
+            print_record(event.position, event.record, as_json=as_json)
+        elif isinstance(event, EmitStreamed | EmitsLost):
+            print_streamed(event, as_json=as_json)
 
 
 _FOLLOW_INTERVAL: Final = 0.5
@@ -448,7 +496,7 @@ def prune_command(
             "start from every phase).",
         ),
     ] = False,
-    store: StoreOpt = DEFAULT_STORE,
+    store: StoreOpt = None,
     key_file: KeyFileOpt = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
@@ -460,6 +508,7 @@ def prune_command(
     --drop-phase-ends is given. A run's newest checkpoint is always kept, and
     its log is pruned only below the oldest kept.
     """
+    spec = reader_store(store)
 
     async def body(s: Store) -> PruneReport:
         try:
@@ -476,10 +525,11 @@ def prune_command(
                 delete_completed=delete_completed,
                 keep_phase_ends=not drop_phase_ends,
             )
+        check_writable(s)  # a read-only store: one named error, before anything is tried
         await require_keys(s)  # else retention skips sealed runs and reports success
         return await s.prune(policy)
 
-    report = run_command(lambda: with_store(store, body, key_file=key_file), debug=debug)
+    report = run_command(lambda: with_store(spec, body, key_file=key_file), debug=debug)
     if as_json:
         print_json(report)
         return

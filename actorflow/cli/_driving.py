@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from actorflow._demo import RichProgress, use_progress, watch_checkpoints
+from actorflow._demo import live_progress, watch_progress
 from actorflow.cli._inspect import resolve_checkpoint
 from actorflow.cli._loading import require_keys
 from actorflow.errors import CorruptedDataError, RecoveryFailedError, RunFailedError, RunPaused
+from actorflow.runtime.workflow._query import query_run
 from actorflow.storage import RunStatus
 
 if TYPE_CHECKING:
@@ -24,12 +25,22 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from actorflow.runtime import RunHandle, Runtime
+    from actorflow.storage import Store
 
-__all__ = ["RunOutcome", "fork_run", "outcomes_exit", "recover_runs", "resume_run", "start_run"]
+__all__ = [
+    "RunOutcome",
+    "awaited_signal",
+    "fork_run",
+    "outcomes_exit",
+    "recover_runs",
+    "resume_run",
+    "start_run",
+]
 
 
 _ORPHANS = [RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.INTERRUPTED]
-_TRIED = [*_ORPHANS, RunStatus.BLOCKED]  # what recover(run_id) takes
+# what recover(run_id) takes: a paused run goes on if its wait can resolve (a signal came)
+_TRIED = [*_ORPHANS, RunStatus.BLOCKED, RunStatus.PAUSED]
 
 
 class RunOutcome(msgspec.Struct, kw_only=True):
@@ -38,6 +49,8 @@ class RunOutcome(msgspec.Struct, kw_only=True):
     ``checkpoint`` (and its log ``checkpoint_position``) is the checkpoint a
     re-run restored; ``replayed_steps`` counts the log records replayed after it.
     ``corrupt``: the run could not go on because what it recorded is damaged.
+    ``signal``: the type of the signal a paused run waits for (None: it waits
+    for input, or is not paused).
     """
 
     run_id: str
@@ -48,6 +61,7 @@ class RunOutcome(msgspec.Struct, kw_only=True):
     result: Any = None
     error: str | None = None
     prompt: str | None = None
+    signal: str | None = None
     corrupt: bool = False
 
 
@@ -89,8 +103,21 @@ class _Watch:
         )
 
 
+async def awaited_signal(store: Store, run_id: str) -> str | None:
+    """The type of the signal a paused run waits for; None if it waits for input.
+
+    ``resume`` answers input; a signal is sent with ``actorflow signal``.
+    """
+    waits = [w for w in (await query_run(store, run_id)).waits if w.pause]
+    if not waits or any(w.kind == "input" for w in waits):
+        return None
+    return waits[0].type
+
+
 async def _drive(
-    console: Console, go: Callable[[Callable[[RunHandle], None]], Awaitable[Any]]
+    runtime: Runtime,
+    console: Console | None,
+    go: Callable[[Callable[[RunHandle], None]], Awaitable[Any]],
 ) -> RunOutcome:
     """Run one run with the progress display on ``console``; return what became of it.
 
@@ -99,13 +126,13 @@ async def _drive(
     """
     watch = _Watch()
     handles: list[RunHandle] = []
-    with RichProgress(console) as sink, use_progress(sink):
+    with live_progress(console) as sink:
         async with anyio.create_task_group() as tg:
 
             def follow(handle: RunHandle) -> None:
                 handles.append(handle)
                 tg.start_soon(watch.follow, handle)
-                tg.start_soon(watch_checkpoints, handle, sink)
+                tg.start_soon(watch_progress, handle, sink)
 
             try:
                 result = await go(follow)
@@ -113,6 +140,8 @@ async def _drive(
                 if not handles:  # it never started: nothing ran to report on
                     raise
                 outcome = _stopped(watch, handles[0], exc)
+                if isinstance(exc, RunPaused):
+                    outcome.signal = await awaited_signal(runtime.store, handles[0].run_id)
             else:
                 outcome = watch.outcome(handles[0], status="completed", result=result)
     return outcome
@@ -139,7 +168,7 @@ async def start_run(
     workflow: type[Any],
     value: Any,
     run_id: str | None,
-    console: Console,
+    console: Console | None,
     *,
     on_started: Callable[[str], None] | None = None,
 ) -> RunOutcome:
@@ -155,10 +184,12 @@ async def start_run(
         return handle
 
     async with runtime:
-        return await _drive(console, lambda on_start: _run_handle(launch, on_start))
+        return await _drive(runtime, console, lambda on_start: _run_handle(launch, on_start))
 
 
-async def recover_runs(runtime: Runtime, run_id: str | None, console: Console) -> list[RunOutcome]:
+async def recover_runs(
+    runtime: Runtime, run_id: str | None, console: Console | None
+) -> list[RunOutcome]:
     """Recover orphaned runs (or ``run_id``); one outcome per run it tried, by run id.
 
     The progress display (the demo's, which any workflow's checkpoints also
@@ -171,33 +202,36 @@ async def recover_runs(runtime: Runtime, run_id: str | None, console: Console) -
             manifest = await runtime.store.read_run(run_id)
             if manifest.status is RunStatus.COMPLETED:
                 return []
-            if manifest.status not in _TRIED:  # paused, failed...: say so, drive nothing
+            if manifest.status not in _TRIED:  # failed...: say so, drive nothing
                 return [await _left(runtime, run_id)]
             before = {run_id}
+            paused = False
         else:
             await require_keys(runtime.store)  # a sealed orphan must not pass unnoticed
             # as recover() chooses: a blocked run only under other code than blocked it
             version = runtime.config.code_version
+            # paused runs are tried too, and shown only if their wait resolved (they start)
             before = {
                 m.run_id
-                for m in await runtime.runs(status=_TRIED)
+                for m in await runtime.runs(status=[*_ORPHANS, RunStatus.BLOCKED])
                 if m.status is not RunStatus.BLOCKED or m.blocked_code_version != version
             }
+            paused = bool(await runtime.runs(status=[RunStatus.PAUSED]))
         results: dict[str, Any] = {}
         watch = _Watch()
         handles: dict[str, RunHandle] = {}
-        if before:
-            with RichProgress(console) as sink, use_progress(sink):
+        if before or paused:
+            with live_progress(console) as sink:
                 async with anyio.create_task_group() as tg:
 
                     def follow(handle: RunHandle) -> None:
                         handles[handle.run_id] = handle
                         tg.start_soon(watch.follow, handle)
-                        tg.start_soon(watch_checkpoints, handle, sink)
+                        tg.start_soon(watch_progress, handle, sink)
 
                     results = await runtime.recover(run_id, on_start=follow)
         outcomes = []
-        for rid in sorted(before):
+        for rid in sorted(before | handles.keys()):
             if rid in results:
                 done = watch.outcome(handles[rid], status="completed", result=results[rid])
                 outcomes.append(done)
@@ -222,28 +256,46 @@ async def _left(runtime: Runtime, run_id: str, handle: RunHandle | None = None) 
             error = f"{type(exc).__name__}: {exc}"
             cause = exc.__cause__ if isinstance(exc, RecoveryFailedError) else exc
             corrupt = isinstance(cause, CorruptedDataError)
+    paused = manifest.status is RunStatus.PAUSED
     return RunOutcome(
         run_id=run_id,
         status=str(manifest.status),
         error=error,
         prompt=manifest.prompt,
+        signal=await awaited_signal(runtime.store, run_id) if paused else None,
         corrupt=corrupt,
     )
 
 
-async def fork_run(runtime: Runtime, run_id: str, checkpoint: str, console: Console) -> RunOutcome:
-    """Fork ``run_id`` at ``checkpoint`` (id, prefix, ``latest~N``...); run it to the end."""
+async def fork_run(
+    runtime: Runtime,
+    run_id: str,
+    checkpoint: str,
+    console: Console | None,
+    *,
+    on_forked: Callable[[str], None] | None = None,
+) -> RunOutcome:
+    """Fork ``run_id`` at ``checkpoint`` (id, prefix, ``latest~N``...); run it to the end.
+
+    ``on_forked`` gets the new run's id as soon as it is recorded.
+    """
+
+    async def launch() -> RunHandle:
+        handle = await runtime.fork(run_id, checkpoint_id)
+        if on_forked is not None:
+            on_forked(handle.run_id)
+        return handle
+
     async with runtime:
         checkpoint_id = await resolve_checkpoint(runtime.store, run_id, checkpoint)
-        return await _drive(
-            console,
-            lambda on_start: _run_handle(lambda: runtime.fork(run_id, checkpoint_id), on_start),
-        )
+        return await _drive(runtime, console, lambda on_start: _run_handle(launch, on_start))
 
 
-async def resume_run(runtime: Runtime, run_id: str, response: str, console: Console) -> RunOutcome:
+async def resume_run(
+    runtime: Runtime, run_id: str, response: str, console: Console | None
+) -> RunOutcome:
     """Answer a paused run and run it to its end (or its next pause)."""
     async with runtime:
         return await _drive(
-            console, lambda on_start: runtime.resume(run_id, response, on_start=on_start)
+            runtime, console, lambda on_start: runtime.resume(run_id, response, on_start=on_start)
         )

@@ -16,11 +16,13 @@ from actorflow.errors import (
     CheckpointNotFoundError,
     CorruptedDataError,
     EncryptionKeyError,
+    LogPrunedError,
     StorageError,
 )
 from actorflow.storage import (
     DecisionRecord,
     EventRecord,
+    InboxChecker,
     MilestoneRecord,
     PhaseEndRecord,
     SealChecker,
@@ -58,6 +60,12 @@ __all__ = [
 _TORN = (
     "not synced yet, so a power loss may have cut it short: harmless, recovery skips it "
     "for the checkpoint before it (or the log), and `actorflow prune` deletes it;"
+)
+
+
+_SKIPPED = (
+    "a damaged inbox message: the run skips it and reads the messages after it; "
+    "restore the file from a backup, or post the message again"
 )
 
 
@@ -208,6 +216,7 @@ class ValidationReport(msgspec.Struct, kw_only=True):
     records: int = 0
     snapshots: int = 0
     blobs: int = 0
+    inbox: int = 0
     sealed: int = 0
     problems: list[Problem] = []
     needs_key: list[str] = []
@@ -228,11 +237,12 @@ async def validate_store(
 
     Every checksum is checked by reading through the store, which verifies
     before it decodes; each failure becomes a :class:`Problem`, and checking
-    goes on with the next item. Each of ``unreadable`` (what the store's
-    listing skipped) is a problem too. A run encrypted with a key the store
-    was not given (each of ``sealed_runs``, and any run where a read needs
-    one) has its checksums verified without being opened, where the store
-    can (:class:`~actorflow.storage.SealChecker`).
+    goes on with the next item. Inboxes are read where the store can name
+    their damaged entries (:class:`~actorflow.storage.InboxChecker`). Each of
+    ``unreadable`` (what the store's listing skipped) is a problem too. A run
+    encrypted with a key the store was not given (each of ``sealed_runs``,
+    and any run where a read needs one) has its checksums verified without
+    being opened, where the store can (:class:`~actorflow.storage.SealChecker`).
     """
     report = ValidationReport()
     for entry in unreadable:
@@ -258,13 +268,14 @@ async def _open_all(store: Store, run_id: str, report: ValidationReport) -> None
     Raises:
         EncryptionKeyError: an item is encrypted with a key the store was not given.
     """
+    snapshots = live_snapshots(await store.list_snapshots(run_id))
     try:
-        report.records += len(await store.read_log(run_id))
+        report.records += len(await _kept_log(store, run_id, snapshots))
     except EncryptionKeyError:
         raise
     except StorageError as exc:
         report.problems.append(Problem(run_id=run_id, what="log", detail=str(exc)))
-    for info in live_snapshots(await store.list_snapshots(run_id)):
+    for info in snapshots:
         report.snapshots += 1
         try:
             await store.read_snapshot(run_id, info.snapshot_id)
@@ -284,6 +295,34 @@ async def _open_all(store: Store, run_id: str, report: ValidationReport) -> None
             raise
         except StorageError as exc:
             report.problems.append(Problem(run_id=run_id, what=f"blob {ref}", detail=str(exc)))
+    if isinstance(store, InboxChecker):
+        check = await store.check_inbox(run_id)
+        report.inbox += check.entries
+        for location, cause in check.damaged:
+            detail = f"{cause}; {_SKIPPED}"
+            report.problems.append(Problem(run_id=run_id, what=location, detail=detail))
+
+
+async def _kept_log(store: Store, run_id: str, snapshots: list[SnapshotInfo]) -> list[LogRecord]:
+    """The run's log from where retention left it, which a checkpoint must cover.
+
+    A log pruned below a checkpoint is whole for the run: it recovers from
+    that checkpoint. One pruned past its newest checkpoint is not.
+
+    Raises:
+        StorageError: a record is damaged, or the log starts after every checkpoint.
+    """
+    try:
+        return await store.read_log(run_id)
+    except LogPrunedError as exc:
+        if not any(s.position >= exc.first for s in snapshots):
+            raise StorageError(
+                "read log",
+                f"records below position {exc.first} are gone and no checkpoint at or "
+                "after it holds what they recorded, so the run cannot be recovered; "
+                "restore the log from a backup",
+            ) from exc
+        return await store.read_log(run_id, exc.first)
 
 
 async def _verify_sealed(store: Store, run_id: str, report: ValidationReport) -> None:
@@ -305,6 +344,7 @@ def _add(report: ValidationReport, part: ValidationReport) -> None:
     report.records += part.records
     report.snapshots += part.snapshots
     report.blobs += part.blobs
+    report.inbox += part.inbox
     report.problems.extend(part.problems)
 
 

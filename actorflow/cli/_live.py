@@ -120,11 +120,12 @@ def _inbox(entries: list[dict[str, Any]]) -> None:
         out().print("inbox: nothing untaken")
         return
     table = Table(title="inbox (sent, not taken yet)")
-    for col in ("seq", "type", "id", "sent", "sender", "payload"):
+    for col in ("seq", "kind", "type", "id", "sent", "sender", "payload"):
         table.add_column(col, overflow="fold", justify="right" if col == "seq" else "left")
     for e in entries:
         table.add_row(
             str(e["seq"]),
+            esc(e["kind"] or "?"),
             esc(e["type"]),
             esc(e["entry_id"]),
             when(e["sent"]),

@@ -9,27 +9,45 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from actorflow.cli._app import DEFAULT_STORE, BadValueError, run_command
-from actorflow.errors import ConfigurationError, StoreUnavailableError
+from actorflow.cli._app import DEFAULT_STORE, BadValueError, chosen_store, run_command
+from actorflow.cli._program import given
+from actorflow.errors import (
+    ConfigurationError,
+    StorageError,
+    StoreReadOnlyError,
+    StoreUnavailableError,
+)
 from actorflow.runtime import Runtime
-from actorflow.storage import Codec, Store, UnreadableLister, open_store
+from actorflow.storage import Codec, FileStore, Store, UnreadableLister, open_store
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
-__all__ = ["load_app", "require_keys", "with_app", "with_store"]
+__all__ = ["check_writable", "load_app", "require_keys", "with_app", "with_store"]
 
 T = TypeVar("T")
 
 
+def _require_folder(path: str, *, create: bool) -> None:
+    """Raise unless ``path`` is a store's folder, or (``create``) nothing yet.
+
+    A command must not create an empty store where the user mistyped a path,
+    nor take a file for one.
+    """
+    folder = Path(path)
+    if folder.is_dir() or (create and not folder.exists()):
+        return
+    what = f"{path} is a file, not an actorflow store" if folder.exists() else ""
+    raise StoreUnavailableError(
+        "open store",
+        f"{what or f'no actorflow store at {path}'}; name an existing store with --store "
+        "or ACTORFLOW_STORE (`actorflow demo` makes one)",
+    )
+
+
 def _existing_store(spec: str, key_file: str | None) -> Store:
-    # A reader must not create an empty store where the user mistyped a path.
-    if not spec.startswith("s3://") and not Path(spec).is_dir():
-        raise StoreUnavailableError(
-            "open store",
-            f"no actorflow store at {spec}; run `actorflow demo` first, "
-            "or pass --store / set ACTORFLOW_STORE",
-        )
+    if "://" not in spec:
+        _require_folder(spec, create=False)
     return _open(spec, key_file)
 
 
@@ -101,6 +119,8 @@ def load_app(spec: str | None, store: str | None) -> Runtime:
         params = _parameters(target)
         try:
             target = target(store=store) if store is not None and "store" in params else target()
+        except (SystemExit, KeyboardInterrupt) as exc:
+            raise ConfigurationError("--app", spec, _not_stopping(exc, "call")) from None
         except Exception as exc:
             raise ConfigurationError(
                 "--app", spec, f"a function returning a Runtime ({type(exc).__name__}: {exc})"
@@ -132,11 +152,22 @@ def _import_target(spec: str) -> Any:
         target: Any = importlib.import_module(module_name)
         for part in attr.split("."):
             target = getattr(target, part)
+    except (SystemExit, KeyboardInterrupt) as exc:
+        # a script's `sys.exit()` or `input()` run at import: it is not a module to load
+        raise ConfigurationError("--app", spec, _not_stopping(exc, "import")) from None
     except Exception as exc:  # the user's module may fail in any way while importing
         raise ConfigurationError(
             "--app", spec, f"an importable module:attr ({type(exc).__name__}: {exc})"
         ) from exc
     return target
+
+
+def _not_stopping(exc: SystemExit | KeyboardInterrupt, when: str) -> str:
+    what = f"sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else "KeyboardInterrupt"
+    return (
+        f"a module:attr whose {when} does not stop the program (it raised {what}: "
+        "keep a script's top-level code under `if __name__ == '__main__':`)"
+    )
 
 
 def _parameters(fn: Any) -> Mapping[str, Any]:
@@ -146,6 +177,25 @@ def _parameters(fn: Any) -> Mapping[str, Any]:
         return {}
 
 
+def check_writable(store: Store, *, create: bool = False) -> None:
+    """Raise unless this process may write ``store`` (a file store: its folder).
+
+    ``create``: a folder that does not exist yet is made by the first run.
+
+    Raises:
+        StoreUnavailableError: the folder does not exist (and ``create`` is
+            false), or is a file.
+        StoreReadOnlyError: the folder exists and this process may not write it.
+    """
+    if not isinstance(store, FileStore):
+        return  # other stores say so at their first write
+    _require_folder(store.path, create=create)
+    runs = Path(store.path, "runs")
+    folder = runs if runs.is_dir() else Path(store.path)
+    if folder.is_dir() and not os.access(folder, os.W_OK):
+        raise StoreReadOnlyError(store.path, "open store for writing")
+
+
 def with_app(
     app_spec: str | None,
     store: str | None,
@@ -153,16 +203,27 @@ def with_app(
     call: Callable[[Runtime], Awaitable[T]],
     *,
     run_hint: str | None = None,
+    create: bool = False,
 ) -> T:
     """Run ``call(runtime)`` on the app's runtime (``--store`` replacing its store).
 
-    ``run_hint`` names the run an interruption leaves for ``recover``.
+    The store must exist, unless ``create``, and this process must be able
+    to write it. ``run_hint`` names the run an interruption leaves for
+    ``recover`` (see :func:`~actorflow.cli._app.run_command`).
     """
+    store = chosen_store(store)
+    given(app=app_spec, store=store)
     # An explicit --store (or ACTORFLOW_STORE) replaces the app's own store.
     spec = store if store is not None else os.environ.get("ACTORFLOW_STORE")
 
     async def body() -> T:
-        return await call(load_app(app_spec, spec if app_spec else (spec or DEFAULT_STORE)))
+        runtime = load_app(app_spec, spec if app_spec else (spec or DEFAULT_STORE))
+        try:
+            check_writable(runtime.store, create=create)
+        except StorageError:
+            await runtime.store.aclose()
+            raise
+        return await call(runtime)
 
     result: T = run_command(body, debug=debug, run_hint=run_hint)
     return result

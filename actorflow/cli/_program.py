@@ -1,4 +1,10 @@
-"""How the user ran ``actorflow``, so the commands the CLI suggests run as typed."""
+"""How the user ran ``actorflow``, so the commands the CLI suggests run as typed.
+
+A hint (``resume RUN --response TEXT``, ``recover RUN``...) names the program
+as the user ran it and repeats the ``--app`` and ``--store`` the command was
+given: :func:`given` records them once per command, :func:`suggest` writes a
+command line with them.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,42 @@ import os
 import shlex
 import shutil
 import sys
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["program"]
+__all__ = ["Given", "given", "program", "suggest"]
+
+
+@dataclass(frozen=True)
+class Given:
+    """The ``--app`` and ``--store`` a command was given on its command line."""
+
+    app: str | None = None
+    store: str | None = None
+
+
+_given: ContextVar[Given | None] = ContextVar("actorflow_cli_given", default=None)
+
+
+def given(*, app: str | None = None, store: str | None = None) -> None:
+    """Record the ``--app`` and ``--store`` this command was given, for :func:`suggest`."""
+    _given.set(Given(app=app, store=store))
+
+
+def suggest(*args: str, app: bool = True) -> str:
+    """A command line to suggest: the program, ``args``, and the ``--app``/``--store`` given.
+
+    Every part is quoted for the shell, so it runs as printed. ``app=False``
+    leaves ``--app`` out, for a command that takes none.
+    """
+    options = _given.get() or Given()
+    parts = [*args]
+    if app and options.app is not None:
+        parts += ["--app", options.app]
+    if options.store is not None:
+        parts += ["--store", options.store]
+    return " ".join([program(), *(shlex.quote(p) for p in parts)])
 
 
 def program() -> str:

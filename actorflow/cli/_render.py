@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from actorflow.cli import _inspect
-from actorflow.cli._program import program
+from actorflow.cli._program import suggest
 from actorflow.runtime.workflow._wait_records import WAIT_KINDS, read_request
 from actorflow.storage import (
     DecisionRecord,
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from actorflow.storage import LogRecord
 
 __all__ = [
+    "display",
     "err",
     "esc",
     "out",
@@ -71,8 +72,12 @@ def esc(value: object) -> str:
 
 
 def out() -> Console:
-    """The console for results (stdout); made per call so it sees the current width."""
-    return Console(highlight=False, emoji=False, width=_pipe_width(sys.stdout))
+    """The console for results (stdout); made per call so it sees the current width.
+
+    Lines are never folded (tables still fit the width): a command it suggests
+    must copy and paste whole, and a line of output stays one line for a script.
+    """
+    return Console(highlight=False, emoji=False, width=_pipe_width(sys.stdout), soft_wrap=True)
 
 
 def _pipe_width(stream: Any) -> int | None:
@@ -86,6 +91,16 @@ def _pipe_width(stream: Any) -> int | None:
 def err() -> Console:
     """The console for errors and progress (stderr)."""
     return Console(stderr=True, highlight=False, emoji=False, soft_wrap=True)
+
+
+def display() -> Console | None:
+    """The console for live progress: stderr when it is a terminal, else none.
+
+    Scripts read stdout, and a progress bar's frames in a pipe or a log file
+    are noise: off a terminal nothing shows.
+    """
+    isatty = getattr(sys.stderr, "isatty", None)
+    return err() if isatty is not None and isatty() else None
 
 
 def print_json(data: Any) -> None:
@@ -287,7 +302,7 @@ def print_record(position: int, record: LogRecord, *, as_json: bool) -> None:
             )
             target = f" -> {esc(record.target)}" if record.target else ""
             step = f"[cyan]{esc(record.kind)}[/] {esc(record.step_id)}"
-            out().print(f"{position:>6} {step}{target}: {outcome}")
+            out().print(f"{position:>6} {step}{target}: {outcome}{_took(record)}")
         case PhaseEndRecord():
             out().print(
                 f"{position:>6} [green]phase end[/] {esc(record.phase_id)}: {_cell(data['result'])}"
@@ -301,6 +316,15 @@ def print_record(position: int, record: LogRecord, *, as_json: bool) -> None:
                 f"{position:>6} [yellow]event[/] {esc(record.kind)} "
                 f"{esc(record.step_id or '')}{shown}"
             )
+
+
+def _took(record: StepRecord) -> str:
+    """`` (1.2s)``: how long a step took, issued to recorded (nothing for older records)."""
+    if not record.issued or record.time < record.issued:
+        return ""
+    took = record.time - record.issued
+    shown = f"{took * 1000:.0f}ms" if took < 1 else f"{took:.1f}s"
+    return f" [dim]({shown})[/]"
 
 
 def _wait_text(record: EventRecord) -> str:
@@ -340,9 +364,12 @@ def print_outcome(o: Any, *, verb: str) -> None:
         out().print(f"[green]{verb}[/] {run}: completed{_restored(o)}")
         print_result(o.result)
     elif o.status == "paused":
-        out().print(paused_text(o.run_id, o.prompt))
+        out().print(paused_text(o.run_id, o.prompt, o.signal))
     elif o.status in ("failed", "cancelled", "blocked"):
         out().print(f"[red]{esc(o.status)}[/] {run}: {esc(o.error)}")
+        if o.status == "blocked":
+            again = suggest("recover", o.run_id)
+            out().print(f"  with code that replays its log: {esc(again)}")
     elif getattr(o, "corrupt", False):
         out().print(f"[red]not recovered[/] {run}: {esc(o.error)}")
     else:
@@ -350,12 +377,23 @@ def print_outcome(o: Any, *, verb: str) -> None:
         out().print(f"[yellow]not finished[/] {run}: {esc(o.status)}{why}")
 
 
-def paused_text(run_id: str, prompt: str | None) -> str:
-    """What every command says of a paused run: its prompt, and how to answer it."""
-    run = esc(run_id)
+def paused_text(run_id: str, prompt: str | None, signal: str | None = None) -> str:
+    """What every command says of a paused run: what it waits for, and how to give it.
+
+    ``signal``: the type of the signal it waits for (``ctx.wait_for``), else it
+    waits for input (``ctx.wait_for_input``), which ``resume`` answers.
+    """
+    if signal is not None:
+        send = suggest("signal", run_id, signal, "--json", "DATA")
+        return (
+            f"[yellow]paused[/] {esc(run_id)}: waiting for a {esc(signal)} signal\n"
+            f"  send it: {esc(send)}\n"
+            f"  then:    {esc(suggest('recover', run_id))}"
+        )
+    answer = suggest("resume", run_id, "--response", "TEXT")
     return (
-        f"[yellow]paused[/] {run}: waiting for input: {esc(prompt)}\n"
-        f"  answer it: {esc(program())} resume {run} --response TEXT"
+        f"[yellow]paused[/] {esc(run_id)}: waiting for input: {esc(prompt)}\n"
+        f"  answer it: {esc(answer)}"
     )
 
 
@@ -381,5 +419,5 @@ def print_result(result: Any) -> None:
         out().print(summary_table(result))
         out().print(f"  report: {esc(result.report_path)}")
     elif result is not None:
-        text = json.dumps(_inspect.plain(result), default=str)
-        out().print(esc(text))
+        # raw, never folded at the terminal's width: a script parses this line
+        sys.stdout.write(json.dumps(_inspect.plain(result), default=str) + "\n")

@@ -20,12 +20,15 @@ The tree::
     ├── RuntimeNotRunningError          the Runtime is not (or no longer) running
     ├── StorageError                    a store operation failed; names the operation
     │   ├── StoreUnavailableError       the store cannot be reached
+    │   ├── StoreReadOnlyError          a write to a store this process may only read
     │   ├── CorruptedDataError          stored bytes fail their checksum or do not decode
     │   │   ├── CheckpointCorruptedError    a snapshot is corrupt
     │   │   ├── LogCorruptedError           a log record a reader needs is corrupt
     │   │   ├── InboxCorruptedError         an entry of a run's inbox is corrupt
     │   │   ├── NewerFormatError            sound, but written by a newer actorflow
-    │   │   └── RunFolderNotEmptyError      a run's folder holds data but no manifest
+    │   │   ├── RunFolderNotEmptyError      a run's folder holds data but no manifest
+    │   │   └── UnreadableFileError         a FIFO, a device, or too large, where data should be
+    │   ├── LogPrunedError              log records asked for were pruned by retention
     │   ├── CheckpointNotFoundError     no such snapshot (also LookupError)
     │   ├── EncodingError               a value cannot be encoded (also TypeError)
     │   ├── CheckpointTooLargeError     a snapshot is over the size limit
@@ -34,6 +37,7 @@ The tree::
     │   ├── InboxUnsupportedError       the store keeps no inbox for its runs
     │   ├── IncompatibleStateError      a stored state does not fit its class any more
     │   ├── RunLockedError              another live owner holds the run
+    │   ├── RunEndNotStoredError        a run's end is in its log, its manifest not updated
     │   └── LeaseLostError              this owner's lease was taken over (fenced)
     ├── RunError                        something about one workflow run
     │   ├── RunNotFoundError            no run with that id (also LookupError)
@@ -48,6 +52,7 @@ The tree::
     │   ├── UpdateRejectedError         the run refused an update (validator, no handler)
     │   ├── UpdateFailedError           an accepted update's handler raised
     │   ├── RunInputMismatchError       a run id reused with different input
+    │   ├── RunInputTypeError           an input that does not fit the workflow (also TypeError)
     │   ├── StepFailedError             a step of the run failed
     │   ├── NonDeterminismError         re-run code diverged from the recorded log
     │   ├── UnawaitedStepError          a step was issued but never awaited
@@ -104,6 +109,7 @@ from actorflow.errors._runs import (
     RunFailedError,
     RunFinishedError,
     RunInputMismatchError,
+    RunInputTypeError,
     RunNotFinishedError,
     RunNotFoundError,
     RunNotPausedError,
@@ -128,11 +134,15 @@ from actorflow.errors._storage import (
     IncompatibleStateError,
     LeaseLostError,
     LogCorruptedError,
+    LogPrunedError,
     NewerFormatError,
+    RunEndNotStoredError,
     RunFolderNotEmptyError,
     RunLockedError,
     StorageError,
+    StoreReadOnlyError,
     StoreUnavailableError,
+    UnreadableFileError,
 )
 
 __all__ = [
@@ -165,6 +175,7 @@ __all__ = [
     "InvalidRunIdError",
     "LeaseLostError",
     "LogCorruptedError",
+    "LogPrunedError",
     "MailboxClosedError",
     "MailboxFullError",
     "MissingResponseError",
@@ -174,11 +185,13 @@ __all__ = [
     "RegistryError",
     "ReservedInboxNameError",
     "RunBlockedError",
+    "RunEndNotStoredError",
     "RunError",
     "RunFailedError",
     "RunFinishedError",
     "RunFolderNotEmptyError",
     "RunInputMismatchError",
+    "RunInputTypeError",
     "RunLockedError",
     "RunNotFinishedError",
     "RunNotFoundError",
@@ -188,9 +201,11 @@ __all__ = [
     "SignalTooLargeError",
     "StepFailedError",
     "StorageError",
+    "StoreReadOnlyError",
     "StoreUnavailableError",
     "UnawaitedStepError",
     "UnhandledMessageError",
+    "UnreadableFileError",
     "UpdateFailedError",
     "UpdateRejectedError",
     "WaitTimeoutError",

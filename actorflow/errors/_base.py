@@ -74,4 +74,5 @@ class RegistryError(ActorflowError, LookupError):
 
     def __init__(self, name: str, detail: str) -> None:
         self.name = name
+        self.detail = detail
         super().__init__(f"class {name!r}: {detail}")

@@ -13,6 +13,7 @@ __all__ = [
     "RunFailedError",
     "RunFinishedError",
     "RunInputMismatchError",
+    "RunInputTypeError",
     "RunNotFinishedError",
     "RunNotFoundError",
     "RunPaused",
@@ -111,7 +112,7 @@ class RunFinishedError(RunError):
         super().__init__(
             run_id,
             f"run {run_id!r} has ended ({status}), so {what} cannot reach it: nothing will "
-            f"take it. `actorflow show {run_id}` shows how it ended; start a new run instead",
+            f"take it. `actorflow result {run_id}` shows how it ended; start a new run instead",
         )
 
 
@@ -128,11 +129,15 @@ class ReservedInboxNameError(RunError, ValueError):
     def __init__(self, run_id: str, what: str, value: str, reserved: str) -> None:
         self.what = what
         self.value = value
+        how = (
+            "give the class another name, or set `__actorflow_name__` on it"
+            if what == "type name"
+            else "use another id"
+        )
         super().__init__(
             run_id,
             f"a signal's {what} {value[:80]!r} starts with {reserved!r}, which actorflow keeps "
-            f"for its own inbox entries; rename the {what} (for a type, set "
-            "`__actorflow_name__` on the class)",
+            f"for its own inbox entries: {how}",
         )
 
 
@@ -208,6 +213,20 @@ class RunInputMismatchError(RunError):
             run_id,
             f"run {run_id!r} exists with a different input; a run id names one run — "
             "use a new id for new input",
+        )
+
+
+class RunInputTypeError(RunError, TypeError):
+    """A run's input does not fit the input type its workflow declares; nothing was stored."""
+
+    def __init__(self, run_id: str, workflow: str, expected: str, given: str, cause: str) -> None:
+        self.workflow = workflow
+        self.expected = expected
+        self.given = given
+        super().__init__(
+            run_id,
+            f"workflow {workflow} takes {expected} as its input, not {given} ({cause}); "
+            f"run {run_id!r} was not stored: pass a value of type {expected}",
         )
 
 

@@ -17,10 +17,14 @@ __all__ = [
     "IncompatibleStateError",
     "LeaseLostError",
     "LogCorruptedError",
+    "LogPrunedError",
+    "RunEndNotStoredError",
     "RunFolderNotEmptyError",
     "RunLockedError",
     "StorageError",
+    "StoreReadOnlyError",
     "StoreUnavailableError",
+    "UnreadableFileError",
 ]
 
 
@@ -35,6 +39,25 @@ class StorageError(ActorflowError):
 
 class StoreUnavailableError(StorageError):
     """The store cannot be reached (missing folder or bucket, network, credentials)."""
+
+
+class StoreReadOnlyError(StorageError):
+    """This process may read the store but not write it, and what it was asked to do writes.
+
+    Reading needs no write access (``actorflow runs``, ``show``, ``query``);
+    running, recovering, signalling or cancelling runs does.
+
+    .. versionadded:: 0.4
+    """
+
+    def __init__(self, location: str, operation: str) -> None:
+        self.location = location
+        super().__init__(
+            operation,
+            f"the store at {location} is read-only to this process, and this writes to it; "
+            "give the process write access to it (commands that only read, such as "
+            "`actorflow runs`, work as they are)",
+        )
 
 
 class CorruptedDataError(StorageError):
@@ -93,15 +116,36 @@ class LogCorruptedError(CorruptedDataError):
 class InboxCorruptedError(CorruptedDataError):
     """An entry of a run's inbox failed its checksum or could not be decoded.
 
-    A reader cannot go past it: the entries after it keep their places, but
-    taking them in order needs this one.
+    Readers skip it (its ``seq`` stays taken, so the entries after it keep
+    their places and are read); ``actorflow validate`` names it.
 
     .. versionadded:: 0.2
+
+    .. versionchanged:: 0.4
+       ``read_inbox`` skips such an entry instead of raising this.
     """
 
     advice = (
-        "The messages posted after it wait behind it: restore the file from a backup "
-        "(`actorflow validate` lists corrupt data)."
+        "It is skipped and the messages after it are read: restore the file from a "
+        "backup, or post its message again (`actorflow validate` lists corrupt data)."
+    )
+
+
+class UnreadableFileError(CorruptedDataError):
+    """A file where actorflow reads its data is no file it would write.
+
+    A FIFO, a device, a socket or a folder (a link to one, too), or a file
+    larger than any actorflow writes. It is never read: nothing blocks on a
+    FIFO or reads ``/dev/zero`` without end. Like any damaged data it is
+    named, and skipped where damage is (an older checkpoint is used instead,
+    an inbox entry is skipped).
+
+    .. versionadded:: 0.4
+    """
+
+    advice = (
+        "actorflow reads only regular files of the sizes it writes: move it out of the "
+        "store (`actorflow validate` lists what it cannot read)."
     )
 
 
@@ -123,6 +167,27 @@ class RunFolderNotEmptyError(CorruptedDataError):
             "deleted or lost), so a new run with this id cannot start there; restore the "
             "manifest from a backup, or move the folder out of the store "
             "(`actorflow validate` lists such folders)",
+        )
+
+
+class LogPrunedError(StorageError):
+    """Records asked for are below what retention kept of a run's log.
+
+    Retention cuts a log only below the oldest checkpoint it keeps, so a run
+    recovers from that checkpoint and never needs them. Read from ``first``
+    (or from a checkpoint's position) instead.
+
+    .. versionadded:: 0.4
+    """
+
+    def __init__(self, run_id: str, first: int, start: int) -> None:
+        self.run_id = run_id
+        self.first = first
+        self.start = start
+        super().__init__(
+            "read log",
+            f"records of run {run_id!r} below position {first} were pruned; read from "
+            f"a checkpoint's position ({start} asked)",
         )
 
 
@@ -231,6 +296,26 @@ class RunLockedError(StorageError):
         super().__init__(
             "claim run",
             f"run {run_id!r} is owned{who} by a live process; wait for it to finish or stop it",
+        )
+
+
+class RunEndNotStoredError(StorageError):
+    """A run finished (its end is durable in its log) but its manifest could not say so.
+
+    ``status`` is the run's true status: the end record decides it. The
+    manifest, a cache of that record, still says the run is unfinished until
+    a ``recover`` repairs it from the log (and returns a completed run's
+    result).
+    """
+
+    def __init__(self, run_id: str, status: str, cause: str) -> None:
+        self.run_id = run_id
+        self.status = status
+        super().__init__(
+            "update run",
+            f"run {run_id!r} {status} (its end is durable in its log) but its manifest "
+            f"could not be updated ({cause}); `runtime.recover({run_id!r})` or "
+            f"`actorflow recover {run_id}` repairs it from the log",
         )
 
 

@@ -66,7 +66,13 @@ class _Served:
 class PlacedAgents:
     """The Ray actor holding every agent of one class on one node (asyncio inside Ray)."""
 
-    def __init__(self, cls_name: str, imports: tuple[str, ...], namespace: str = "") -> None:
+    def __init__(
+        self,
+        cls_name: str,
+        imports: tuple[str, ...],
+        namespace: str = "",
+        module: str | None = None,
+    ) -> None:
         self._namespace = namespace
         self._hosts: dict[str, Any] = {}  # the hosts that record milestones, by actor name
         self._error: str | None = None
@@ -74,7 +80,8 @@ class PlacedAgents:
         where = f"node {ray.get_runtime_context().get_node_id()[:12]}"
         try:
             import_all(imports, where)
-            found = lookup(cls_name)
+            # the class's own module, if ``imports`` did not bring it (a plain module name)
+            found = lookup(cls_name, module)
             if not (isinstance(found, type) and issubclass(found, Actor)):
                 raise RegistryError(cls_name, "is not an actor class")
             self._cls = found

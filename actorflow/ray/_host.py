@@ -141,7 +141,7 @@ class Host:
             return 0, self._error or "the host is stopping"
         manifest = await runtime.store.read_run(run_id)
         try:
-            lookup(manifest.workflow)
+            lookup(manifest.workflow, manifest.workflow_module)
         except RegistryError as exc:
             return runtime.active_runs, f"class:{manifest.workflow}:{describe(exc)}"
         if manifest.status.finished:

@@ -51,6 +51,7 @@ from actorflow.runtime.actors import (
     MailboxStatistics,
     class_name,
     handler_for,
+    module_of,
     register,
 )
 from actorflow.storage import decode_value
@@ -518,7 +519,9 @@ class RayPlacer:
         if self.runtime_env is not None:
             options["runtime_env"] = self.runtime_env
         return (
-            _placed_actor().options(**options).remote(class_name(cls), self.imports, self.namespace)
+            _placed_actor()
+            .options(**options)
+            .remote(class_name(cls), self.imports, self.namespace, module_of(cls))
         )
 
     async def _fitting(self, placement: Placement) -> list[str]:

@@ -31,6 +31,7 @@ from actorflow.storage._event_stream import (
     encode_event,
 )
 from actorflow.storage._inbox import InboxEntry, SupportsInbox, post_message, read_messages
+from actorflow.storage._inbox_check import InboxCheck, InboxChecker
 from actorflow.storage._inbox_watch import InboxWatch, SupportsInboxWatch, watch_messages
 from actorflow.storage._logwriter import LogWriter
 from actorflow.storage._memory import MemoryStore
@@ -84,6 +85,8 @@ __all__ = [
     "EventStreamWriter",
     "FileStore",
     "FileSystem",
+    "InboxCheck",
+    "InboxChecker",
     "InboxEntry",
     "InboxWatch",
     "Lease",

@@ -42,7 +42,12 @@ class UnreadableLister(Protocol):
         """What ``list_runs`` skips, each entry naming where it is and what is wrong.
 
         Damaged manifests, manifests encrypted with a key the store was not
-        given, entries that are not runs, and run data whose manifest is missing.
+        given, entries that are not runs, and run data whose manifest is missing;
+        and, in a store that is a :class:`RunIndex`, entries of its index that
+        name no run id (which it skips).
+
+        .. versionchanged:: 0.4
+           Entries of the index of unfinished runs that name no run id.
         """
         ...
 

@@ -111,8 +111,6 @@ class SupportsInbox(Protocol):
             RunNotFoundError: no such run.
             InvalidRunIdError: ``run_id`` is not a valid run id.
             EncodingError: the entry cannot be encoded (an id with a lone surrogate).
-            InboxCorruptedError: the retry of an id found the inbox damaged
-                while looking for its entry.
         """
         ...
 
@@ -123,12 +121,19 @@ class SupportsInbox(Protocol):
 
         Entries are read one by one until the first ``seq`` not stored (never
         by listing). An entry whose ``entry_id`` appears at a lower ``seq``
-        (a duplicate of a racing retry) is left out.
+        (a duplicate of a racing retry) is left out. A damaged entry (it fails
+        its checksum, does not decode, or is not the entry of its ``seq``) is
+        left out too, with an ``inbox_entry_damaged`` warning: its ``seq``
+        stays taken, so the entries after it are returned; a store that is an
+        :class:`~actorflow.storage.InboxChecker` names it for ``actorflow validate``.
 
         Raises:
             RunNotFoundError: no such run.
             InvalidRunIdError: ``run_id`` is not a valid run id.
-            InboxCorruptedError: an entry at or after ``start`` is damaged.
+            EncryptionKeyError: an entry is encrypted with a key the store was not given.
+
+        .. versionchanged:: 0.4
+           A damaged entry is skipped instead of raising ``InboxCorruptedError``.
         """
         ...
 
@@ -241,12 +246,25 @@ class FirstSeqs:
     def __init__(self) -> None:
         self.end = 0
         self.first: dict[str, int] = {}
+        self.damaged: set[int] = set()  # seqs of damaged entries, warned of once
 
     def add(self, entry: InboxEntry) -> None:
         """Note ``entry``, the one at ``end`` (others are ignored)."""
         if entry.seq == self.end:
             self.first.setdefault(entry.entry_id, entry.seq)
             self.end += 1
+
+    def skip(self, seq: int) -> None:
+        """Note that the entry at ``seq`` is damaged: it holds no id, and its seq is taken."""
+        if seq == self.end:
+            self.end += 1
+
+    def note(self, seq: int, entry: InboxEntry | None) -> None:
+        """:meth:`add` ``entry``, or :meth:`skip` ``seq`` where it is damaged (None)."""
+        if entry is None:
+            self.skip(seq)
+        else:
+            self.add(entry)
 
     def keep(self, entries: Iterable[InboxEntry]) -> list[InboxEntry]:
         """Those of ``entries`` (each noted already) that are their id's first."""

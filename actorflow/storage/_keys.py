@@ -7,7 +7,9 @@ Keys are entries ``<key id>:<key in base64>`` (16, 24 or 32 bytes), separated
 by commas or new lines; in a key file, lines starting with ``#`` are comments.
 New data is encrypted with ``ACTORFLOW_KEY_ID``, else with the last key listed
 (rotating is adding a key at the end). The keys themselves never appear in an
-error message.
+error message. A key id listed twice is an error (which key would decrypt?),
+and a key file that other users may read is used with a warning
+(``key_file_readable_by_others``).
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import stat
 from typing import TYPE_CHECKING
 
-from actorflow.errors import ConfigurationError
+from actorflow._log import get_logger
+from actorflow.errors import ConfigurationError, UnreadableFileError
+from actorflow.storage._files import read_regular_file
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -28,6 +33,11 @@ KEYS_VARIABLE = "ACTORFLOW_KEYS"
 KEY_FILE_VARIABLE = "ACTORFLOW_KEY_FILE"
 KEY_ID_VARIABLE = "ACTORFLOW_KEY_ID"
 
+_log = get_logger("actorflow.storage")
+
+_MAX_KEY_FILE = 1024 * 1024
+"""Bytes: far more than any list of keys takes."""
+
 _FORMAT = "entries <key id>:<base64 key of 16, 24 or 32 bytes>, separated by commas or lines"
 
 
@@ -35,7 +45,8 @@ def parse_keys(text: str, *, source: str) -> dict[str, bytes]:
     """The keys ``text`` lists, in order (``source`` names where it came from, for errors).
 
     Raises:
-        ConfigurationError: an entry is not ``id:base64``, or a key has a bad size.
+        ConfigurationError: an entry is not ``id:base64``, a key has a bad size,
+            or a key id is listed twice.
     """
     keys: dict[str, bytes] = {}
     for line in text.splitlines():
@@ -54,6 +65,12 @@ def parse_keys(text: str, *, source: str) -> dict[str, bytes]:
                 raise ConfigurationError(source, "<redacted>", _FORMAT) from None
             if len(key) not in (16, 24, 32):
                 raise ConfigurationError(source, "<redacted>", _FORMAT)
+            if key_id.strip() in keys:
+                raise ConfigurationError(
+                    source,
+                    f"key id {key_id.strip()!r} listed twice",
+                    "each key id once: two keys under one id cannot both decrypt",
+                )
             keys[key_id.strip()] = key
     return keys
 
@@ -89,12 +106,25 @@ def keys_from_env(
         )
     if path:
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
+            # a FIFO or a device given for one must fail at once, never hang or fill memory
+            text = read_regular_file(path, limit=_MAX_KEY_FILE).decode("utf-8")
+            mode = os.stat(path).st_mode
+        except UnreadableFileError as exc:
+            raise ConfigurationError(
+                KEY_FILE_VARIABLE, path, f"a readable key file (it is {exc.cause_text})"
+            ) from None
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigurationError(
                 KEY_FILE_VARIABLE, path, f"a readable key file ({exc})"
             ) from None
+        if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
+            # the keys open every run they sealed: readable by others, they protect nothing
+            _log.warning(
+                "key_file_readable_by_others",
+                path=path,
+                mode=oct(stat.S_IMODE(mode)),
+                advice=f"chmod 600 {path}",
+            )
         keys = parse_keys(text, source=f"key file {path}")
     elif inline:
         keys = parse_keys(inline, source=KEYS_VARIABLE)

@@ -9,7 +9,12 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from actorflow._log import get_logger
-from actorflow.errors import EncryptionKeyMissingError, InvalidNameError, StorageError
+from actorflow.errors import (
+    EncryptionKeyMissingError,
+    InvalidNameError,
+    InvalidRunIdError,
+    StorageError,
+)
 from actorflow.storage._protocol import UnreadableEntry
 from actorflow.storage._records import (
     RunManifest,
@@ -17,10 +22,11 @@ from actorflow.storage._records import (
     Snapshot,
     SnapshotInfo,
     SnapshotStatus,
+    validate_run_id,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
     from actorflow.errors import CorruptedDataError, EncryptionKeyError
 
@@ -30,6 +36,8 @@ __all__ = [
     "corrupt_manifest",
     "data_without_manifest",
     "encrypted_manifest",
+    "index_run_ids",
+    "index_strays",
     "live_snapshots",
     "mark_snapshot",
     "matches",
@@ -193,6 +201,49 @@ def data_without_manifest(run_id: str, location: str) -> UnreadableEntry:
         "or recovered and its id cannot start a new run; restore the manifest from a "
         "backup, or move the data out of the store",
     )
+
+
+def _is_run_id(name: str) -> bool:
+    try:
+        validate_run_id(name)
+    except InvalidRunIdError:
+        return False
+    return True
+
+
+def index_run_ids(
+    names: Iterable[str], location: Callable[[str], str], warned: set[str]
+) -> list[str]:
+    """The ``names`` in an index of unfinished runs that are run ids.
+
+    An index entry is a hint, so one that names no run id (only another hand
+    puts one there) is skipped: an ``index_entry_invalid`` warning the first
+    time (``warned`` holds the names warned of), and ``actorflow validate``
+    names it (:func:`index_strays`).
+    """
+    kept = []
+    for name in names:
+        if _is_run_id(name):
+            kept.append(name)
+        elif name not in warned:
+            warned.add(name)
+            _log.warning("index_entry_invalid", location=location(name), problem=_STRAY)
+    return kept
+
+
+def index_strays(names: Iterable[str], location: Callable[[str], str]) -> list[UnreadableEntry]:
+    """The entries of an index of unfinished runs that name no run id, each a problem."""
+    return [
+        UnreadableEntry(location=location(name), problem=_STRAY)
+        for name in names
+        if not _is_run_id(name)
+    ]
+
+
+_STRAY = (
+    "not a run id, in the store's index of unfinished runs (where only actorflow "
+    "writes), so it is skipped; remove it"
+)
 
 
 def warn_unreadable(entries: Sequence[UnreadableEntry]) -> None:

@@ -19,6 +19,7 @@ from actorflow.errors import (
     CheckpointNotFoundError,
     CorruptedDataError,
     LeaseLostError,
+    LogPrunedError,
     RunLockedError,
     RunNotFoundError,
     StorageError,
@@ -32,6 +33,7 @@ from actorflow.storage._event_stream import (
     EventStreamWriter,
 )
 from actorflow.storage._inbox import InboxEntry, open_entry, seal_entry
+from actorflow.storage._inbox_check import InboxCheck, open_or_skip
 from actorflow.storage._inbox_watch import Wakeups, WakeupWatch
 from actorflow.storage._manifests import (
     add_snapshot,
@@ -81,6 +83,7 @@ class _Run:
     owner: str | None = None  # who claimed it last, kept after release
     inbox: list[bytes] = field(default_factory=list)
     inbox_ids: dict[str, int] = field(default_factory=dict)  # entry id -> its seq
+    inbox_damaged: set[int] = field(default_factory=set)  # seqs warned of (_inbox_check)
 
 
 class MemoryStore(StoreContext):
@@ -207,7 +210,7 @@ class MemoryStore(StoreContext):
         await anyio.lowlevel.checkpoint()
         run = self._run(run_id)
         if start < run.log_start:
-            raise _pruned(run_id, start, run.log_start)
+            raise LogPrunedError(run_id, run.log_start, start)
         first = start - run.log_start
         return [
             self.codec.load_record(
@@ -384,7 +387,32 @@ class MemoryStore(StoreContext):
         await anyio.lowlevel.checkpoint()
         run = self._run(run_id)
         end = len(run.inbox) if stop is None else min(stop, len(run.inbox))
-        return [self._entry(run_id, run, seq) for seq in range(max(start, 0), end)]
+        entries = []
+        for seq in range(max(start, 0), end):
+            entry = open_or_skip(
+                self.codec,
+                run.inbox[seq],
+                run_id=run_id,
+                seq=seq,
+                location=_inbox_location(run_id, seq),
+                warned=run.inbox_damaged,
+            )
+            if entry is not None:
+                entries.append(entry)
+        return entries
+
+    async def check_inbox(self, run_id: str) -> InboxCheck:
+        """See :meth:`InboxChecker.check_inbox`.
+
+        .. versionadded:: 0.4
+        """
+        await anyio.lowlevel.checkpoint()
+        run = self._run(run_id)
+        check = InboxCheck()
+        for seq, data in enumerate(run.inbox):
+            where = _inbox_location(run_id, seq)
+            check.open(self.codec, data, run_id=run_id, seq=seq, location=where)
+        return check
 
     @contextlib.asynccontextmanager
     async def watch_inbox(self, run_id: str) -> AsyncIterator[WakeupWatch]:
@@ -418,7 +446,7 @@ class MemoryStore(StoreContext):
         return self._events.read(run_id, start, limit)
 
     def _entry(self, run_id: str, run: _Run, seq: int) -> InboxEntry:
-        where = f"memory:{run_id}/inbox/{seq}"
+        where = _inbox_location(run_id, seq)
         return open_entry(self.codec, run.inbox[seq], run_id=run_id, seq=seq, location=where)
 
     async def check_sealed(self, run_id: str) -> SealCheck:
@@ -516,9 +544,5 @@ class MemoryStore(StoreContext):
         return await prune_by_policy(self, policy)
 
 
-def _pruned(run_id: str, start: int, log_start: int) -> StorageError:
-    return StorageError(
-        "read log",
-        f"records of run {run_id!r} below position {log_start} were pruned; read from "
-        f"a checkpoint's position ({start} asked)",
-    )
+def _inbox_location(run_id: str, seq: int) -> str:
+    return f"memory:{run_id}/inbox/{seq}"

@@ -210,7 +210,11 @@ class Store(Protocol):
         Raises:
             LogCorruptedError: a record at or after ``start`` is corrupt (before
                 the tail), or damage before it hides where those records begin.
-            StorageError: ``start`` is below the first record retention kept.
+            LogPrunedError: ``start`` is below the first record retention kept
+                (a ``StorageError``; its ``first`` says where the log starts now).
+
+        .. versionchanged:: 0.4
+           ``LogPrunedError`` (a ``StorageError`` as before) for a pruned ``start``.
         """
         ...
 

@@ -153,10 +153,19 @@ class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", ta
     started this one as a child run (``ctx.start_child``); distinct from
     ``parent``, the run a fork was copied from.
 
+    ``progressed_attempt`` is the newest attempt that made progress (made a
+    record of its own durable in the log); ``max_recovery_attempts`` bounds
+    the attempts after it, those in a row that made none.
+    ``workflow_module`` is the module that defines the workflow class, which
+    a process that has not imported it imports to find it (``None`` for a
+    class defined in ``__main__``, and in runs recorded before it existed).
+
     .. versionchanged:: 0.2
        ``epoch`` added.
     .. versionchanged:: 0.3
        ``deadline``, ``parent_run`` and ``parent_step`` added.
+    .. versionchanged:: 0.4
+       ``progressed_attempt`` and ``workflow_module`` added.
     """
 
     run_id: str
@@ -183,6 +192,8 @@ class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", ta
     deadline: float | None = None
     parent_run: str | None = None
     parent_step: str | None = None
+    progressed_attempt: int = 0
+    workflow_module: str | None = None
 
 
 class StateRef(msgspec.Struct, frozen=True, kw_only=True):
@@ -190,6 +201,12 @@ class StateRef(msgspec.Struct, frozen=True, kw_only=True):
 
     Small states travel inside the record (``data``) so a step costs no
     extra durable write; larger ones are stored once as a blob (``blob``).
+    ``module`` is the module that defines the agent's class, to import it by
+    where it is not imported; the spawn record carries it (later states of
+    the agent leave it out).
+
+    .. versionchanged:: 0.4
+       ``module`` added.
     """
 
     agent: str
@@ -197,13 +214,20 @@ class StateRef(msgspec.Struct, frozen=True, kw_only=True):
     blob: str = ""
     version: int = 1
     data: bytes | None = None
+    module: str | None = None
 
 
 class StepRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="step"):
     """One completed step: ``ctx.ask``, ``ctx.spawn``, ``ctx.now``...
 
     ``result`` is MessagePack bytes (absent for an error). ``state`` points at
-    the agent's new state when the step changed it.
+    the agent's new state when the step changed it. ``issued`` is when the
+    step was issued (its attempt here began), ``time`` when it was recorded:
+    their difference is how long it took (``issued`` is 0 in records written
+    before it existed).
+
+    .. versionchanged:: 0.4
+       ``issued`` added.
     """
 
     step_id: str
@@ -216,6 +240,7 @@ class StepRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag
     state: StateRef | None = None
     time: float = 0.0
     attempts: int = 1
+    issued: float = 0.0
 
 
 class MilestoneRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="milestone"):
@@ -263,7 +288,11 @@ LogRecord = StepRecord | MilestoneRecord | PhaseEndRecord | DecisionRecord | Eve
 
 
 class AgentSnapshot(msgspec.Struct, frozen=True, kw_only=True):
-    """One agent as of a snapshot's position."""
+    """One agent as of a snapshot's position (``module``: see :class:`StateRef`).
+
+    .. versionchanged:: 0.4
+       ``module`` added.
+    """
 
     name: str
     type: str
@@ -271,6 +300,7 @@ class AgentSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     state: StateRef | None = None
     confidence: float | None = None
     blockers: tuple[str, ...] = ()
+    module: str | None = None
 
 
 class Snapshot(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="snapshot"):

@@ -374,9 +374,20 @@ class Codec:
         )
 
     def load_manifest(self, data: bytes, *, run_id: str, location: str) -> RunManifest:
-        """Verify, open and decode a manifest."""
+        """Verify, open and decode the manifest of run ``run_id``.
+
+        Raises:
+            CorruptedDataError: damaged, or another run's manifest (one copied
+                from another run's folder or key); a sealed one is bound to its
+                run by its envelope, a plain one by the run id it holds.
+        """
         raw = self.open(data, kind=Kind.MANIFEST, run_id=run_id, slot="manifest", location=location)
-        return decode_manifest(raw, location)
+        manifest = decode_manifest(raw, location)
+        if manifest.run_id != run_id:
+            raise CorruptedDataError(
+                location, f"holds the manifest of run {manifest.run_id!r}, not of {run_id!r}"
+            )
+        return manifest
 
     def dump_record(self, record: LogRecord, *, run_id: str, position: int) -> bytes:
         """Encode and seal one log record bound to its position."""

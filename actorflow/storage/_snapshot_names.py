@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 import re
 import time
 from typing import TYPE_CHECKING
@@ -69,6 +70,9 @@ _MAX_NAME = 240  # bytes; file systems allow 255
 _SAFE = "-.,+=@"  # beside letters and digits; quote() never escapes "_.-~"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
 _PAD = 16
+_COUNT = re.compile(r"[0-9]+")
+_TIME = re.compile(r"[0-9]+(?:\.[0-9]+)?(?:e[+-]?[0-9]+)?")
+"""A creation time as ``repr(float)`` writes it (not negative; never ``nan`` or ``inf``)."""
 _Label = tuple[str | None, str, bytes]  # phase, trigger, padding
 _label_decoder = msgspec.msgpack.Decoder(_Label)
 
@@ -200,6 +204,12 @@ def _label(info: SnapshotInfo) -> bytes:
     return msgspec.msgpack.encode((info.phase, info.trigger, bytes(-len(bare) % _PAD)))
 
 
+def _finite(value: float) -> float:
+    if not math.isfinite(value):  # "1e999" matches _TIME and is infinite
+        raise ValueError(value)
+    return value
+
+
 def _fields(name: str) -> list[str] | None:
     if not name.endswith(SUFFIX) or name.startswith("."):
         return None
@@ -215,6 +225,10 @@ def _info(
     stored: str,
     raw: str,
 ) -> SnapshotInfo | None:
+    # only what entry_name writes: float() and int() alone take "nan", "inf",
+    # "-1", " 1" and "1_000", which no snapshot was written with
+    if not _TIME.fullmatch(created) or not all(map(_COUNT.fullmatch, (position, stored, raw))):
+        return None
     try:
         validate_snapshot_id(snapshot_id)
         return SnapshotInfo(
@@ -222,7 +236,7 @@ def _info(
             position=int(position),
             phase=phase,
             trigger=trigger,
-            created=float(created),
+            created=_finite(float(created)),
             stored_size=int(stored),
             raw_size=int(raw),
         )

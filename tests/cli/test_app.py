@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING
 
 import anyio
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from actorflow.cli import EXIT_CODES, app, exit_code_for
+from actorflow.cli._app import run_command
 from actorflow.cli._program import program
 from actorflow.errors import (
     CheckpointCorruptedError,
@@ -150,3 +152,17 @@ class TestProgramInHints:
     def test_anything_else_is_the_plain_name(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(sys, "argv", ["pytest"])
         assert program() == "actorflow"
+
+
+def test_several_actorflow_errors_at_once_are_one_line_not_a_group() -> None:
+    async def fail_twice() -> None:
+        async def fail(run_id: str) -> None:
+            raise RunNotFoundError(run_id)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fail, "a")
+            tg.start_soon(fail, "b")
+
+    with pytest.raises(typer.Exit) as info:
+        run_command(fail_twice, debug=False)
+    assert info.value.exit_code == EXIT_CODES["not_found"]

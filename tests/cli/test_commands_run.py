@@ -36,7 +36,9 @@ class TestRecover:
     def test_an_unknown_run_is_one_line_with_no_progress_display(self, store_dir: str) -> None:
         result = cli("recover", "nope", "--store", store_dir)
         assert result.exit_code == EXIT_CODES["not_found"]
-        assert result.output == "error: no run 'nope' in the store; `actorflow runs` lists them\n"
+        assert result.output == (
+            f"error: no run 'nope' in the store; `actorflow runs --store {store_dir}` lists them\n"
+        )
 
     def test_an_orphan_whose_class_is_unknown_is_left_as_it_is(self, tmp_path: Path) -> None:
         store = str(tmp_path / "store")

@@ -17,8 +17,9 @@ EVERY = {"--store", "--debug", "--json"}
 # Given once too, in "Encrypted stores": every command under these sections takes it.
 STORE_SECTIONS = ("## Looking inside", "## Housekeeping")
 KEY_FILE = "--key-file"
-# Commands that take no --json: result prints JSON already; worker prints no result.
-ALWAYS_JSON = {"result", "worker"}
+# Commands that take no --json for their output: result and update print JSON already;
+# worker, signal and cancel print no data (signal and update take --json DATA, their message).
+ALWAYS_JSON = {"result", "worker", "signal", "update", "cancel"}
 
 
 def documented() -> dict[str, tuple[list[str], set[str]]]:
@@ -31,7 +32,7 @@ def documented() -> dict[str, tuple[list[str], set[str]]]:
         options: set[str] = set()
         after_option = False
         for token in rest.replace("|", " ").split():
-            bare = token.strip("[]")
+            bare = token.strip("[]()")  # `(--json DATA | --file F)`: one of them
             if bare.startswith("--"):
                 options.add(bare)
                 after_option = not token.endswith("]")  # `[--keep N]`: N is its value

@@ -50,3 +50,28 @@ class TestWorkerErrors:
         assert result.exit_code == EXIT_CODES["usage"]
         assert option in result.output
         assert says in result.output
+
+
+class TestAppsThatStopTheProgram:
+    @pytest.mark.parametrize(
+        ("module", "says"),
+        [("exiting_app", "sys.exit(3)"), ("interrupting_app", "KeyboardInterrupt")],
+    )
+    def test_an_app_that_stops_at_import_is_one_clear_line(
+        self, tmp_path: Path, module: str, says: str
+    ) -> None:
+        spec = f"tests.cli.{module}:runtime"
+        result = runner.invoke(app, ["recover", "--app", spec, "--store", str(tmp_path)])
+        assert result.exit_code == EXIT_CODES["error"], result.output
+        assert result.output.startswith("error: invalid value")
+        assert says in result.output
+        assert "__main__" in result.output
+        assert "interrupted" not in result.output  # no hint of a run that never started
+
+
+def test_an_unknown_log_level_is_refused_before_any_command(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app, ["runs", "--store", str(tmp_path)], env={"ACTORFLOW_LOG_LEVEL": "verbose"}
+    )
+    assert result.exit_code == EXIT_CODES["error"], result.output
+    assert "ACTORFLOW_LOG_LEVEL" in result.output

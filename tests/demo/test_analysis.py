@@ -214,6 +214,16 @@ class TestScoreArea:
     def test_an_empty_area_is_clean(self) -> None:
         assert score_area("empty", []).confidence == 1.0
 
+    def test_a_small_finding_is_named_not_called_clean(self) -> None:
+        # one risky call in a large area costs little confidence, but it costs some
+        big = FileReport(
+            path="a/x.py", area="a", lines=500_000, risky=(RiskyCall(3, "eval", "evaluates"),)
+        )
+        score = score_area("a", [big])
+        assert score.confidence < 1.0
+        assert "no risky calls" not in score.rationale
+        assert "1 risky call(s)" in score.rationale
+
     @given(
         st.lists(
             st.builds(
@@ -234,6 +244,30 @@ class TestScoreArea:
     )
     def test_confidence_stays_between_zero_and_one(self, reports: list[FileReport]) -> None:
         assert 0.0 <= score_area("a", reports).confidence <= 1.0
+
+    @given(
+        st.lists(
+            st.builds(
+                FileReport,
+                path=st.just("a/x.py"),
+                area=st.just("a"),
+                lines=st.integers(0, 1_000_000),
+                documentable=st.integers(0, 50),
+                missing_docstrings=st.integers(0, 1),
+                max_complexity=st.integers(0, 100),
+                risky=st.lists(
+                    st.builds(RiskyCall, st.integers(1), st.text(), st.text()), max_size=1
+                ).map(tuple),
+            ),
+            max_size=8,
+        )
+    )
+    def test_the_rationale_calls_an_area_clean_only_at_full_confidence(
+        self, reports: list[FileReport]
+    ) -> None:
+        score = score_area("a", reports)
+        clean = score.rationale == "no risky calls, documented, simple"
+        assert clean == (score.confidence == 1.0), score
 
 
 def _inside_ast_parse() -> bool:

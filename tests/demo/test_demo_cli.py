@@ -226,9 +226,9 @@ def test_ctrl_c_or_sigterm_marks_the_demo_interrupted_and_recover_finishes_it(
     demo.send_signal(signum)
     _, stderr = demo.communicate(timeout=TIMEOUT)
     assert demo.returncode == 130, stderr
-    # the hint names the command as it was run (here `python -m actorflow`)
+    # the hint names the command as it was run (here `python -m actorflow`), with its store
     assert "interrupted: `" in stderr
-    assert " -m actorflow recover ctrl-c` continues where it stopped" in stderr
+    assert f" -m actorflow recover ctrl-c --store {store}` continues where it stopped" in stderr
     [row] = json.loads(ok("runs", "--store", store, "--json"))
     assert row["status"] == "interrupted"
     out = ok("recover", "ctrl-c", "--store", store)

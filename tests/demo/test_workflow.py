@@ -111,3 +111,38 @@ async def test_low_confidence_areas_get_a_decision_and_a_strict_review(tmp_path:
     reanalysed = [d for d in decisions if d.type == "reanalyse"]
     assert {d.description.split()[1] for d in reanalysed} == set(summary.reanalysed)
     assert all(d.rationale and d.confidence is not None for d in reanalysed)
+    # the accept decision's confidence is that of what it accepted, as its rationale says
+    [accept] = [d for d in decisions if d.type == "accept"]
+    assert accept.confidence is not None
+    assert accept.confidence >= job.threshold
+    assert f"{job.threshold}" in accept.rationale
+
+
+async def test_the_totals_agree_with_the_rows_after_a_strict_re_review(tmp_path: Path) -> None:
+    make_tree(tmp_path / "tree")
+    # a call only the strict reviewer flags, in the area it re-reads
+    (tmp_path / "tree" / "risky" / "more.py").write_text(
+        '"""More."""\n\n\ndef build(code):\n    """Build."""\n'
+        '    return compile(code, "x", "exec")\n'
+    )
+    job = ReviewInput(root=str(tmp_path / "tree"), report_path=str(tmp_path / "r.json"))
+    async with Runtime(store=MemoryStore()) as runtime:
+        summary: ReviewSummary = await runtime.run(ReviewTeam, job)
+    assert summary.reanalysed  # the strict reviewer found more in what it re-read
+    assert summary.risky_calls == sum(s.risky_calls for s in summary.areas)
+    assert summary.missing_docstrings == sum(s.missing_docstrings for s in summary.areas)
+    assert summary.files == sum(s.files for s in summary.areas)
+
+
+async def test_a_completed_runs_last_checkpoint_lists_no_agent_as_running(tmp_path: Path) -> None:
+    make_tree(tmp_path / "tree")
+    job = ReviewInput(root=str(tmp_path / "tree"), report_path=str(tmp_path / "r.json"))
+    store = FileStore(tmp_path / "store")
+    async with Runtime(store=store) as runtime:
+        await runtime.run(ReviewTeam, job, run_id="review")
+        [*_, last] = await store.list_snapshots("review")
+        snapshot = await store.read_snapshot("review", last.snapshot_id)
+        query = await runtime.query("review")
+    assert snapshot.agents
+    assert {a.status for a in snapshot.agents.values()} == {"stopped"}
+    assert {a.status for a in query.agents.values()} == {"stopped"}

@@ -88,7 +88,7 @@ class RayPipeline(Orchestrator):
 
 
 class RayLazyPipeline(Orchestrator):
-    """Asks a placed agent whose module only this run imports (not the placed actors)."""
+    """Asks a placed agent whose module only this run imports (placed actors find it by module)."""
 
     async def run(self, ctx: RunContext, job: RayJob) -> int:
         from tests.ray.lazy import RayLazyPlaced  # registers it here, in the host only

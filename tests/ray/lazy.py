@@ -1,4 +1,4 @@
-"""A placed agent whose module only the run imports (the placed actors do not, at first)."""
+"""A placed agent whose module only the run imports; placed actors import it by its record."""
 
 from __future__ import annotations
 

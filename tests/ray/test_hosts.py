@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import importlib
 import os
 import subprocess
 import sys
+import uuid
 from typing import TYPE_CHECKING
 
 import anyio
@@ -380,46 +382,57 @@ async def test_a_store_the_hosts_cannot_reach_is_a_named_error(
                 pass
 
 
-async def test_a_class_the_hosts_cannot_import_is_a_named_error_and_the_run_waits(
+async def test_hosts_find_a_workflow_class_by_the_module_its_run_recorded(
     tmp_path: Path, namespace: str
 ) -> None:
-    store = tmp_path / "store"
+    # RayUnshipped's module is in no `imports`: the host imports the one the run recorded
     cluster = RayCluster(hosts=1, namespace=namespace, imports=("tests.ray.app",))
     async with hosts_stopped(cluster):
         with anyio.fail_after(120):
-            async with Runtime(store=store, cluster=cluster) as runtime:
+            async with Runtime(store=tmp_path / "store", cluster=cluster) as runtime:
+                assert await runtime.run(RayUnshipped, 21, run_id="unshipped") == 42
+
+
+async def test_a_class_the_hosts_cannot_import_is_a_named_error_and_the_run_waits(
+    tmp_path: Path, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a module only this driver can import: its folder is on no host's path
+    code = tmp_path / "code"
+    code.mkdir()
+    name = f"driver_only_{uuid.uuid4().hex[:12]}"
+    (code / f"{name}.py").write_text(DRIVER_ONLY.format(name=name))
+    monkeypatch.syspath_prepend(str(code))
+    workflow = importlib.import_module(name).DriverOnly
+    cluster = RayCluster(hosts=1, namespace=namespace, imports=("tests.ray.app",))
+    async with hosts_stopped(cluster):
+        with anyio.fail_after(120):
+            async with Runtime(store=tmp_path / "store", cluster=cluster) as runtime:
                 with pytest.raises(ClassNotShippedError, match="working_dir"):
-                    await runtime.start(RayUnshipped, 21, run_id="unshipped")
+                    await runtime.start(workflow, 21, run_id="unshipped")
                 assert (await runtime.store.read_run("unshipped")).status is RunStatus.QUEUED
-            await cluster.stop_hosts()
-            # hosts that have the code take the run that waited
-            shipped = RayCluster(
-                hosts=1, namespace=namespace, imports=("tests.ray.app", "tests.ray.unshipped")
-            )
-            async with Runtime(store=store, cluster=shipped) as runtime:
-                handle = await runtime.follow("unshipped")
-                assert await handle.result() == 42
 
 
-async def test_a_placed_class_the_cluster_cannot_import_leaves_the_run_for_later(
+DRIVER_ONLY = """
+from actorflow import Orchestrator, RunContext
+
+
+class DriverOnly(Orchestrator):
+    __actorflow_name__ = "{name}.DriverOnly"
+
+    async def run(self, ctx: RunContext, n: int) -> int:
+        return 2 * n
+"""
+
+
+async def test_placed_agents_find_their_class_by_the_module_its_spawn_recorded(
     tmp_path: Path, namespace: str
 ) -> None:
+    # tests.ray.lazy is in no `imports`, and only the run imports it on the host
     store, side = tmp_path / "store", str(tmp_path / "side")
-    config = RuntimeConfig(max_recovery_attempts=50)
     cluster = RayCluster(hosts=1, namespace=namespace, imports=IMPORTS)
     async with hosts_stopped(cluster):
         with anyio.fail_after(120):
-            async with Runtime(store=store, config=config, cluster=cluster) as runtime:
+            async with Runtime(store=store, cluster=cluster) as runtime:
                 handle = await runtime.start(RayLazyPipeline, RayJob(steps=3, side=side))
-
-                async def tried_again() -> bool:
-                    manifest = await runtime.store.read_run(handle.run_id)
-                    assert manifest.status is not RunStatus.FAILED
-                    return manifest.attempt >= 2
-
-                await wait_until(tried_again)  # each attempt met ClassNotShippedError
-                assert not executions(side)
-            await cluster.stop_hosts()
-            shipped = RayCluster(hosts=1, namespace=namespace, imports=(*IMPORTS, "tests.ray.lazy"))
-            async with Runtime(store=store, config=config, cluster=shipped) as runtime:
-                assert await (await runtime.follow(handle.run_id)).result() == expected(3)
+                assert await handle.result() == expected(3)
+                assert (await runtime.store.read_run(handle.run_id)).attempt == 0

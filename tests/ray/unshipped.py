@@ -1,4 +1,4 @@
-"""A workflow the test hosts do not import at first (not in ``RayCluster(imports=...)``)."""
+"""A workflow in no ``RayCluster(imports=...)``: hosts import it by the module its run recorded."""
 
 from __future__ import annotations
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import anyio
 import pytest
 
-from actorflow.storage import FileStore
+from actorflow.storage import FileStore, MemoryStore
 from actorflow.storage.s3._store import S3Store
 from actorflow.testing.conformance import StoreConformance
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from actorflow.storage import Store
 
@@ -33,6 +34,32 @@ class TestStores(StoreConformance):
     def reopen(self) -> Callable[[Store], Store] | None:
         """File stores open their folder again, S3 ones their prefix; memory ones cannot."""
         return _reopen
+
+    @pytest.fixture
+    def damage_inbox_entry(self) -> Callable[[Store, str, int], Awaitable[None]] | None:
+        """A byte flipped in the entry's bytes, wherever the store keeps them."""
+        return _damage_inbox_entry
+
+
+async def _damage_inbox_entry(store: Store, run_id: str, seq: int) -> None:
+    if isinstance(store, MemoryStore):
+        stored = store._runs[run_id].inbox
+        stored[seq] = _flipped(stored[seq])
+    elif isinstance(store, FileStore):
+        path = anyio.Path(store.path, "runs", run_id, "inbox", f"{seq:020d}.msg")
+        await path.write_bytes(_flipped(await path.read_bytes()))
+    elif isinstance(store, S3Store):
+        key = store._objects.key(run_id, "inbox", f"{seq:020d}")
+        wire = store._objects.wire
+        body = await store._objects.get_or_none("test", key)
+        assert body is not None
+        await wire.call("test", "put_object", Key=key, Body=_flipped(body))
+    else:
+        pytest.skip("no way to damage this store's inbox here")
+
+
+def _flipped(data: bytes) -> bytes:
+    return data[:-1] + bytes([data[-1] ^ 0xFF])
 
 
 def _reopen(store: Store) -> Store:

@@ -6,6 +6,7 @@ import base64
 from typing import TYPE_CHECKING
 
 import pytest
+from structlog.testing import capture_logs
 
 from actorflow import Orchestrator, RunContext, Runtime
 from actorflow.errors import ConfigurationError, EncryptionKeyMissingError
@@ -98,3 +99,26 @@ class TestStoresOpenedByName:
                 await unkeyed.read_run("r1")
         async with FileStore(path, codec=Codec.from_env()) as keyed:
             assert (await keyed.read_run("r1")).run_id == "r1"
+
+
+class TestDuplicatesAndModes:
+    def test_a_key_id_listed_twice_is_refused_naming_the_id_not_the_keys(self) -> None:
+        text = f"k1:{b64(K1)},k1:{b64(K2)}"
+        with pytest.raises(ConfigurationError, match="'k1' listed twice") as info:
+            parse_keys(text, source="ACTORFLOW_KEYS")
+        assert b64(K1) not in str(info.value)
+        assert b64(K2) not in str(info.value)
+
+    def test_a_key_file_others_may_read_is_used_with_a_warning(self, tmp_path: Path) -> None:
+        file = tmp_path / "keys"
+        file.write_text(f"k1:{b64(K1)}\n")
+        file.chmod(0o644)
+        with capture_logs() as logs:
+            assert keys_from_env({}, key_file=file) == ({"k1": K1}, "k1")
+        [warning] = [e for e in logs if e["event"] == "key_file_readable_by_others"]
+        assert warning["log_level"] == "warning"
+        assert warning["mode"] == "0o644"
+        file.chmod(0o600)
+        with capture_logs() as logs:
+            keys_from_env({}, key_file=file)
+        assert not [e for e in logs if e["event"] == "key_file_readable_by_others"]

@@ -34,7 +34,13 @@ from actorflow.runtime.actors._envelope import Reply
 from actorflow.runtime.actors._mailbox import MailboxStatistics
 from actorflow.runtime.actors._protocol import AgentRef, AgentReply
 from actorflow.runtime.actors._ref import ActorRef
-from actorflow.runtime.actors._registry import class_name, is_abstract, lookup, register
+from actorflow.runtime.actors._registry import (
+    class_name,
+    is_abstract,
+    lookup,
+    module_of,
+    register,
+)
 from actorflow.runtime.actors._scope import ActorScope
 from actorflow.runtime.actors._supervisor import SupervisorPolicy
 from actorflow.runtime.actors._system import ActorSystem
@@ -56,6 +62,7 @@ __all__ = [
     "handler_for",
     "is_abstract",
     "lookup",
+    "module_of",
     "register",
     "state_type",
 ]

@@ -76,7 +76,8 @@ class AdoptionPolicy(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         workflows: adopt only runs of these workflows (registry names, as
             ``actorflow runs`` shows them); ``None``: any workflow whose class
-            this process has imported.
+            this process has imported, or can import from the module its run
+            recorded.
         code_versions: adopt only runs started under one of these
             ``code_version`` values; ``None``: any.
         max_concurrent: adopted runs this worker drives at once; the next one
@@ -264,7 +265,7 @@ class Adopter:
             self._leave(run_id, "code_version", code_version=manifest.code_version)
             return None
         try:
-            lookup(manifest.workflow)
+            lookup(manifest.workflow, manifest.workflow_module)
         except RegistryError:
             self._leave(run_id, "class_not_imported", workflow=manifest.workflow)
             return None

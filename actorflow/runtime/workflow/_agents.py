@@ -93,7 +93,7 @@ class RunAgents:
         """
         rec = self.recorder
         todo = [
-            (name, lookup(snap.type), snap.state)
+            (name, lookup(snap.type, snap.module), snap.state)
             for name, snap in rec.view.agents.items()
             if self.scope.get(name) is None
         ]

@@ -28,6 +28,7 @@ from actorflow.errors import (
     NonDeterminismError,
     RecoveryFailedError,
     RunBlockedError,
+    RunEndNotStoredError,
     RunFailedError,
     RunPaused,
     StorageError,
@@ -42,6 +43,7 @@ from actorflow.runtime.workflow._outcomes import (
     RunEnd,
     end_record,
     left_for_newer,
+    progressed,
     recorded_end,
     recovery_failed,
     run_signature,
@@ -340,6 +342,16 @@ class RunDriver:
         except StorageError as exc:
             emit("recovery_error_not_kept", error=error_message(exc), level="warning")
 
+    async def _note_progress(self, handle: RunTracker, run_id: str, attempt: int) -> None:
+        """Keep in the manifest that recovery ``attempt`` made progress, if the store can."""
+        try:
+            await update_run_unsynced(
+                self.store, run_id, functools.partial(progressed, attempt=attempt)
+            )
+        except StorageError as exc:
+            # it then counts as an attempt without progress: an earlier end, never a later one
+            handle.emit("recovery_progress_not_kept", error=error_message(exc), level="warning")
+
     async def _attempt(
         self,
         handle: RunTracker,
@@ -368,6 +380,10 @@ class RunDriver:
             request_snapshot=lambda s: queue.offer(s, checkpointer.send_nowait),
             emit=handle.emit,
         )
+        if manifest.attempt > manifest.progressed_attempt:
+            # a recovery attempt: the first record it makes durable is progress
+            note = functools.partial(self._note_progress, handle, run_id, manifest.attempt)
+            recorder.on_progress(writer.position, note)
         agents = RunAgents(scope, recorder, self._placer_for, outcome.placers)
         # before the run's task group: a state that cannot be restored (an
         # IncompatibleStateError) reaches the caller as itself
@@ -583,6 +599,9 @@ async def _store_outcome(
     the final snapshot, an optimisation, is written by the run itself without
     waiting for the snapshots still queued. A paused or blocked run goes on
     later, so its status goes to the manifest durably and no end is logged.
+    An outcome the store cannot take leaves the run unfinished, as the store
+    has it (for ``recover()``): the handle says running, with the
+    ``StorageError`` as its error.
     """
     status, error = outcome.status, outcome.error
     if status is RunStatus.RUNNING:
@@ -608,8 +627,8 @@ async def _store_outcome(
     final = recorder.view.snapshot(final_trigger(status))
     if status is RunStatus.COMPLETED:
         # a completed run's outcome may be interrupted (it is then marked interrupted)
-        await _log_end(recorder, RunEnd(status=status, result=result), change)
-        await queue.write_final(final)
+        if await _log_end(handle, recorder, outcome, RunEnd(status=status, result=result), change):
+            await queue.write_final(final)
         return
     # any other is made durable whatever happens, but holds the runtime's
     # shutdown only as long as the runtime lets it (``RunTracker.shield``)
@@ -617,10 +636,18 @@ async def _store_outcome(
         handle.shield(shielded)
         try:
             if status.finished:
-                await _log_end(recorder, RunEnd(status=status, error=info), change)
+                end = RunEnd(status=status, error=info)
+                if not await _log_end(handle, recorder, outcome, end, change):
+                    return
             else:
-                await recorder.flush()
-                await recorder.store.update_run(run_id, change)
+                try:
+                    await recorder.flush()
+                    await recorder.store.update_run(run_id, change)
+                except StorageError as exc:
+                    # not paused (or blocked) as far as the store knows: unfinished, for recover()
+                    outcome.status, outcome.error = RunStatus.RUNNING, exc
+                    handle.emit("run_status_not_stored", error=error_message(exc), level="warning")
+                    return
             await queue.write_final(final)
         finally:
             handle.shield(None)
@@ -657,12 +684,35 @@ async def _settle(
 
 
 async def _log_end(
-    recorder: Recorder, end: RunEnd, change: Callable[[RunManifest], RunManifest]
-) -> None:
-    """Append the run's end and make it durable; then update the manifest, its cache."""
+    handle: RunTracker,
+    recorder: Recorder,
+    outcome: _Outcome,
+    end: RunEnd,
+    change: Callable[[RunManifest], RunManifest],
+) -> bool:
+    """Append the run's end and make it durable; then update the manifest, its cache.
+
+    The end record decides the run's status. One that cannot be made durable
+    leaves the run unfinished (as the store has it, for ``recover``), the
+    append's ``StorageError`` its error; returns False. Once the end is
+    durable, a manifest that cannot be updated changes nothing but the
+    outcome's error: a ``RunEndNotStoredError`` (``recover`` repairs the manifest).
+    """
     recorder.record(end_record(end))
-    await recorder.flush()
-    await update_run_unsynced(recorder.store, recorder.run_id, change)
+    try:
+        await recorder.flush()
+    except StorageError as exc:
+        outcome.status, outcome.result, outcome.error = RunStatus.RUNNING, None, exc
+        handle.emit("run_end_not_logged", error=error_message(exc), level="warning")
+        return False
+    try:
+        await update_run_unsynced(recorder.store, recorder.run_id, change)
+    except StorageError as exc:
+        error = RunEndNotStoredError(recorder.run_id, str(end.status), error_message(exc))
+        error.__cause__ = exc
+        outcome.error = error
+        handle.emit("run_end_not_stored", error=error_message(exc), level="warning")
+    return True
 
 
 def status_change(

@@ -41,10 +41,10 @@ from actorflow.errors import (
     RunNotFoundError,
     StepFailedError,
 )
-from actorflow.runtime.actors import class_name, lookup
+from actorflow.runtime.actors import class_name
 from actorflow.runtime.workflow._ids import args_hash
 from actorflow.runtime.workflow._inbox import InboxKind, child_end_type, post
-from actorflow.runtime.workflow._outcomes import new_manifest, run_signature
+from actorflow.runtime.workflow._outcomes import new_manifest, run_signature, workflow_class
 from actorflow.runtime.workflow._steps import Step
 from actorflow.runtime.workflow._waits import NO_DEFAULT, WaitStep
 from actorflow.storage import (
@@ -214,7 +214,7 @@ class RuntimeChildren:
         ended: RunManifest | None = manifest if manifest.status.finished else None
         if ended is None:
             try:
-                ended = await self._drive(lookup(manifest.workflow), manifest, False)
+                ended = await self._drive(workflow_class(manifest), manifest, False)
             except Exception as exc:
                 # it stays as it is (for recover()); the parent waits for its end
                 _log.warning("child_not_reattached", run_id=child_id, error=describe(exc))
@@ -436,6 +436,7 @@ class StartChildStep(Step[ChildRun[T]]):
                     args_hash=self.hash,
                     error=error,
                     time=time.time(),
+                    issued=self.issued,
                 )
             )
             await rec.after_step()
@@ -447,6 +448,7 @@ class StartChildStep(Step[ChildRun[T]]):
                 args_hash=self.hash,
                 result=encode(child_id, "child run id"),
                 time=time.time(),
+                issued=self.issued,
             )
         )
         await rec.after_step()

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from actorflow._log import env_level
 from actorflow.errors import ConfigurationError
 from actorflow.storage import RetentionPolicy
 
@@ -125,7 +126,8 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
         retention: applied off the run's path after each finished run (``None``: never).
         step_retries: times a failed agent task is retried before ``StepFailedError``.
         retry_backoff: first retry delay in seconds; doubles per retry.
-        max_recovery_attempts: recoveries of one run before it is marked failed.
+        max_recovery_attempts: recovery attempts of one run in a row that make no
+            progress (no record of their own durable) before it is marked failed.
         recovery_timeout: seconds one recovery may take (``None``: unbounded).
         ask_timeout: default timeout of ``ctx.ask`` in seconds (``None``: none).
         signal_poll_interval: how often, in seconds, a live run reads its
@@ -212,12 +214,14 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
         ``ACTORFLOW_RECOVERY_TIMEOUT`` (a duration), ``ACTORFLOW_SIGNAL_POLL_INTERVAL``
         (a duration), ``ACTORFLOW_MAX_SIGNAL_SIZE`` (bytes), ``ACTORFLOW_CHECKPOINT_EVERY_STEPS``,
         ``ACTORFLOW_CHECKPOINT_EVERY`` (a duration),
-        ``ACTORFLOW_CHECKPOINT_MIN_INTERVAL`` (a duration), ``ACTORFLOW_CODE_VERSION``.
+        ``ACTORFLOW_CHECKPOINT_MIN_INTERVAL`` (a duration), ``ACTORFLOW_CODE_VERSION``;
+        ``ACTORFLOW_LOG_LEVEL`` is checked too (actorflow reads it when imported).
 
         Raises:
             ConfigurationError: a variable has a value that cannot be used.
         """
         env = os.environ if env is None else env
+        env_level(env)  # read when actorflow was imported; a bad one is refused here by name
         values: dict[str, Any] = {}
         if (v := env.get("ACTORFLOW_DURABILITY")) is not None:
             try:
@@ -318,16 +322,37 @@ def _parse_int(option: str, text: str) -> int:
         raise ConfigurationError(option, text, "an integer") from None
 
 
+_RETENTION_FIELDS = {
+    "keep": "keep_last",
+    "keep_last": "keep_last",
+    "max_age": "max_age",
+    "max_bytes": "max_total_bytes",
+    "max_total_bytes": "max_total_bytes",
+    "delete_completed": "delete_completed",
+    "per_phase": "keep_per_phase",
+    "phase_ends": "keep_phase_ends",
+}
+"""The keys ``ACTORFLOW_RETENTION`` takes, and the policy field each sets."""
+
+
 def _parse_retention(text: str) -> RetentionPolicy | None:
     raw = text.strip().lower()
     if raw in ("off", "none", "0", ""):
         return None
     values: dict[str, Any] = {}
+    given: dict[str, str] = {}  # field -> the key that set it: each field once
     for part in raw.split(","):
         key, sep, value = part.partition("=")
         key = key.strip()
         if not sep:
             raise ConfigurationError("ACTORFLOW_RETENTION", text, "key=value pairs or 'off'")
+        field = _RETENTION_FIELDS.get(key)
+        if field is not None and field in given:
+            raise ConfigurationError(
+                "ACTORFLOW_RETENTION", text, f"each key once ({given[field]} and {key} both given)"
+            )
+        if field is not None:
+            given[field] = key
         if key in ("keep", "keep_last"):
             values["keep_last"] = _parse_int("ACTORFLOW_RETENTION keep", value)
         elif key == "max_age":

@@ -36,6 +36,7 @@ async def copy_for_fork(
     manifest = RunManifest(
         run_id=new_id,
         workflow=source.workflow,
+        workflow_module=source.workflow_module,
         input=source.input,
         input_hash=source.input_hash,
         code_version=source.code_version,

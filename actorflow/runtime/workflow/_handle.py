@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import time
-from typing import TYPE_CHECKING, Any, Literal, NoReturn, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, overload
 
 import anyio
 
@@ -11,12 +12,20 @@ from actorflow._log import enabled, get_logger
 from actorflow.runtime.workflow._stream import EventHub, RunEvent
 from actorflow.storage import RunStatus
 
+if sys.version_info >= (3, 13):
+    from typing import TypeVar
+else:
+    from typing_extensions import TypeVar
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from actorflow.runtime.workflow._stream import Emitted, EventStream
 
 __all__ = ["RunEvent", "RunHandle", "RunTracker"]
+
+R = TypeVar("R", default=Any)
+"""What a run's workflow returns (``Any`` where the workflow class is not known)."""
 
 _log = get_logger("actorflow.run")
 
@@ -53,7 +62,7 @@ class RunTracker:
         self._grace = 0.0
         self.stream = EventHub(run_id)
         """Where the run's lifecycle events and its agents' ``emit`` go, to ``events()`` readers."""
-        self.handle: RunHandle = RunHandle._create(self)
+        self.handle: RunHandle[Any] = RunHandle._create(self)
 
     @property
     def done(self) -> bool:
@@ -135,12 +144,17 @@ class _NoPublicConstructor(type):
         return super().__call__(*args, **kwargs)
 
 
-class RunHandle(metaclass=_NoPublicConstructor):
+class RunHandle(Generic[R], metaclass=_NoPublicConstructor):
     """A run started with ``runtime.start``. Users receive it; they never build it.
+
+    ``RunHandle[R]``: ``result()`` returns the ``R`` its workflow's ``run`` returns.
 
     Attributes:
         run_id: the run's id.
         workflow: the orchestrator class's stable name.
+
+    .. versionchanged:: 0.4
+       Generic in the workflow's result type.
     """
 
     __slots__ = ("_tracker", "run_id", "workflow")
@@ -239,7 +253,7 @@ class RunHandle(metaclass=_NoPublicConstructor):
         """Wait until the run ends, without raising its error."""
         await self._tracker.ended.wait()
 
-    async def result(self) -> Any:
+    async def result(self) -> R:
         """Wait for the run and return its result.
 
         Raises:
@@ -249,13 +263,17 @@ class RunHandle(metaclass=_NoPublicConstructor):
             RunFailedError: the run failed (the cause is chained).
             RecoveryFailedError: what the run recorded cannot be read (the
                 cause is chained); it stays as it was.
+            RunEndNotStoredError: the run finished (``status`` says how: its end
+                is durable in its log) but its manifest could not be updated;
+                ``recover`` repairs it.
             StorageError: the run's log could not be written.
         """
         tracker = self._tracker
         await tracker.ended.wait()
         if tracker.error is not None:
             raise tracker.error
-        return tracker.result
+        result: R = tracker.result
+        return result
 
     def cancel(self, reason: str | None = None) -> None:
         """Stop the run; it is marked cancelled (``reason`` is recorded) and not recovered."""

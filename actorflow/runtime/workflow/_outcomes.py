@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import time
 import typing
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import msgspec
 
@@ -15,10 +15,11 @@ from actorflow.errors import (
     CorruptedDataError,
     RunBlockedError,
     RunFailedError,
+    RunInputTypeError,
     RunNotFinishedError,
     RunPaused,
 )
-from actorflow.runtime.actors import class_name, lookup
+from actorflow.runtime.actors import class_name, lookup, module_of
 from actorflow.storage import ErrorInfo, EventRecord, RunManifest, RunStatus
 from actorflow.storage import decode_value as decode
 from actorflow.storage import encode_value as encode
@@ -27,15 +28,35 @@ __all__ = [
     "END_EVENT",
     "KEPT_RECOVERY_ERRORS",
     "RunEnd",
+    "Workflow",
     "decode_result",
     "end_record",
     "finished_error",
     "new_manifest",
+    "progressed",
     "recorded_end",
     "recovery_failed",
     "run_signature",
     "taken",
+    "workflow_class",
 ]
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
+R_co = TypeVar("R_co", covariant=True)
+
+
+class Workflow(Protocol[R_co]):
+    """A workflow class's instances, as type checkers see them: ``run`` gives an ``R_co``.
+
+    What ``Runtime.run``/``start`` read a workflow's result type from.
+    """
+
+    def run(self, ctx: Any, input: Any, /) -> Awaitable[R_co]:
+        """The workflow's body: ``async def run(self, ctx, input) -> R``."""
+        ...
+
 
 KEPT_RECOVERY_ERRORS = 10
 """How many causes of failed recovery attempts a manifest keeps (the newest)."""
@@ -74,12 +95,31 @@ def _resolve_signature(cls: type[Any]) -> tuple[Any, Any]:
 def new_manifest(
     workflow: type[Any], input: Any, *, run_id: str, owner: str | None, code_version: str | None
 ) -> RunManifest:
-    """The manifest of a run about to start: already running, owned by ``owner``."""
+    """The manifest of a run about to start: already running, owned by ``owner``.
+
+    Raises:
+        EncodingError: ``input`` cannot be encoded.
+        RunInputTypeError: ``input`` does not decode as the workflow's input type
+            (what its every attempt would do): refused before anything is stored.
+    """
     data = encode(input, "workflow input")
+    input_type = run_signature(workflow)[0]
+    if input_type is not Any:
+        try:
+            decode(data, input_type, "workflow input")
+        except CorruptedDataError as exc:
+            raise RunInputTypeError(
+                run_id,
+                class_name(workflow),
+                _type_label(input_type),
+                _type_label(type(input)),
+                str(exc.__cause__ or exc),
+            ) from None
     now = time.time()
     return RunManifest(
         run_id=run_id,
         workflow=class_name(workflow),
+        workflow_module=module_of(workflow),
         input=data,
         input_hash=hashlib.sha256(data).hexdigest(),
         code_version=code_version,
@@ -89,10 +129,18 @@ def new_manifest(
     )
 
 
+def _type_label(t: object) -> str:
+    """``t`` as a user wrote it: ``Report``, ``list[str]``, ``int | None``."""
+    if isinstance(t, type) and not typing.get_args(t):
+        return t.__qualname__
+    return repr(t).replace("typing.", "")
+
+
 def taken(m: RunManifest, *, owner: str, limit: int | None, unblock: bool = False) -> RunManifest:
     """``m`` as taken over by ``owner``: one write for status, owner and attempt.
 
-    With ``limit`` (a recovery) the attempt counts; past the limit the run is
+    With ``limit`` (a recovery) the attempt counts; once more than ``limit``
+    attempts in a row made no progress (see :func:`progressed`), the run is
     marked failed instead. A run that is no longer an orphan (it finished or
     paused meanwhile) comes back unchanged: it must never run again. With
     ``unblock`` a blocked run is taken too, its divergence cleared; that
@@ -115,8 +163,14 @@ def taken(m: RunManifest, *, owner: str, limit: int | None, unblock: bool = Fals
     if limit is None:
         return msgspec.structs.replace(m, status=RunStatus.RUNNING, owner=owner, updated=now)
     attempt = m.attempt + 1
-    if attempt > limit:
-        reason = f"{attempt - 1} recovery attempts failed (max_recovery_attempts={limit})"
+    # only the attempts since the last one that made progress count: a run
+    # that moves on at every attempt is never failed for crashing often
+    in_a_row = attempt - min(m.progressed_attempt, m.attempt)
+    if in_a_row > limit:
+        reason = (
+            f"{in_a_row - 1} recovery attempts failed in a row, none making progress "
+            f"(max_recovery_attempts={limit})"
+        )
         if m.recovery_errors:
             last = m.recovery_errors[-1]
             reason += f"; the last with {last.type}: {cap(last.message, _CAUSE_CHARS)}"
@@ -129,6 +183,17 @@ def taken(m: RunManifest, *, owner: str, limit: int | None, unblock: bool = Fals
     )
 
 
+def progressed(m: RunManifest, *, attempt: int) -> RunManifest:
+    """``m`` noting that recovery ``attempt`` made progress: a record of its own is durable.
+
+    Progress resets the count that ``max_recovery_attempts`` bounds. An
+    attempt another owner has replaced since changes nothing.
+    """
+    if m.attempt != attempt or m.progressed_attempt >= attempt:
+        return m
+    return msgspec.structs.replace(m, progressed_attempt=attempt, updated=time.time())
+
+
 def left_for_newer(m: RunManifest) -> RunManifest:
     """``m`` let go by a process too old to read it: interrupted again, its attempt refunded."""
     if m.status is not RunStatus.RUNNING:
@@ -138,6 +203,7 @@ def left_for_newer(m: RunManifest) -> RunManifest:
         status=RunStatus.INTERRUPTED,
         owner=None,
         attempt=max(0, m.attempt - 1),
+        progressed_attempt=min(m.progressed_attempt, max(0, m.attempt - 1)),
         updated=time.time(),
     )
 
@@ -153,11 +219,20 @@ def recovery_failed(m: RunManifest, *, cause: ErrorInfo) -> RunManifest:
     return msgspec.structs.replace(m, recovery_errors=errors, updated=time.time())
 
 
+def workflow_class(manifest: RunManifest) -> type[Any]:
+    """The class of ``manifest``'s workflow, imported from its recorded module if need be.
+
+    Raises:
+        RegistryError: it is not defined here and its module cannot give it.
+    """
+    return lookup(manifest.workflow, manifest.workflow_module)
+
+
 def decode_result(manifest: RunManifest, workflow: type[Any] | None = None) -> Any:
     """A completed run's result, typed by its orchestrator's ``run`` when the class is known."""
     if workflow is None:
         try:
-            workflow = lookup(manifest.workflow)
+            workflow = workflow_class(manifest)
         except LookupError:
             workflow = None
     result_type = run_signature(workflow)[1] if workflow is not None else Any

@@ -21,6 +21,7 @@ import anyio
 import msgspec
 
 from actorflow.errors import InboxUnsupportedError
+from actorflow.runtime.workflow._inbox import InboxKind, classify
 from actorflow.runtime.workflow._replay import RunView, decode_agent_state, load_view
 from actorflow.runtime.workflow._wait_records import PendingWait, pending_waits
 from actorflow.storage import (
@@ -59,8 +60,9 @@ class RunQuery(msgspec.Struct, frozen=True, kw_only=True, dict=True):
         status: where it stands, from its manifest (``running`` while its
             owner works on it, also if that owner has just died: ``recover``
             sees that it is an orphan).
-        phase: the phase it is in, or was last in: as of its newest snapshot
-            (each phase start takes one), else from its manifest.
+        phase: the phase it is in, or was last in: the phase of its newest
+            logged step (a finished phase's name once it ended), else of its
+            newest snapshot, else from its manifest; ``actorflow runs`` shows the same.
         position: how many of the run's log records the query reflects: the
             durable log position it is as of (records from it on were not
             written yet when it was read).
@@ -74,8 +76,10 @@ class RunQuery(msgspec.Struct, frozen=True, kw_only=True, dict=True):
         metrics: the run's counters (``steps``, and what its steps reported).
         waits: the waits that started and have not resolved, in log order:
             the signal type each takes, its deadline and prompt.
-        inbox: the messages sent to the run (``runtime.signal``) that no wait
-            has taken yet, in the order they were sent.
+        inbox: the messages sent to the run (signals, ``resume`` answers,
+            updates, cancel requests, children's ends: each entry's ``kind``
+            says which) that it has not taken yet, in the order they were
+            sent; the replies it posted to updates are left out.
         phases: the ids of the phases that have finished, in the order they did.
         result: a completed run's result, as MessagePack bytes
             (``runtime.result`` decodes it to the orchestrator's return type).
@@ -169,6 +173,19 @@ async def query_run(store: Store, run_id: str) -> RunQuery:
     return _query(store, manifest, views[0], inboxes[0])
 
 
+def _untaken(entries: list[InboxEntry], taken: set[int]) -> tuple[InboxEntry, ...]:
+    """The entries the run has not taken, each with its kind (also those of 0.3), no replies."""
+    found = []
+    for entry in entries:
+        kind = classify(entry)
+        if entry.seq in taken or kind is InboxKind.REPLY:
+            continue
+        if kind is not None and entry.kind != kind.value:
+            entry = msgspec.structs.replace(entry, kind=kind.value)
+        found.append(entry)
+    return tuple(found)
+
+
 def _query(
     store: Store, manifest: RunManifest, view: RunView, entries: list[InboxEntry]
 ) -> RunQuery:
@@ -178,7 +195,7 @@ def _query(
         run_id=manifest.run_id,
         workflow=manifest.workflow,
         status=manifest.status,
-        phase=view.phase if view.phase is not None else manifest.phase,
+        phase=view.logged_phase if view.logged_phase is not None else manifest.phase,
         position=view.position,
         as_of=time.time(),
         owner=manifest.owner,
@@ -186,7 +203,7 @@ def _query(
         decisions=tuple(view.decisions),
         metrics=view.metrics,
         waits=() if ended else tuple(pending_waits(view.events, view.steps)),
-        inbox=tuple(e for e in entries if e.seq not in taken),
+        inbox=_untaken(entries, taken),
         phases=tuple(view.phases),
         result=manifest.result if manifest.status is RunStatus.COMPLETED else None,
         error=manifest.error,

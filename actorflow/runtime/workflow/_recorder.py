@@ -25,7 +25,7 @@ from actorflow.runtime.workflow._triggers import TriggerPolicy
 from actorflow.storage import StateRef, StepRecord, state_version
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from anyio.abc import TaskGroup
 
@@ -119,6 +119,8 @@ class Recorder:
         # the flush behind: where its timer runs, and the timer's scope while one is set
         self._behind: TaskGroup | None = None
         self._timer: anyio.CancelScope | None = None
+        # a recovery attempt's note of its first durable record (see on_progress)
+        self._progress: tuple[int, Callable[[], Awaitable[None]]] | None = None
 
     def turnstile(self, agent: str) -> Turnstile:
         """The record-ordering turnstile of ``agent``."""
@@ -148,7 +150,26 @@ class Recorder:
 
     async def flush(self) -> None:
         """Make every record so far durable (one shared fsync for all waiters)."""
+        await self._flush()
+
+    def on_progress(self, after: int, note: Callable[[], Awaitable[None]]) -> None:
+        """Await ``note`` once, in the first flush after which a record at ``after`` is durable.
+
+        A recovery attempt notes so that it made progress; the flusher waits
+        for the note, so the run goes on only once it is kept.
+        """
+        self._progress = (after, note)
+
+    async def _flush(self) -> None:
         await self.writer.flush()
+        progress = self._progress
+        if progress is not None and self.writer.durable > progress[0]:
+            self._progress = None
+            try:
+                await progress[1]()
+            except BaseException:
+                self._progress = progress  # cancelled before it was kept: the next flush notes it
+                raise
 
     def flush_behind(self, task_group: TaskGroup) -> None:
         """Start bounding the loss window (``batched`` mode; other modes ignore it).
@@ -172,7 +193,7 @@ class Recorder:
             # records added from here on start the next timer (or ride on this append)
             self._timer = None
             try:
-                await self.writer.flush()
+                await self._flush()
             except ActorflowError as exc:
                 # the records stay buffered and the run's own next flush meets the
                 # error where it can act on it (retry, or stop a fenced writer)
@@ -181,7 +202,7 @@ class Recorder:
     async def output_barrier(self) -> None:
         """Flush before something that depends on earlier records leaves the orchestrator."""
         if self.durability is not Durability.PHASE:
-            await self.writer.flush()
+            await self._flush()
 
     def barrier_needed(self) -> bool:
         """Whether ``output_barrier`` has anything to flush (checked without awaiting)."""
@@ -191,7 +212,7 @@ class Recorder:
     async def after_step(self) -> None:
         """In ``sync`` mode a step's record is durable before its result is seen."""
         if self.durability is Durability.SYNC:
-            await self.writer.flush()
+            await self._flush()
 
     async def after_phase(self) -> None:
         """In ``sync`` and ``phase`` modes a phase's end is durable before its result is seen.
@@ -200,7 +221,7 @@ class Recorder:
         would otherwise stay in memory until something depended on it.)
         """
         if self.durability is not Durability.BATCHED:
-            await self.writer.flush()
+            await self._flush()
 
     # --- agent states ------------------------------------------------------
 

@@ -18,7 +18,7 @@ import msgspec
 from actorflow._log import get_logger
 from actorflow._text import describe
 from actorflow.errors import RecoveryFailedError, RunLockedError
-from actorflow.runtime.actors import lookup
+from actorflow.runtime.workflow._outcomes import workflow_class
 from actorflow.runtime.workflow._waits import can_go_on
 from actorflow.storage import RunManifest, RunStatus, validate_run_id
 
@@ -29,9 +29,23 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._handle import RunHandle
     from actorflow.storage import Store
 
-__all__ = ["ORPHANS", "RECOVERABLE", "Recovery", "TakeAndDrive"]
+__all__ = ["ORPHANS", "RECOVERABLE", "Recovery", "TakeAndDrive", "woken"]
 
 _log = get_logger("actorflow.runtime")
+
+
+def woken(manifest: RunManifest) -> RunManifest:
+    """A paused run marked interrupted, to be taken (``resume``, a resolvable wait); else as is.
+
+    Applied inside the store's manifest update, so a run another process
+    took or finished meanwhile is left as it is.
+    """
+    if manifest.status is not RunStatus.PAUSED:
+        return manifest
+    return msgspec.structs.replace(
+        manifest, status=RunStatus.INTERRUPTED, prompt=None, deadline=None, updated=time.time()
+    )
+
 
 ORPHANS = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.INTERRUPTED)
 """Statuses of runs nobody may be driving: taking the claim tells."""
@@ -141,17 +155,9 @@ class Recovery:
         """A paused run whose wait can resolve now, marked interrupted (to recover); else as is."""
         if not await can_go_on(self._store, manifest):
             return manifest
-
-        def wake(m: RunManifest) -> RunManifest:
-            if m.status is not RunStatus.PAUSED:
-                return m  # another process took it meanwhile
-            return msgspec.structs.replace(
-                m, status=RunStatus.INTERRUPTED, prompt=None, deadline=None, updated=time.time()
-            )
-
-        woken = await self._store.update_run(manifest.run_id, wake)
-        _log.info("paused_run_woken", run_id=manifest.run_id, status=str(woken.status))
-        return woken
+        taken = await self._store.update_run(manifest.run_id, woken)
+        _log.info("paused_run_woken", run_id=manifest.run_id, status=str(taken.status))
+        return taken
 
     def retries_blocked(self, manifest: RunManifest) -> bool:
         """Whether a blocked run is tried again unasked: under other code than blocked it."""
@@ -169,7 +175,7 @@ class Recovery:
         self, manifest: RunManifest, on_start: Callable[[RunHandle], object] | None
     ) -> Any:
         """The run's result once recovered, or ``_SKIPPED`` if it was no orphan after all."""
-        workflow = lookup(manifest.workflow)
+        workflow = workflow_class(manifest)
         handle, driven = await self._take_and_drive(
             workflow, manifest, fresh=False, recovering=True
         )
@@ -201,7 +207,7 @@ class Recovery:
             RunLockedError: a live owner holds it.
             RecoveryFailedError: the attempt failed and left the run for a later one.
         """
-        workflow = lookup(manifest.workflow)
+        workflow = workflow_class(manifest)
         handle, driven = await self._take_and_drive(
             workflow, manifest, fresh=False, recovering=True, adopting=True
         )

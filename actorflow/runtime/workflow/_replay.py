@@ -24,6 +24,8 @@ import msgspec
 
 from actorflow._text import error_message
 from actorflow.errors import CorruptedDataError, NonDeterminismError
+from actorflow.runtime.workflow._ids import phase_of
+from actorflow.runtime.workflow._outcomes import END_EVENT
 from actorflow.runtime.workflow._wait_records import TAKING_KINDS, taken_seq
 from actorflow.storage import (
     AgentSnapshot,
@@ -47,6 +49,10 @@ if TYPE_CHECKING:
 __all__ = ["RunView", "call_site", "check_replay", "decode_agent_state", "load_view"]
 
 
+_STOPPED = "stopped"
+"""The status of an agent of a run that has ended (completed, failed or cancelled)."""
+
+
 def _inside(step_id: str, phase_id: str) -> bool:
     """Whether ``step_id`` belongs to phase ``phase_id`` (any attempt, nested phases too)."""
     n = len(phase_id)
@@ -68,6 +74,10 @@ class RunView:
         self.events: dict[str, EventRecord] = {}
         self.metrics: dict[str, float] = {}
         self.phase: str | None = None
+        # what readers show (``query``, ``actorflow runs``): the phase of the newest
+        # logged step, which no snapshot may name when a phase's start coalesced
+        # with the previous one's end
+        self.logged_phase: str | None = None
         self.status = RunStatus.RUNNING
         self.snapshots_taken = 0
         self.steps_since_snapshot = 0
@@ -87,7 +97,7 @@ class RunView:
         view.milestones = {m.key: m for m in snapshot.milestones}
         view.events = {e.step_id or e.kind: e for e in snapshot.events}
         view.metrics = dict(snapshot.metrics)
-        view.phase = snapshot.phase
+        view.phase = view.logged_phase = snapshot.phase
         view.inbox_taken = set(snapshot.inbox_taken)
         return view
 
@@ -98,15 +108,20 @@ class RunView:
         match record:
             case StepRecord():
                 self._apply_step(record)
+                self.logged_phase = phase_of(record.step_id) or self.logged_phase
             case PhaseEndRecord():
                 self._finish_phase(record)
+                self.logged_phase = record.name  # ended: the next shows with its first step
             case DecisionRecord():
                 self.decisions.append(record)
                 self.decided[record.step_id] = record
+                self.logged_phase = phase_of(record.step_id) or self.logged_phase
             case MilestoneRecord():
                 self.milestones[record.key] = record
             case EventRecord():
                 self.events[record.step_id or record.kind] = record
+                if record.kind == END_EVENT:
+                    self._stop_agents()
         position = self.position
         self.position = position + 1
         return position
@@ -127,12 +142,16 @@ class RunView:
         ref = record.state
         if ref is not None:
             old = self.agents.get(ref.agent)
+            # an agent stopped when a run ended works again in a fork from its last snapshot
+            status = old.status if old is not None and old.status != _STOPPED else "running"
             self.agents[ref.agent] = AgentSnapshot(
                 name=ref.agent,
                 type=ref.type,
-                status=old.status if old is not None else "running",
+                status=status,
                 state=ref,
                 confidence=old.confidence if old is not None else None,
+                # the spawn record names the class's module; later states need not
+                module=ref.module or (old.module if old is not None else None),
             )
         if record.error is not None and record.target in self.agents:
             self._set_agent(record.target, status="failed")
@@ -154,6 +173,12 @@ class RunView:
         old = self.agents.get(name)
         if old is not None:
             self.agents[name] = msgspec.structs.replace(old, **changes)
+
+    def _stop_agents(self) -> None:
+        """The run has ended: its agents are no longer running (a failed one stays failed)."""
+        for name, agent in self.agents.items():
+            if agent.status == "running":
+                self.agents[name] = msgspec.structs.replace(agent, status=_STOPPED)
 
     def _drop_inside(self, prefix: str) -> None:
         self.steps = {k: v for k, v in self.steps.items() if not _inside(k, prefix)}
@@ -200,6 +225,8 @@ class RunView:
         """The view as a snapshot at the current position (cheap: no encoding)."""
         self.snapshots_taken += 1
         self.steps_since_snapshot = 0
+        if self.status.finished:  # the final snapshot: taken before the end record is applied
+            self._stop_agents()
         return Snapshot(
             run_id=self.run_id,
             snapshot_id=f"{self.snapshots_taken:04d}-p{self.position}",

@@ -24,7 +24,7 @@ from actorflow.errors import (
     RunNotPausedError,
     RuntimeNotRunningError,
 )
-from actorflow.runtime.actors import ActorSystem, class_name, is_abstract, lookup, register
+from actorflow.runtime.actors import ActorSystem, class_name, is_abstract, register
 from actorflow.runtime.workflow._adoption import Adopter, AdopterHooks, AdoptionPolicy
 from actorflow.runtime.workflow._attempt import RunDriver, status_change
 from actorflow.runtime.workflow._checkpointer import Checkpointer
@@ -33,11 +33,17 @@ from actorflow.runtime.workflow._cluster import RunFollower
 from actorflow.runtime.workflow._config import RuntimeConfig
 from actorflow.runtime.workflow._export import EmitExporter
 from actorflow.runtime.workflow._fork import copy_for_fork
-from actorflow.runtime.workflow._handle import RunHandle, RunTracker
-from actorflow.runtime.workflow._outcomes import decode_result, finished_error, new_manifest, taken
+from actorflow.runtime.workflow._handle import R, RunHandle, RunTracker
+from actorflow.runtime.workflow._outcomes import (
+    decode_result,
+    finished_error,
+    new_manifest,
+    taken,
+    workflow_class,
+)
 from actorflow.runtime.workflow._pruning import Pruner
 from actorflow.runtime.workflow._query import RunQuery, query_run
-from actorflow.runtime.workflow._recovery import ORPHANS, Recovery
+from actorflow.runtime.workflow._recovery import ORPHANS, Recovery, woken
 from actorflow.runtime.workflow._replay import load_view
 from actorflow.runtime.workflow._signals import (
     WatchClock,
@@ -65,6 +71,7 @@ if TYPE_CHECKING:
 
     from actorflow.runtime.actors import ActorRef
     from actorflow.runtime.workflow._cluster import Cluster
+    from actorflow.runtime.workflow._outcomes import Workflow
     from actorflow.runtime.workflow._watch import WatchEvent
 
 __all__ = ["Runtime"]
@@ -212,12 +219,13 @@ class Runtime(ActorSystem):
     # --- starting runs -------------------------------------------------------
 
     async def run(
-        self, workflow: type[Any], input: Any = None, *, run_id: str | None = None
-    ) -> Any:
+        self, workflow: type[Workflow[R]], input: Any = None, *, run_id: str | None = None
+    ) -> R:
         """Run ``workflow`` on ``input`` to the end and return its result.
 
         With the id of an existing run: a completed run's stored result comes
-        back; an orphaned one resumes; a paused one raises ``RunPaused``.
+        back; an orphaned one resumes; a paused one raises ``RunPaused``. Type
+        checkers see the result as what the workflow's ``run`` returns.
 
         Raises:
             RunPaused: the run waits for input (``resume`` it).
@@ -226,21 +234,34 @@ class Runtime(ActorSystem):
             RunFailedError: the run failed; the cause is chained.
             RunLockedError: another live process owns the run.
             RunInputMismatchError: ``run_id`` exists with a different input.
+            RunInputTypeError: ``input`` does not fit the workflow's input type
+                (nothing is stored).
+            RunEndNotStoredError: the run finished, but its manifest could not
+                say so (its end record decides: ``recover`` repairs it).
+
+        .. versionchanged:: 0.4
+           Typed result; ``RunInputTypeError``.
         """
         handle = await self.start(workflow, input, run_id=run_id)
         return await handle.result()
 
     async def start(
-        self, workflow: type[Any], input: Any = None, *, run_id: str | None = None
-    ) -> RunHandle:
+        self, workflow: type[Workflow[R]], input: Any = None, *, run_id: str | None = None
+    ) -> RunHandle[R]:
         """Start a run in the background and return its handle.
 
-        The run is recorded in the store before any of its code runs. See
-        :meth:`run` for what an existing ``run_id`` does.
+        The run is recorded in the store before any of its code runs, once
+        its input decodes as the type the workflow's ``run`` declares for it.
+        See :meth:`run` for what an existing ``run_id`` does.
 
         Raises:
             ActorDefinitionError: ``workflow`` is a base class (``Orchestrator``
                 itself): subclass it and define ``run``.
+            RunInputTypeError: ``input`` does not fit the workflow's input type
+                (nothing is stored).
+
+        .. versionchanged:: 0.4
+           A ``RunHandle[R]`` typed by the workflow's result; ``RunInputTypeError``.
         """
         if is_abstract(workflow):
             raise ActorDefinitionError(
@@ -296,7 +317,7 @@ class Runtime(ActorSystem):
         manifest = await self.store.read_run(validate_run_id(run_id))
         if workflow is None:
             try:
-                workflow = lookup(manifest.workflow)
+                workflow = workflow_class(manifest)
             except Exception:  # not imported here: the result comes back as plain data
                 workflow = None
         if manifest.status.finished:
@@ -527,11 +548,13 @@ class Runtime(ActorSystem):
             RunNotFoundError: no such run.
             RunNotPausedError: the run is not paused (its status says why).
             ConfigurationError: the run's wait takes another type of response.
+            RunLockedError: another process resumed it meanwhile and drives it
+                (the first response sent is the one the run takes).
         """
         manifest = await self.store.read_run(validate_run_id(run_id))
         if manifest.status is not RunStatus.PAUSED:
             raise RunNotPausedError(run_id, str(manifest.status))
-        workflow = lookup(manifest.workflow)
+        workflow = workflow_class(manifest)
         view, _ = await load_view(self.store, run_id, lambda *a, **k: None)
         waits = [w for w in pending_waits(view.events, view.steps) if w.pause]
         kind = signal_type(type(response))
@@ -551,12 +574,9 @@ class Runtime(ActorSystem):
                 max_size=None,
                 resumes=reported[0].step_id,
             )
-        manifest = await self.store.update_run(
-            run_id,
-            lambda m: msgspec.structs.replace(
-                m, status=RunStatus.INTERRUPTED, prompt=None, deadline=None
-            ),
-        )
+        # only while still paused: a resume that lost a race with another
+        # (which has taken the run since) must leave the live run as it is
+        manifest = await self.store.update_run(run_id, woken)
         handle = await self._launch(workflow, manifest)
         if on_start is not None:
             on_start(handle)
@@ -648,7 +668,7 @@ class Runtime(ActorSystem):
         The new run replays what the snapshot holds and runs the rest live.
         """
         source = await self.store.read_run(validate_run_id(run_id))
-        workflow = lookup(source.workflow)
+        workflow = workflow_class(source)
         new_id = (
             validate_run_id(new_run_id)
             if new_run_id
@@ -798,6 +818,8 @@ class Runtime(ActorSystem):
         Raises:
             ActorDefinitionError: ``workflow`` is a base class.
             RunInputMismatchError: ``run_id`` exists with a different input.
+            RunInputTypeError: ``input`` does not fit the workflow's input type
+                (nothing is stored).
 
         .. versionadded:: 0.4
         """

@@ -31,7 +31,7 @@ from actorflow.errors import (
     StepFailedError,
     UnawaitedStepError,
 )
-from actorflow.runtime.actors import class_name, state_type
+from actorflow.runtime.actors import class_name, module_of, state_type
 from actorflow.runtime.workflow._agents import reply_type
 from actorflow.runtime.workflow._ids import args_hash, message_hash, value_hash
 from actorflow.runtime.workflow._progress import StepInfo, StepMeta, current_step_meta
@@ -79,6 +79,7 @@ class Step(Generic[T]):
 
     Attributes:
         id: the step's id (its path in the run).
+        issued: when it was issued (``time.time()``), kept in its record.
         record: its record in the log, if it completed before (then it replays).
         inline: whether replaying it only returns (or raises) its record: no
             agent, no I/O (``ctx.gather`` replays such steps without a task).
@@ -96,6 +97,8 @@ class Step(Generic[T]):
         self.target = target
         self.hash = digest
         self.record: StepRecord | None = _lookup(env, step_id, self.kind, target, digest)
+        # a replayed step records nothing: only a live one needs the time
+        self.issued = time.time() if self.record is None else 0.0
         ns.pending[step_id] = self
 
     @property
@@ -201,6 +204,7 @@ class ValueStep(Step[T]):
                 args_hash=self.hash,
                 result=encode(value, self.kind),
                 time=time.time(),
+                issued=self.issued,
             )
         )
         await rec.after_step()
@@ -257,7 +261,9 @@ class AskStep(Step[T]):
         self.target = target = ref.name
         self.hash = digest = message_hash(self.kind, target, message)
         self.record = record = _lookup(env, step_id, self.kind, target, digest)
+        self.issued = 0.0
         if record is None:  # a replayed step never reaches its agent
+            self.issued = time.time()
             self._meta = self._make_meta(1)
         ns.pending[step_id] = self
 
@@ -419,6 +425,7 @@ class AskStep(Step[T]):
                 state=ref,
                 attempts=attempts,
                 time=time.time(),
+                issued=self.issued,
             )
         )
 
@@ -436,6 +443,7 @@ class AskStep(Step[T]):
                 metrics=self._metrics(),
                 attempts=self.env.config.step_retries + 1,
                 time=time.time(),
+                issued=self.issued,
             )
         )
         rec.emit("step_failed", step_id=self.id, agent=self.ref.name, error=error.type)
@@ -540,6 +548,8 @@ class SpawnStep(Step["ActorRef[A]"]):
                     version=rec.agent_versions[self._name],
                     data=self._state_bytes,
                 )
+            # where the class comes from, for a process that has not imported it
+            state = msgspec.structs.replace(state, module=module_of(self._cls))
         rec.record(
             StepRecord(
                 step_id=self.id,
@@ -548,6 +558,7 @@ class SpawnStep(Step["ActorRef[A]"]):
                 args_hash=self.hash,
                 state=state,
                 time=time.time(),
+                issued=self.issued,
             )
         )
         await rec.after_step()
@@ -702,6 +713,7 @@ class EmitStep(Step[None]):
                 args_hash=self.hash,
                 result=self._payload,
                 time=time.time(),
+                issued=self.issued,
             )
         )
         if self._publish is not None:

@@ -205,6 +205,7 @@ class UpdateRunner:
 
     async def _take(self, entry: InboxEntry) -> None:
         env = self._env
+        issued = time.time()
         step_id = f"update/{entry.seq}"
         update_id = update_id_of(entry)
         recorded = env.view.steps.get(step_id)
@@ -220,7 +221,7 @@ class UpdateRunner:
                 error=ErrorInfo(type="UpdateRejectedError", message=refusal),
                 rejected=True,
             )
-            await self._finish(step_id, update_id, encode(outcome, "update reply"))
+            await self._finish(step_id, update_id, encode(outcome, "update reply"), issued)
             return
         if step_id not in env.view.events:
             env.recorder.record(
@@ -240,12 +241,14 @@ class UpdateRunner:
             outcome = UpdateOutcome(seq=entry.seq, update_id=update_id, error=ErrorInfo.of(exc))
         finally:
             leave_namespace(token)
-        await self._finish(step_id, update_id, encode(outcome, "update reply"))
+        await self._finish(step_id, update_id, encode(outcome, "update reply"), issued)
 
-    async def _finish(self, step_id: str, update_id: str, data: bytes) -> None:
-        """Record the update's outcome, then post it as the reply."""
+    async def _finish(self, step_id: str, update_id: str, data: bytes, issued: float) -> None:
+        """Record the update's outcome (taken up at ``issued``), then post it as the reply."""
         recorder = self._env.recorder
-        recorder.record(StepRecord(step_id=step_id, kind="update", result=data, time=time.time()))
+        recorder.record(
+            StepRecord(step_id=step_id, kind="update", result=data, time=time.time(), issued=issued)
+        )
         # the reply is an output: what it says must survive a crash first
         with anyio.CancelScope(shield=True):
             await recorder.flush()

@@ -196,6 +196,7 @@ class WaitStep(Step[T]):
                     args_hash=self.hash,
                     result=encode(resolution, "wait resolution"),
                     time=time.time(),
+                    issued=self.issued,
                 )
             )
             consumed = True

@@ -105,11 +105,7 @@ class Claims:
     def probe(self, run_id: str) -> bool:
         """Whether someone holds the run's flock (tried, never kept). Blocks."""
         self._folders.require(run_id)
-        handle = self._fs.try_lock(self._folders.run(run_id, "lock"))
-        if handle is None:
-            return True
-        self._fs.unlock(handle)
-        return False
+        return self._fs.is_locked(self._folders.run(run_id, "lock"))
 
     def inspect(self, run_id: str, held: bool) -> ClaimInfo:
         """The owner file's owner, and whether a live process holds the flock. Blocks.

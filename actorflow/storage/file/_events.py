@@ -21,7 +21,7 @@ import os
 from typing import TYPE_CHECKING
 
 from actorflow._log import get_logger
-from actorflow.errors import CorruptedDataError, StorageError
+from actorflow.errors import CorruptedDataError, StorageError, UnreadableFileError
 from actorflow.storage._event_stream import (
     EventSlice,
     StreamedEvent,
@@ -29,6 +29,7 @@ from actorflow.storage._event_stream import (
     open_batch,
     seal_batch,
 )
+from actorflow.storage.file._layout import os_error_text
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -109,8 +110,7 @@ class EventFileWriter:
             if self._handle is not None:  # the next write starts a segment: this one still counts
                 self._kept.append((self._current, self._size))
             self.close()
-            where = f" ({exc.filename})" if exc.filename is not None else ""  # none for a write
-            raise StorageError("stream events", f"{exc.strerror or exc}{where}") from exc
+            raise StorageError("stream events", os_error_text(exc)) from exc
 
     def _write(self, events: Sequence[bytes], lost: int, end: bool) -> None:
         fs = self._folders.fs
@@ -135,7 +135,11 @@ class EventFileWriter:
         for _, name in segments:
             self._kept.append((name, fs.size(os.path.join(self._folder, name))))
         for first, name in reversed(segments):
-            end = _whole_end(memoryview(fs.read(os.path.join(self._folder, name))))
+            try:
+                data = fs.read(os.path.join(self._folder, name))
+            except UnreadableFileError:
+                continue  # no segment a writer made: passed over, as readers do
+            end = _whole_end(memoryview(data))
             if end is not None:
                 return max(end, first)
         return segments[-1][0] if segments else 0
@@ -234,6 +238,10 @@ class EventFiles:
             except FileNotFoundError:
                 offset = 0
                 continue  # deleted by the writer's bound: the next one goes on
+            except UnreadableFileError as exc:  # no file a writer made (a FIFO, say)
+                _log.warning("event_stream_damaged", location=path, error=str(exc))
+                offset = 0
+                continue
             offset = reader.walk(data, offset, path, last=i == len(segments) - 1)
             if reader.full:
                 break

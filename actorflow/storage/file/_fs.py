@@ -17,7 +17,10 @@ import threading
 import time
 from typing import Literal
 
+from actorflow.storage._files import read_regular_file
+
 __all__ = [
+    "MAX_FILE_BYTES",
     "TEMP_PREFIX",
     "TRASH_PREFIX",
     "FileSystem",
@@ -34,6 +37,10 @@ TRASH_PREFIX = ".trash-"
 """Names of folders renamed away to be deleted (a crash may leave one; ``prune`` removes it)."""
 
 Mode = Literal["append", "create", "write"]
+
+MAX_FILE_BYTES = 4 * 1024**3
+"""The largest file :class:`OSFileSystem` reads by default: past any file actorflow writes."""
+
 
 _held_locks: set[int] = set()
 """Descriptors of the flocks this process holds through :class:`OSFileSystem`."""
@@ -123,7 +130,11 @@ class FileSystem:
         raise NotImplementedError
 
     def read(self, path: str) -> bytes:
-        """The whole file. Raises FileNotFoundError."""
+        """The whole file. Raises FileNotFoundError.
+
+        Should raise ``UnreadableFileError`` for what is not a regular file (a
+        FIFO must never block the read), as :class:`OSFileSystem` does.
+        """
         raise NotImplementedError
 
     def size(self, path: str) -> int:
@@ -181,12 +192,43 @@ class FileSystem:
         raise NotImplementedError
 
     def lock(self, path: str) -> int:
-        """Take an exclusive lock on ``path``, waiting for it."""
+        """Take an exclusive lock on ``path``, waiting for it.
+
+        The lock is on the file at ``path`` when the call returns: its holder
+        may remove that file (:meth:`unlock_and_remove`), and a waiter then
+        locks the file made there next, never the removed one.
+        """
         raise NotImplementedError
 
     def unlock(self, handle: int) -> None:
         """Release a lock from :meth:`try_lock` or :meth:`lock`."""
         raise NotImplementedError
+
+    def is_locked(self, path: str) -> bool:
+        """Whether someone holds the lock on ``path``: tried, never kept.
+
+        A reader asks this, so it must need no write access (a read-only
+        store); the default takes and drops the lock, which a subclass may do
+        without opening the file for writing, as :class:`OSFileSystem` does.
+        """
+        handle = self.try_lock(path)
+        if handle is None:
+            return True
+        self.unlock(handle)
+        return False
+
+    def unlock_and_remove(self, handle: int, path: str) -> None:
+        """Remove the lock file at ``path``, then release its lock (``handle``).
+
+        For a lock file needed only while it is held: removed by its holder,
+        under the lock, so nobody holds or waits for a file that is gone for long.
+
+        .. versionadded:: 0.4
+        """
+        try:
+            self.unlink(path)
+        finally:
+            self.unlock(handle)
 
     # --- composites, built only from the primitives above -----------------------
 
@@ -293,7 +335,20 @@ def remove_file(fs: FileSystem, path: str) -> int:
 
 
 class OSFileSystem(FileSystem):
-    """The real thing: ``os`` calls and ``fcntl.flock``."""
+    """The real thing: ``os`` calls and ``fcntl.flock``.
+
+    Args:
+        max_file_bytes: the largest file :meth:`read` reads; a larger one is
+            refused (``UnreadableFileError``), as is anything but a regular file.
+
+    .. versionchanged:: 0.4
+       ``read`` refuses what is not a regular file, and files over ``max_file_bytes``.
+    """
+
+    max_file_bytes: int = MAX_FILE_BYTES  # for subclasses whose __init__ skips ours
+
+    def __init__(self, *, max_file_bytes: int = MAX_FILE_BYTES) -> None:
+        self.max_file_bytes = max_file_bytes
 
     def open(self, path: str, mode: Mode) -> int:
         flags = os.O_CREAT | os.O_CLOEXEC
@@ -326,7 +381,8 @@ class OSFileSystem(FileSystem):
         os.fdatasync(handle)
 
     def sync_file(self, path: str) -> None:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        # never waits in open() for a writer, should a FIFO have been put there
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
             os.fsync(fd)
         finally:
@@ -339,8 +395,7 @@ class OSFileSystem(FileSystem):
         os.close(handle)
 
     def read(self, path: str) -> bytes:
-        with open(path, "rb") as f:
-            return f.read()
+        return read_regular_file(path, limit=self.max_file_bytes)
 
     def size(self, path: str) -> int:
         return os.lstat(path).st_size
@@ -403,36 +458,75 @@ class OSFileSystem(FileSystem):
     # Locks never pass to another process: O_CLOEXEC keeps them from an exec'd
     # program, and a forked child closes its copies (_drop_inherited_locks).
 
+    # A lock file may be removed by its holder (see FileSystem.lock), so a lock
+    # taken is kept only if its file is still the one at ``path``; else the
+    # file now there is locked. That is the classic pattern for flocks on
+    # files that get unlinked: whoever holds the file at ``path`` holds the lock.
+
     def try_lock(self, path: str) -> int | None:
         # flock, not lockf: lockf lets this process take its own lock again and
         # drops every lock of the file when any descriptor of it closes.
-        fd = self._open_lock(path)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
+        while True:
+            fd = self._open_lock(path)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if self._still_at(fd, path):
+                    return fd
+            except OSError as exc:
+                self.unlock(fd)
+                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    return None
+                raise
+            except BaseException:
+                self.unlock(fd)
+                raise
             self.unlock(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                return None
-            raise
-        return fd
 
     def lock(self, path: str) -> int:
-        fd = self._open_lock(path)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except BaseException:
+        while True:
+            fd = self._open_lock(path)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                if self._still_at(fd, path):
+                    return fd
+            except BaseException:
+                self.unlock(fd)
+                raise
             self.unlock(fd)
-            raise
-        return fd
+
+    @staticmethod
+    def _still_at(fd: int, path: str) -> bool:
+        try:
+            there = os.stat(path)
+        except FileNotFoundError:
+            return False
+        mine = os.fstat(fd)
+        return (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino)
 
     def unlock(self, handle: int) -> None:
         with _held_locks_guard:
             _held_locks.discard(handle)
             os.close(handle)  # closing the only descriptor drops the flock
 
+    def is_locked(self, path: str) -> bool:
+        # flock needs no write access to the file: a read-only store is probed too
+        try:
+            fd = self._open_lock(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False  # its first taker makes the lock file: never taken
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return True
+            raise
+        finally:
+            self.unlock(fd)
+        return False
+
     @staticmethod
-    def _open_lock(path: str) -> int:
+    def _open_lock(path: str, flags: int = os.O_RDWR | os.O_CREAT) -> int:
         with _held_locks_guard:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(path, flags | os.O_CLOEXEC, 0o644)
             _held_locks.add(fd)
         return fd

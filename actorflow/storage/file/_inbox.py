@@ -6,12 +6,15 @@ written before inboxes existed work unchanged)::
     inbox/00000000000000000042.msg   entry 42: temp file, fsync, link (fails if
                                      the name exists), folder fsync
     inbox/<id key>.id                empty: that entry id was posted (or is being)
-    inbox/<id key>.lock              flock'ed while a post of that id runs
+    inbox/<id key>.lock              flock'ed while a post of that id runs, and
+                                     removed by it before it lets go
 
 ``<id key>`` is a hash of the entry id (:func:`~actorflow.storage._inbox.id_key`).
 A post takes its id's lock, so two posts of one id (threads or processes of
 this machine) run one after the other. Under it, a post of a new id creates
-the ``.id`` file, then links its entry at the first free ``seq``; a post
+the ``.id`` file, then links its entry at the first free ``seq`` (found in
+O(log n) existence checks, the next one taken when another poster linked
+first: :mod:`actorflow.storage._inbox_slots`, shared with the S3 store); a post
 finding the ``.id`` file looks for the entry holding the id (reading the
 inbox from 0: the rare path), and writes it only if the poster that created
 the file died before writing it. The ``.id`` file is never fsynced: the entry's
@@ -25,20 +28,23 @@ from __future__ import annotations
 
 import os
 import threading
-import time
+from functools import partial
 from typing import TYPE_CHECKING
 
-from actorflow.errors import RunNotFoundError
-from actorflow.storage._inbox import FirstSeqs, InboxEntry, id_key, open_entry, seal_entry
+from actorflow.errors import RunNotFoundError, UnreadableFileError
+from actorflow.storage._inbox import FirstSeqs, InboxEntry, id_key, seal_entry
+from actorflow.storage._inbox_check import InboxCheck, open_or_skip, skip_damaged
+from actorflow.storage._inbox_slots import Exists, append, drive, new_entry
 from actorflow.storage.file._fs import remake_folder, write_atomic
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from actorflow.storage._inbox_slots import Step
     from actorflow.storage._sealing import Codec
     from actorflow.storage.file._layout import RunFolders
 
-__all__ = ["ENTRY_SUFFIX", "INBOX", "InboxFiles", "entry_path", "sealed_entries"]
+__all__ = ["ENTRY_SUFFIX", "INBOX", "InboxFiles", "entry_path", "stored_entries"]
 
 INBOX = "inbox"
 """The folder of a run's inbox (made on its first post)."""
@@ -52,16 +58,25 @@ def entry_path(folders: RunFolders, run_id: str, seq: int) -> str:
     return folders.run(run_id, INBOX, f"{seq:020d}{ENTRY_SUFFIX}")
 
 
-def sealed_entries(folders: RunFolders, run_id: str) -> Iterator[tuple[str, bytes]]:
-    """``(path, sealed bytes)`` of each of the run's entries, in order, none opened."""
-    seq = 0
-    while True:
+def stored_entries(
+    folders: RunFolders, run_id: str, start: int = 0, stop: int | None = None
+) -> Iterator[tuple[int, str, bytes | UnreadableFileError]]:
+    """``(seq, path, sealed bytes)`` of the run's entries from ``start``, in order, none opened.
+
+    In place of the bytes, the error for an entry that is no file actorflow
+    reads (a FIFO, a device): it counts as damaged, and the entries after it
+    are read on.
+    """
+    seq = start
+    while stop is None or seq < stop:
         path = entry_path(folders, run_id, seq)
         try:
-            data = folders.fs.read(path)
+            data: bytes | UnreadableFileError = folders.fs.read(path)
         except FileNotFoundError:  # the end (or no inbox yet)
             return
-        yield path, data
+        except UnreadableFileError as exc:
+            data = exc
+        yield seq, path, data
         seq += 1
 
 
@@ -103,12 +118,12 @@ class InboxFiles:
 
         Raises:
             RunNotFoundError: no such run.
-            InboxCorruptedError: a repeated id met a damaged entry while looking for its own.
         """
         self._folders.require(run_id)
         folder = self._open_folder(run_id)
         key = id_key(self._codec, entry_id)
-        lock = self._fs.lock(os.path.join(folder, f"{key}.lock"))
+        lock_path = os.path.join(folder, f"{key}.lock")
+        lock = self._fs.lock(lock_path)
         try:
             if not self._claim(os.path.join(folder, f"{key}.id")):
                 found = self._find(run_id, entry_id)
@@ -117,7 +132,8 @@ class InboxFiles:
                 # else its poster died between the claim and the entry: finish its post
             return self._append(run_id, entry_id, type_name, payload, sender, kind)
         finally:
-            self._fs.unlock(lock)
+            # needed only while held: the .id file is what lasts (see the module docstring)
+            self._fs.unlock_and_remove(lock, lock_path)
 
     def _open_folder(self, run_id: str) -> str:
         folder = self._folders.run(run_id, INBOX)
@@ -146,69 +162,56 @@ class InboxFiles:
         sender: str | None,
         kind: str,
     ) -> InboxEntry:
-        sent = time.time()
-        seq = self._start(run_id)
-        while True:
-            entry = InboxEntry(
-                seq=seq,
-                entry_id=entry_id,
-                type=type_name,
-                payload=payload,
-                sent=sent,
-                sender=sender,
-                kind=kind,
-            )
-            sealed = seal_entry(self._codec, entry, run_id=run_id)
-            if write_atomic(self._fs, self.path(run_id, seq), sealed, exclusive=True):
-                with self._guard:
-                    self._ends[run_id] = max(self._ends.get(run_id, 0), seq + 1)
-                return entry
-            seq += 1  # another poster took it first
-
-    def _start(self, run_id: str) -> int:
-        """The first ``seq`` worth trying: never past the end, so the inbox has no gaps."""
+        entry = new_entry(entry_id, type_name, payload, sender, kind)
         with self._guard:
             hint = self._ends.get(run_id)
-        # A hint is checked against the entry before it: the inbox may have been
-        # deleted with the run and begun anew in another process since.
-        if hint is not None and (hint == 0 or self._fs.exists(self.path(run_id, hint - 1))):
-            return hint
-        return self._find_end(run_id)
+        entry = drive(append(entry, hint), partial(self._answer, run_id))
+        with self._guard:
+            self._ends[run_id] = max(self._ends.get(run_id, 0), entry.seq + 1)
+        return entry
 
-    def _find_end(self, run_id: str) -> int:
-        """The first ``seq`` with no entry, in O(log n) lookups: entries have no gaps."""
-        if not self._fs.exists(self.path(run_id, 0)):
-            return 0
-        low, high = 0, 1  # entry ``low`` exists; past ``high`` unknown
-        while self._fs.exists(self.path(run_id, high)):
-            low, high = high, high * 2
-        while high - low > 1:  # ``low`` exists, ``high`` does not
-            middle = (low + high) // 2
-            if self._fs.exists(self.path(run_id, middle)):
-                low = middle
-            else:
-                high = middle
-        return high
+    def _answer(self, run_id: str, step: Step) -> bool:
+        """Answer a step of the search or the append: an existence check, or the entry's link."""
+        if isinstance(step, Exists):
+            return self._fs.exists(self.path(run_id, step.seq))
+        sealed = seal_entry(self._codec, step.entry, run_id=run_id)
+        return write_atomic(self._fs, self.path(run_id, step.entry.seq), sealed, exclusive=True)
 
     def _find(self, run_id: str, entry_id: str) -> InboxEntry | None:
-        end = 0
-        for entry in self._entries(run_id, 0):
-            end = entry.seq + 1
-            if entry.entry_id == entry_id:
+        # what this store read of the inbox already says where ids are: only the
+        # entries past it are looked through, so re-posting known ids stays cheap
+        start, known = self._known(run_id, entry_id)
+        if known is not None:
+            for _, entry in self._entries(run_id, known, known + 1, warned=set()):
+                if entry is not None and entry.entry_id == entry_id:
+                    return entry
+            start = 0  # not where it was: the inbox was made anew meanwhile
+        end = start
+        for seq, entry in self._entries(run_id, start, warned=set()):
+            end = seq + 1
+            if entry is not None and entry.entry_id == entry_id:
                 return entry
         with self._guard:
             self._ends[run_id] = max(self._ends.get(run_id, 0), end)
         return None
 
+    def _known(self, run_id: str, entry_id: str) -> tuple[int, int | None]:
+        """How far this store has read the inbox, and where ``entry_id`` first is in that part."""
+        with self._guard:
+            seen = self._seen.get(run_id)
+        if seen is None:
+            return 0, None
+        lock, firsts = seen
+        with lock:
+            return firsts.end, firsts.first.get(entry_id)
+
     # --- reading ---------------------------------------------------------------------
 
     def read(self, run_id: str, start: int, stop: int | None = None) -> list[InboxEntry]:
-        """Entries from ``start`` on (before ``stop``), each id's first only.
+        """Entries from ``start`` on (before ``stop``), each id's first only; damaged ones skipped.
 
         Raises:
             RunNotFoundError: no such run.
-            InboxCorruptedError: an entry at or after ``start`` is damaged (or, the
-                first time this store reads the run, one before it).
         """
         self._folders.require(run_id)
         start = max(start, 0)
@@ -216,20 +219,41 @@ class InboxFiles:
             lock, firsts = self._seen.setdefault(run_id, (threading.Lock(), FirstSeqs()))
         with lock:
             # the ids before ``start``, read once per store, so duplicates there are known
-            for entry in self._entries(run_id, firsts.end, stop=start):
-                firsts.add(entry)
-            entries = list(self._entries(run_id, start, stop))
-            for entry in entries:
-                firsts.add(entry)
+            for seq, entry in self._entries(run_id, firsts.end, stop=start, warned=firsts.damaged):
+                firsts.note(seq, entry)
+            entries = []
+            for seq, entry in self._entries(run_id, start, stop, warned=firsts.damaged):
+                firsts.note(seq, entry)
+                if entry is not None:
+                    entries.append(entry)
             return firsts.keep(entries)
 
-    def _entries(self, run_id: str, start: int, stop: int | None = None) -> Iterator[InboxEntry]:
-        seq = start
-        while stop is None or seq < stop:
-            path = self.path(run_id, seq)
-            try:
-                data = self._fs.read(path)
-            except FileNotFoundError:  # the end (or no inbox yet)
-                return
-            yield open_entry(self._codec, data, run_id=run_id, seq=seq, location=path)
-            seq += 1
+    def check(self, run_id: str) -> InboxCheck:
+        """Open every entry of the run's inbox, naming the damaged ones.
+
+        Raises:
+            RunNotFoundError: no such run.
+        """
+        self._folders.require(run_id)
+        check = InboxCheck()
+        for seq, path, data in stored_entries(self._folders, run_id):
+            if isinstance(data, UnreadableFileError):
+                check.entries += 1
+                check.damaged.append((path, data.cause_text))
+            else:
+                check.open(self._codec, data, run_id=run_id, seq=seq, location=path)
+        return check
+
+    def _entries(
+        self, run_id: str, start: int, stop: int | None = None, *, warned: set[int]
+    ) -> Iterator[tuple[int, InboxEntry | None]]:
+        """``(seq, entry)`` from ``start``; the entry None where it is damaged."""
+        for seq, path, data in stored_entries(self._folders, run_id, start, stop):
+            if isinstance(data, UnreadableFileError):
+                skip_damaged(data, run_id=run_id, seq=seq, warned=warned)
+                yield seq, None
+                continue
+            opened = open_or_skip(
+                self._codec, data, run_id=run_id, seq=seq, location=path, warned=warned
+            )
+            yield seq, opened

@@ -16,9 +16,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from actorflow.storage._manifests import index_run_ids, index_strays
 from actorflow.storage._records import validate_run_id
 
 if TYPE_CHECKING:
+    from actorflow.storage._protocol import UnreadableEntry
     from actorflow.storage.file._fs import FileSystem
 
 __all__ = ["INDEX_FOLDER", "UnfinishedMarks"]
@@ -32,6 +34,7 @@ class UnfinishedMarks:
     def __init__(self, fs: FileSystem, root: str) -> None:
         self._fs = fs
         self._folder = os.path.join(root, INDEX_FOLDER)
+        self._warned: set[str] = set()  # entries that are no run id, warned of once
 
     def _path(self, run_id: str) -> str:
         return os.path.join(self._folder, validate_run_id(run_id))
@@ -53,13 +56,23 @@ class UnfinishedMarks:
         except FileNotFoundError:
             pass
 
-    def list(self) -> list[str]:
-        """The marked run ids."""
+    def strays(self) -> list[UnreadableEntry]:
+        """The names in the index that are no run id, for ``validate`` to name."""
+        return index_strays(self._names(), self._location)
+
+    def _names(self) -> list[str]:
         try:
             names = self._fs.listdir(self._folder)
         except FileNotFoundError:
             return []
-        return [name for name in names if not name.startswith(".")]
+        return [name for name in names if not name.startswith(".")]  # temp files
+
+    def list(self) -> list[str]:
+        """The marked run ids; a name that is no run id is skipped (see ``index_run_ids``)."""
+        return index_run_ids(self._names(), self._location, self._warned)
+
+    def _location(self, name: str) -> str:
+        return os.path.join(self._folder, name)
 
     def reset(self, unfinished: set[str]) -> int:
         """Make the markers exactly ``unfinished``; how many were added or removed."""

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from actorflow.storage.file._fs import FileSystem
 
-__all__ = ["LAZY_PARTS", "RUN_PARTS", "RunFolders"]
+__all__ = ["LAZY_PARTS", "RUN_PARTS", "RunFolders", "os_error_text"]
 
 T = TypeVar("T")
 
@@ -44,6 +44,20 @@ RUN_PARTS = ("log", "blobs", "snapshots")
 
 LAZY_PARTS = ("inbox", "events")
 """Folders of a run made on first use: runs written before they existed have none."""
+
+
+def os_error_text(exc: OSError) -> str:
+    """What the operating system said, and the file it said it of where it named one.
+
+    An error raised without a file (a full disk met by ``write`` on an open
+    handle) has ``filename`` None: it is left out rather than shown as "(None)".
+    """
+    text = exc.strerror or str(exc) or type(exc).__name__
+    if exc.filename is None:
+        return text
+    if exc.filename2 is not None:
+        return f"{text} ({exc.filename} -> {exc.filename2})"
+    return f"{text} ({exc.filename})"
 
 
 class RunFolders:
@@ -70,7 +84,7 @@ class RunFolders:
         except ActorflowError:
             raise
         except OSError as exc:
-            raise StorageError(operation, f"{exc.strerror or exc} ({exc.filename})") from exc
+            raise StorageError(operation, os_error_text(exc)) from exc
 
     def _guarded(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         if not self._ready:

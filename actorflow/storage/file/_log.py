@@ -21,6 +21,7 @@ from __future__ import annotations
 import errno
 import itertools
 import os
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,7 @@ from actorflow._log import get_logger
 from actorflow.errors import (
     CorruptedDataError,
     LogCorruptedError,
+    LogPrunedError,
     NewerFormatError,
     StorageError,
 )
@@ -46,10 +48,11 @@ if TYPE_CHECKING:
     from actorflow.storage._records import LogRecord
     from actorflow.storage.file._fs import FileSystem
 
-__all__ = ["FileLog"]
+__all__ = ["FileLog", "is_segment", "segment_name"]
 
 _log = get_logger(__name__)
 _SUFFIX = ".seg"
+_SEGMENT = re.compile(r"[0-9]{20}\.seg")
 _GROW_MIN = 16 * 1024
 _GROW_MAX = 1024 * 1024
 
@@ -64,6 +67,11 @@ class _Ticket:
 
 def _on_asyncio() -> bool:
     return sniffio.current_async_library() == "asyncio"
+
+
+def is_segment(name: str) -> bool:
+    """Whether ``name`` is one :func:`segment_name` makes (other files are not the log)."""
+    return _SEGMENT.fullmatch(name) is not None
 
 
 def segment_name(start: int) -> str:
@@ -96,7 +104,8 @@ class FileLog:
 
     def _segments(self) -> list[int]:
         names = self.fs.listdir(self.folder)
-        return sorted(int(n[: -len(_SUFFIX)]) for n in names if n.endswith(_SUFFIX))
+        # only names segment_name makes: another ``.seg`` there is not a segment
+        return sorted(int(n[: -len(_SUFFIX)]) for n in names if is_segment(n))
 
     def _path(self, start: int) -> str:
         return os.path.join(self.folder, segment_name(start))
@@ -112,15 +121,11 @@ class FileLog:
             LogCorruptedError: a bad record at or after ``start`` before the
                 tail, or damage before it that hides where the records after
                 it begin; naming file and offset.
-            StorageError: ``start`` is below what retention kept.
+            LogPrunedError: ``start`` is below what retention kept.
         """
         segments = self._segments()
         if segments and start < segments[0]:
-            raise StorageError(
-                "read log",
-                f"records of run {self.run_id!r} below position {segments[0]} were pruned; "
-                f"read from a checkpoint's position ({start} asked)",
-            )
+            raise LogPrunedError(self.run_id, segments[0], start)
         records: list[LogRecord] = []
         for i, seg in enumerate(segments):
             last = i == len(segments) - 1

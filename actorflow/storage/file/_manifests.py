@@ -80,13 +80,13 @@ class ManifestFiles:
     def _read_unsynced(self, run_id: str) -> RunManifest | None:
         path = self._folders.run(run_id, _UNSYNCED)
         try:
-            data = self._fs.read(path)
+            return self._codec.load_manifest(self._fs.read(path), run_id=run_id, location=path)
         except FileNotFoundError:
             return None
-        try:
-            return self._codec.load_manifest(data, run_id=run_id, location=path)
         except CorruptedDataError:
-            return None  # what a power loss left of it: the durable manifest is older, whole
+            # what a power loss left of it (or no file at all: a FIFO put there):
+            # the durable manifest is older, whole
+            return None
 
     def _write(self, manifest: RunManifest, *, durable: bool = True) -> None:
         if not durable:
@@ -112,10 +112,12 @@ class ManifestFiles:
     ) -> RunManifest:
         """Read, change and write the manifest as one step across threads and processes."""
         # flock on a side file makes read-change-write atomic across threads and processes
-        exists = self._folders.exists(run_id)
-        handle = self._fs.lock(self._folders.run(run_id, "manifest.lock")) if exists else None
-        if handle is None:
+        if not self._folders.exists(run_id):
             raise RunNotFoundError(run_id)
+        try:
+            handle = self._fs.lock(self._folders.run(run_id, "manifest.lock"))
+        except FileNotFoundError:  # its folder went while we waited: deleted meanwhile
+            raise RunNotFoundError(run_id) from None
         try:
             old = self.read(run_id)
             new = change(old)

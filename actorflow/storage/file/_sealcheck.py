@@ -12,21 +12,20 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Literal
 
-from actorflow.errors import LogCorruptedError
+from actorflow.errors import LogCorruptedError, UnreadableFileError
 from actorflow.storage._capabilities import SealCheck
 from actorflow.storage._envelope import Kind
 from actorflow.storage._manifests import blob_addresses
 from actorflow.storage._snapshot_names import SUFFIX
 from actorflow.storage.file._frames import scan
-from actorflow.storage.file._inbox import sealed_entries
+from actorflow.storage.file._inbox import stored_entries
+from actorflow.storage.file._log import is_segment
 
 if TYPE_CHECKING:
     from actorflow.storage._sealing import Codec
     from actorflow.storage.file._layout import RunFolders
 
 __all__ = ["check_run"]
-
-_SEGMENT = ".seg"  # log segments' suffix (see _layout)
 
 
 def check_run(folders: RunFolders, codec: Codec, run_id: str) -> SealCheck:
@@ -44,12 +43,20 @@ def check_run(folders: RunFolders, codec: Codec, run_id: str) -> SealCheck:
             data = fs.read(path)
         except FileNotFoundError:
             continue  # a run never claimed has no owner file
+        except UnreadableFileError as exc:  # a FIFO or a device: named, never read
+            check.other += 1
+            check.problems.append((exc.location, exc.cause_text))
+            continue
         check.verify(codec, data, kind=kind, part="other", location=path)
     _check_log(folders, codec, run_id, check)
     _check_files(folders, codec, run_id, check, "snapshots")
     _check_files(folders, codec, run_id, check, "blobs")
-    for path, data in sealed_entries(folders, run_id):
-        check.verify(codec, data, kind=Kind.INBOX_ENTRY, part="other", location=path)
+    for _, path, entry in stored_entries(folders, run_id):
+        if isinstance(entry, UnreadableFileError):
+            check.other += 1
+            check.problems.append((path, entry.cause_text))
+        else:
+            check.verify(codec, entry, kind=Kind.INBOX_ENTRY, part="other", location=path)
     return check
 
 
@@ -73,12 +80,16 @@ def _check_files(
             data = folders.fs.read(path)
         except FileNotFoundError:
             continue  # pruned while we looked
+        except UnreadableFileError as exc:
+            setattr(check, part, getattr(check, part) + 1)
+            check.problems.append((exc.location, exc.cause_text))
+            continue
         check.verify(codec, data, kind=kind, part=part, location=path)
 
 
 def _check_log(folders: RunFolders, codec: Codec, run_id: str, check: SealCheck) -> None:
     folder = folders.run(run_id, "log")
-    names = sorted(n for n in folders.fs.listdir(folder) if n.endswith(_SEGMENT))
+    names = sorted(n for n in folders.fs.listdir(folder) if is_segment(n))
     for i, name in enumerate(names):
         path = os.path.join(folder, name)
         last = i == len(names) - 1
@@ -86,7 +97,8 @@ def _check_log(folders: RunFolders, codec: Codec, run_id: str, check: SealCheck)
             found = scan(folders.fs.read(path), location=path, last=last, measure=codec.measure)
         except FileNotFoundError:
             continue  # pruned while we looked
-        except LogCorruptedError as exc:  # damage that hides where the records after it start
+        except (LogCorruptedError, UnreadableFileError) as exc:
+            # damage that hides where the records after it start, or no file to read
             check.problems.append((exc.location, exc.cause_text))
             continue
         for n, payload in enumerate(found.payloads):

@@ -34,7 +34,7 @@ from actorflow.storage._sealing import Codec
 from actorflow.storage.file._blobs import BlobFiles
 from actorflow.storage.file._claims import Claims
 from actorflow.storage.file._events import EventFiles
-from actorflow.storage.file._fs import FileSystem, OSFileSystem
+from actorflow.storage.file._fs import MAX_FILE_BYTES, FileSystem, OSFileSystem
 from actorflow.storage.file._inbox import InboxFiles
 from actorflow.storage.file._layout import RunFolders
 from actorflow.storage.file._logs import LogFiles
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from actorflow.storage._capabilities import ClaimInfo, SealCheck
     from actorflow.storage._event_stream import EventSlice, EventStreamWriter
     from actorflow.storage._inbox import InboxEntry
+    from actorflow.storage._inbox_check import InboxCheck
     from actorflow.storage._inbox_watch import InboxWatch
     from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, UnreadableEntry
     from actorflow.storage._records import (
@@ -89,7 +90,9 @@ class FileStore(StoreContext):
     ) -> None:
         self.path = os.fspath(path)
         self.codec = codec or Codec()
-        self.fs = fs or OSFileSystem()
+        # reads stop short of nothing actorflow writes, and of little else
+        most = max(MAX_FILE_BYTES, 2 * self.codec.max_decoded_bytes + segment_bytes)
+        self.fs = fs or OSFileSystem(max_file_bytes=most)
         self._folders = RunFolders(self.fs, self.path)
         self._manifests = ManifestFiles(self._folders, self.codec)
         self._claims = Claims(self._folders, self.codec)
@@ -174,9 +177,14 @@ class FileStore(StoreContext):
         return [m for m in manifests if matches(m, status, workflow)]
 
     async def list_unreadable(self) -> list[UnreadableEntry]:
-        """See :meth:`UnreadableLister.list_unreadable`: what in ``runs/`` is no readable run."""
+        """See :meth:`UnreadableLister.list_unreadable`: what in ``runs/`` is no readable run.
+
+        And names in the index of unfinished runs (``runs/.unfinished``) that are no run id.
+        """
         _, unreadable = await self._folders.call("list runs", self._manifests.read_all)
-        return unreadable
+        return unreadable + await self._folders.call(
+            "list unfinished runs", self._manifests.unfinished.strays
+        )
 
     async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:
         """See :meth:`Store.delete_run`."""
@@ -383,6 +391,14 @@ class FileStore(StoreContext):
         """
         validate_run_id(run_id)
         return await self._folders.call("read inbox", self._inbox.read, run_id, start, stop)
+
+    async def check_inbox(self, run_id: str) -> InboxCheck:
+        """See :meth:`InboxChecker.check_inbox`: every entry file opened, from ``seq`` 0.
+
+        .. versionadded:: 0.4
+        """
+        validate_run_id(run_id)
+        return await self._folders.call("check inbox", self._inbox.check, run_id)
 
     # --- event stream ----------------------------------------------------------------
 

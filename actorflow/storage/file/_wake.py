@@ -6,13 +6,15 @@ Layout, inside a run's folder::
                     that was killed); made on the first watch
 
 A watcher makes a new FIFO under a temp name (``.tmp-*``, which ``prune``
-sweeps if a crash leaves one), opens its read end without blocking, keeps a
-write end open itself (so it never reads end-of-file when posters come and
-go), and renames it to ``inbox.wake``: a FIFO left there by a watcher that
+sweeps if a crash leaves one), opens it for reading *and* writing without
+blocking (one descriptor: being a writer itself, it never reads end-of-file
+when posters come and go, and holding one descriptor rather than a read end
+and a write end keeps a waiting run's descriptors few; Linux defines such an
+open of a FIFO), and renames it to ``inbox.wake``: a FIFO left there by a watcher that
 died, or by another watcher of the run, is replaced, and only the newest
 watcher is woken (a run has one live owner). It waits with
-``anyio.wait_readable`` and drains the bytes. On leaving, it closes both
-ends and removes ``inbox.wake`` if that is still its own FIFO (same inode).
+``anyio.wait_readable`` and drains the bytes. On leaving, it closes its
+descriptor and removes ``inbox.wake`` if that is still its own FIFO (same inode).
 
 A post, once its entry is durable, opens ``inbox.wake`` for writing without
 blocking and writes one byte: no reader (``ENXIO``: nobody watches, or the
@@ -86,13 +88,12 @@ def wake(folders: RunFolders, run_id: str) -> None:
 
 
 class FifoWatch:
-    """An open watch: the read and write ends of a FIFO this process made."""
+    """An open watch: one descriptor, open for reading and writing, of a FIFO this process made."""
 
-    def __init__(self, path: str, reader: int, writer: int) -> None:
+    def __init__(self, path: str, fd: int) -> None:
         self.path = path
-        self._reader = reader
-        self._writer = writer
-        info = os.fstat(reader)
+        self._fd = fd
+        info = os.fstat(fd)
         self._identity = (info.st_dev, info.st_ino)
         self._closed = False
 
@@ -106,7 +107,7 @@ class FifoWatch:
             await anyio.lowlevel.checkpoint()
             return
         while True:
-            await anyio.wait_readable(self._reader)
+            await anyio.wait_readable(self._fd)
             if self._drain():
                 return
 
@@ -116,7 +117,7 @@ class FifoWatch:
         got = False
         while True:
             try:
-                data = os.read(self._reader, 4096)
+                data = os.read(self._fd, 4096)
             except BlockingIOError:
                 return got
             got = got or bool(data)
@@ -124,13 +125,12 @@ class FifoWatch:
                 return got
 
     def close(self) -> None:
-        """Close both ends (waking a waiting ``changed`` with ``ClosedResourceError``)."""
+        """Close the FIFO (waking a waiting ``changed`` with ``ClosedResourceError``)."""
         if self._closed:
             return
         self._closed = True
-        anyio.notify_closing(self._reader)
-        os.close(self._reader)
-        os.close(self._writer)
+        anyio.notify_closing(self._fd)
+        os.close(self._fd)
 
     def remove(self) -> None:
         """Remove ``inbox.wake`` if it is still this watch's FIFO. Blocks; never raises."""
@@ -160,17 +160,12 @@ def open_fifo(folders: RunFolders, run_id: str) -> FifoWatch | None:
         _log.info("inbox_watch_polling", run_id=run_id, location=temp, error=str(exc))
         return None
     try:
-        reader = os.open(temp, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(temp, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
-            writer = os.open(temp, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-            try:
-                watch = FifoWatch(path, reader, writer)
-                os.rename(temp, path)
-            except BaseException:
-                os.close(writer)
-                raise
+            watch = FifoWatch(path, fd)
+            os.rename(temp, path)
         except BaseException:
-            os.close(reader)
+            os.close(fd)
             raise
     except BaseException:
         with contextlib.suppress(OSError):

@@ -17,7 +17,9 @@ one store, posts of one id take a lock, so they store it once.
 
 Where an inbox ends is found without a LIST: a remembered end is checked by
 a HEAD of the entry before it, else an exponential then binary search with
-HEADs (entries have no gaps). Reading GETs entries from ``start`` until a 404.
+HEADs (entries have no gaps); the search and the PUT loop are
+:mod:`actorflow.storage._inbox_slots`, shared with the file store. Reading
+GETs entries from ``start`` until a 404.
 
 A watch (:class:`InboxPoll`) polls: it finds the end once when it opens, then
 every ``interval`` seconds HEADs the entry at the end, one request a poll,
@@ -28,7 +30,6 @@ store object wake its watches at once, without a request.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections import defaultdict
 from functools import partial
@@ -36,11 +37,14 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from actorflow.storage._inbox import FirstSeqs, InboxEntry, id_key, open_entry, seal_entry
+from actorflow.storage._inbox import FirstSeqs, InboxEntry, id_key, seal_entry
+from actorflow.storage._inbox_check import InboxCheck, open_or_skip
+from actorflow.storage._inbox_slots import Exists, append, drive_async, find_start, new_entry
 from actorflow.storage._inbox_watch import Wakeups
 from actorflow.storage.s3._wire import PreconditionFailed, drop_idle_lock
 
 if TYPE_CHECKING:
+    from actorflow.storage._inbox_slots import Step
     from actorflow.storage._sealing import Codec
     from actorflow.storage.s3._objects import S3Objects
 
@@ -91,11 +95,7 @@ class InboxObjects:
         sender: str | None,
         kind: str = "",
     ) -> InboxEntry:
-        """Append the entry unless its id was posted; see the module docstring.
-
-        Raises:
-            InboxCorruptedError: a repeated id met a damaged entry while looking for its own.
-        """
+        """Append the entry unless its id was posted; see the module docstring."""
         name = id_key(self._codec, entry_id)
         claim = self._objects.key(run_id, INBOX_IDS, name)
         lock_name = f"{run_id}/{name}"
@@ -121,56 +121,32 @@ class InboxObjects:
         sender: str | None,
         kind: str,
     ) -> InboxEntry:
-        sent = time.time()
-        seq = await self._start(run_id)
-        while True:
-            entry = InboxEntry(
-                seq=seq,
-                entry_id=entry_id,
-                type=type_name,
-                payload=payload,
-                sent=sent,
-                sender=sender,
-                kind=kind,
-            )
-            sealed = seal_entry(self._codec, entry, run_id=run_id)
-            try:
-                # a fresh token per seq: a 412 carrying it means this very PUT landed earlier
-                key = self.key(run_id, seq)
-                await self._objects.put("post message", key, sealed, token=uuid.uuid4().hex)
-            except PreconditionFailed:
-                seq += 1  # another writer took it first
-                continue
-            self._ends[run_id] = max(self._ends.get(run_id, 0), seq + 1)
-            self._wakeups.wake(run_id)
-            return entry
+        entry = new_entry(entry_id, type_name, payload, sender, kind)
+        steps = append(entry, self._ends.get(run_id))
+        entry = await drive_async(steps, partial(self._answer, run_id))
+        self._ends[run_id] = max(self._ends.get(run_id, 0), entry.seq + 1)
+        self._wakeups.wake(run_id)
+        return entry
+
+    async def _answer(self, run_id: str, step: Step) -> bool:
+        """Answer a step of the search or the append: a HEAD, or the entry's conditional PUT."""
+        if isinstance(step, Exists):
+            return await self._exists(run_id, step.seq)
+        sealed = seal_entry(self._codec, step.entry, run_id=run_id)
+        try:
+            # a fresh token per seq: a 412 carrying it means this very PUT landed earlier
+            key = self.key(run_id, step.entry.seq)
+            await self._objects.put("post message", key, sealed, token=uuid.uuid4().hex)
+        except PreconditionFailed:
+            return False  # another writer took it first
+        return True
 
     async def _exists(self, run_id: str, seq: int, operation: str = "post message") -> bool:
         return await self._objects.head(operation, self.key(run_id, seq)) is not None
 
     async def _start(self, run_id: str) -> int:
         """The first ``seq`` worth trying: never past the end, so the inbox has no gaps."""
-        hint = self._ends.get(run_id)
-        # A hint is checked against the entry before it: the inbox may have been
-        # deleted with the run and begun anew by another process since.
-        if hint is not None and (hint == 0 or await self._exists(run_id, hint - 1)):
-            return hint
-        return await self._find_end(run_id)
-
-    async def _find_end(self, run_id: str) -> int:
-        """The first ``seq`` with no entry, in O(log n) HEADs: entries have no gaps."""
-        if not await self._exists(run_id, 0):
-            return 0
-        low, high = 0, 1  # entry ``low`` exists; past ``high`` unknown
-        while await self._exists(run_id, high):
-            low, high = high, high * 2
-        while high - low > 1:  # ``low`` exists, ``high`` does not
-            middle = (low + high) // 2
-            if await self._exists(run_id, middle):
-                low = middle
-            else:
-                high = middle
-        return high
+        return await drive_async(find_start(self._ends.get(run_id)), partial(self._answer, run_id))
 
     async def _find(self, run_id: str, entry_id: str) -> InboxEntry | None:
         """The first entry holding ``entry_id``, or None."""
@@ -178,14 +154,14 @@ class InboxObjects:
         async with lock:
             known = firsts.first.get(entry_id)
             if known is None:
-                for entry in await self._read(run_id, firsts.end):
-                    firsts.add(entry)
+                for seq, entry in await self._read(run_id, firsts.end, warned=firsts.damaged):
+                    firsts.note(seq, entry)
                 known = firsts.first.get(entry_id)
             self._ends[run_id] = max(self._ends.get(run_id, 0), firsts.end)
         if known is None:
             return None
-        found = await self._read(run_id, known, known + 1)
-        if not found or found[0].entry_id != entry_id:
+        found = [e for _, e in await self._read(run_id, known, known + 1, warned=set())]
+        if not found or found[0] is None or found[0].entry_id != entry_id:
             self.forget(run_id)  # deleted and posted anew meanwhile: what we knew is stale
             return None
         return found[0]
@@ -210,36 +186,57 @@ class InboxObjects:
         return self._seen.setdefault(run_id, (anyio.Lock(), FirstSeqs()))
 
     async def read(self, run_id: str, start: int, stop: int | None = None) -> list[InboxEntry]:
-        """Entries from ``start`` on (before ``stop``), each id's first only.
-
-        Raises:
-            InboxCorruptedError: an entry at or after ``start`` is damaged (or, the
-                first time this store reads the run, one before it).
-        """
+        """Entries from ``start`` on (before ``stop``), each id's first only; damaged skipped."""
         start = max(start, 0)
         lock, firsts = self._firsts(run_id)
         async with lock:
             # the ids before ``start``, read once per store, so duplicates there are known
             if firsts.end < start:
-                for entry in await self._read(run_id, firsts.end, start):
-                    firsts.add(entry)
-            entries = await self._read(run_id, start, stop)
-            if entries and firsts.end < start:  # posted meanwhile: the ones before are there now
-                for entry in await self._read(run_id, firsts.end, start):
-                    firsts.add(entry)
-            for entry in entries:
-                firsts.add(entry)
+                for seq, entry in await self._read(
+                    run_id, firsts.end, start, warned=firsts.damaged
+                ):
+                    firsts.note(seq, entry)
+            slots = await self._read(run_id, start, stop, warned=firsts.damaged)
+            if slots and firsts.end < start:  # posted meanwhile: the ones before are there now
+                for seq, entry in await self._read(
+                    run_id, firsts.end, start, warned=firsts.damaged
+                ):
+                    firsts.note(seq, entry)
+            for seq, entry in slots:
+                firsts.note(seq, entry)
             self._ends[run_id] = max(self._ends.get(run_id, 0), firsts.end)
             self._read_to[run_id] = max(self._read_to.get(run_id, 0), firsts.end)
-            return firsts.keep(entries)
+            return firsts.keep(entry for _, entry in slots if entry is not None)
 
-    async def _read(self, run_id: str, start: int, stop: int | None = None) -> list[InboxEntry]:
-        """Entries ``start`` .. ``stop - 1``, or to the end, in batches of concurrent GETs.
+    async def check(self, run_id: str) -> InboxCheck:
+        """Open every entry of the run's inbox, naming the damaged ones."""
+        check = InboxCheck()
+        for seq, location, body in await self._stored(run_id, 0):
+            check.open(self._codec, body, run_id=run_id, seq=seq, location=location)
+        return check
 
-        To the end, batches grow 1, 2, 4 ... up to ``_BATCH``: most reads (an
-        empty inbox, a follower with nothing new) cost one GET.
+    async def _read(
+        self, run_id: str, start: int, stop: int | None = None, *, warned: set[int]
+    ) -> list[tuple[int, InboxEntry | None]]:
+        """``(seq, entry)`` for ``start`` .. ``stop - 1`` or to the end; None where damaged."""
+        return [
+            (
+                seq,
+                open_or_skip(self._codec, body, run_id=run_id, seq=seq, location=at, warned=warned),
+            )
+            for seq, at, body in await self._stored(run_id, start, stop)
+        ]
+
+    async def _stored(
+        self, run_id: str, start: int, stop: int | None = None
+    ) -> list[tuple[int, str, bytes]]:
+        """``(seq, location, body)`` of entries ``start`` .. ``stop - 1``, or to the end.
+
+        Read in batches of concurrent GETs. To the end, batches grow 1, 2, 4 ...
+        up to ``_BATCH``: most reads (an empty inbox, a follower with nothing
+        new) cost one GET.
         """
-        entries: list[InboxEntry] = []
+        found: list[tuple[int, str, bytes]] = []
         seq = start
         grow = 1
         while stop is None or seq < stop:
@@ -251,13 +248,10 @@ class InboxObjects:
             )
             for key, body in zip(keys, bodies, strict=True):
                 if body is None:  # the end
-                    return entries
-                location = self._objects.location(key)
-                entries.append(
-                    open_entry(self._codec, body, run_id=run_id, seq=seq, location=location)
-                )
+                    return found
+                found.append((seq, self._objects.location(key), body))
                 seq += 1
-        return entries
+        return found
 
 
 class InboxPoll:

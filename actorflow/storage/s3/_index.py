@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from actorflow.storage._manifests import index_run_ids, index_strays
 from actorflow.storage._records import validate_run_id
 from actorflow.storage.s3._wire import PreconditionFailed
 
 if TYPE_CHECKING:
+    from actorflow.storage._protocol import UnreadableEntry
     from actorflow.storage.s3._objects import S3Objects
 
 __all__ = ["UnfinishedKeys"]
@@ -28,6 +30,7 @@ class UnfinishedKeys:
     def __init__(self, objects: S3Objects) -> None:
         self._objects = objects
         self._root = objects.store_key(_FOLDER, "")
+        self._warned: set[str] = set()  # entries that are no run id, warned of once
 
     def _key(self, run_id: str) -> str:
         return self._root + validate_run_id(run_id)
@@ -43,10 +46,20 @@ class UnfinishedKeys:
         """Drop the run's marker, if any."""
         await self._objects.delete("unindex run", [self._key(run_id)])
 
-    async def list(self) -> list[str]:
-        """The marked run ids."""
+    async def strays(self) -> list[UnreadableEntry]:
+        """The names in the index that are no run id, for ``validate`` to name."""
+        return index_strays(await self._names(), self._location)
+
+    async def _names(self) -> list[str]:
         found = await self._objects.list_objects("list unfinished runs", self._root)
         return [o.key[len(self._root) :] for o in found]
+
+    async def list(self) -> list[str]:
+        """The marked run ids; a name that is no run id is skipped (see ``index_run_ids``)."""
+        return index_run_ids(await self._names(), self._location, self._warned)
+
+    def _location(self, name: str) -> str:
+        return self._objects.location(self._root + name)
 
     async def reset(self, unfinished: set[str]) -> int:
         """Make the markers exactly ``unfinished``; how many were added or removed."""

@@ -27,6 +27,7 @@ from actorflow.errors import (
     CorruptedDataError,
     LeaseLostError,
     LogCorruptedError,
+    LogPrunedError,
     NewerFormatError,
     StorageError,
 )
@@ -113,13 +114,18 @@ class SegmentLog:
         found = []
         for o in await self._objects.list_objects("read log", prefix):
             name = o.key[len(prefix) :]
-            if name.isdigit():
+            if name.isascii() and name.isdigit():  # "²" is a digit int() refuses
                 found.append((int(name), o.key))
         return found
 
     async def _log_start(self, run_id: str) -> int:
-        data = await self._objects.get_or_none("read log", self._objects.key(run_id, "log-start"))
-        return int(data) if data else 0
+        key = self._objects.key(run_id, "log-start")
+        data = await self._objects.get_or_none("read log", key)
+        if not data:
+            return 0
+        if not (data.isascii() and data.isdigit()):
+            raise LogCorruptedError(self._objects.location(key), "holds no log position")
+        return int(data)
 
     async def _end(
         self,
@@ -288,16 +294,12 @@ class SegmentLog:
         every other record keeps its position.
 
         Raises:
-            StorageError: records below ``start`` were pruned.
+            LogPrunedError: records below ``start`` were pruned.
             LogCorruptedError: a segment is damaged (named, with the position).
         """
         floor = await self._log_start(run_id)
         if start < floor:
-            raise StorageError(
-                "read log",
-                f"records of run {run_id!r} below position {floor} were pruned; read from "
-                f"a checkpoint's position ({start} asked)",
-            )
+            raise LogPrunedError(run_id, floor, start)
         segments = await self._segments(run_id)
         # the first segment wanted is the one before the first that starts after `start`
         later = [i for i in range(1, len(segments)) if segments[i][0] > start]

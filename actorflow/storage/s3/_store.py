@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
     from actorflow.storage._inbox import InboxEntry
+    from actorflow.storage._inbox_check import InboxCheck
     from actorflow.storage._inbox_watch import InboxWatch
     from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, UnreadableEntry
     from actorflow.storage._records import (
@@ -241,9 +242,12 @@ class S3Store(StoreContext):
         return sorted(manifests, key=lambda m: (m.created, m.run_id))
 
     async def list_unreadable(self) -> list[UnreadableEntry]:
-        """See :meth:`UnreadableLister.list_unreadable`: keys in ``runs/``, no readable run."""
+        """See :meth:`UnreadableLister.list_unreadable`: keys in ``runs/``, no readable run.
+
+        And keys in the index of unfinished runs that name no run id.
+        """
         _, unreadable = await self._manifests.read_all()
-        return unreadable
+        return unreadable + await self._unfinished.strays()
 
     async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:
         """See :meth:`Store.delete_run`; with ``tombstone`` the manifest and lease stay."""
@@ -455,6 +459,14 @@ class S3Store(StoreContext):
         """
         await self._manifests.require(run_id)
         return await self._inbox.read(run_id, start, stop)
+
+    async def check_inbox(self, run_id: str) -> InboxCheck:
+        """See :meth:`InboxChecker.check_inbox`: GETs from ``seq`` 0 until a 404.
+
+        .. versionadded:: 0.4
+        """
+        await self._manifests.require(run_id)
+        return await self._inbox.check(run_id)
 
     @contextlib.asynccontextmanager
     async def watch_inbox(self, run_id: str) -> AsyncIterator[InboxWatch]:

@@ -14,11 +14,11 @@ import anyio
 import pytest
 
 from actorflow.errors import InvalidRunIdError, RunNotFoundError
-from actorflow.storage import InboxEntry, Store, SupportsInbox
+from actorflow.storage import InboxChecker, InboxEntry, Store, SupportsInbox
 from actorflow.testing.conformance._samples import manifest
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
 __all__ = ["InboxTests"]
 
@@ -60,6 +60,18 @@ class InboxTests:
         folder, a bucket prefix); the suite closes it. ``None`` (the default,
         and right for a store whose data lives only as long as the object)
         skips the tests that need it.
+        """
+        return None
+
+    @pytest.fixture
+    def damage_inbox_entry(self) -> Callable[[Store, str, int], Awaitable[None]] | None:
+        """Override it: an async function damaging entry ``seq`` of a run's stored inbox.
+
+        Called as ``await damage(store, run_id, seq)``; it should change the
+        stored bytes as a disk error would (flip a byte of the entry's file or
+        object). ``None`` (the default) skips the tests that need it.
+
+        .. versionadded:: 0.4
         """
         return None
 
@@ -201,3 +213,25 @@ class InboxTests:
             assert (await _post(again, "m3")).seq == 3  # and where the inbox ends
         finally:
             await opened.aclose()
+
+    async def test_a_damaged_entry_is_skipped_and_the_later_ones_are_read(
+        self,
+        store: Store,
+        damage_inbox_entry: Callable[[Store, str, int], Awaitable[None]] | None,
+    ) -> None:
+        inbox = _inbox(store)
+        if damage_inbox_entry is None:
+            pytest.skip("the suite was given no `damage_inbox_entry` for this store")
+        await store.create_run(manifest())
+        posted = [await _post(inbox, f"m{i}") for i in range(3)]
+        await damage_inbox_entry(store, "run-1", 1)
+        assert await inbox.read_inbox("run-1") == [posted[0], posted[2]]
+        assert await inbox.read_inbox("run-1", 1) == [posted[2]]
+        later = await _post(inbox, "m3")
+        assert later.seq == 3  # the damaged entry's seq stays taken
+        assert await inbox.read_inbox("run-1", 2) == [posted[2], later]
+        if isinstance(store, InboxChecker):
+            check = await store.check_inbox("run-1")
+            assert check.entries == 4
+            [(location, _cause)] = check.damaged
+            assert location  # where it is, as the store names it

@@ -7,6 +7,7 @@ import pytest
 
 from actorflow.errors import (
     EncodingError,
+    LogPrunedError,
     RunNotFoundError,
 )
 from actorflow.storage import DecisionRecord, EventRecord, StepRecord, Store
@@ -70,6 +71,23 @@ class LogTests:
         assert await store.read_log("run-1", 6) == [step(i) for i in range(6, 10)]
         assert await store.append("run-1", [step(10)]) == 11
         assert (await store.read_log("run-1", 10)) == [step(10)]
+
+    async def test_reading_below_what_was_pruned_says_where_the_log_starts(
+        self, store: Store
+    ) -> None:
+        await store.create_run(manifest())
+        await store.append("run-1", [step(i) for i in range(10)])
+        dropped = await store.truncate_log_before("run-1", 6)
+        if dropped == 0:
+            assert len(await store.read_log("run-1")) == 10  # a store may keep them all
+            return
+        with pytest.raises(LogPrunedError) as info:
+            await store.read_log("run-1")
+        assert info.value.start == 0
+        assert dropped == info.value.first <= 6
+        assert await store.read_log("run-1", info.value.first) == [
+            step(i) for i in range(info.value.first, 10)
+        ]
 
     async def test_non_encodable_record_is_an_encoding_error_and_appends_nothing(
         self, store: Store

@@ -39,7 +39,9 @@ class StoreConformance(
     ``SealChecker``, ``SupportsInbox``, ``SupportsInboxWatch``,
     ``SupportsEventStream``) are tested where the store offers them, skipped
     elsewhere. Override the ``reopen`` fixture (see
-    :meth:`InboxTests.reopen`) to test that data outlives the store object.
+    :meth:`InboxTests.reopen`) to test that data outlives the store object,
+    and ``damage_inbox_entry`` (see :meth:`InboxTests.damage_inbox_entry`) to
+    test that a damaged inbox entry is skipped.
 
     Subclass it in a test module, under a name pytest collects (``TestMyStore``),
     and override the ``store`` fixture: an open, empty store for each test,

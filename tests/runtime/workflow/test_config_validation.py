@@ -225,3 +225,17 @@ def test_retention_from_env_can_let_phase_ends_go() -> None:
     )
     with pytest.raises(ConfigurationError, match="keep_phase_ends"):
         RuntimeConfig(retention=RetentionPolicy(keep_phase_ends="no"))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "value", ["keep=5,keep=3", "keep=5,keep_last=3", "max_bytes=1,max_total_bytes=2"]
+)
+def test_retention_from_env_refuses_a_key_given_twice(value: str) -> None:
+    with pytest.raises(ConfigurationError, match="ACTORFLOW_RETENTION") as info:
+        RuntimeConfig.from_env({"ACTORFLOW_RETENTION": value})
+    assert "each key once" in str(info.value)
+
+
+def test_from_env_refuses_an_unknown_log_level_by_name() -> None:
+    with pytest.raises(ConfigurationError, match="ACTORFLOW_LOG_LEVEL"):
+        RuntimeConfig.from_env({"ACTORFLOW_LOG_LEVEL": "verbose"})

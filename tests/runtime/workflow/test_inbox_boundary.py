@@ -90,14 +90,14 @@ def named(name: str) -> type[msgspec.Struct]:
 # --- 1 and 3: actorflow's names are refused; a user's signal is only ever a signal ----
 
 
-class WaitGo(Orchestrator):
+class InboxWaitGo(Orchestrator):
     async def run(self, ctx: RunContext, n: int) -> int:
         return n + (await ctx.wait_for(Go)).n
 
 
-class Parent(Orchestrator):
+class InboxParent(Orchestrator):
     async def run(self, ctx: RunContext, _: None) -> int:
-        child = await ctx.start_child(WaitGo, 38)
+        child = await ctx.start_child(InboxWaitGo, 38)
         HOOKS.child = child.run_id
         HOOKS.started.set()
         result: int = await child.result()
@@ -107,7 +107,7 @@ class Parent(Orchestrator):
 async def test_a_signal_named_like_a_childs_end_is_refused_and_never_read_as_one() -> None:
     store = MemoryStore()
     async with Runtime(store=store, config=FAST) as runtime:
-        handle = await runtime.start(Parent, None, run_id="forge")
+        handle = await runtime.start(InboxParent, None, run_id="forge")
         await HOOKS.started.wait()
         child = HOOKS.child
         forged = named(f"actorflow.child/{child}")(
@@ -147,7 +147,7 @@ async def test_signals_in_actorflows_namespace_are_refused_before_anything_is_st
 ) -> None:
     store = MemoryStore()
     async with Runtime(store=store, config=FAST) as runtime:
-        handle = await runtime.start(WaitGo, 1, run_id="names")
+        handle = await runtime.start(InboxWaitGo, 1, run_id="names")
         message: object = named(type_name)(child="", status="", result=b"")
         if type_name == "Go":
             message = Go(1)
@@ -160,7 +160,7 @@ async def test_signals_in_actorflows_namespace_are_refused_before_anything_is_st
         assert await handle.result() == 3
 
 
-class Counter(Orchestrator):
+class InboxCounter(Orchestrator):
     total: int
 
     @update
@@ -177,7 +177,7 @@ class Counter(Orchestrator):
 async def test_after_a_refused_forgery_cancel_and_updates_still_reach_the_run() -> None:
     store = MemoryStore()
     async with Runtime(store=store, config=FAST) as runtime:
-        handle = await runtime.start(Counter, None, run_id="c")
+        handle = await runtime.start(InboxCounter, None, run_id="c")
         for forged in ("actorflow.cancel", "reply:u1", "update:u1"):
             with pytest.raises(ReservedInboxNameError):
                 await runtime.signal("c", Done(), id=forged)
@@ -196,13 +196,13 @@ VALIDATED: list[str] = []
 ALLOW = [False]
 
 
-def allowed(self: Gate, message: Add) -> None:
+def allowed(self: InboxGate, message: Add) -> None:
     VALIDATED.append(message.item)
     if not ALLOW[0]:
         raise ValueError("the gate is closed")
 
 
-class Gate(Orchestrator):
+class InboxGate(Orchestrator):
     items: list[str]
 
     @update(validator=allowed)
@@ -226,7 +226,7 @@ class Gate(Orchestrator):
 async def test_a_rejected_update_is_never_validated_or_run_on_a_later_attempt() -> None:
     store = MemoryStore()
     async with Runtime(store=store, config=FAST) as runtime:
-        handle = await runtime.start(Gate, None, run_id="gate")
+        handle = await runtime.start(InboxGate, None, run_id="gate")
         with pytest.raises(UpdateRejectedError, match="the gate is closed"):
             await runtime.update("gate", Add("late"), update_id="late")
         await runtime.signal("gate", Done())
@@ -274,7 +274,7 @@ class CountingStore(MemoryStore):
         return await super().post(run_id, **kwargs)
 
 
-class Tally(Orchestrator):
+class InboxTally(Orchestrator):
     total: int
 
     @update
@@ -294,7 +294,7 @@ async def test_resuming_after_many_updates_reads_each_entry_a_bounded_number_of_
 ) -> None:
     store = CountingStore()
     async with Runtime(store=store, config=FAST) as runtime:
-        handle = await runtime.start(Tally, None, run_id="tally")
+        handle = await runtime.start(InboxTally, None, run_id="tally")
         for i in range(updates):
             assert await runtime.update("tally", Go(1), update_id=f"u{i}") == i + 1
         await runtime.signal("tally", Done())
@@ -315,7 +315,7 @@ class Big(msgspec.Struct, frozen=True):
     data: bytes
 
 
-class Hoard(Orchestrator):
+class InboxHoard(Orchestrator):
     async def run(self, ctx: RunContext, count: int) -> list[tuple[int, int]]:
         await ctx.wait_for(Go)  # every Big is in the inbox by now, untaken
         HOOKS.started.set()
@@ -331,7 +331,7 @@ async def test_a_live_run_keeps_only_a_bounded_share_of_untaken_payloads_in_memo
     count = 6
     store = FileStore(tmp_path / "store")
     async with Runtime(store=store, config=FAST) as runtime:
-        handle = await runtime.start(Hoard, count, run_id="hoard")
+        handle = await runtime.start(InboxHoard, count, run_id="hoard")
         gc.collect()
         tracemalloc.start()
         try:
@@ -355,7 +355,7 @@ async def test_a_live_run_keeps_only_a_bounded_share_of_untaken_payloads_in_memo
 async def test_retrying_a_delivered_signal_or_answered_update_after_the_end_succeeds() -> None:
     store = MemoryStore()
     async with Runtime(store=store, config=FAST) as runtime:
-        handle = await runtime.start(Counter, None, run_id="ended")
+        handle = await runtime.start(InboxCounter, None, run_id="ended")
         assert await runtime.update("ended", Go(3), update_id="three") == 3
         first = await runtime.signal("ended", Done(), id="done-1")
         assert await handle.result() == 3
@@ -377,7 +377,7 @@ async def test_a_signal_or_update_over_the_size_limit_is_refused_and_nothing_is_
     store = MemoryStore()
     config = RuntimeConfig(signal_poll_interval=0.01, max_signal_size=1000)
     async with Runtime(store=store, config=config) as runtime:
-        handle = await runtime.start(Counter, None, run_id="sized")
+        handle = await runtime.start(InboxCounter, None, run_id="sized")
         with pytest.raises(SignalTooLargeError, match="max_signal_size") as info:
             await runtime.signal("sized", Big(1, b"x" * 2000))
         assert (info.value.limit, info.value.size > 2000) == (1000, True)
@@ -401,7 +401,7 @@ def test_the_size_limit_is_configurable_from_the_environment() -> None:
 async def test_entries_posted_before_kinds_existed_are_read_as_they_were() -> None:
     store = MemoryStore()
     async with Runtime(store=store, config=FAST) as runtime:
-        handle = await runtime.start(WaitGo, 1, run_id="old")
+        handle = await runtime.start(InboxWaitGo, 1, run_id="old")
         # as 0.3 posted a cancel request: no kind, its type and id say what it is
         await post_message(
             store,
@@ -413,3 +413,21 @@ async def test_entries_posted_before_kinds_existed_are_read_as_they_were() -> No
         with pytest.raises(Exception, match=r"cancel|from 0\.3"):
             await handle.result()
     assert (await store.read_run("old")).status is RunStatus.CANCELLED
+
+
+async def test_a_query_shows_each_untaken_entrys_kind_and_leaves_update_replies_out() -> None:
+    store = MemoryStore()
+    async with Runtime(store=store, config=FAST) as runtime:
+        handle = await runtime.start(InboxCounter, None, run_id="q")
+        assert await runtime.update("q", Go(2), update_id="two") == 2
+        await runtime.signal("q", Go(9), id="left")  # nobody waits for a Go
+        await post_message(  # as 0.3 posted a cancel request, unread yet
+            store, "q", entry_id="actorflow.cancel", type="actorflow.cancel", payload=b"\x80"
+        )
+        query = await runtime.query("q")
+        assert [(e.kind, e.entry_id) for e in query.inbox] == [
+            ("signal", "left"),
+            ("cancel", "actorflow.cancel"),
+        ]
+        with pytest.raises(Exception, match="cancel"):
+            await handle.result()

@@ -11,10 +11,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
+from structlog.testing import capture_logs
 
-from actorflow.errors import InboxCorruptedError, StorageError
+from actorflow.errors import StorageError
 from actorflow.storage import Codec, FileStore, InboxEntry, RunManifest
 from actorflow.storage._inbox import id_key
+from actorflow.storage.file import OSFileSystem
+from actorflow.storage.file._inbox import ENTRY_SUFFIX
 from tests.storage.file.simfs import SimFS
 
 if TYPE_CHECKING:
@@ -65,26 +68,55 @@ async def test_a_retry_finishes_a_post_whose_poster_died_after_claiming_its_id(
     assert [e.entry_id for e in await store.read_inbox(RUN)] == ["before", "lost"]
 
 
-async def test_a_damaged_entry_is_named_and_never_read(store: FileStore, tmp_path: Path) -> None:
-    for name in ("a", "b", "c"):
-        await post(store, name)
+async def test_a_damaged_entry_is_skipped_with_a_warning_and_named_by_check_inbox(
+    store: FileStore, tmp_path: Path
+) -> None:
+    posted = [await post(store, name) for name in ("a", "b", "c")]
     path = entry_file(tmp_path, 1)
     data = bytearray(path.read_bytes())
     data[-1] ^= 0xFF
     path.write_bytes(bytes(data))
-    with pytest.raises(InboxCorruptedError) as info:
-        await store.read_inbox(RUN)
-    assert info.value.location == str(path)
-    assert "restore the file" in str(info.value)
-    with pytest.raises(InboxCorruptedError):
-        await store.read_inbox(RUN, 2)  # the ids before 2 are read too, to drop duplicates
+    with capture_logs() as logs:
+        assert await store.read_inbox(RUN) == [posted[0], posted[2]]
+        assert await store.read_inbox(RUN, 1) == [posted[2]]
+        assert await store.read_inbox(RUN, 2) == [posted[2]]
+    [warning] = [e for e in logs if e["event"] == "inbox_entry_damaged"]  # once per store
+    assert (warning["seq"], warning["location"]) == (1, str(path))
+    check = await store.check_inbox(RUN)
+    assert check.entries == 3
+    [(location, cause)] = check.damaged
+    assert location == str(path)
+    assert "checksum" in cause
+    async with FileStore(tmp_path, codec=store.codec) as fresh:  # from 2: ids before are read
+        with capture_logs():
+            assert await fresh.read_inbox(RUN, 2) == [posted[2]]
 
 
-async def test_an_entry_moved_to_another_seq_is_refused(store: FileStore, tmp_path: Path) -> None:
-    await post(store, "a")
+async def test_an_entry_moved_to_another_seq_is_skipped_and_named(
+    store: FileStore, tmp_path: Path
+) -> None:
+    first = await post(store, "a")
     entry_file(tmp_path, 1).hardlink_to(entry_file(tmp_path, 0))
-    with pytest.raises(InboxCorruptedError, match="holds entry 0, not 1"):
-        await store.read_inbox(RUN)
+    with capture_logs():
+        assert await store.read_inbox(RUN) == [first]
+    later = await post(store, "b")
+    assert later.seq == 2
+    with capture_logs():
+        assert await store.read_inbox(RUN) == [first, later]
+    [(_, cause)] = (await store.check_inbox(RUN)).damaged
+    assert cause == "holds entry 0, not 1"
+
+
+async def test_a_retry_of_an_id_skips_a_damaged_entry_while_it_looks_for_its_own(
+    store: FileStore, tmp_path: Path
+) -> None:
+    await post(store, "a")
+    first = await post(store, "b")
+    path = entry_file(tmp_path, 0)
+    path.write_bytes(path.read_bytes()[:10])
+    async with FileStore(tmp_path, codec=store.codec) as other:  # knows no ids yet
+        with capture_logs():
+            assert await post(other, "b") == first
 
 
 async def test_a_run_without_an_inbox_folder_reads_empty_and_gets_one_on_its_first_post(
@@ -146,3 +178,29 @@ async def test_a_post_that_returned_survives_power_loss_at_every_call() -> None:
             for entry_id in IDS:  # the sender retries all: each ends up there once
                 await post(store, entry_id)
             assert [e.entry_id for e in await store.read_inbox(RUN)] == list(IDS), crash_at
+
+
+class CountingFS(OSFileSystem):
+    """The operating system's files, counting the inbox entries read."""
+
+    entries_read = 0
+
+    def read(self, path: str) -> bytes:
+        if path.endswith(ENTRY_SUFFIX):
+            CountingFS.entries_read += 1
+        return super().read(path)
+
+
+async def test_posting_again_an_id_the_store_has_read_reads_one_entry_not_the_inbox(
+    tmp_path: Path,
+) -> None:
+    store = FileStore(tmp_path / "store", fs=CountingFS())
+    await store.create_run(manifest())
+    for n in range(40):
+        await post(store, f"m{n}")
+    assert len(await store.read_inbox(RUN)) == 40
+    CountingFS.entries_read = 0
+    for n in range(40):  # as a recovery re-posts what it posted before
+        again = await post(store, f"m{n}")
+        assert (again.seq, again.entry_id) == (n, f"m{n}")
+    assert CountingFS.entries_read == 40  # one each; a scan from the start read 820

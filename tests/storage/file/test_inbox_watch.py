@@ -108,7 +108,7 @@ async def test_leaving_closes_the_descriptors_and_removes_the_fifo(
     before = open_fds()
     async with store.watch_inbox(RUN):
         assert stat.S_ISFIFO(wake_path(tmp_path).lstat().st_mode)
-        assert len(open_fds() - before) == 2  # its read end and its own write end
+        assert len(open_fds() - before) == 1  # open for reading and writing: one descriptor
     assert open_fds() <= before
     assert not wake_path(tmp_path).exists()
     assert [n for n in os.listdir(wake_path(tmp_path).parent) if n.startswith(".")] == []

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 import actorflow.storage
-from actorflow.errors import RunLockedError, StorageError
+from actorflow.errors import LogPrunedError, RunLockedError, StorageError
 from actorflow.storage import Codec, EventRecord, FileStore, RunManifest, RunStatus, Snapshot
 
 if TYPE_CHECKING:
@@ -66,8 +66,9 @@ async def test_log_rolls_over_segments_and_prunes_whole_ones(tmp_path: Path) -> 
     dropped = await store.truncate_log_before("r1", 10)
     assert 0 < dropped <= 10
     assert await store.read_log("r1", 10) == [rec(i) for i in range(10, 20)]
-    with pytest.raises(StorageError, match="were pruned"):
+    with pytest.raises(LogPrunedError, match="were pruned") as info:
         await store.read_log("r1", 0)
+    assert (info.value.first, info.value.start) == (dropped, 0)
     assert await store.log_length("r1") == 20
     await store.aclose()
 

@@ -11,8 +11,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from structlog.testing import capture_logs
 
-from actorflow.errors import InboxCorruptedError
 from actorflow.storage._inbox import InboxEntry, id_key, seal_entry
 from actorflow.storage._records import RunManifest
 from tests.storage.factories_s3 import open_s3_store, sibling
@@ -96,11 +96,11 @@ async def test_an_id_stored_twice_reads_once_from_any_start(server: S3Server) ->
         await reader.aclose()
 
 
-async def test_a_damaged_entry_is_refused_and_found_by_check_sealed(server: S3Server) -> None:
+async def test_a_damaged_entry_is_skipped_and_found_by_the_checks(server: S3Server) -> None:
     store = open_s3_store(server)
     try:
         await store.create_run(manifest())
-        await _post(store, "m0")
+        first = await _post(store, "m0")
         await _post(store, "m1")
         assert (await store.check_sealed("run-1")).other == 3  # the manifest and two entries
         key = _key(store, "inbox", f"{1:020d}")
@@ -108,9 +108,19 @@ async def test_a_damaged_entry_is_refused_and_found_by_check_sealed(server: S3Se
         body = bytearray(client.get_object(Bucket=server.bucket, Key=key)["Body"].read())
         body[-1] ^= 0xFF
         client.put_object(Bucket=server.bucket, Key=key, Body=bytes(body))
-        with pytest.raises(InboxCorruptedError):
-            await store.read_inbox("run-1")
+        with capture_logs() as logs:
+            assert await store.read_inbox("run-1") == [first]
+            later = await _post(store, "m2")
+            assert later.seq == 2
+            assert await store.read_inbox("run-1", 1) == [later]
+        [warning] = [e for e in logs if e["event"] == "inbox_entry_damaged"]
+        assert warning["location"] == f"s3://{server.bucket}/{key}"
         check = await store.check_sealed("run-1")
         assert check.problems == [(f"s3://{server.bucket}/{key}", "sha256 checksum mismatch")]
+        inbox = await store.check_inbox("run-1")
+        assert (inbox.entries, inbox.damaged) == (
+            3,
+            [(f"s3://{server.bucket}/{key}", "sha256 checksum mismatch")],
+        )
     finally:
         await store.aclose()

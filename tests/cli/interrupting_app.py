@@ -1,0 +1,3 @@
+"""A module whose import raises ``KeyboardInterrupt`` (an ``input()`` at import, say)."""
+
+raise KeyboardInterrupt

@@ -1,0 +1,57 @@
+"""What another hand may leave under an S3 store's prefix (issue 23), on a real server."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+from structlog.testing import capture_logs
+
+from actorflow.errors import LogCorruptedError
+from actorflow.storage._records import EventRecord, RunManifest
+from tests.storage.factories_s3 import open_s3_store
+
+if TYPE_CHECKING:
+    from tests.storage.s3_servers import S3Server
+
+
+async def test_a_key_in_the_index_that_is_no_run_id_is_skipped_and_reported(
+    seaweed_server: S3Server,
+) -> None:
+    store = open_s3_store(seaweed_server)
+    try:
+        await store.create_run(RunManifest(run_id="r1", workflow="w", input=b"", input_hash=""))
+        stray = store._objects.store_key("unfinished", "bad name")
+        nested = store._objects.store_key("unfinished", "a", "b")
+        client = seaweed_server.client()
+        for key in (stray, nested):
+            client.put_object(Bucket=seaweed_server.bucket, Key=key, Body=b"")
+        with capture_logs() as logs:
+            assert await store.list_unfinished() == ["r1"]
+            assert await store.list_unfinished(unowned=True) == ["r1"]
+            assert await store.reindex() == 0
+        warned = {e["location"] for e in logs if e["event"] == "index_entry_invalid"}
+        locations = {store._objects.location(k) for k in (stray, nested)}
+        assert warned == locations
+        assert {e.location for e in await store.list_unreadable()} == locations
+    finally:
+        await store.aclose()
+
+
+async def test_a_log_key_that_is_no_position_is_not_a_segment_and_a_bad_start_is_named(
+    seaweed_server: S3Server,
+) -> None:
+    store = open_s3_store(seaweed_server)
+    try:
+        await store.create_run(RunManifest(run_id="r1", workflow="w", input=b"", input_hash=""))
+        await store.append("r1", [EventRecord(kind="e", data=b"x")])
+        wire = store._objects.wire
+        stray = store._objects.key("r1", "log", "²")  # a digit to isdigit(), not to int()
+        await wire.call("test", "put_object", Key=stray, Body=b"")
+        assert await store.read_log("r1") == [EventRecord(kind="e", data=b"x")]
+        start = store._objects.key("r1", "log-start")
+        await wire.call("test", "put_object", Key=start, Body=b"x1")
+        with pytest.raises(LogCorruptedError, match="holds no log position"):
+            await store.read_log("r1")
+    finally:
+        await store.aclose()
