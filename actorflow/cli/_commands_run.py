@@ -33,7 +33,7 @@ from actorflow.cli._app import (
 from actorflow.cli._loading import with_app
 from actorflow.cli._program import suggest
 from actorflow.cli._render import display, err, esc, out, print_json, print_outcome, print_outcomes
-from actorflow.runtime import lookup
+from actorflow.runtime.registry import lookup
 
 if TYPE_CHECKING:
     from actorflow.cli._driving import RunOutcome
