@@ -16,6 +16,8 @@ from typing import Any
 MODULES = (
     "actorflow",
     "actorflow.runtime",
+    "actorflow.runtime.cluster",
+    "actorflow.runtime.registry",
     "actorflow.agents",
     "actorflow.storage",
     "actorflow.testing",
@@ -27,9 +29,9 @@ INTRO = """\
 # API reference
 
 Generated from the docstrings by `python docs/_gen_api.py`; every name in a
-public module's `__all__` is here. Names re-exported by `actorflow` itself are
-described once, under the module that defines them. See [concepts](concepts.md)
-for how the pieces fit.
+public module's `__all__` is here. A name listed by more than one module
+(`actorflow` itself re-exports many) is described once, under the first.
+See [concepts](concepts.md) for how the pieces fit.
 """
 
 
@@ -100,7 +102,7 @@ def _entry(module: str, name: str, obj: Any) -> list[str]:
 
 
 def _home(name: str, obj: Any) -> str | None:
-    """The public module other than ``actorflow`` that lists ``obj`` as ``name``."""
+    """The first public module other than ``actorflow`` that lists ``obj`` as ``name``."""
     for module_name in MODULES[1:]:
         try:
             module = importlib.import_module(module_name)
@@ -122,7 +124,8 @@ def render() -> str:
         shortcuts = []
         for name in sorted(getattr(module, "__all__", [])):
             obj = getattr(module, name)
-            home = _home(name, obj) if module_name == "actorflow" else None
+            home = _home(name, obj)  # an earlier public module that lists it describes it
+            home = None if home == module_name else home
             if inspect.ismodule(obj):
                 shortcuts.append(f"- `{name}`: the module `{obj.__name__}`")
             elif home is not None:

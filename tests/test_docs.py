@@ -21,6 +21,8 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 PUBLIC = (
     "actorflow",
     "actorflow.runtime",
+    "actorflow.runtime.cluster",
+    "actorflow.runtime.registry",
     "actorflow.agents",
     "actorflow.storage",
     "actorflow.errors",

@@ -133,3 +133,16 @@ def test_the_actor_kernel_never_imports_the_workflow_engine() -> None:
         if _in(target, ENGINE) or target == "actorflow.runtime"
     ]
     assert not wrong, "the kernel imports the engine:\n" + "\n".join(wrong)
+
+
+def test_the_command_line_reaches_the_demo_only_through_the_demo_command() -> None:
+    demo, entry = "actorflow._demo", "actorflow.cli._commands_demo"
+    wrong = [
+        f"{module} -> {target}"
+        for module, targets in sorted(_graph().items())
+        if _in(module, "actorflow.cli") and module != entry
+        for target in sorted(targets)
+        if _in(target, demo)
+    ]
+    assert not wrong, "CLI modules import the demo:\n" + "\n".join(wrong)
+    assert demo in _graph()[entry]

@@ -15,8 +15,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from actorflow._demo._analysis import default_root
-from actorflow._demo._progress import live_progress, watch_progress
 from actorflow._demo._workflow import ReviewInput, ReviewSummary, ReviewTeam
+from actorflow.cli._progress import live_progress, watch_progress
 from actorflow.errors import ConfigurationError
 from actorflow.runtime import Runtime
 

@@ -21,8 +21,8 @@ import msgspec
 
 from actorflow._demo import _analysis as analysis
 from actorflow._demo._analysis import AreaScore, FileReport
-from actorflow._demo._progress import progress
 from actorflow.agents import Evaluator, Orchestrator, Specialist, phase
+from actorflow.cli._progress import progress
 from actorflow.runtime import Request, RunContext, handler, report
 
 # Files that a test can read to see which files really were analysed, and when.
@@ -236,7 +236,7 @@ class ReviewTeam(Orchestrator):
     @phase
     async def analyse(self, ctx: RunContext, job: ReviewInput, plan: Plan) -> list[FileReport]:
         display = progress()
-        display.phase("analyse", total=plan.files)
+        display.phase("analyse", total=plan.files, unit="files")
         team = [await ctx.spawn(Reviewer, name=f"reviewer-{i}") for i in range(job.reviewers)]
         reports: list[FileReport] = []
         # One round gives every reviewer a batch or two; steps are issued in a fixed
@@ -252,7 +252,7 @@ class ReviewTeam(Orchestrator):
             )
             for result in done:
                 reports.extend(result.reports)
-                display.files_done(len(result.reports))
+                display.advance(len(result.reports))
         return reports
 
     @phase
@@ -262,7 +262,7 @@ class ReviewTeam(Orchestrator):
         by_area: dict[str, list[FileReport]] = {}
         for r in reports:
             by_area.setdefault(r.area, []).append(r)
-        progress().phase("evaluate", total=len(by_area))
+        progress().phase("evaluate", total=len(by_area), unit="areas")
         evaluator = await ctx.spawn(AreaEvaluator, name="evaluator")
         scores: list[AreaScore] = await ctx.gather(
             *(ctx.ask(evaluator, ScoreArea(area, rs)) for area, rs in by_area.items())
@@ -280,7 +280,7 @@ class ReviewTeam(Orchestrator):
         )
         if not low:
             return scores
-        progress().phase("re-review", total=len(low))
+        progress().phase("re-review", total=len(low), unit="areas")
         strict = await ctx.spawn(StrictReviewer, name="strict-reviewer")
         final = {s.area: s for s in scores}
         for score in low:

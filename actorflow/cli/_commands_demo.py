@@ -1,4 +1,11 @@
-"""``actorflow demo``: the code-review demo, run with live progress on a new store."""
+"""``actorflow demo``: the code-review demo, run with live progress on a new store.
+
+The command line reaches the demo (``actorflow._demo``) only from here. Besides
+the command, this module plugs the demo into the commands that run any
+workflow: its classes are registered for each of them, with or without
+``--app`` (so ``recover`` finishes a killed demo), and its result prints as
+the review's summary table.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +16,36 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from actorflow.cli._app import DebugOpt, JsonOpt, StoreOpt, command, reader_store, run_command
+from actorflow.cli._loading import add_default_app
 from actorflow.cli._program import suggest
-from actorflow.cli._render import display, err, esc, out, print_json
+from actorflow.cli._render import add_result_view, display, err, esc, out, print_json
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 __all__: list[str] = []
+
+
+def _load_demo() -> None:
+    """Register the demo's workflow and agent classes."""
+    # Imported here: the demo's classes load only when a command runs workflows.
+    import actorflow._demo  # noqa: F401
+
+
+def _show_review(result: object) -> bool:
+    """Print ``result`` as the review's summary table if it is one."""
+    # Imported here, as the demo is loaded by then: the commands printing results loaded it.
+    from actorflow._demo import ReviewSummary, summary_table
+
+    if not isinstance(result, ReviewSummary):
+        return False
+    out().print(summary_table(result))
+    out().print(f"  report: {esc(result.report_path)}")
+    return True
+
+
+add_default_app(_load_demo)
+add_result_view(_show_review)
 
 
 @command("demo")

@@ -33,7 +33,7 @@ from actorflow.cli._app import (
 from actorflow.cli._loading import with_app
 from actorflow.cli._program import suggest
 from actorflow.cli._render import display, err, esc, out, print_json, print_outcome, print_outcomes
-from actorflow.runtime import lookup
+from actorflow.runtime.registry import lookup
 
 if TYPE_CHECKING:
     from actorflow.cli._driving import RunOutcome
@@ -179,7 +179,7 @@ def recover_command(
 ) -> None:
     """Resume orphaned runs (running or interrupted, no live owner) and finish them, and
     paused runs whose wait can now resolve (a signal they wait for came, or their deadline)."""
-    # Imported here: it loads the demo's progress display, needed only when a run is driven.
+    # Imported here: the driving code is needed only when a run is driven.
     from actorflow.cli._driving import outcomes_exit, recover_runs
 
     outcomes = with_app(

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from actorflow._demo import live_progress, watch_progress
 from actorflow.cli._inspect import resolve_checkpoint
 from actorflow.cli._loading import require_keys
+from actorflow.cli._progress import live_progress, watch_progress
 from actorflow.errors import CorruptedDataError, RecoveryFailedError, RunFailedError, RunPaused
 from actorflow.runtime.workflow._query import query_run
 from actorflow.storage import RunStatus
@@ -192,8 +192,7 @@ async def recover_runs(
 ) -> list[RunOutcome]:
     """Recover orphaned runs (or ``run_id``); one outcome per run it tried, by run id.
 
-    The progress display (the demo's, which any workflow's checkpoints also
-    advance) goes to ``console``.
+    The progress display goes to ``console``.
     """
     async with runtime:
         if run_id is not None:

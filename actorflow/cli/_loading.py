@@ -23,9 +23,28 @@ from actorflow.storage import Codec, FileStore, Store, UnreadableLister, open_st
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
-__all__ = ["check_writable", "load_app", "require_keys", "with_app", "with_store"]
+__all__ = [
+    "add_default_app",
+    "check_writable",
+    "load_app",
+    "require_keys",
+    "with_app",
+    "with_store",
+]
 
 T = TypeVar("T")
+
+_default_apps: list[Callable[[], object]] = []
+
+
+def add_default_app(load: Callable[[], object]) -> None:
+    """Have :func:`load_app` call ``load`` first, with or without ``--app``.
+
+    ``load`` imports a module of workflows, which registers its workflow and
+    agent classes, so that every command finds them without ``--app``. The
+    ``demo`` command adds the demo's: ``recover`` finishes a killed demo.
+    """
+    _default_apps.append(load)
 
 
 def _require_folder(path: str, *, create: bool) -> None:
@@ -104,14 +123,14 @@ def load_app(spec: str | None, store: str | None) -> Runtime:
 
     ``attr`` is a ``Runtime`` or a function returning one; a function that
     takes a ``store`` parameter gets ``store``.
-    Importing the module registers its workflow and agent classes.
+    Importing the module registers its workflow and agent classes; those of
+    the default apps (:func:`add_default_app`) are registered either way.
 
     Raises:
         ConfigurationError: ``spec`` is malformed, or does not name a Runtime.
     """
-    # The demo's classes are always registered, so `recover` without --app finishes a killed demo.
-    import actorflow._demo  # noqa: F401
-
+    for load in _default_apps:
+        load()
     if spec is None:
         return Runtime(store=store)
     target = _import_target(spec)

@@ -17,7 +17,7 @@ import msgspec
 
 from actorflow.cli._app import BadValueError
 from actorflow.errors import RegistryError
-from actorflow.runtime import class_name, lookup
+from actorflow.runtime.registry import class_name, lookup
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -32,10 +32,13 @@ from actorflow.storage import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from actorflow.cli._runs import ListedRun, SealedRun
     from actorflow.storage import LogRecord
 
 __all__ = [
+    "add_result_view",
     "display",
     "err",
     "esc",
@@ -410,14 +413,23 @@ def _restored(o: Any) -> str:
     return ""
 
 
-def print_result(result: Any) -> None:
-    """A run's result: the demo's summary table, anything else as JSON."""
-    # Imported here: only commands that ran a workflow print results, and they loaded the demo.
-    from actorflow._demo import ReviewSummary, summary_table
+_result_views: list[Callable[[Any], bool]] = []
 
-    if isinstance(result, ReviewSummary):
-        out().print(summary_table(result))
-        out().print(f"  report: {esc(result.report_path)}")
-    elif result is not None:
+
+def add_result_view(view: Callable[[Any], bool]) -> None:
+    """Have :func:`print_result` offer a run's result to ``view`` first.
+
+    ``view`` prints a result it knows how to show and returns True, else
+    returns False without printing (the ``demo`` command adds the review's
+    summary table).
+    """
+    _result_views.append(view)
+
+
+def print_result(result: Any) -> None:
+    """A run's result: as a view added for it shows it (:func:`add_result_view`), else JSON."""
+    if any(view(result) for view in _result_views):
+        return
+    if result is not None:
         # raw, never folded at the terminal's width: a script parses this line
         sys.stdout.write(json.dumps(_inspect.plain(result), default=str) + "\n")

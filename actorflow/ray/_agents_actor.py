@@ -22,15 +22,9 @@ from ray.exceptions import RayError
 from actorflow._text import describe
 from actorflow.errors import ActorStoppedError, ClassNotShippedError, RegistryError
 from actorflow.ray._spec import CallReply, CallRequest, encode, import_all
-from actorflow.runtime import ActorRef, RemoteStep
-from actorflow.runtime.actors import (
-    Actor,
-    ActorScope,
-    ActorSystem,
-    class_name,
-    lookup,
-    state_type,
-)
+from actorflow.runtime.actors import Actor, ActorRef, ActorScope, ActorSystem, state_type
+from actorflow.runtime.cluster import RemoteStep
+from actorflow.runtime.registry import class_name, lookup
 from actorflow.storage import decode_value
 
 __all__ = ["PlacedAgents", "rss"]

@@ -32,8 +32,8 @@ from actorflow.runtime import AdoptionPolicy
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from actorflow.runtime import AgentPlacer, ClusterRuntime
     from actorflow.runtime.actors import Actor
+    from actorflow.runtime.cluster import AgentPlacer, ClusterRuntime
 
 __all__ = ["RayCluster"]
 

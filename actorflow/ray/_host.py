@@ -27,12 +27,12 @@ from actorflow.ray._placed import RayPlacer
 from actorflow.ray._placement import placement_of
 from actorflow.ray._spec import HostInfo, HostSpec, decode_config, encode, import_all
 from actorflow.runtime import Runtime
-from actorflow.runtime.actors import lookup
+from actorflow.runtime.registry import lookup
 from actorflow.storage import RunIndex, open_store
 
 if TYPE_CHECKING:
-    from actorflow.runtime import AgentPlacer, ClusterRuntime
     from actorflow.runtime.actors import Actor
+    from actorflow.runtime.cluster import AgentPlacer, ClusterRuntime
 
 __all__ = ["Host", "HostCluster"]
 

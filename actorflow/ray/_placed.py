@@ -45,15 +45,10 @@ from actorflow.ray._agents_actor import PlacedAgents
 from actorflow.ray._bridge import on_done, wait_ref
 from actorflow.ray._placement import Placement, placement_of
 from actorflow.ray._spec import CallReply, CallRequest, encode
-from actorflow.runtime import ActorRef, RemoteStep
-from actorflow.runtime.actors import (
-    Actor,
-    MailboxStatistics,
-    class_name,
-    handler_for,
-    module_of,
-    register,
-)
+from actorflow.runtime import ActorRef
+from actorflow.runtime.actors import Actor, MailboxStatistics, handler_for
+from actorflow.runtime.cluster import RemoteStep
+from actorflow.runtime.registry import class_name, module_of, register
 from actorflow.storage import decode_value
 
 if TYPE_CHECKING:

@@ -1,4 +1,10 @@
-"""The actor runtime: actors, refs, mailboxes, supervision, runs and recovery."""
+"""The actor runtime: actors, refs, mailboxes, supervision, runs and recovery.
+
+What users call is here. Implementers of a cluster engine find its interface
+in :mod:`actorflow.runtime.cluster`, and tools that resolve stored class
+names the class registry in :mod:`actorflow.runtime.registry`; those names
+stay importable from here too.
+"""
 
 from __future__ import annotations
 
@@ -9,21 +15,21 @@ from actorflow.runtime.actors import (
     MailboxStatistics,
     Request,
     SupervisorPolicy,
-    class_name,
     current_message_meta,
     handler,
-    lookup,
-    register,
     state_type,
 )
+
+# For implementers, still importable from here (they were before): their own modules list them.
+from actorflow.runtime.cluster import AgentPlacer as AgentPlacer
+from actorflow.runtime.cluster import Cluster as Cluster
+from actorflow.runtime.cluster import ClusterRuntime as ClusterRuntime
+from actorflow.runtime.cluster import RemoteStep as RemoteStep
+from actorflow.runtime.registry import class_name as class_name
+from actorflow.runtime.registry import lookup as lookup
+from actorflow.runtime.registry import register
 from actorflow.runtime.workflow._adoption import AdoptionPolicy
 from actorflow.runtime.workflow._children import ChildRun
-from actorflow.runtime.workflow._cluster import (
-    AgentPlacer,
-    Cluster,
-    ClusterRuntime,
-    RemoteStep,
-)
 from actorflow.runtime.workflow._config import (
     CheckpointTriggers,
     Durability,
@@ -65,12 +71,9 @@ __all__ = [
     "ActorRef",
     "ActorScope",
     "AdoptionPolicy",
-    "AgentPlacer",
     "CheckpointSaved",
     "CheckpointTriggers",
     "ChildRun",
-    "Cluster",
-    "ClusterRuntime",
     "DecisionMade",
     "Durability",
     "EmitRecorded",
@@ -82,7 +85,6 @@ __all__ = [
     "PendingWait",
     "PhaseEnded",
     "Recorded",
-    "RemoteStep",
     "Request",
     "RunContext",
     "RunEnded",
@@ -97,12 +99,10 @@ __all__ = [
     "StepInfo",
     "SupervisorPolicy",
     "WatchEvent",
-    "class_name",
     "current_message_meta",
     "current_step",
     "handler",
     "load_progress",
-    "lookup",
     "parse_duration",
     "phase_of",
     "register",

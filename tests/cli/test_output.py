@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from typer.testing import CliRunner, Result
 
-from actorflow._demo import live_progress
 from actorflow.cli import EXIT_CODES, app
+from actorflow.cli._progress import live_progress
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -7,8 +7,8 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from actorflow._demo import _analysis as analysis
-from actorflow._demo._progress import ProgressSink, use_progress
 from actorflow._demo._workflow import ReviewInput, ReviewSummary, ReviewTeam, summarise
+from actorflow.cli._progress import ProgressSink, use_progress
 from actorflow.runtime import Runtime
 from actorflow.storage import DecisionRecord, FileStore, MemoryStore
 
@@ -48,13 +48,16 @@ class Recorder(ProgressSink):
 
     def __init__(self) -> None:
         self.phases: list[str] = []
+        self.units: dict[str, str] = {}
         self.files = 0
 
-    def phase(self, name: str, total: int | None = None) -> None:
+    def phase(self, name: str, total: int | None = None, unit: str = "") -> None:
         self.phases.append(name)
+        self.units[name] = unit
 
-    def files_done(self, count: int) -> None:
-        self.files += count
+    def advance(self, count: int = 1) -> None:
+        if self.phases[-1] == "analyse":
+            self.files += count
 
 
 def expected_summary(job: ReviewInput) -> ReviewSummary:
@@ -88,6 +91,8 @@ async def test_the_review_matches_the_pure_analysis_and_writes_its_report(tmp_pa
     assert sink.phases[:3] == ["discover", "analyse", "evaluate"]
     assert sink.phases[-1] == "report"
     assert sink.files == 7
+    assert sink.units["analyse"] == "files"
+    assert sink.units["evaluate"] == "areas"
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["files"] == 7
     assert summary.report_path == str((tmp_path / "report.json").resolve())

@@ -1,12 +1,11 @@
-"""Live progress of the demo: phase, files done / total, checkpoints written.
+"""The live progress of the runs the CLI drives: phase, count, checkpoints written, elapsed.
 
-The workflow reports to whatever sink is installed (none by default, so the
-workflow runs silently in tests and under ``--app``). The orchestrator reports,
-not the reviewers, because it sees replayed and live results alike: after a
-recovery the bar starts where the killed run stopped. Any other workflow the
-CLI drives shows on the same bar from its run's events (:func:`watch_progress`):
+Any workflow's run shows on the bar from its events (:func:`watch_progress`):
 the phase it is in, and how many records its log holds as of its newest
-checkpoint.
+checkpoint. A workflow running in the CLI's process may also report its own
+phases with totals to the installed sink (:func:`progress`; the demo's
+orchestrator does): none is installed by default, so such a workflow runs
+silently in tests and under ``--app``.
 """
 
 from __future__ import annotations
@@ -44,14 +43,10 @@ __all__ = [
 
 
 class ProgressSink:
-    """Receives the demo's progress; this base class ignores it."""
+    """Receives a run's progress; this base class ignores it."""
 
-    def phase(self, name: str, total: int | None = None) -> None:
-        """A phase started; ``total`` units of work follow (files, areas)."""
-
-    def files_done(self, count: int) -> None:
-        """``count`` more files are reviewed."""
-        self.advance(count)
+    def phase(self, name: str, total: int | None = None, unit: str = "") -> None:
+        """A phase the workflow reports started; ``total`` units (``unit``: files) follow."""
 
     def advance(self, count: int = 1) -> None:
         """``count`` more units of the current phase are done."""
@@ -76,7 +71,7 @@ def progress() -> ProgressSink:
 
 @contextmanager
 def use_progress(sink: ProgressSink) -> Iterator[ProgressSink]:
-    """Install ``sink`` for the demo workflow while the block runs."""
+    """Install ``sink`` for workflows that report their own phases, while the block runs."""
     global _current
     previous, _current = _current, sink
     try:
@@ -98,14 +93,14 @@ class _Count(ProgressColumn):
 class RichProgress(ProgressSink):
     """A rich progress bar: phase, done / total, checkpoints written, elapsed.
 
-    The demo's workflow reports its phases with totals (files, areas); for any
-    other workflow, the phases come from its run's events and the count is the
-    log records it had checkpointed (``records logged``).
+    A workflow that reports its phases (:meth:`phase`) shows them with their
+    totals (the demo's: files, areas); for any other workflow, the phases come
+    from its run's events and the count is the log records it had
+    checkpointed (``records logged``).
     """
 
     def __init__(self, console: Console) -> None:
         self.checkpoints = 0
-        self.files = 0
         self._own_phases = False  # the workflow reports its phases itself (the demo's does)
         self._logged = 0
         self.bar = Progress(
@@ -127,9 +122,8 @@ class RichProgress(ProgressSink):
     def __exit__(self, *exc: object) -> None:
         self.bar.stop()
 
-    def phase(self, name: str, total: int | None = None) -> None:
+    def phase(self, name: str, total: int | None = None, unit: str = "") -> None:
         self._own_phases = True
-        unit = {"analyse": "files", "evaluate": "areas", "re-review": "areas"}.get(name, "")
         self._new_task(name, total=total, unit=unit)
 
     def _new_task(self, name: str, *, total: int | None, unit: str, done: int = 0) -> None:
@@ -142,10 +136,6 @@ class RichProgress(ProgressSink):
     def run_phase(self, name: str) -> None:
         if not self._own_phases:
             self._new_task(name, total=None, unit="records logged", done=self._logged)
-
-    def files_done(self, count: int) -> None:
-        self.files += count
-        self.advance(count)
 
     def advance(self, count: int = 1) -> None:
         self.bar.advance(self.task, count)
@@ -163,7 +153,7 @@ class RichProgress(ProgressSink):
 
 @contextmanager
 def live_progress(console: Console | None) -> Iterator[ProgressSink]:
-    """A progress bar on ``console``, installed for the demo's workflow; None: no display.
+    """A progress bar on ``console``, installed for workflows that report; None: no display.
 
     Scripts get none: the CLI passes a console only when stderr is a terminal.
     """

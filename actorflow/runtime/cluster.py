@@ -1,0 +1,20 @@
+"""For implementers of a cluster engine: what ``Runtime(cluster=...)`` asks of it.
+
+Users pass a cluster (``actorflow.ray.RayCluster``) and need nothing here. A
+cluster engine implements :class:`Cluster` (where runs and placed agents go)
+and :class:`AgentPlacer` (starting a run's agents in another process), learns
+of the runtime it serves through :class:`ClusterRuntime`, and carries a step
+to an agent in another process and its report back with :class:`RemoteStep`.
+Classes by stable name, which a remote process resolves, are in
+:mod:`actorflow.runtime.registry`.
+"""
+
+from __future__ import annotations
+
+from actorflow.runtime.workflow._cluster import AgentPlacer, Cluster, ClusterRuntime, RemoteStep
+
+__all__ = ["AgentPlacer", "Cluster", "ClusterRuntime", "RemoteStep"]
+
+for _name in __all__:
+    globals()[_name].__module__ = __name__
+del _name
