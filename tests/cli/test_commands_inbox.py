@@ -100,7 +100,9 @@ class TestSignal:
     def test_an_unknown_type_says_how_to_name_it_and_what_the_run_waits_for(
         self, paused: str
     ) -> None:
-        sent = cli("signal", "ap", "Approve", "--json", "{}", "--app", APP, "--store", paused)
+        sent = cli(
+            "signal", "ap", "ApproveNoSuchName", "--json", "{}", "--app", APP, "--store", paused
+        )
         assert sent.exit_code == EXIT_CODES["error"], sent.output
         assert "__actorflow_name__" in sent.output
         assert "--app" in sent.output
