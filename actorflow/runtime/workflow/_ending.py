@@ -55,7 +55,14 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._replay import RunView
     from actorflow.storage import Store
 
-__all__ = ["Outcome", "cut_short", "settle", "status_change", "store_outcome"]
+__all__ = [
+    "Outcome",
+    "cancelled_unowned",
+    "cut_short",
+    "settle",
+    "status_change",
+    "store_outcome",
+]
 
 _CAUSE_CHARS = 1000
 """Characters of a cause's message kept in the message of the error it caused."""
@@ -73,10 +80,12 @@ class Outcome:
         self.code_version: str | None = None
 
     def cancelled(self, run_id: str, reason: str | None = None) -> None:
+        """Cancelled, with ``reason`` if one was given."""
         self.status = RunStatus.CANCELLED
         self.error = RunFailedError(run_id, "cancelled", reason or "the run was cancelled")
 
     def failed(self, run_id: str, exc: Exception) -> None:
+        """Failed by ``exc``: the cause of a ``RunFailedError``, or that error itself."""
         self.status = RunStatus.FAILED
         if isinstance(exc, RunFailedError):
             self.error = exc
@@ -85,6 +94,7 @@ class Outcome:
         self.error.__cause__ = exc
 
     def blocked(self, run_id: str, exc: NonDeterminismError, code_version: str | None) -> None:
+        """Blocked by ``exc`` under ``code_version``: the code no longer replays the log."""
         # not failed: code that replays the log (a rollback) may continue it
         self.status = RunStatus.BLOCKED
         self.code_version = code_version
@@ -92,6 +102,7 @@ class Outcome:
         self.error.__cause__ = exc
 
     def paused(self, run_id: str, prompt: str, deadline: float | None) -> None:
+        """Paused by a wait for input (``RunPaused``)."""
         self.status = RunStatus.PAUSED
         self.error = RunPaused(run_id, prompt, deadline)
 
@@ -104,11 +115,12 @@ class Outcome:
         code_version: str | None,
         emit: Callable[..., None],
     ) -> bool:
-        """Take what the orchestrator raised as the attempt's end; False if it is not this one's.
+        """Take what the orchestrator raised as the attempt's end; False to raise it on.
 
-        An error raised while the runtime interrupts the run is a consequence
-        of that stop (the run is interrupted, ``cut_short``), unless the store
-        or the cluster raised it.
+        Any error but the store's or the cluster's (or a value that cannot be
+        encoded) raised while the runtime interrupts the run is a consequence
+        of that stop: the caller raises it on, and ``cut_short`` marks the
+        run interrupted.
         """
         if isinstance(exc, EncodingError):
             # the run's own values (not the store) are at fault: it fails
@@ -249,8 +261,8 @@ async def store_outcome(
     info = None
     if status in (RunStatus.FAILED, RunStatus.BLOCKED) and error is not None:
         info = ErrorInfo.of(error.__cause__ or error)
-    elif status is RunStatus.CANCELLED and handle.cancel_reason is not None:
-        info = ErrorInfo(type="cancelled", message=handle.cancel_reason)
+    elif status is RunStatus.CANCELLED:
+        info = _cancel_info(handle.cancel_reason)
     paused = error if isinstance(error, RunPaused) else None
     change = status_change(
         status,
@@ -383,3 +395,26 @@ def status_change(
         )
 
     return change
+
+
+def cancelled_unowned(reason: str | None) -> Callable[[RunManifest], RunManifest]:
+    """The manifest change that cancels a run nobody drives (pure: may run twice).
+
+    No claim on the run is held, so no end record is appended: the manifest
+    alone says it ended. A run that finished meanwhile is left as it is.
+    """
+    error = _cancel_info(reason)
+
+    def change(m: RunManifest) -> RunManifest:
+        if m.status.finished:
+            return m
+        return msgspec.structs.replace(
+            m, status=RunStatus.CANCELLED, error=error, updated=time.time()
+        )
+
+    return change
+
+
+def _cancel_info(reason: str | None) -> ErrorInfo | None:
+    """What a cancelled run's manifest and end record keep of why: the reason, if given."""
+    return ErrorInfo(type="cancelled", message=reason) if reason is not None else None
