@@ -1,12 +1,14 @@
-"""One attempt at a run: load what is recorded, restore the agents, execute, finish.
+"""One attempt at a run, in order: load what is recorded, restore the agents, execute, finish.
 
 The order is the recovery contract: the caller has already taken the run
-(lock or lease); the newest valid snapshot plus the log after it becomes the
-run's view; agents come back with their crash-time states; a fresh
-orchestrator runs from the top, replaying recorded steps and running the rest
-live; the outcome (completed, failed, paused, interrupted, cancelled) is
-stored with a final snapshot. First starts, recoveries, resumes and forks all
-go through ``RunDriver.drive``.
+(lock or lease), and a heartbeat keeps a lease alive while the attempt runs;
+the newest valid snapshot plus the log after it becomes the run's view;
+agents come back with their crash-time states; a fresh orchestrator runs
+from the top, replaying recorded steps and running the rest live; the
+outcome is stored with a final snapshot; the agents stop and the run is let
+go before its handle hears the outcome. How an attempt ends (its status and
+what is stored of it) is ``_ending``'s. First starts, recoveries, resumes and
+forks all go through ``RunDriver.drive``.
 """
 
 from __future__ import annotations
@@ -16,47 +18,25 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import msgspec
 
 from actorflow._text import error_message
-from actorflow.errors import (
-    ClusterError,
-    CorruptedDataError,
-    EncodingError,
-    LeaseLostError,
-    NewerFormatError,
-    NonDeterminismError,
-    RecoveryFailedError,
-    RunBlockedError,
-    RunEndNotStoredError,
-    RunFailedError,
-    RunPaused,
-    StorageError,
-)
+from actorflow.errors import CorruptedDataError, LeaseLostError, StorageError
 from actorflow.runtime.actors import Actor, state_type
 from actorflow.runtime.workflow._adoption import adoption_record
 from actorflow.runtime.workflow._agents import RunAgents
 from actorflow.runtime.workflow._checkpointer import CheckpointQueue
 from actorflow.runtime.workflow._context import RunContext
+from actorflow.runtime.workflow._ending import Outcome, cut_short, settle, store_outcome
 from actorflow.runtime.workflow._env import StepEnv
-from actorflow.runtime.workflow._outcomes import (
-    RunEnd,
-    end_record,
-    left_for_newer,
-    progressed,
-    recorded_end,
-    recovery_failed,
-    run_signature,
-)
+from actorflow.runtime.workflow._outcomes import progressed, recorded_end, run_signature
 from actorflow.runtime.workflow._recorder import Recorder
 from actorflow.runtime.workflow._replay import RunView, load_view
 from actorflow.runtime.workflow._signals import SignalDesk, WatchClock
 from actorflow.runtime.workflow._steps import close_namespace
-from actorflow.runtime.workflow._triggers import final_trigger, peak_memory
+from actorflow.runtime.workflow._triggers import peak_memory
 from actorflow.runtime.workflow._updates import UpdateRunner
 from actorflow.runtime.workflow._waits import PauseRun
 from actorflow.storage import (
-    ErrorInfo,
     LogWriter,
     RunManifest,
     RunStatus,
@@ -83,41 +63,6 @@ __all__ = ["RunDriver"]
 
 STREAM_END_WAIT = 0.5
 """Seconds an attempt waits, at its end, for its streamed emits to reach the store."""
-
-_CAUSE_CHARS = 1000
-"""Characters of a cause's message kept in the message of the error it caused."""
-
-
-class _Outcome:
-    """How an attempt ended, handed to the run's handle once the run is let go."""
-
-    __slots__ = ("code_version", "error", "placers", "result", "status")
-
-    def __init__(self) -> None:
-        self.placers: set[AgentPlacer] = set()  # where the attempt placed agents, to release
-        self.status = RunStatus.RUNNING
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.code_version: str | None = None
-
-    def cancelled(self, run_id: str, reason: str | None = None) -> None:
-        self.status = RunStatus.CANCELLED
-        self.error = RunFailedError(run_id, "cancelled", reason or "the run was cancelled")
-
-    def failed(self, run_id: str, exc: Exception) -> None:
-        self.status = RunStatus.FAILED
-        if isinstance(exc, RunFailedError):
-            self.error = exc
-            return
-        self.error = RunFailedError(run_id, type(exc).__name__, error_message(exc))
-        self.error.__cause__ = exc
-
-    def blocked(self, run_id: str, exc: NonDeterminismError, code_version: str | None) -> None:
-        # not failed: code that replays the log (a rollback) may continue it
-        self.status = RunStatus.BLOCKED
-        self.code_version = code_version
-        self.error = RunBlockedError(run_id, type(exc).__name__, error_message(exc), code_version)
-        self.error.__cause__ = exc
 
 
 class RunDriver:
@@ -234,10 +179,18 @@ class RunDriver:
         store = self.store
         run_id = manifest.run_id
         emit = handle.emit
-        outcome = _Outcome()
+        outcome = Outcome()
+        placers: set[AgentPlacer] = set()  # where the attempt placed agents, to release
         started = time.perf_counter()
         scope: ActorScope | None = None
         stopped = False
+
+        async def stop_agents() -> None:
+            nonlocal stopped
+            if scope is not None and not stopped:
+                stopped = True
+                await scope.aclose(timeout=self.shutdown_timeout)
+
         try:
             if fresh:
                 view, replayed = RunView(run_id), 0
@@ -247,7 +200,7 @@ class RunDriver:
             end = None if fresh else recorded_end(run_id, view.events)
             if end is not None:
                 handle.replayed_steps = 0  # nothing replays: the log says how it ended
-                await _settle(handle, store, workflow, view, end, outcome)
+                await settle(handle, store, workflow, view, end, outcome)
             else:
                 if replayed or view.position:
                     emit("recovery_started", position=view.position, records=replayed)
@@ -262,46 +215,29 @@ class RunDriver:
                 )
                 scope.emit_sink = handle.stream.publish  # agents' emit() reaches events() readers
                 self._export(handle)
-                await self._attempt(handle, manifest, workflow, view, writer, outcome, scope)
+                await self._attempt(
+                    handle, manifest, workflow, view, writer, outcome, placers, scope
+                )
         except BaseException as exc:
-            # whatever a run stopped by its runtime raised on its way out (a
-            # cancellation, or an error caused by it), it was interrupted; so
-            # was one whose task trio chose to raise Ctrl-C's KeyboardInterrupt in
-            stopped_here = isinstance(
-                exc, anyio.get_cancelled_exc_class() | KeyboardInterrupt | SystemExit
+            error = await cut_short(
+                exc,
+                store=store,
+                run_id=run_id,
+                fresh=fresh,
+                interrupting=handle.interrupt_requested,
+                stop_agents=stop_agents,
+                outcome=outcome,
+                emit=emit,
             )
-            if handle.interrupt_requested or stopped_here:
-                with anyio.CancelScope(shield=True):
-                    if scope is not None:  # agents stop before the run is marked
-                        stopped = True
-                        await scope.aclose(timeout=self.shutdown_timeout)
-                    await store.update_run(run_id, status_change(RunStatus.INTERRUPTED))
-                emit("run_interrupted")
-                outcome.status = RunStatus.INTERRUPTED
-            elif isinstance(exc, NewerFormatError) and not fresh:
-                # sound data this code cannot read: the run is left to a newer
-                # worker, and the attempt it took is given back
-                with anyio.CancelScope(shield=True):
-                    await store.update_run(run_id, left_for_newer)
-                emit("run_left_for_newer_code", error=error_message(exc), level="warning")
-                outcome.status = RunStatus.INTERRUPTED
-            elif isinstance(exc, Exception) and not fresh:
-                # the run stays as it was, for a later recover(); what stopped it is kept
-                error = _unrecoverable(run_id, exc)
-                with anyio.CancelScope(shield=True):
-                    await self._note_recovery_error(run_id, exc, emit)
-                if error is not exc:
-                    outcome.error = error
-                    raise error from exc
-            outcome.error = exc
+            if error is not exc:
+                raise error from exc
             raise
         finally:
             # one shielded scope: stop the agents (if still running), then release
             with anyio.CancelScope(shield=True):
                 try:
-                    if scope is not None and not stopped:
-                        await scope.aclose(timeout=self.shutdown_timeout)
-                    for placer in outcome.placers:
+                    await stop_agents()
+                    for placer in placers:
                         await placer.release(run_id)
                 finally:
                     if handle.heartbeat is not None:  # a renewal racing the release would fail
@@ -332,16 +268,6 @@ class RunDriver:
             writer = store.open_event_stream(handle.run_id)
             handle.stream.export(self._exporter.outbox(writer, handle.run_id))
 
-    async def _note_recovery_error(
-        self, run_id: str, cause: BaseException, emit: Callable[..., None]
-    ) -> None:
-        """Keep why this attempt failed in the manifest (``recovery_errors``), if the store can."""
-        change = functools.partial(recovery_failed, cause=ErrorInfo.of(cause))
-        try:
-            await self.store.update_run(run_id, change)
-        except StorageError as exc:
-            emit("recovery_error_not_kept", error=error_message(exc), level="warning")
-
     async def _note_progress(self, handle: RunTracker, run_id: str, attempt: int) -> None:
         """Keep in the manifest that recovery ``attempt`` made progress, if the store can."""
         try:
@@ -359,7 +285,8 @@ class RunDriver:
         cls: type[Any],
         view: RunView,
         writer: LogWriter,
-        outcome: _Outcome,
+        outcome: Outcome,
+        placers: set[AgentPlacer],
         scope: ActorScope,
     ) -> None:
         """Restore the agents, run the orchestrator and store the outcome.
@@ -384,7 +311,7 @@ class RunDriver:
             # a recovery attempt: the first record it makes durable is progress
             note = functools.partial(self._note_progress, handle, run_id, manifest.attempt)
             recorder.on_progress(writer.position, note)
-        agents = RunAgents(scope, recorder, self._placer_for, outcome.placers)
+        agents = RunAgents(scope, recorder, self._placer_for, placers)
         # before the run's task group: a state that cannot be restored (an
         # IncompatibleStateError) reaches the caller as itself
         restored = await agents.restore_all()
@@ -431,7 +358,7 @@ class RunDriver:
             outbox = handle.stream.outbox
             if outbox is not None:  # readers elsewhere that see the run stop have its emits
                 await outbox.end(STREAM_END_WAIT)
-            await _store_outcome(handle, recorder, queue, outcome, result)
+            await store_outcome(handle, recorder, queue, outcome, result)
         handle.checkpoints_written = queue.wait_idle
         handle.metrics.update(
             view.metrics,
@@ -441,22 +368,6 @@ class RunDriver:
             checkpoint_write_ms=round(queue.write_seconds * 1000, 3),
             recoveries=manifest.attempt,
         )
-
-
-def _unrecoverable(run_id: str, exc: Exception) -> Exception:
-    """What a failed attempt at a recorded run raises: damaged data as ``RecoveryFailedError``.
-
-    Damage that the newest valid checkpoint does not cover (a log record
-    after it, a state blob it needs) stops every attempt the same way, so the
-    error says it is the recorded data, with the cause chained. Anything else
-    is raised as itself.
-    """
-    if not isinstance(exc, CorruptedDataError):
-        return exc
-    cause = f"{type(exc).__name__}: {error_message(exc, _CAUSE_CHARS)}"
-    error = RecoveryFailedError(run_id, f"what it recorded cannot be read: {cause}")
-    error.__cause__ = exc
-    return error
 
 
 async def _heartbeat(store: Store, lease: Lease, interval: float, handle: RunTracker) -> None:
@@ -500,7 +411,7 @@ async def _execute(
     cls: type[Any],
     value: object,
     ctx: RunContext,
-    outcome: _Outcome,
+    outcome: Outcome,
     updates: UpdateRunner,
 ) -> bytes | None:
     """Run a fresh orchestrator from the top; return the encoded result if it completed."""
@@ -517,53 +428,22 @@ async def _execute(
             encoded = encode(outcome.result, f"result of run {run_id}")
             outcome.status = RunStatus.COMPLETED
         except PauseRun as pause:
-            outcome.status = RunStatus.PAUSED
-            outcome.error = RunPaused(run_id, pause.prompt, pause.deadline)
-        except StorageError as exc:
-            if isinstance(exc, EncodingError):
-                # the run's own values (not the store) are at fault: it fails
-                outcome.failed(run_id, exc)
-            else:
-                # The log itself failed: nothing more can be made durable. The
-                # run stays as the store has it, for `recover()` to pick up later.
-                outcome.error = exc
-        except ClusterError as exc:
-            # the cluster cannot take an agent now (its code not shipped, say):
-            # the run stays as stored, for a later attempt, not failed by the deploy
-            outcome.error = exc
+            outcome.paused(run_id, pause.prompt, pause.deadline)
         except Exception as exc:
-            if handle.interrupt_requested:
+            if not outcome.caught(
+                run_id,
+                exc,
+                interrupting=handle.interrupt_requested,
+                code_version=env.config.code_version,
+                emit=handle.emit,
+            ):
                 raise  # a consequence of the runtime stopping the run: it is interrupted
-            diverged = _divergence(exc)
-            if diverged is not None:
-                outcome.blocked(run_id, diverged, env.config.code_version)
-                handle.emit(
-                    "run_blocked",
-                    step_id=diverged.step_id,
-                    error=error_message(diverged),
-                    code_version=env.config.code_version,
-                    level="warning",
-                )
-            else:
-                outcome.failed(run_id, exc)
     # cancelling now changes nothing; the handle (kept by the runtime) lets go of
     # the scope and the tasks and scopes it still points to
     handle.attach(None)
     if cancel_scope.cancel_called and outcome.status is RunStatus.RUNNING:
         outcome.cancelled(run_id, handle.cancel_reason)
     return encoded
-
-
-def _divergence(exc: Exception) -> NonDeterminismError | None:
-    """The ``NonDeterminismError`` that ``exc`` is, or holds among others (from a task group)."""
-    if isinstance(exc, NonDeterminismError):
-        return exc
-    if isinstance(exc, ExceptionGroup):
-        for inner in exc.exceptions:
-            found = _divergence(inner)
-            if found is not None:
-                return found
-    return None
 
 
 async def _orchestrate(
@@ -581,167 +461,3 @@ async def _orchestrate(
     await close_namespace(env, ctx.root)
     await env.recorder.output_barrier()
     return result
-
-
-async def _store_outcome(
-    handle: RunTracker,
-    recorder: Recorder,
-    queue: CheckpointQueue,
-    outcome: _Outcome,
-    result: bytes | None,
-) -> None:
-    """Make the outcome durable, then tell the manifest and write the final snapshot.
-
-    A finished run (completed, failed, cancelled) ends its log with one
-    record holding its status and result: that append is the one durable
-    write of its end. The manifest is a cache of it, written without a sync
-    of its own (``recover()`` repairs it from the log after a power loss), and
-    the final snapshot, an optimisation, is written by the run itself without
-    waiting for the snapshots still queued. A paused or blocked run goes on
-    later, so its status goes to the manifest durably and no end is logged.
-    An outcome the store cannot take leaves the run unfinished, as the store
-    has it (for ``recover()``): the handle says running, with the
-    ``StorageError`` as its error.
-    """
-    status, error = outcome.status, outcome.error
-    if status is RunStatus.RUNNING:
-        return
-    run_id = recorder.run_id
-    recorder.view.status = status
-    info = None
-    if status in (RunStatus.FAILED, RunStatus.BLOCKED) and error is not None:
-        info = ErrorInfo.of(error.__cause__ or error)
-    elif status is RunStatus.CANCELLED and handle.cancel_reason is not None:
-        info = ErrorInfo(type="cancelled", message=handle.cancel_reason)
-    paused = error if isinstance(error, RunPaused) else None
-    change = status_change(
-        status,
-        result,
-        info,
-        prompt=paused.prompt if paused is not None else None,
-        deadline=paused.deadline if paused is not None else None,
-        phase=recorder.view.phase,
-        code_version=outcome.code_version,
-    )
-    # taken before the end record: a fork from it replays to the end, it does not inherit it
-    final = recorder.view.snapshot(final_trigger(status))
-    if status is RunStatus.COMPLETED:
-        # a completed run's outcome may be interrupted (it is then marked interrupted)
-        if await _log_end(handle, recorder, outcome, RunEnd(status=status, result=result), change):
-            await queue.write_final(final)
-        return
-    # any other is made durable whatever happens, but holds the runtime's
-    # shutdown only as long as the runtime lets it (``RunTracker.shield``)
-    with anyio.CancelScope(shield=True) as shielded:
-        handle.shield(shielded)
-        try:
-            if status.finished:
-                end = RunEnd(status=status, error=info)
-                if not await _log_end(handle, recorder, outcome, end, change):
-                    return
-            else:
-                try:
-                    await recorder.flush()
-                    await recorder.store.update_run(run_id, change)
-                except StorageError as exc:
-                    # not paused (or blocked) as far as the store knows: unfinished, for recover()
-                    outcome.status, outcome.error = RunStatus.RUNNING, exc
-                    handle.emit("run_status_not_stored", error=error_message(exc), level="warning")
-                    return
-            await queue.write_final(final)
-        finally:
-            handle.shield(None)
-
-
-async def _settle(
-    handle: RunTracker,
-    store: Store,
-    workflow: type[Any],
-    view: RunView,
-    end: RunEnd,
-    outcome: _Outcome,
-) -> None:
-    """The log says the run finished but the manifest did not hear of it: repair it.
-
-    (A power loss can take the manifest's write, which follows the durable
-    end record without a sync of its own.) Nothing runs again: no agent is
-    restored, the orchestrator is not called.
-    """
-    run_id = view.run_id
-    change = status_change(end.status, end.result, end.error, phase=view.phase)
-    await store.update_run(run_id, change)
-    handle.emit("run_end_restored", status=str(end.status), level="warning")
-    if end.status is RunStatus.COMPLETED:
-        result_type = run_signature(workflow)[1]
-        outcome.result = decode(end.result or b"\xc0", result_type, f"result of run {run_id}")
-        outcome.status = RunStatus.COMPLETED
-    elif end.status is RunStatus.CANCELLED:
-        outcome.cancelled(run_id, end.error.message if end.error else None)
-    else:
-        error = end.error or ErrorInfo(type="RunFailedError", message="the run failed")
-        outcome.status = RunStatus.FAILED
-        outcome.error = RunFailedError(run_id, error.type, error.message)
-
-
-async def _log_end(
-    handle: RunTracker,
-    recorder: Recorder,
-    outcome: _Outcome,
-    end: RunEnd,
-    change: Callable[[RunManifest], RunManifest],
-) -> bool:
-    """Append the run's end and make it durable; then update the manifest, its cache.
-
-    The end record decides the run's status. One that cannot be made durable
-    leaves the run unfinished (as the store has it, for ``recover``), the
-    append's ``StorageError`` its error; returns False. Once the end is
-    durable, a manifest that cannot be updated changes nothing but the
-    outcome's error: a ``RunEndNotStoredError`` (``recover`` repairs the manifest).
-    """
-    recorder.record(end_record(end))
-    try:
-        await recorder.flush()
-    except StorageError as exc:
-        outcome.status, outcome.result, outcome.error = RunStatus.RUNNING, None, exc
-        handle.emit("run_end_not_logged", error=error_message(exc), level="warning")
-        return False
-    try:
-        await update_run_unsynced(recorder.store, recorder.run_id, change)
-    except StorageError as exc:
-        error = RunEndNotStoredError(recorder.run_id, str(end.status), error_message(exc))
-        error.__cause__ = exc
-        outcome.error = error
-        handle.emit("run_end_not_stored", error=error_message(exc), level="warning")
-    return True
-
-
-def status_change(
-    status: RunStatus,
-    result: bytes | None = None,
-    error: ErrorInfo | None = None,
-    *,
-    prompt: str | None = None,
-    deadline: float | None = None,
-    phase: str | None = None,
-    code_version: str | None = None,
-) -> Callable[[RunManifest], RunManifest]:
-    """The manifest change that records how an attempt ended (pure: may run twice).
-
-    ``code_version`` is the code a ``blocked`` run was blocked under.
-    """
-
-    def change(m: RunManifest) -> RunManifest:
-        return msgspec.structs.replace(
-            m,
-            status=status,
-            result=result if result is not None else m.result,
-            error=error,
-            prompt=prompt,
-            deadline=deadline,
-            phase=phase if phase is not None else m.phase,
-            updated=time.time(),
-            owner=None,
-            blocked_code_version=code_version if status is RunStatus.BLOCKED else None,
-        )
-
-    return change

@@ -1,4 +1,9 @@
-"""A run as its manifest holds it: the orchestrator's signature, new, taken over, finished."""
+"""A run as its manifest holds it: the orchestrator's signature, new, taken over, finished.
+
+Also the format of the record that ends a finished run's log (``RunEnd``),
+which the replayed view reads too; deciding how an attempt ends and storing
+it is ``_ending``'s.
+"""
 
 from __future__ import annotations
 

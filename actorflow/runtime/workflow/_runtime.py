@@ -26,11 +26,12 @@ from actorflow.errors import (
 )
 from actorflow.runtime.actors import ActorSystem, class_name, is_abstract, register
 from actorflow.runtime.workflow._adoption import Adopter, AdopterHooks, AdoptionPolicy
-from actorflow.runtime.workflow._attempt import RunDriver, status_change
+from actorflow.runtime.workflow._attempt import RunDriver
 from actorflow.runtime.workflow._checkpointer import Checkpointer
 from actorflow.runtime.workflow._children import RuntimeChildren
 from actorflow.runtime.workflow._cluster import RunFollower
 from actorflow.runtime.workflow._config import RuntimeConfig
+from actorflow.runtime.workflow._ending import status_change
 from actorflow.runtime.workflow._export import EmitExporter
 from actorflow.runtime.workflow._fork import copy_for_fork
 from actorflow.runtime.workflow._handle import R, RunHandle, RunTracker

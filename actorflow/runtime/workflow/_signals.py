@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import time
 import weakref
 from typing import TYPE_CHECKING
 
@@ -28,6 +27,7 @@ import structlog
 
 from actorflow._text import error_message
 from actorflow.errors import RunFinishedError, RunLockedError, StorageError
+from actorflow.runtime.workflow._ending import cancelled_unowned
 from actorflow.runtime.workflow._inbox import (
     InboxKind,
     check_signal,
@@ -41,10 +41,7 @@ from actorflow.runtime.workflow._inbox import (
 )
 from actorflow.runtime.workflow._wait_records import signal_type
 from actorflow.storage import (
-    ErrorInfo,
     InboxEntry,
-    RunManifest,
-    RunStatus,
     SupportsInbox,
     read_messages,
     watch_messages,
@@ -148,16 +145,7 @@ async def cancel_stored(store: Store, run_id: str, reason: str | None, *, sender
             return  # its owner takes the request
     elif await store.is_owned(run_id):
         raise RunLockedError(run_id, manifest.owner)
-    error = ErrorInfo(type="cancelled", message=reason) if reason is not None else None
-
-    def cancelled(m: RunManifest) -> RunManifest:
-        if m.status.finished:
-            return m
-        return msgspec.structs.replace(
-            m, status=RunStatus.CANCELLED, error=error, updated=time.time()
-        )
-
-    await store.update_run(run_id, cancelled)
+    await store.update_run(run_id, cancelled_unowned(reason))
 
 
 WATCH_AFTER = 1.0
