@@ -417,7 +417,7 @@ async def _execute(
     """Run a fresh orchestrator from the top; return the encoded result if it completed."""
     run_id = ctx.run_id
     if handle.cancel_requested:  # cancelled before its code could start: none of it runs
-        outcome.cancelled(run_id, handle.cancel_reason)
+        outcome.stopped(run_id, handle)
         return None
     encoded = None
     with anyio.CancelScope() as cancel_scope:
@@ -442,7 +442,7 @@ async def _execute(
     # the scope and the tasks and scopes it still points to
     handle.attach(None)
     if cancel_scope.cancel_called and outcome.status is RunStatus.RUNNING:
-        outcome.cancelled(run_id, handle.cancel_reason)
+        outcome.stopped(run_id, handle)
     return encoded
 
 

@@ -84,6 +84,13 @@ class Outcome:
         self.status = RunStatus.CANCELLED
         self.error = RunFailedError(run_id, "cancelled", reason or "the run was cancelled")
 
+    def stopped(self, run_id: str, handle: RunTracker) -> None:
+        """Stopped from outside: failed if the handle says why (``fail``), else cancelled."""
+        if handle.failure is not None:
+            self.failed(run_id, handle.failure)
+        else:
+            self.cancelled(run_id, handle.cancel_reason)
+
     def failed(self, run_id: str, exc: Exception) -> None:
         """Failed by ``exc``: the cause of a ``RunFailedError``, or that error itself."""
         self.status = RunStatus.FAILED

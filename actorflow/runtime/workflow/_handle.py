@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, overload
 import anyio
 
 from actorflow._log import enabled, get_logger
+from actorflow._text import error_message
 from actorflow.runtime.workflow._stream import EventHub, RunEvent
 from actorflow.storage import RunStatus
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
     from actorflow.runtime.workflow._stream import Emitted, EventStream
 
-__all__ = ["RunEvent", "RunHandle", "RunTracker"]
+__all__ = ["RunEvent", "RunHandle", "RunTracker", "fail_run"]
 
 R = TypeVar("R", default=Any)
 """What a run's workflow returns (``Any`` where the workflow class is not known)."""
@@ -45,6 +46,8 @@ class RunTracker:
         self.replayed_steps = 0
         self.cancel_requested = False
         self.cancel_reason: str | None = None
+        self.failure: Exception | None = None
+        """Set by :meth:`fail`: the run ends failed with it, not cancelled."""
         self.interrupt_requested = False
         self.result: Any = None
         self.error: BaseException | None = None
@@ -86,6 +89,12 @@ class RunTracker:
         self.cancel_requested = True
         if self._cancel_scope is not None:
             self._cancel_scope.cancel()
+
+    def fail(self, error: Exception) -> None:
+        """Stop the run as :meth:`cancel` does, but mark it failed with ``error`` (a timeout)."""
+        if not self.cancel_requested:
+            self.failure = error
+        self.cancel(error_message(error))
 
     def attach_driver(self, scope: anyio.CancelScope | None) -> None:
         """The cancel scope the whole attempt runs in (what ``interrupt`` cancels)."""
@@ -281,3 +290,8 @@ class RunHandle(Generic[R], metaclass=_NoPublicConstructor):
 
     def __repr__(self) -> str:
         return f"<RunHandle {self.workflow} {self.run_id!r} {self.status}>"
+
+
+def fail_run(handle: RunHandle[Any], error: Exception) -> None:
+    """Stop ``handle``'s run and mark it failed with ``error`` (the engine's, not users')."""
+    handle._tracker.fail(error)  # same module: the handle's own tracker

@@ -18,6 +18,7 @@ import msgspec
 from actorflow._log import get_logger
 from actorflow._text import describe
 from actorflow.errors import RecoveryFailedError, RunLockedError
+from actorflow.runtime.workflow._handle import fail_run
 from actorflow.runtime.workflow._outcomes import workflow_class
 from actorflow.runtime.workflow._waits import can_go_on
 from actorflow.storage import RunManifest, RunStatus, validate_run_id
@@ -190,14 +191,13 @@ class Recovery:
         with anyio.move_on_after(timeout) as scope:
             return await handle.result()
         if scope.cancelled_caught:
-            handle.cancel()
-            await handle.wait()
-            await self._store.update_run(
-                manifest.run_id, lambda m: msgspec.structs.replace(m, status=RunStatus.INTERRUPTED)
-            )
-            raise RecoveryFailedError(
+            # the run ends failed, its end recorded (docs/recovery.md), not left for a retry
+            error = RecoveryFailedError(
                 manifest.run_id, f"did not finish within recovery_timeout={timeout}s"
             )
+            fail_run(handle, error)
+            await handle.wait()
+            raise error
         return None
 
     async def adopt(self, manifest: RunManifest) -> bool:

@@ -17,7 +17,7 @@ from actorflow import (
     handler,
 )
 from actorflow.errors import RunFailedError
-from actorflow.storage import MemoryStore, RunStatus
+from actorflow.storage import EventRecord, MemoryStore, RunStatus
 from actorflow.testing import CrashingStore
 
 CONFIG = RuntimeConfig(durability=Durability.SYNC, max_recovery_attempts=3)
@@ -102,3 +102,33 @@ async def test_attempts_in_a_row_without_progress_still_fail_the_run() -> None:
         5,
         1,
     )
+
+
+class NeverComes(msgspec.Struct, frozen=True):
+    pass
+
+
+class Stuck(Orchestrator):
+    async def run(self, ctx: RunContext, _: None) -> None:
+        await ctx.wait_for(NeverComes)
+
+
+async def test_a_recovery_past_its_timeout_ends_the_run_failed_with_its_end_recorded() -> None:
+    store = MemoryStore()
+    async with Runtime(store=store) as runtime:
+        await runtime.start(Stuck, None, run_id="stuck")
+    assert (await store.read_run("stuck")).status is RunStatus.INTERRUPTED
+    config = RuntimeConfig(recovery_timeout=0.05)
+    async with Runtime(store=store, config=config) as runtime:
+        assert await runtime.recover("stuck") == {}
+        with pytest.raises(RunFailedError, match="recovery_timeout"):
+            await runtime.result("stuck")
+    manifest = await store.read_run("stuck")
+    assert manifest.status is RunStatus.FAILED
+    assert manifest.error is not None
+    assert "recovery_timeout" in manifest.error.message
+    ends = [r for r in await store.read_log("stuck") if isinstance(r, EventRecord)]
+    assert [e.kind for e in ends][-1] == "run_end"
+    async with Runtime(store=store) as runtime:  # failed is final: nothing to recover
+        assert await runtime.recover() == {}
+    assert (await store.read_run("stuck")).status is RunStatus.FAILED
