@@ -4,7 +4,7 @@ It runs the agents in an actorflow actor system of its own, one scope per
 run, so handlers, ``current_step()``, supervision and state bytes work as
 they do in process. Ray's async actors may start calls out of order, so each
 message carries a sequence number per agent incarnation and is queued only
-after its predecessor. See :mod:`actorflow.ray._placed` for the sending side.
+after its predecessor. See :mod:`actorflow.ray._placer` for the sending side.
 """
 
 from __future__ import annotations

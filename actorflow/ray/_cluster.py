@@ -24,8 +24,8 @@ from actorflow.errors import (
 )
 from actorflow.ray._bridge import wait_ref
 from actorflow.ray._host import Host
-from actorflow.ray._placed import RayPlacer
 from actorflow.ray._placement import Placement, placement_of
+from actorflow.ray._placer import RayPlacer
 from actorflow.ray._spec import HostInfo, HostSpec, encode, spec_differences
 from actorflow.runtime import AdoptionPolicy
 

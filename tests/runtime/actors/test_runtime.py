@@ -19,7 +19,7 @@ from actorflow.errors import (
     InvalidNameError,
     RuntimeNotRunningError,
 )
-from actorflow.runtime import ActorRef, current_message_meta
+from actorflow.runtime import ActorRef, LocalRef, current_message_meta
 
 
 class Add(msgspec.Struct, frozen=True):
@@ -158,6 +158,7 @@ async def test_shutdown_drains_then_cancels_busy_actors_after_the_deadline() -> 
         busy = await runtime.spawn(Busy, name="busy")
         calm = await runtime.spawn(Counter, name="calm")
         busy.send_nowait(Block())
+        assert isinstance(busy, LocalRef)
         actor = busy._cell.actor
         assert isinstance(actor, Busy)
         await actor.entered.wait()
