@@ -2,17 +2,19 @@
 
 Ray types an actor handle's methods loosely; these small protocols say what
 each ``handle.method.remote(...)`` takes and what its ``ObjectRef`` holds.
-Handles are cast to them where Ray makes or finds them, and nowhere else.
+:func:`as_agents` and :func:`as_host` give a Ray handle its view; code that
+hands the handle back to Ray (``ray.kill``) keeps Ray's own type.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, cast
 
 if TYPE_CHECKING:
     from ray import ObjectRef
+    from ray.actor import ActorHandle
 
-__all__ = ["AgentsHandle", "HostHandle", "RemoteMethod"]
+__all__ = ["AgentsHandle", "HostHandle", "RemoteMethod", "as_agents", "as_host"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -87,3 +89,13 @@ class HostHandle(Protocol):
     def stop(self) -> RemoteMethod[[], None]:
         """``stop()``: close the host's runtime."""
         ...
+
+
+def as_agents(handle: ActorHandle[Any]) -> AgentsHandle:
+    """The typed view of a handle to a ``PlacedAgents`` Ray actor (the caller knows it is one)."""
+    return cast("AgentsHandle", handle)
+
+
+def as_host(handle: ActorHandle[Any]) -> HostHandle:
+    """The typed view of a handle to a ``Host`` Ray actor (the caller knows it is one)."""
+    return cast("HostHandle", handle)

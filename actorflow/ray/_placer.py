@@ -11,7 +11,7 @@ actorflow actor system of its own, one scope per run, so handlers,
 from __future__ import annotations
 
 import zlib
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import ray
@@ -22,12 +22,15 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from actorflow.ray._agent import RETRY_DELAY, PlacedAgent
 from actorflow.ray._agents_actor import PlacedAgents
 from actorflow.ray._bridge import wait_ref
+from actorflow.ray._handles import as_agents
 from actorflow.ray._placed_ref import placed_ref
 from actorflow.ray._placement import Placement, placement_of
 from actorflow.runtime.cluster import RemoteStep
 from actorflow.runtime.registry import class_name, module_of, register
 
 if TYPE_CHECKING:
+    from ray.actor import ActorClass
+
     from actorflow.ray._handles import AgentsHandle
     from actorflow.runtime import ActorRef
     from actorflow.runtime.actors import Actor
@@ -178,7 +181,8 @@ class RayPlacer:
             .options(**options)
             .remote(class_name(cls), self.imports, self.namespace, module_of(cls))
         )
-        return cast("AgentsHandle", handle)
+        assert not isinstance(handle, type)  # Ray's stub allows the class too: it never is
+        return as_agents(handle)
 
     async def _fitting(self, placement: Placement) -> list[str]:
         if self._nodes is None:
@@ -190,10 +194,10 @@ def _live_nodes() -> list[tuple[str, dict[str, float]]]:
     return [(n["NodeID"], dict(n["Resources"])) for n in ray.nodes() if n["Alive"]]  # type: ignore[no-untyped-call]
 
 
-_ACTOR: Any = None
+_ACTOR: ActorClass[PlacedAgents] | None = None
 
 
-def _placed_actor() -> Any:
+def _placed_actor() -> ActorClass[PlacedAgents]:
     global _ACTOR
     if _ACTOR is None:
         _ACTOR = ray.remote(PlacedAgents)
