@@ -20,8 +20,9 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from actorflow.ray._cluster import RayCluster
-from actorflow.ray._placed import PlacedRef, RayPlacer
+from actorflow.ray._placed_ref import PlacedRef
 from actorflow.ray._placement import Placement
+from actorflow.ray._placer import RayPlacer
 from actorflow.ray._spec import HostInfo
 
 __all__ = ["HostInfo", "PlacedRef", "Placement", "RayCluster", "RayPlacer"]

@@ -4,7 +4,7 @@ It runs the agents in an actorflow actor system of its own, one scope per
 run, so handlers, ``current_step()``, supervision and state bytes work as
 they do in process. Ray's async actors may start calls out of order, so each
 message carries a sequence number per agent incarnation and is queued only
-after its predecessor. See :mod:`actorflow.ray._placed` for the sending side.
+after its predecessor. See :mod:`actorflow.ray._placer` for the sending side.
 """
 
 from __future__ import annotations
@@ -21,8 +21,16 @@ from ray.exceptions import RayError
 
 from actorflow._text import describe
 from actorflow.errors import ActorStoppedError, ClassNotShippedError, RegistryError
+from actorflow.ray._handles import HostHandle, as_host
 from actorflow.ray._spec import CallReply, CallRequest, encode, import_all
-from actorflow.runtime.actors import Actor, ActorRef, ActorScope, ActorSystem, state_type
+from actorflow.runtime.actors import (
+    Actor,
+    ActorRef,
+    ActorScope,
+    ActorSystem,
+    AgentReply,
+    state_type,
+)
 from actorflow.runtime.cluster import RemoteStep
 from actorflow.runtime.registry import class_name, lookup
 from actorflow.storage import decode_value
@@ -43,7 +51,7 @@ class _Served:
         self.next_seq = 0
         self.waiting: dict[int, anyio.Event] = {}  # messages that arrived before their turn
 
-    async def queue(self, seq: int, msg: object, meta: object | None) -> Any:
+    async def queue(self, seq: int, msg: object, meta: object | None) -> AgentReply:
         """Queue ``msg`` in the agent's mailbox after message ``seq - 1``; its reply slot."""
         if seq != self.next_seq:
             turn = self.waiting[seq] = anyio.Event()
@@ -68,7 +76,7 @@ class PlacedAgents:
         module: str | None = None,
     ) -> None:
         self._namespace = namespace
-        self._hosts: dict[str, Any] = {}  # the hosts that record milestones, by actor name
+        self._hosts: dict[str, HostHandle] = {}  # the hosts that record milestones, by actor name
         self._error: str | None = None
         self._cls: type[Actor] | None = None
         where = f"node {ray.get_runtime_context().get_node_id()[:12]}"
@@ -150,10 +158,12 @@ class PlacedAgents:
             ActorStoppedError: the host no longer serves the step (its attempt
                 ended, or the host died): nothing waits for this handler now.
         """
-        host: Any = self._hosts.get(host_name)
+        host = self._hosts.get(host_name)
         if host is None:
-            host = await anyio.to_thread.run_sync(
-                functools.partial(ray.get_actor, host_name, namespace=self._namespace)
+            host = as_host(
+                await anyio.to_thread.run_sync(
+                    functools.partial(ray.get_actor, host_name, namespace=self._namespace)
+                )
             )
             self._hosts[host_name] = host
         try:

@@ -23,14 +23,17 @@ from actorflow.errors import (
     HostStartError,
 )
 from actorflow.ray._bridge import wait_ref
+from actorflow.ray._handles import as_host
 from actorflow.ray._host import Host
-from actorflow.ray._placed import RayPlacer
 from actorflow.ray._placement import Placement, placement_of
+from actorflow.ray._placer import RayPlacer
 from actorflow.ray._spec import HostInfo, HostSpec, encode, spec_differences
 from actorflow.runtime import AdoptionPolicy
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+
+    from ray.actor import ActorHandle
 
     from actorflow.runtime.actors import Actor
     from actorflow.runtime.cluster import AgentPlacer, ClusterRuntime
@@ -116,7 +119,7 @@ class RayCluster:
         self.connect_timeout = connect_timeout
         self.node_watch_interval = node_watch_interval
         self.replace_hosts = replace_hosts
-        self._handles: list[Any] = []
+        self._handles: list[ActorHandle[Any]] = []
         self._loads: list[int] = []
         self._infos: list[HostInfo] = []
         self._placer: RayPlacer | None = None
@@ -216,17 +219,18 @@ class RayCluster:
         self._handles, self._infos = handles, infos
         self._loads = [0] * len(handles)
 
-    async def _wait_started(self, handles: list[Any]) -> list[HostInfo]:
+    async def _wait_started(self, handles: list[ActorHandle[Any]]) -> list[HostInfo]:
         """Each host's ``HostInfo`` once it has started (or failed to).
 
         Raises:
             HostStartError: not all within ``connect_timeout``.
         """
         with anyio.move_on_after(self.connect_timeout) as waited:
-            return [
-                msgspec.msgpack.decode(await wait_ref(h.info.remote()), type=HostInfo)
-                for h in handles
-            ]
+            infos = []
+            for h in handles:
+                info: bytes = await wait_ref(as_host(h).info.remote())
+                infos.append(msgspec.msgpack.decode(info, type=HostInfo))
+            return infos
         assert waited.cancelled_caught
         raise HostStartError(
             "actorflow-host-*",
@@ -256,7 +260,7 @@ class RayCluster:
             # counted before the call: starts made meanwhile choose among the others
             self._loads[index] += 1
             try:
-                load, error = await wait_ref(self._handles[index].drive.remote(run_id))
+                load, error = await wait_ref(as_host(self._handles[index]).drive.remote(run_id))
             except RayError as exc:
                 _log.warning("host_unreachable", host=index, error=describe(exc))
                 self._loads[index] = 1 << 30  # try the others first from now on
@@ -299,7 +303,7 @@ class RayCluster:
         """Tell every host to look for orphaned runs now (never bypasses a claim)."""
         for handle in self._handles:
             try:
-                await wait_ref(handle.adopt_now.remote())
+                await wait_ref(as_host(handle).adopt_now.remote())
             except RayError:
                 pass  # a dead host has nothing to adopt
 
@@ -308,7 +312,7 @@ class RayCluster:
         out = []
         for handle in self._handles:
             try:
-                out.append(await wait_ref(handle.load.remote()))
+                out.append(await wait_ref(as_host(handle).load.remote()))
             except RayError:
                 out.append(-1)
         return out
@@ -318,7 +322,7 @@ class RayCluster:
         out = []
         for handle in self._handles:
             try:
-                out.append(await wait_ref(handle.memory.remote()))
+                out.append(await wait_ref(as_host(handle).memory.remote()))
             except RayError:
                 out.append(-1)
         return out
@@ -346,7 +350,9 @@ class RayCluster:
 
     # --- inside ------------------------------------------------------------------------------
 
-    async def _stop(self, actors: list[Any], names: list[str], *, hosts: bool = True) -> None:
+    async def _stop(
+        self, actors: list[ActorHandle[Any]], names: list[str], *, hosts: bool = True
+    ) -> None:
         """Stop actors, then kill them; hosts stop their runtimes first (``connect_timeout``).
 
         Returns once their ``names`` are free, so new actors can take them.
@@ -355,7 +361,7 @@ class RayCluster:
             if hosts:
                 try:
                     with anyio.move_on_after(self.connect_timeout):
-                        await wait_ref(handle.stop.remote())
+                        await wait_ref(as_host(handle).stop.remote())
                 except RayError:
                     pass  # dead already: nothing to stop gracefully
             await anyio.to_thread.run_sync(ray.kill, handle)
@@ -373,7 +379,7 @@ class RayCluster:
             return True
         return False
 
-    def _named_actors(self, prefix: str) -> list[tuple[Any, str]]:
+    def _named_actors(self, prefix: str) -> list[tuple[ActorHandle[Any], str]]:
         """The namespace's live actors whose name starts with ``prefix``: (handle, name)."""
         found = []
         for entry in ray.util.list_named_actors(all_namespaces=True):
@@ -422,9 +428,9 @@ class RayCluster:
             kwargs["runtime_env"] = self.runtime_env
         ray.init(address=self.address, **kwargs)
 
-    def _start_hosts(self, spec: HostSpec, indexes: Sequence[int]) -> list[Any]:
+    def _start_hosts(self, spec: HostSpec, indexes: Sequence[int]) -> list[ActorHandle[Any]]:
         actor = ray.remote(Host)
-        handles = []
+        handles: list[ActorHandle[Any]] = []
         for index in indexes:
             name = f"actorflow-host-{index}"
             options: dict[str, Any] = {
@@ -441,7 +447,9 @@ class RayCluster:
             if self.runtime_env is not None:
                 options["runtime_env"] = self.runtime_env
             host_spec = msgspec.structs.replace(spec, name=name)
-            handles.append(actor.options(**options).remote(encode(host_spec)))
+            handle = actor.options(**options).remote(encode(host_spec))
+            assert not isinstance(handle, type)  # Ray's stub allows the class too: it never is
+            handles.append(handle)
         return handles
 
 

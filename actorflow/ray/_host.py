@@ -23,8 +23,8 @@ from actorflow._log import get_logger
 from actorflow._text import describe
 from actorflow.errors import RegistryError, RunLockedError
 from actorflow.ray._agents_actor import rss
-from actorflow.ray._placed import RayPlacer
 from actorflow.ray._placement import placement_of
+from actorflow.ray._placer import RayPlacer
 from actorflow.ray._spec import HostInfo, HostSpec, decode_config, encode, import_all
 from actorflow.runtime import Runtime
 from actorflow.runtime.registry import lookup

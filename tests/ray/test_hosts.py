@@ -16,7 +16,7 @@ import anyio
 import msgspec
 import pytest
 
-from actorflow import AdoptionPolicy, RunStatus, Runtime, RuntimeConfig
+from actorflow import ActorRef, AdoptionPolicy, RunStatus, Runtime, RuntimeConfig
 from actorflow.errors import (
     ActorStoppedError,
     ClassNotShippedError,
@@ -25,7 +25,7 @@ from actorflow.errors import (
     RunFailedError,
     UnhandledMessageError,
 )
-from actorflow.ray import RayCluster
+from actorflow.ray import PlacedRef, RayCluster
 from actorflow.storage import MilestoneRecord
 from tests.ray.app import (
     RayCount,
@@ -234,6 +234,8 @@ async def test_send_nowait_to_a_placed_agent_keeps_order_and_shows_in_its_statis
         async with on_cluster(tmp_path / "store", namespace, hosts=1) as (_, cluster):
             state = msgspec.msgpack.encode(RayCount())
             ref = await cluster.placer.spawn(RayPlacedWorker, run_id="r", name="w", state=state)
+            assert isinstance(ref, PlacedRef)
+            assert isinstance(ref, ActorRef)
             for n in range(5):
                 ref.send_nowait(RayTask(n=n, side=side))
             # as this sender sees the agent's mailbox: five handed to Ray, none answered yet

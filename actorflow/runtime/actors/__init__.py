@@ -10,7 +10,9 @@ For the engine:
 - :meth:`ActorSystem.open_scope`: one scope of actor names per run, escalating to the run.
 - :meth:`ActorSystem.spawn_now`: spawn an actor at the root from code that cannot await.
 - :meth:`ActorSystem.require_running`: the task group the engine's own tasks join.
-- :meth:`ActorRef.deliver`: queue a message with its meta now, wait for its :class:`Reply` later.
+- :meth:`ActorRef.deliver`: queue a message with its meta now, wait for its reply later.
+- :class:`ActorRef` is an interface: :class:`LocalRef` for an actor in this process; a
+  ref to an agent elsewhere (``actorflow.ray.PlacedRef``) is its peer.
 - :class:`AgentRef` and :class:`AgentReply`: what the engine needs of an agent and its
   reply; a reference to an agent in another process implements them.
 - :func:`current_message_meta`: the meta a handler's message came with.
@@ -31,6 +33,7 @@ from actorflow.runtime.actors._actor import (
     state_type,
 )
 from actorflow.runtime.actors._envelope import Reply
+from actorflow.runtime.actors._local import LocalRef
 from actorflow.runtime.actors._mailbox import MailboxStatistics
 from actorflow.runtime.actors._protocol import AgentRef, AgentReply
 from actorflow.runtime.actors._ref import ActorRef
@@ -52,6 +55,7 @@ __all__ = [
     "ActorSystem",
     "AgentRef",
     "AgentReply",
+    "LocalRef",
     "MailboxStatistics",
     "Reply",
     "Request",

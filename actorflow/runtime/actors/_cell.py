@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from actorflow.runtime.actors._actor import Dispatch
     from actorflow.runtime.actors._envelope import Envelope, Reply
+    from actorflow.runtime.actors._ref import ActorRef
     from actorflow.runtime.actors._supervisor import SupervisorPolicy
 
 __all__ = [
@@ -143,7 +144,7 @@ class ActorCell:
         self._done_event: anyio.Event | None = None
         self._inflight: Reply | None = None
         self._cancel_requested = False
-        self.ref: Any = None  # its ActorRef, set by the scope (this module cannot name the type)
+        self.ref: ActorRef[Any] | None = None  # its LocalRef, set by the scope
 
     def _new_instance(self, state: Any) -> Actor:
         actor = self.actor_cls.__new__(self.actor_cls)

@@ -24,14 +24,15 @@ from actorflow.errors import (
 )
 from actorflow.runtime.actors._actor import Actor, NoneType, dispatch_table, state_type
 from actorflow.runtime.actors._cell import NONE_BYTES, ActorCell, decoder_for, encode_state
+from actorflow.runtime.actors._local import local_ref
 from actorflow.runtime.actors._names import validate_name
-from actorflow.runtime.actors._ref import ActorRef
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from anyio.abc import TaskGroup
 
+    from actorflow.runtime.actors._ref import ActorRef
     from actorflow.runtime.actors._supervisor import SupervisorPolicy
 
 __all__ = ["ActorScope", "ScopeHost", "stop_cells"]
@@ -139,7 +140,7 @@ class ActorScope:
             policy=supervisor if supervisor is not None else host.supervisor,
             mailbox_size=size,
         )
-        ref: ActorRef[A] = ActorRef._create(cell)
+        ref: ActorRef[A] = local_ref(cell)
         cell.ref = ref
         self._cells[name] = cell
         host._actor_started()

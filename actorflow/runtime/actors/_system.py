@@ -21,6 +21,7 @@ from actorflow.errors import (
     RuntimeNotRunningError,
 )
 from actorflow.runtime.actors._actor import Actor
+from actorflow.runtime.actors._local import cell_of
 from actorflow.runtime.actors._scope import ActorScope, stop_cells
 from actorflow.runtime.actors._supervisor import SupervisorPolicy
 
@@ -291,8 +292,14 @@ class ActorSystem:
         It handles the messages already queued and runs ``on_stop``; after
         ``timeout`` seconds it is cancelled instead. Stopping a stopped actor
         does nothing.
+
+        Raises:
+            ActorNotFoundError: ``ref`` is not a ref to an actor in this process.
         """
-        await stop_cells([ref._cell], timeout)  # a ref is the only handle users hold to a cell
+        cell = cell_of(ref)  # a ref is the only handle users hold to a cell
+        if cell is None:
+            raise ActorNotFoundError(ref.name)
+        await stop_cells([cell], timeout)
 
     # --- scopes (for the workflow engine) ------------------------------------
 

@@ -204,6 +204,22 @@ async def test_lifecycle_hooks_run_in_order() -> None:
 
 def test_refs_cannot_be_constructed_by_users() -> None:
     from actorflow import ActorRef
+    from actorflow.runtime import LocalRef
 
-    with pytest.raises(TypeError, match="no public constructor"):
-        ActorRef()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="ActorRef has no public constructor"):
+        ActorRef()  # type: ignore[abstract]
+    with pytest.raises(TypeError, match="LocalRef has no public constructor"):
+        LocalRef()
+
+
+async def test_a_spawned_ref_is_a_local_ref_behind_the_actor_ref_interface() -> None:
+    from actorflow import ActorRef
+    from actorflow.runtime import LocalRef
+
+    async with Runtime() as runtime:
+        ref = await runtime.spawn(Counter, name="counter")
+        assert isinstance(ref, ActorRef)
+        assert isinstance(ref, LocalRef)
+        assert runtime.get("counter") == ref
+        assert hash(runtime.get("counter")) == hash(ref)
+    assert ActorRef.__abstractmethods__ >= {"send", "ask", "deliver", "name"}

@@ -15,6 +15,7 @@ from actorflow.errors import (
     MailboxClosedError,
     MailboxFullError,
 )
+from actorflow.runtime import LocalRef
 from actorflow.runtime.actors import _mailbox
 
 if TYPE_CHECKING:
@@ -86,6 +87,7 @@ async def test_messages_from_each_sender_arrive_in_order() -> None:
 async def _gated(runtime: Runtime, size: int) -> tuple[object, Gated]:
     ref = await runtime.spawn(Gated, name="gated", mailbox_size=size)
     ref.send_nowait(Gate())
+    assert isinstance(ref, LocalRef)
     actor = ref._cell.actor
     assert isinstance(actor, Gated)
     await actor.entered.wait()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
@@ -19,7 +20,10 @@ from actorflow.errors import (
     InvalidNameError,
     RuntimeNotRunningError,
 )
-from actorflow.runtime import ActorRef, current_message_meta
+from actorflow.runtime import ActorRef, LocalRef, MailboxStatistics, current_message_meta
+
+if TYPE_CHECKING:
+    from actorflow.runtime.actors import AgentReply
 
 
 class Add(msgspec.Struct, frozen=True):
@@ -158,6 +162,7 @@ async def test_shutdown_drains_then_cancels_busy_actors_after_the_deadline() -> 
         busy = await runtime.spawn(Busy, name="busy")
         calm = await runtime.spawn(Counter, name="calm")
         busy.send_nowait(Block())
+        assert isinstance(busy, LocalRef)
         actor = busy._cell.actor
         assert isinstance(actor, Busy)
         await actor.entered.wait()
@@ -208,3 +213,42 @@ def test_the_counter_example_runs_on_both_backends() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "asyncio and trio" in done.stdout
+
+
+class _ElsewhereRef(ActorRef[Counter]):
+    """A ref to an actor this process does not hold (as a placed agent's is)."""
+
+    __slots__ = ()
+
+    name = "elsewhere"
+    scope = None
+    actor_type = Counter
+    alive = True
+
+    def mailbox_statistics(self) -> MailboxStatistics:
+        return MailboxStatistics(current_size=0, max_size=0, waiting_senders=0, closed=False)
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __eq__(self, other: object) -> bool:
+        return other is self
+
+    async def send(self, msg: object) -> None:
+        pass
+
+    def send_nowait(self, msg: object) -> None:
+        pass
+
+    async def ask(self, msg: object, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109
+        return None
+
+    async def deliver(self, msg: object, meta: object | None = None) -> AgentReply:
+        raise NotImplementedError
+
+
+async def test_stopping_a_ref_to_an_actor_elsewhere_is_a_named_error() -> None:
+    elsewhere = object.__new__(_ElsewhereRef)
+    async with Runtime() as runtime:
+        with pytest.raises(ActorNotFoundError, match="elsewhere"):
+            await runtime.stop(elsewhere)

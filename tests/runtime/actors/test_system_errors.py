@@ -15,6 +15,7 @@ import pytest
 
 from actorflow import Actor, Runtime, SupervisorPolicy, handler
 from actorflow.errors import EscalationError, RunFailedError
+from actorflow.runtime import LocalRef
 from actorflow.runtime.actors import ActorSystem
 from actorflow.storage import MemoryStore
 
@@ -134,6 +135,7 @@ async def test_a_cancel_scope_around_the_system_cancels_its_shutdown_too() -> No
             async with ActorSystem(shutdown_timeout=3600) as system:
                 ref = await system.spawn(Worker, name="busy")
                 ref.send_nowait(Block())
+                assert isinstance(ref, LocalRef)
                 actor = ref._cell.actor
                 assert isinstance(actor, Worker)
                 await actor.entered.wait()
