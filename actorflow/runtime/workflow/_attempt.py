@@ -51,10 +51,9 @@ from actorflow.runtime.workflow._outcomes import (
 from actorflow.runtime.workflow._recorder import Recorder
 from actorflow.runtime.workflow._replay import RunView, load_view
 from actorflow.runtime.workflow._signals import SignalDesk, WatchClock
-from actorflow.runtime.workflow._steps import close_namespace
 from actorflow.runtime.workflow._triggers import final_trigger, peak_memory
 from actorflow.runtime.workflow._updates import UpdateRunner
-from actorflow.runtime.workflow._waits import PauseRun
+from actorflow.runtime.workflow.steps import PauseRun, close_namespace
 from actorflow.storage import ErrorInfo, LogWriter, RunManifest, RunStatus, update_run_unsynced
 from actorflow.storage import decode_value as decode
 from actorflow.storage import encode_value as encode

@@ -34,58 +34,10 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._replay import RunView
     from actorflow.storage import LogRecord, LogWriter, Snapshot, Store
 
-__all__ = ["INLINE_STATE_BYTES", "Recorder", "Turnstile"]
+__all__ = ["INLINE_STATE_BYTES", "Recorder"]
 
 INLINE_STATE_BYTES = 4096
 """States up to this size travel inside their step record instead of a blob."""
-
-
-class Turnstile:
-    """Orders one agent's step records by the order its messages were delivered.
-
-    Replies wake their waiters in whatever order the event loop picks (trio
-    picks at random), but each record carries the agent's state after that
-    message, so records must reach the log in the agent's handling order:
-    ticket ``t`` is recorded only after every earlier ticket was released.
-    """
-
-    __slots__ = ("_changed", "_done", "_next", "_serving")
-
-    def __init__(self) -> None:
-        self._next = 0
-        self._serving = 0
-        self._done: set[int] = set()
-        # made only when someone must wait: most records are in order already
-        self._changed: anyio.Event | None = None
-
-    def take(self) -> int:
-        """A ticket for a message about to be delivered (in delivery order)."""
-        ticket = self._next
-        self._next = ticket + 1
-        return ticket
-
-    def ready(self, ticket: int) -> bool:
-        """Whether every ticket before ``ticket`` was released (``wait`` would not block)."""
-        return self._serving >= ticket
-
-    async def wait(self, ticket: int) -> None:
-        """Wait until every ticket before ``ticket`` was released."""
-        while self._serving < ticket:
-            if self._changed is None:
-                self._changed = anyio.Event()
-            await self._changed.wait()
-
-    def release(self, ticket: int) -> None:
-        """Done with ``ticket`` (recorded, failed over to a retry, or abandoned)."""
-        self._done.add(ticket)
-        advanced = False
-        while self._serving in self._done:
-            self._done.remove(self._serving)
-            self._serving += 1
-            advanced = True
-        if advanced and self._changed is not None:
-            changed, self._changed = self._changed, None
-            changed.set()
 
 
 class Recorder:
@@ -115,19 +67,11 @@ class Recorder:
         self.last_state: dict[str, bytes] = {}
         self.agent_types: dict[str, str] = {}
         self.agent_versions: dict[str, int] = {}
-        self._turnstiles: dict[str, Turnstile] = {}
         # the flush behind: where its timer runs, and the timer's scope while one is set
         self._behind: TaskGroup | None = None
         self._timer: anyio.CancelScope | None = None
         # a recovery attempt's note of its first durable record (see on_progress)
         self._progress: tuple[int, Callable[[], Awaitable[None]]] | None = None
-
-    def turnstile(self, agent: str) -> Turnstile:
-        """The record-ordering turnstile of ``agent``."""
-        turnstile = self._turnstiles.get(agent)
-        if turnstile is None:
-            turnstile = self._turnstiles[agent] = Turnstile()
-        return turnstile
 
     # --- records -----------------------------------------------------------
 
