@@ -19,25 +19,20 @@ import anyio
 
 from actorflow._text import error_message
 from actorflow.errors import ActorflowError
-from actorflow.runtime.actors import class_name, state_type
 from actorflow.runtime.workflow._config import Durability
 from actorflow.runtime.workflow._triggers import TriggerPolicy
-from actorflow.storage import StateRef, StepRecord, state_version
+from actorflow.storage import StepRecord
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from anyio.abc import TaskGroup
 
-    from actorflow.runtime.actors import Actor
     from actorflow.runtime.workflow._config import RuntimeConfig
     from actorflow.runtime.workflow._replay import RunView
     from actorflow.storage import LogRecord, LogWriter, Snapshot, Store
 
-__all__ = ["INLINE_STATE_BYTES", "Recorder"]
-
-INLINE_STATE_BYTES = 4096
-"""States up to this size travel inside their step record instead of a blob."""
+__all__ = ["Recorder"]
 
 
 class Recorder:
@@ -63,10 +58,6 @@ class Recorder:
         self.triggers = TriggerPolicy(config.triggers)
         self._request_snapshot = request_snapshot
         self.emit = emit
-        # Encoded state last recorded per agent, to record a state only when it changed.
-        self.last_state: dict[str, bytes] = {}
-        self.agent_types: dict[str, str] = {}
-        self.agent_versions: dict[str, int] = {}
         # the flush behind: where its timer runs, and the timer's scope while one is set
         self._behind: TaskGroup | None = None
         self._timer: anyio.CancelScope | None = None
@@ -166,48 +157,6 @@ class Recorder:
         """
         if self.durability is not Durability.BATCHED:
             await self._flush()
-
-    # --- agent states ------------------------------------------------------
-
-    def note_agent(self, name: str, cls: type[Actor]) -> int:
-        """Remember an agent's class (type name, role, state version); return the version.
-
-        The view reads evaluators' confidence by role; every state recorded for
-        the agent carries the version of its class's state.
-        """
-        self.agent_types[name] = class_name(cls)
-        self.view.roles[name] = cls.role
-        version = self.agent_versions[name] = state_version(state_type(cls))
-        return version
-
-    def needs_blob(self, agent: str, data: bytes) -> bool:
-        """Whether recording ``data`` as ``agent``'s new state takes a blob write (I/O)."""
-        return len(data) > INLINE_STATE_BYTES and self.last_state.get(agent) != data
-
-    def inline_state_ref(self, agent: str, data: bytes) -> StateRef | None:
-        """``state_ref`` for a state that needs no blob (``needs_blob`` is false), without I/O."""
-        if self.last_state.get(agent) == data:
-            return None
-        self.last_state[agent] = data
-        return StateRef(
-            agent=agent,
-            type=self.agent_types.get(agent, ""),
-            version=self.agent_versions.get(agent, 1),
-            data=data,
-        )
-
-    async def state_ref(self, agent: str, data: bytes) -> StateRef | None:
-        """A reference to ``data`` as ``agent``'s new state, or ``None`` if unchanged."""
-        if self.last_state.get(agent) == data:
-            return None
-        self.last_state[agent] = data
-        agent_type = self.agent_types.get(agent, "")
-        version = self.agent_versions.get(agent, 1)
-        if len(data) <= INLINE_STATE_BYTES:
-            return StateRef(agent=agent, type=agent_type, version=version, data=data)
-        # The blob must be durable before any record that points at it.
-        blob = await self.store.put_blob(self.run_id, data)
-        return StateRef(agent=agent, type=agent_type, version=version, blob=blob)
 
     # --- snapshots ---------------------------------------------------------
 

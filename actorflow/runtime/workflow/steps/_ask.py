@@ -231,16 +231,16 @@ class AskStep(Step[T]):
 
     async def _record_success(self, reply: object, state: bytes, attempts: int) -> None:
         """Record the step's reply and the agent's new state (not flushed: see ``_live``)."""
-        rec = self.env.recorder
+        agents = self.env.agents
         name = self.ref.name
         ref: StateRef | None = None
         if self.ref.scope == self.env.run_id:
             # only the run's own agents are restored from its records; an actor
             # of the runtime outlives runs and keeps its own state
-            if rec.needs_blob(name, state):
-                ref = await rec.state_ref(name, state)
+            if agents.needs_blob(name, state):
+                ref = await agents.state_ref(name, state)
             else:
-                ref = rec.inline_state_ref(name, state)
+                ref = agents.inline_state_ref(name, state)
         result = None if self.kind == "send" else encode(reply, "reply of", name)
         self.record_outcome(result=result, metrics=self._metrics(), state=ref, attempts=attempts)
 

@@ -122,12 +122,12 @@ class SpawnStep(Step["ActorRef[A]"]):
                 raise DuplicateActorNameError(self._name)
         else:
             ref = await agents.spawn(self._cls, self._name, self._initial)
-            state = await rec.state_ref(self._name, self._state_bytes)
+            state = await agents.state_ref(self._name, self._state_bytes)
             if state is None:  # same bytes as recorded before: still name the type
                 state = StateRef(
                     agent=self._name,
                     type=class_name(self._cls),
-                    version=rec.agent_versions[self._name],
+                    version=agents.version(self._name),
                     data=self._state_bytes,
                 )
             # where the class comes from, for a process that has not imported it
