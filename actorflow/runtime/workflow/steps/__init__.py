@@ -4,7 +4,7 @@ A step is created by a ``ctx`` call, which issues its id synchronously (so ids
 never depend on scheduling) and checks it against the log (``lookup``).
 Awaiting it runs two halves: ``start`` hands its work out (a message, in issue
 order, after the output-commit flush) and ``finish`` waits for the outcome and
-records it (``Step.record_outcome``: every ``StepRecord`` is built by
+records it (``Step._record_outcome``: every ``StepRecord`` is built by
 ``step_record``). A step with a record never runs: ``replay`` returns (or
 raises) what was recorded. ``ctx.gather`` starts every step in order, then
 finishes them together.

@@ -242,13 +242,13 @@ class AskStep(Step[T]):
             else:
                 ref = agents.inline_state_ref(name, state)
         result = None if self.kind == "send" else encode(reply, "reply of", name)
-        self.record_outcome(result=result, metrics=self._metrics(), state=ref, attempts=attempts)
+        self._record_outcome(result=result, metrics=self._metrics(), state=ref, attempts=attempts)
 
     async def _record_failure(self, exc: BaseException) -> StepFailedError:
         cause = exc.__cause__ if exc.__cause__ is not None else exc
         error = ErrorInfo.of(cause)
         rec = self.env.recorder
-        self.record_outcome(
+        self._record_outcome(
             error=error, metrics=self._metrics(), attempts=self.env.config.step_retries + 1
         )
         rec.emit("step_failed", step_id=self.id, agent=self.ref.name, error=error.type)

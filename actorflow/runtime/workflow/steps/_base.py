@@ -140,7 +140,7 @@ class Step(Generic[T]):
         """The error a failed step raises, live or replayed."""
         return StepFailedError(self.env.run_id, self.id, error.type, error.message)
 
-    def record_outcome(
+    def _record_outcome(
         self,
         *,
         result: bytes | None = None,

@@ -164,10 +164,10 @@ class StartChildStep(Step[ChildRun[T]]):
             )
         except RunInputMismatchError as exc:
             error = ErrorInfo.of(exc)
-            self.record_outcome(error=error)
+            self._record_outcome(error=error)
             await rec.after_step()
             raise self.failure(error) from exc
-        self.record_outcome(result=encode(child_id, "child run id"))
+        self._record_outcome(result=encode(child_id, "child run id"))
         await rec.after_step()
         return self._handle(child_id)
 

@@ -64,7 +64,7 @@ class ValueStep(Step[T]):
 
     async def _live(self) -> T:
         value = self._compute()
-        self.record_outcome(result=encode(value, self.kind))
+        self._record_outcome(result=encode(value, self.kind))
         await self.env.recorder.after_step()
         return value
 
@@ -132,7 +132,7 @@ class SpawnStep(Step["ActorRef[A]"]):
                 )
             # where the class comes from, for a process that has not imported it
             state = msgspec.structs.replace(state, module=module_of(self._cls))
-        self.record_outcome(state=state)
+        self._record_outcome(state=state)
         await rec.after_step()
         return ref
 
@@ -278,7 +278,7 @@ class EmitStep(Step[None]):
 
     async def _live(self) -> None:
         rec = self.env.recorder
-        self.record_outcome(result=self._payload)
+        self._record_outcome(result=self._payload)
         if self._publish is not None:
             self._publish(self._agent, self._event, self.id)
         await rec.after_step()

@@ -188,7 +188,7 @@ class WaitStep(Step[T]):
                 )
             )
             rec = self.env.recorder
-            self.record_outcome(result=encode(resolution, "wait resolution"))
+            self._record_outcome(result=encode(resolution, "wait resolution"))
             consumed = True
         finally:
             desk.withdraw(waiter, consumed=consumed)
