@@ -30,7 +30,6 @@ from actorflow.runtime.registry import class_name as class_name
 from actorflow.runtime.registry import lookup as lookup
 from actorflow.runtime.registry import register
 from actorflow.runtime.workflow._adoption import AdoptionPolicy
-from actorflow.runtime.workflow._children import ChildRun
 from actorflow.runtime.workflow._config import (
     CheckpointTriggers,
     Durability,
@@ -49,7 +48,6 @@ from actorflow.runtime.workflow._progress import (
 )
 from actorflow.runtime.workflow._query import RunQuery
 from actorflow.runtime.workflow._runtime import Runtime
-from actorflow.runtime.workflow._steps import Step
 from actorflow.runtime.workflow._stream import Emitted, EventStream
 from actorflow.runtime.workflow._wait_records import PendingWait
 from actorflow.runtime.workflow._watch import (
@@ -66,6 +64,7 @@ from actorflow.runtime.workflow._watch import (
     WatchEvent,
     watch_run,
 )
+from actorflow.runtime.workflow.steps import ChildRun, Step
 
 __all__ = [
     "Actor",

@@ -1,9 +1,11 @@
 """A run's agents: restored from their recorded states, spawned by steps, typed replies.
 
-One ``RunAgents`` per attempt at a run. It owns nothing but the run's actor
-scope (opened and closed by the attempt); what it records goes through the
-recorder, and stored states become agents' states again only through
-``decode_agent_state`` (state versions and upgrades live there).
+One ``RunAgents`` per attempt at a run. It holds the run's actor scope
+(opened and closed by the attempt) and what the attempt recorded of each
+agent's state, so a step's record names a new state only when it changed
+(``state_ref``: inline when small, else a blob written first). Its records go
+through the recorder, and stored states become agents' states again only
+through ``decode_agent_state`` (state versions and upgrades live there).
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from actorflow.runtime.actors import Actor, handler_for, lookup, state_type
+from actorflow.runtime.actors import Actor, class_name, handler_for, lookup, state_type
 from actorflow.runtime.workflow._replay import decode_agent_state
-from actorflow.storage import encode_value
+from actorflow.storage import StateRef, encode_value, state_version
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -23,9 +25,11 @@ if TYPE_CHECKING:
     from actorflow.runtime.actors import ActorRef, ActorScope
     from actorflow.runtime.workflow._cluster import AgentPlacer
     from actorflow.runtime.workflow._recorder import Recorder
-    from actorflow.storage import StateRef
 
-__all__ = ["RunAgents", "reply_type"]
+__all__ = ["INLINE_STATE_BYTES", "RunAgents", "reply_type"]
+
+INLINE_STATE_BYTES = 4096
+"""States up to this size travel inside their step record instead of a blob."""
 
 # (actor class, message class) -> reply type; resolving annotations costs an
 # eval per call, on every replayed reply of every run.
@@ -51,7 +55,16 @@ def reply_type(actor_cls: type[Actor], message_cls: type) -> Any:
 class RunAgents:
     """The agents of one attempt at a run, living in the run's actor scope."""
 
-    __slots__ = ("_placer_for", "_placers", "placed", "recorder", "scope")
+    __slots__ = (
+        "_last_state",
+        "_placer_for",
+        "_placers",
+        "_types",
+        "_versions",
+        "placed",
+        "recorder",
+        "scope",
+    )
 
     def __init__(
         self,
@@ -66,6 +79,10 @@ class RunAgents:
         self._placers = placers if placers is not None else set()
         self.placed: dict[str, ActorRef[Any]] = {}
         """The run's agents that live in other processes (a cluster's placed agents)."""
+        # encoded state last recorded per agent, to record a state only when it changed
+        self._last_state: dict[str, bytes] = {}
+        self._types: dict[str, str] = {}
+        self._versions: dict[str, int] = {}
 
     def get(self, name: str) -> ActorRef[Any] | None:
         """The run's live agent ``name``, or None."""
@@ -126,15 +143,62 @@ class RunAgents:
             if data is None:
                 data = await rec.store.get_blob(rec.run_id, ref.blob)
             state = decode_agent_state(data, state_type(cls), ref, name)
-            if ref.version == rec.note_agent(name, cls):
+            if ref.version == self._note(name, cls):
                 # the same bytes again would record no change of state
-                rec.last_state[name] = data
+                self._last_state[name] = data
         else:
-            rec.note_agent(name, cls)
+            self._note(name, cls)
         return await self._start(cls, name, state)
 
     async def spawn(self, cls: type[Actor], name: str, state: object) -> ActorRef[Any]:
         """Start a new agent of the run (``ctx.spawn``'s live half)."""
         ref = await self._start(cls, name, state)
-        self.recorder.note_agent(name, cls)
+        self._note(name, cls)
         return ref
+
+    # --- recorded states ---------------------------------------------------
+
+    def _note(self, name: str, cls: type[Actor]) -> int:
+        """Remember an agent's class (type name, role, state version); return the version.
+
+        The view reads evaluators' confidence by role; every state recorded for
+        the agent carries the version of its class's state.
+        """
+        self._types[name] = class_name(cls)
+        self.recorder.view.roles[name] = cls.role
+        version = self._versions[name] = state_version(state_type(cls))
+        return version
+
+    def version(self, name: str) -> int:
+        """The state version of agent ``name``'s class (spawned or restored by this attempt)."""
+        return self._versions[name]
+
+    def needs_blob(self, agent: str, data: bytes) -> bool:
+        """Whether recording ``data`` as ``agent``'s new state takes a blob write (I/O)."""
+        return len(data) > INLINE_STATE_BYTES and self._last_state.get(agent) != data
+
+    def inline_state_ref(self, agent: str, data: bytes) -> StateRef | None:
+        """``state_ref`` for a state that needs no blob (``needs_blob`` is false), without I/O."""
+        if self._last_state.get(agent) == data:
+            return None
+        self._last_state[agent] = data
+        return StateRef(
+            agent=agent,
+            type=self._types.get(agent, ""),
+            version=self._versions.get(agent, 1),
+            data=data,
+        )
+
+    async def state_ref(self, agent: str, data: bytes) -> StateRef | None:
+        """A reference to ``data`` as ``agent``'s new state, or ``None`` if unchanged."""
+        if self._last_state.get(agent) == data:
+            return None
+        self._last_state[agent] = data
+        agent_type = self._types.get(agent, "")
+        version = self._versions.get(agent, 1)
+        if len(data) <= INLINE_STATE_BYTES:
+            return StateRef(agent=agent, type=agent_type, version=version, data=data)
+        # The blob must be durable before any record that points at it.
+        rec = self.recorder
+        blob = await rec.store.put_blob(rec.run_id, data)
+        return StateRef(agent=agent, type=agent_type, version=version, blob=blob)

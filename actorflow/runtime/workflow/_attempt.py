@@ -32,10 +32,9 @@ from actorflow.runtime.workflow._outcomes import progressed, recorded_end, run_s
 from actorflow.runtime.workflow._recorder import Recorder
 from actorflow.runtime.workflow._replay import RunView, load_view
 from actorflow.runtime.workflow._signals import SignalDesk, WatchClock
-from actorflow.runtime.workflow._steps import close_namespace
 from actorflow.runtime.workflow._triggers import peak_memory
 from actorflow.runtime.workflow._updates import UpdateRunner
-from actorflow.runtime.workflow._waits import PauseRun
+from actorflow.runtime.workflow.steps import PauseRun, close_namespace
 from actorflow.storage import (
     LogWriter,
     RunManifest,

@@ -1,6 +1,6 @@
 """``RunContext``: everything in a run that could differ if its code ran again.
 
-Each call issues a step (``_steps.py``) with a deterministic id; awaiting it
+Each call issues a step (``steps/``) with a deterministic id; awaiting it
 either returns the recorded outcome (a step that completed before a crash
 never runs again) or runs it live and records it. Only traffic through ``ctx``
 is durable: messages sent straight through an ``ActorRef`` are not recorded.
@@ -14,11 +14,13 @@ import uuid as _uuid
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from actorflow.errors import ConfigurationError
-from actorflow.runtime.workflow._children import StartChildStep
 from actorflow.runtime.workflow._gather import gather_steps
 from actorflow.runtime.workflow._ids import Namespace, current_namespace
 from actorflow.runtime.workflow._phases import RetryPhase, run_phase
-from actorflow.runtime.workflow._steps import (
+from actorflow.runtime.workflow._triggers import manual_trigger
+from actorflow.runtime.workflow._wait_records import signal_type
+from actorflow.runtime.workflow.steps import (
+    NO_DEFAULT,
     AskStep,
     DecideStep,
     EmitStep,
@@ -26,19 +28,19 @@ from actorflow.runtime.workflow._steps import (
     SendStep,
     SleepStep,
     SpawnStep,
+    StartChildStep,
     Step,
     ValueStep,
+    WaitStep,
 )
-from actorflow.runtime.workflow._triggers import manual_trigger
-from actorflow.runtime.workflow._wait_records import signal_type
-from actorflow.runtime.workflow._waits import NO_DEFAULT, WaitStep
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 
     from actorflow.runtime.actors import Actor, ActorRef, AgentRef, Request
-    from actorflow.runtime.workflow._children import ChildRun, OnParentCancel
+    from actorflow.runtime.workflow._children import OnParentCancel
     from actorflow.runtime.workflow._env import StepEnv
+    from actorflow.runtime.workflow.steps import ChildRun
     from actorflow.storage import DecisionRecord
 
 __all__ = ["RunContext", "Workflow"]

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._replay import RunView
     from actorflow.runtime.workflow._signals import SignalDesk
     from actorflow.runtime.workflow._stream import EmitSink
+    from actorflow.runtime.workflow.steps._turnstile import Turnstile
 
 __all__ = ["ChildRuns", "StepEnv"]
 
@@ -63,6 +64,7 @@ class StepEnv:
         children: starts the run's child runs and follows them (None: it cannot).
         publish: where the orchestrator's emitted events go (the run's
             ``handle.events()`` readers), or None.
+        turnstiles: per agent, the order its step records keep (``AskStep``).
     """
 
     __slots__ = (
@@ -74,6 +76,7 @@ class StepEnv:
         "run_id",
         "signals",
         "task_group",
+        "turnstiles",
         "view",
     )
 
@@ -96,3 +99,4 @@ class StepEnv:
         self.signals = signals
         self.children = children
         self.publish: EmitSink | None = None
+        self.turnstiles: dict[str, Turnstile] = {}

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from actorflow.runtime.workflow._ids import Namespace, enter_namespace, leave_namespace
-from actorflow.runtime.workflow._steps import close_namespace
 from actorflow.runtime.workflow._triggers import Trigger
+from actorflow.runtime.workflow.steps import close_namespace
 from actorflow.storage import EventRecord, PhaseEndRecord
 from actorflow.storage import decode_value as decode
 from actorflow.storage import encode_value as encode

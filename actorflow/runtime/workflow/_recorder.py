@@ -19,73 +19,20 @@ import anyio
 
 from actorflow._text import error_message
 from actorflow.errors import ActorflowError
-from actorflow.runtime.actors import class_name, state_type
 from actorflow.runtime.workflow._config import Durability
 from actorflow.runtime.workflow._triggers import TriggerPolicy
-from actorflow.storage import StateRef, StepRecord, state_version
+from actorflow.storage import StepRecord
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from anyio.abc import TaskGroup
 
-    from actorflow.runtime.actors import Actor
     from actorflow.runtime.workflow._config import RuntimeConfig
     from actorflow.runtime.workflow._replay import RunView
     from actorflow.storage import LogRecord, LogWriter, Snapshot, Store
 
-__all__ = ["INLINE_STATE_BYTES", "Recorder", "Turnstile"]
-
-INLINE_STATE_BYTES = 4096
-"""States up to this size travel inside their step record instead of a blob."""
-
-
-class Turnstile:
-    """Orders one agent's step records by the order its messages were delivered.
-
-    Replies wake their waiters in whatever order the event loop picks (trio
-    picks at random), but each record carries the agent's state after that
-    message, so records must reach the log in the agent's handling order:
-    ticket ``t`` is recorded only after every earlier ticket was released.
-    """
-
-    __slots__ = ("_changed", "_done", "_next", "_serving")
-
-    def __init__(self) -> None:
-        self._next = 0
-        self._serving = 0
-        self._done: set[int] = set()
-        # made only when someone must wait: most records are in order already
-        self._changed: anyio.Event | None = None
-
-    def take(self) -> int:
-        """A ticket for a message about to be delivered (in delivery order)."""
-        ticket = self._next
-        self._next = ticket + 1
-        return ticket
-
-    def ready(self, ticket: int) -> bool:
-        """Whether every ticket before ``ticket`` was released (``wait`` would not block)."""
-        return self._serving >= ticket
-
-    async def wait(self, ticket: int) -> None:
-        """Wait until every ticket before ``ticket`` was released."""
-        while self._serving < ticket:
-            if self._changed is None:
-                self._changed = anyio.Event()
-            await self._changed.wait()
-
-    def release(self, ticket: int) -> None:
-        """Done with ``ticket`` (recorded, failed over to a retry, or abandoned)."""
-        self._done.add(ticket)
-        advanced = False
-        while self._serving in self._done:
-            self._done.remove(self._serving)
-            self._serving += 1
-            advanced = True
-        if advanced and self._changed is not None:
-            changed, self._changed = self._changed, None
-            changed.set()
+__all__ = ["Recorder"]
 
 
 class Recorder:
@@ -111,23 +58,11 @@ class Recorder:
         self.triggers = TriggerPolicy(config.triggers)
         self._request_snapshot = request_snapshot
         self.emit = emit
-        # Encoded state last recorded per agent, to record a state only when it changed.
-        self.last_state: dict[str, bytes] = {}
-        self.agent_types: dict[str, str] = {}
-        self.agent_versions: dict[str, int] = {}
-        self._turnstiles: dict[str, Turnstile] = {}
         # the flush behind: where its timer runs, and the timer's scope while one is set
         self._behind: TaskGroup | None = None
         self._timer: anyio.CancelScope | None = None
         # a recovery attempt's note of its first durable record (see on_progress)
         self._progress: tuple[int, Callable[[], Awaitable[None]]] | None = None
-
-    def turnstile(self, agent: str) -> Turnstile:
-        """The record-ordering turnstile of ``agent``."""
-        turnstile = self._turnstiles.get(agent)
-        if turnstile is None:
-            turnstile = self._turnstiles[agent] = Turnstile()
-        return turnstile
 
     # --- records -----------------------------------------------------------
 
@@ -222,48 +157,6 @@ class Recorder:
         """
         if self.durability is not Durability.BATCHED:
             await self._flush()
-
-    # --- agent states ------------------------------------------------------
-
-    def note_agent(self, name: str, cls: type[Actor]) -> int:
-        """Remember an agent's class (type name, role, state version); return the version.
-
-        The view reads evaluators' confidence by role; every state recorded for
-        the agent carries the version of its class's state.
-        """
-        self.agent_types[name] = class_name(cls)
-        self.view.roles[name] = cls.role
-        version = self.agent_versions[name] = state_version(state_type(cls))
-        return version
-
-    def needs_blob(self, agent: str, data: bytes) -> bool:
-        """Whether recording ``data`` as ``agent``'s new state takes a blob write (I/O)."""
-        return len(data) > INLINE_STATE_BYTES and self.last_state.get(agent) != data
-
-    def inline_state_ref(self, agent: str, data: bytes) -> StateRef | None:
-        """``state_ref`` for a state that needs no blob (``needs_blob`` is false), without I/O."""
-        if self.last_state.get(agent) == data:
-            return None
-        self.last_state[agent] = data
-        return StateRef(
-            agent=agent,
-            type=self.agent_types.get(agent, ""),
-            version=self.agent_versions.get(agent, 1),
-            data=data,
-        )
-
-    async def state_ref(self, agent: str, data: bytes) -> StateRef | None:
-        """A reference to ``data`` as ``agent``'s new state, or ``None`` if unchanged."""
-        if self.last_state.get(agent) == data:
-            return None
-        self.last_state[agent] = data
-        agent_type = self.agent_types.get(agent, "")
-        version = self.agent_versions.get(agent, 1)
-        if len(data) <= INLINE_STATE_BYTES:
-            return StateRef(agent=agent, type=agent_type, version=version, data=data)
-        # The blob must be durable before any record that points at it.
-        blob = await self.store.put_blob(self.run_id, data)
-        return StateRef(agent=agent, type=agent_type, version=version, blob=blob)
 
     # --- snapshots ---------------------------------------------------------
 

@@ -19,9 +19,17 @@ from actorflow._log import get_logger
 from actorflow._text import describe
 from actorflow.errors import RecoveryFailedError, RunLockedError
 from actorflow.runtime.workflow._handle import fail_run
+from actorflow.runtime.workflow._inbox import classify, feeds_wait, wait_source
 from actorflow.runtime.workflow._outcomes import workflow_class
-from actorflow.runtime.workflow._waits import can_go_on
-from actorflow.storage import RunManifest, RunStatus, validate_run_id
+from actorflow.runtime.workflow._replay import load_view
+from actorflow.runtime.workflow._wait_records import pending_waits
+from actorflow.storage import (
+    RunManifest,
+    RunStatus,
+    SupportsInbox,
+    read_messages,
+    validate_run_id,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -30,7 +38,7 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._handle import RunHandle
     from actorflow.storage import Store
 
-__all__ = ["ORPHANS", "RECOVERABLE", "Recovery", "TakeAndDrive", "woken"]
+__all__ = ["ORPHANS", "RECOVERABLE", "Recovery", "TakeAndDrive", "can_go_on", "woken"]
 
 _log = get_logger("actorflow.runtime")
 
@@ -223,3 +231,31 @@ class Recovery:
                 raise RecoveryFailedError(manifest.run_id, describe(exc)) from exc
             raise RecoveryFailedError(manifest.run_id, "its attempt stopped short")
         return True
+
+
+async def can_go_on(store: Store, manifest: RunManifest) -> bool:
+    """Whether a paused run's wait can resolve now: a signal it takes, or a passed deadline.
+
+    Reads the inbox first; only a run with a message of a type it might wait
+    for has its waits and taken entries loaded (newest snapshot plus log tail).
+    """
+    now = time.time()
+    if manifest.deadline is not None and manifest.deadline <= now:
+        return True
+    run_id = manifest.run_id
+    entries = await read_messages(store, run_id) if isinstance(store, SupportsInbox) else []
+    view, _ = await load_view(store, run_id, _quiet)
+    waits = pending_waits(view.events, view.steps)
+    if not waits:
+        return True  # answered before the run went on: it goes on with that answer
+    if any(w.deadline is not None and w.deadline <= now for w in waits):
+        return True
+    return any(
+        e.seq not in view.inbox_taken
+        and any(feeds_wait(e, classify(e), wait_source(w.type), w.type) for w in waits)
+        for e in entries
+    )
+
+
+def _quiet(*args: object, **kwargs: object) -> None:
+    """Events of a look at a run that this process does not drive: not reported."""

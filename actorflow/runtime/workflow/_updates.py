@@ -45,14 +45,13 @@ from actorflow.runtime.workflow._inbox import (
     update_id_of,
     update_type_of,
 )
-from actorflow.runtime.workflow._steps import close_namespace
 from actorflow.runtime.workflow._update_handlers import UpdateSpec, update_handlers
 from actorflow.runtime.workflow._wait_records import signal_type
+from actorflow.runtime.workflow.steps import close_namespace, step_record
 from actorflow.storage import (
     ErrorInfo,
     EventRecord,
     InboxEntry,
-    StepRecord,
     read_messages,
 )
 from actorflow.storage import decode_value as decode
@@ -246,9 +245,7 @@ class UpdateRunner:
     async def _finish(self, step_id: str, update_id: str, data: bytes, issued: float) -> None:
         """Record the update's outcome (taken up at ``issued``), then post it as the reply."""
         recorder = self._env.recorder
-        recorder.record(
-            StepRecord(step_id=step_id, kind="update", result=data, time=time.time(), issued=issued)
-        )
+        recorder.record(step_record(step_id, "update", issued=issued, result=data))
         # the reply is an output: what it says must survive a crash first
         with anyio.CancelScope(shield=True):
             await recorder.flush()

@@ -28,8 +28,9 @@ from actorflow.errors import (
     StoreUnavailableError,
     WaitTimeoutError,
 )
-from actorflow.runtime.workflow import _signals, _waits
+from actorflow.runtime.workflow import _recovery, _signals
 from actorflow.runtime.workflow._wait_records import pending_waits, read_resolution
+from actorflow.runtime.workflow.steps import _wait
 from actorflow.storage import EventRecord, FileStore, MemoryStore, RunStatus, StepRecord
 from tests.runtime.workflow.crash_parent import child_env
 from tests.runtime.workflow.signal_child import Fix, TwoFixes
@@ -89,7 +90,7 @@ class PhaseThenPause(Orchestrator):
 
 
 class FakeClock:
-    """``time`` for the waits' module: deadlines on a clock the test moves."""
+    """``time`` for the waits and recovery's look at them: deadlines on a clock the test moves."""
 
     def __init__(self) -> None:
         self.now = 1_000_000.0
@@ -101,7 +102,8 @@ class FakeClock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     fake = FakeClock()
-    monkeypatch.setattr(_waits, "time", types.SimpleNamespace(time=fake.time))
+    for module in (_wait, _recovery):
+        monkeypatch.setattr(module, "time", types.SimpleNamespace(time=fake.time))
     return fake
 
 

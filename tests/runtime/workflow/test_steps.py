@@ -388,7 +388,7 @@ async def test_a_durable_timer_is_not_reset_by_a_restart(monkeypatch: pytest.Mon
 
     import anyio
 
-    from actorflow.runtime.workflow import _steps
+    from actorflow.runtime.workflow.steps import _values
 
     store = MemoryStore()
     crashing = CrashingStore(store, crash_after=2)  # the spawn, then the timer's deadline
@@ -399,7 +399,7 @@ async def test_a_durable_timer_is_not_reset_by_a_restart(monkeypatch: pytest.Mon
     # An hour later (a fake clock): the recorded deadline has passed, so the
     # recovered run goes on at once; a timer started afresh would wait an hour.
     later = time.time() + 3601
-    monkeypatch.setattr(_steps, "time", types.SimpleNamespace(time=lambda: later))
+    monkeypatch.setattr(_values, "time", types.SimpleNamespace(time=lambda: later))
     async with Runtime(store=store) as runtime:
         with anyio.fail_after(10):
             assert await runtime.recover() == {"nap": "rested"}

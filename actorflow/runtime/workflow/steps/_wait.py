@@ -10,7 +10,8 @@ the middle of a timeout does not reset it.
 A pausing wait (``wait_for_input``, or ``pause=True``) that finds nothing in
 the inbox ends the run's tasks instead of waiting in the process: the run
 is ``paused`` until ``resume``, or until ``recover()`` finds its wait can
-resolve (a matching signal arrived, or the deadline passed).
+resolve (a matching signal arrived, or the deadline passed: ``can_go_on`` in
+``_recovery.py``).
 """
 
 from __future__ import annotations
@@ -23,27 +24,25 @@ import msgspec
 
 from actorflow.errors import WaitTimeoutError
 from actorflow.runtime.workflow._ids import value_hash
-from actorflow.runtime.workflow._inbox import InboxKind, classify, feeds_wait, wait_source
-from actorflow.runtime.workflow._replay import load_view
+from actorflow.runtime.workflow._inbox import InboxKind
 from actorflow.runtime.workflow._signals import Waiter
-from actorflow.runtime.workflow._steps import Step
 from actorflow.runtime.workflow._wait_records import (
     WaitRequest,
     WaitResolution,
-    pending_waits,
     read_request,
     read_resolution,
 )
-from actorflow.storage import EventRecord, StepRecord, SupportsInbox, read_messages
+from actorflow.runtime.workflow.steps._base import Step
+from actorflow.storage import EventRecord
 from actorflow.storage import decode_value as decode
 from actorflow.storage import encode_value as encode
 
 if TYPE_CHECKING:
     from actorflow.runtime.workflow._env import StepEnv
     from actorflow.runtime.workflow._ids import Namespace
-    from actorflow.storage import InboxEntry, RunManifest, Store
+    from actorflow.storage import InboxEntry
 
-__all__ = ["NO_DEFAULT", "PauseRun", "WaitStep", "can_go_on"]
+__all__ = ["NO_DEFAULT", "PauseRun", "WaitStep"]
 
 T = TypeVar("T")
 
@@ -189,46 +188,9 @@ class WaitStep(Step[T]):
                 )
             )
             rec = self.env.recorder
-            rec.record(
-                StepRecord(
-                    step_id=self.id,
-                    kind=self.kind,
-                    args_hash=self.hash,
-                    result=encode(resolution, "wait resolution"),
-                    time=time.time(),
-                    issued=self.issued,
-                )
-            )
+            self._record_outcome(result=encode(resolution, "wait resolution"))
             consumed = True
         finally:
             desk.withdraw(waiter, consumed=consumed)
         await rec.after_step()
         return self._outcome(resolution)
-
-
-async def can_go_on(store: Store, manifest: RunManifest) -> bool:
-    """Whether a paused run's wait can resolve now: a signal it takes, or a passed deadline.
-
-    Reads the inbox first; only a run with a message of a type it might wait
-    for has its waits and taken entries loaded (newest snapshot plus log tail).
-    """
-    now = time.time()
-    if manifest.deadline is not None and manifest.deadline <= now:
-        return True
-    run_id = manifest.run_id
-    entries = await read_messages(store, run_id) if isinstance(store, SupportsInbox) else []
-    view, _ = await load_view(store, run_id, _quiet)
-    waits = pending_waits(view.events, view.steps)
-    if not waits:
-        return True  # answered before the run went on: it goes on with that answer
-    if any(w.deadline is not None and w.deadline <= now for w in waits):
-        return True
-    return any(
-        e.seq not in view.inbox_taken
-        and any(feeds_wait(e, classify(e), wait_source(w.type), w.type) for w in waits)
-        for e in entries
-    )
-
-
-def _quiet(*args: object, **kwargs: object) -> None:
-    """Events of a look at a run that this process does not drive: not reported."""
