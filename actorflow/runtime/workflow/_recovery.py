@@ -1,10 +1,11 @@
 """Recovering stored runs: which to take, waking paused ones, driving each to its end.
 
-``Runtime.recover()`` and a worker's adoptions both come here. What is
-shared with starting a run (the claim, marking the run running, counting an
-attempt, driving it) stays with the runtime's :class:`~._runs.Runs` and is
-reached through its ``take_and_drive``; this module decides which runs are
-worth taking and what a taken run's end means for its caller.
+``Runtime.recover()``, ``Runtime.resume()`` (a paused run, answered) and a
+worker's adoptions all come here. What is shared with starting a run (the
+claim, marking the run running, counting an attempt, driving it) stays with
+the runtime's ``Runs`` (``_runs.py``), reached through :class:`RecoveringRuns`;
+this module decides which runs are worth taking and what a taken run's end
+means for its caller.
 """
 
 from __future__ import annotations
@@ -17,12 +18,18 @@ import msgspec
 
 from actorflow._log import get_logger
 from actorflow._text import describe
-from actorflow.errors import RecoveryFailedError, RunLockedError
+from actorflow.errors import (
+    ConfigurationError,
+    RecoveryFailedError,
+    RunLockedError,
+    RunNotPausedError,
+)
 from actorflow.runtime.workflow._handle import fail_run
 from actorflow.runtime.workflow._inbox import classify, feeds_wait, wait_source
 from actorflow.runtime.workflow._outcomes import workflow_class
 from actorflow.runtime.workflow._replay import load_view
-from actorflow.runtime.workflow._wait_records import pending_waits
+from actorflow.runtime.workflow._signals import send_signal
+from actorflow.runtime.workflow._wait_records import pending_waits, signal_type
 from actorflow.storage import (
     RunManifest,
     RunStatus,
@@ -76,6 +83,11 @@ class RecoveringRuns(Protocol):
     @property
     def config(self) -> RuntimeConfig:
         """Its options (``code_version``, ``recovery_timeout``)."""
+        ...
+
+    @property
+    def owner(self) -> str:
+        """The runtime's owner name (the sender of what it posts)."""
         ...
 
     @property
@@ -169,6 +181,46 @@ class Recovery:
             _log.warning("run_not_recovered", run_id=run_id, error=describe(exc))
             return {}
         return {} if outcome is _SKIPPED else {run_id: outcome}
+
+    async def resume(self, run_id: str, response: object) -> RunHandle:
+        """``Runtime.resume``'s work: send the answer to the paused run's wait, take the run.
+
+        Raises:
+            RunNotFoundError: no such run.
+            RunNotPausedError: the run is not paused (its status says why).
+            ConfigurationError: the run's wait takes another type of response.
+            RunLockedError: another process resumed it meanwhile and drives it.
+        """
+        manifest = await self._store.read_run(validate_run_id(run_id))
+        if manifest.status is not RunStatus.PAUSED:
+            raise RunNotPausedError(run_id, str(manifest.status))
+        workflow = workflow_class(manifest)
+        view, _ = await load_view(self._store, run_id, lambda *a, **k: None)
+        waits = [w for w in pending_waits(view.events, view.steps) if w.pause]
+        kind = signal_type(type(response))
+        fitting = [w for w in waits if w.type == kind]
+        if waits and not fitting:
+            wanted = " or ".join(sorted({w.type for w in waits}))
+            raise ConfigurationError("response", response, f"a {wanted}: what the run waits for")
+        if fitting:
+            # the wait the run reported (its prompt), else the first
+            reported = [w for w in fitting if w.prompt == manifest.prompt] or fitting
+            await send_signal(
+                self._store,
+                run_id,
+                response,
+                entry_id=None,
+                sender=self._runs.owner,
+                max_size=None,
+                resumes=reported[0].step_id,
+            )
+        # only while still paused: a resume that lost a race with another
+        # (which has taken the run since) must leave the live run as it is
+        manifest = await self._store.update_run(run_id, woken)
+        handle, _ = await self._runs.take_and_drive(
+            workflow, manifest, fresh=False, recovering=False
+        )
+        return handle
 
     def drives(self, run_id: str) -> bool:
         """Whether the runtime drives run ``run_id`` already (a worker leaves it alone)."""

@@ -38,6 +38,7 @@ from actorflow.runtime.workflow._children import RuntimeChildren
 from actorflow.runtime.workflow._cluster import RunFollower
 from actorflow.runtime.workflow._ending import status_change
 from actorflow.runtime.workflow._export import EmitExporter
+from actorflow.runtime.workflow._fork import copy_for_fork
 from actorflow.runtime.workflow._handle import RunHandle, RunTracker
 from actorflow.runtime.workflow._outcomes import (
     decode_result,
@@ -390,6 +391,18 @@ class Runs:
                 return None
             stored = await self.store.read_run(stored.run_id)
         return stored if stored.status.finished else None
+
+    async def fork(self, run_id: str, checkpoint: str, new_run_id: str | None) -> RunHandle:
+        """See ``Runtime.fork``."""
+        source = await self.store.read_run(validate_run_id(run_id))
+        workflow = workflow_class(source)
+        new_id = (
+            validate_run_id(new_run_id)
+            if new_run_id
+            else f"{run_id[:80]}-fork-{uuid.uuid4().hex[:8]}"
+        )
+        stored = await copy_for_fork(self.store, source, checkpoint, new_id)
+        return await self.launch(workflow, stored)
 
     @functools.cached_property
     def children(self) -> RuntimeChildren:

@@ -15,28 +15,21 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from actorflow.errors import (
-    ConfigurationError,
     RunNotFinishedError,
-    RunNotPausedError,
 )
 from actorflow.runtime.actors import ActorSystem, class_name
 from actorflow.runtime.workflow._adoption import AdoptionPolicy
 from actorflow.runtime.workflow._config import RuntimeConfig
-from actorflow.runtime.workflow._fork import copy_for_fork
 from actorflow.runtime.workflow._outcomes import (
     decode_result,
     finished_error,
-    workflow_class,
 )
 from actorflow.runtime.workflow._query import RunQuery, query_run
-from actorflow.runtime.workflow._recovery import woken
-from actorflow.runtime.workflow._replay import load_view
 from actorflow.runtime.workflow._runs import Runs
 from actorflow.runtime.workflow._signals import (
     send_signal,
 )
 from actorflow.runtime.workflow._updates import call_update
-from actorflow.runtime.workflow._wait_records import pending_waits, signal_type
 from actorflow.runtime.workflow._watch import DEFAULT_POLL_INTERVAL, watch_run
 from actorflow.storage import (
     InboxEntry,
@@ -274,33 +267,7 @@ class Runtime(ActorSystem):
             RunLockedError: another process resumed it meanwhile and drives it
                 (the first response sent is the one the run takes).
         """
-        manifest = await self.store.read_run(validate_run_id(run_id))
-        if manifest.status is not RunStatus.PAUSED:
-            raise RunNotPausedError(run_id, str(manifest.status))
-        workflow = workflow_class(manifest)
-        view, _ = await load_view(self.store, run_id, lambda *a, **k: None)
-        waits = [w for w in pending_waits(view.events, view.steps) if w.pause]
-        kind = signal_type(type(response))
-        fitting = [w for w in waits if w.type == kind]
-        if waits and not fitting:
-            wanted = " or ".join(sorted({w.type for w in waits}))
-            raise ConfigurationError("response", response, f"a {wanted}: what the run waits for")
-        if fitting:
-            # the wait the run reported (its prompt), else the first
-            reported = [w for w in fitting if w.prompt == manifest.prompt] or fitting
-            await send_signal(
-                self.store,
-                run_id,
-                response,
-                entry_id=None,
-                sender=self.owner,
-                max_size=None,
-                resumes=reported[0].step_id,
-            )
-        # only while still paused: a resume that lost a race with another
-        # (which has taken the run since) must leave the live run as it is
-        manifest = await self.store.update_run(run_id, woken)
-        handle = await self._runs.launch(workflow, manifest)
+        handle = await self._runs.recovery.resume(run_id, response)
         if on_start is not None:
             on_start(handle)
         return await handle.result()
@@ -390,15 +357,7 @@ class Runtime(ActorSystem):
 
         The new run replays what the snapshot holds and runs the rest live.
         """
-        source = await self.store.read_run(validate_run_id(run_id))
-        workflow = workflow_class(source)
-        new_id = (
-            validate_run_id(new_run_id)
-            if new_run_id
-            else f"{run_id[:80]}-fork-{uuid.uuid4().hex[:8]}"
-        )
-        stored = await copy_for_fork(self.store, source, checkpoint, new_id)
-        return await self._runs.launch(workflow, stored)
+        return await self._runs.fork(run_id, checkpoint, new_run_id)
 
     async def cancel(self, run_id: str, *, reason: str | None = None) -> None:
         """Cancel a run, from any process; it ends ``cancelled`` with ``reason`` recorded.
