@@ -10,14 +10,14 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 
 from actorflow.errors import (
     RunNotFinishedError,
 )
-from actorflow.runtime.actors import ActorSystem, class_name
+from actorflow.runtime.actors import Actor, ActorSystem, class_name
 from actorflow.runtime.workflow._adoption import AdoptionPolicy
 from actorflow.runtime.workflow._config import RuntimeConfig
 from actorflow.runtime.workflow._outcomes import (
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Callable, Sequence
     from typing import Self
 
+    from actorflow.runtime.actors import ActorRef, SupervisorPolicy
     from actorflow.runtime.workflow._cluster import Cluster
     from actorflow.runtime.workflow._handle import R, RunHandle
     from actorflow.runtime.workflow._outcomes import Workflow
@@ -50,8 +51,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Runtime"]
 
+A = TypeVar("A", bound=Actor)
 
-class Runtime(ActorSystem):
+
+class Runtime:
     """Runs actors and durable workflow runs: ``async with Runtime(store=...) as rt``.
 
     Args:
@@ -67,10 +70,15 @@ class Runtime(ActorSystem):
         cluster: where runs and placed agents go (``actorflow.ray.RayCluster``):
             runs it drives elsewhere are stored, handed to it and followed
             through the store; ``None`` (the default): all in this process.
-        mailbox_size, supervisor, shutdown_timeout: see the actor runtime.
+        mailbox_size, supervisor, shutdown_timeout: see the actor runtime
+            (:class:`ActorSystem`).
+
+    It has an :class:`ActorSystem` (no longer is one): its actors' methods
+    (``spawn``, ``get``, ``lookup``, ``stop``, ``running``) are the runtime's too.
 
     .. versionchanged:: 0.4
-       ``adopt_orphans``, ``cluster``.
+       ``adopt_orphans``, ``cluster``; it has an ``ActorSystem`` rather than
+       subclassing it.
     """
 
     def __init__(
@@ -82,7 +90,7 @@ class Runtime(ActorSystem):
         cluster: Cluster | None = None,
         **actor_options: Any,
     ) -> None:
-        super().__init__(**actor_options)
+        self._system = ActorSystem(**actor_options)
         self.cluster = cluster
         """Where runs and placed agents go; ``None``: this process."""
         if adopt_orphans is True:
@@ -91,7 +99,7 @@ class Runtime(ActorSystem):
         """The adoption policy of a worker runtime; ``None`` if it adopts nothing."""
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._runs = Runs(
-            self,
+            self._system,
             store=store,
             config=config if config is not None else RuntimeConfig.from_env(),
             owner=self.owner,
@@ -106,6 +114,95 @@ class Runtime(ActorSystem):
     @config.setter
     def config(self, config: RuntimeConfig) -> None:
         self._runs.config = config
+
+    # --- actors (the runtime's actor system) -----------------------------------
+
+    @property
+    def mailbox_size(self) -> int:
+        """Default mailbox capacity of new actors."""
+        return self._system.mailbox_size
+
+    @mailbox_size.setter
+    def mailbox_size(self, size: int) -> None:
+        self._system.mailbox_size = size
+
+    @property
+    def supervisor(self) -> SupervisorPolicy:
+        """Default supervisor policy of new actors."""
+        return self._system.supervisor
+
+    @supervisor.setter
+    def supervisor(self, policy: SupervisorPolicy) -> None:
+        self._system.supervisor = policy
+
+    @property
+    def shutdown_timeout(self) -> float:
+        """Seconds actors (and runs) get to stop at exit before cancellation."""
+        return self._system.shutdown_timeout
+
+    @shutdown_timeout.setter
+    def shutdown_timeout(self, seconds: float) -> None:
+        self._system.shutdown_timeout = seconds
+
+    @property
+    def running(self) -> bool:
+        """Whether the runtime is inside its ``async with`` block and has not failed."""
+        return self._system.running
+
+    async def spawn(
+        self,
+        actor_cls: type[A],
+        *,
+        name: str,
+        state: Any = None,
+        supervisor: SupervisorPolicy | None = None,
+        mailbox_size: int | None = None,
+    ) -> ActorRef[A]:
+        """Start an actor and return its ref; its ``on_start`` runs soon after.
+
+        Args:
+            actor_cls: the Actor subclass.
+            name: unique among the runtime's actors; letters, digits, ``-_.``.
+            state: the initial state (a private copy is made); default
+                ``StateType()``.
+            supervisor: overrides the runtime's default policy.
+            mailbox_size: overrides the runtime's default capacity.
+
+        Raises:
+            InvalidNameError: ``name`` is not a valid actor name.
+            DuplicateActorNameError: a live actor already has this name.
+            ActorDefinitionError: the class is declared wrongly.
+            RuntimeNotRunningError: outside ``async with Runtime()``.
+        """
+        return await self._system.spawn(
+            actor_cls, name=name, state=state, supervisor=supervisor, mailbox_size=mailbox_size
+        )
+
+    def get(self, name: str) -> ActorRef[Any] | None:
+        """The ref of the live root-scope actor called ``name``, or None."""
+        return self._system.get(name)
+
+    def lookup(self, name: str) -> ActorRef[Any]:
+        """The ref of the live root-scope actor called ``name``.
+
+        Raises:
+            ActorNotFoundError: no live actor has that name.
+        """
+        return self._system.lookup(name)
+
+    async def stop(self, ref: ActorRef[Any], *, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        """Stop one actor and wait until it has stopped.
+
+        It handles the messages already queued and runs ``on_stop``; after
+        ``timeout`` seconds it is cancelled instead. Stopping a stopped actor
+        does nothing.
+
+        Raises:
+            ActorNotFoundError: ``ref`` is not a ref to an actor in this process.
+        """
+        await self._system.stop(ref, timeout=timeout)
+
+    # --- runs --------------------------------------------------------------------
 
     @property
     def store(self) -> Store:
@@ -124,7 +221,7 @@ class Runtime(ActorSystem):
             if self.cluster is not None:
                 with anyio.CancelScope(shield=True):
                     await self.cluster.aclose()
-            await super().__aexit__(*exc_info)
+            await self._system.__aexit__(*exc_info)
         finally:
             with anyio.CancelScope(shield=True):
                 # the runs ended their streams: what they queued reaches the store (bounded)
@@ -418,19 +515,19 @@ class Runtime(ActorSystem):
         return self._runs.handle(run_id)
 
     async def __aenter__(self) -> Self:
-        await super().__aenter__()
+        await self._system.__aenter__()
         self._runs.open()
         if self.cluster is not None:
             try:
                 await self.cluster.open(self)
             except BaseException:
-                await super().__aexit__(None, None, None)
+                await self._system.__aexit__(None, None, None)
                 raise
         if self.adoption is not None:
             try:
                 self._runs.start_adopting(self.adoption)
             except BaseException:
-                await super().__aexit__(None, None, None)
+                await self._system.__aexit__(None, None, None)
                 raise
         return self
 
