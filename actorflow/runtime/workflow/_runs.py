@@ -431,11 +431,7 @@ class Runs:
         if manifest.status.finished:
             return self._ended(manifest, workflow)
         if self._follower is None:
-            self._follower = RunFollower(
-                self.store,
-                cancel=self.cancel_stored,
-                poll_interval=self.config.signal_poll_interval,
-            )
+            self._follower = RunFollower(self, poll_interval=self.config.signal_poll_interval)
             task_group.start_soon(self._follower.run)
         tracker = RunTracker(run_id, manifest.workflow)
         self._table[run_id] = tracker
