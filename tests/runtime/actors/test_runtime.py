@@ -253,3 +253,11 @@ async def test_stopping_a_ref_to_an_actor_elsewhere_is_a_named_error() -> None:
     async with Runtime() as runtime:
         with pytest.raises(ActorNotFoundError, match="elsewhere"):
             await runtime.stop(elsewhere)
+
+
+def test_the_runtime_has_an_actor_system_and_keeps_the_engines_hooks_off_the_users_object() -> None:
+    runtime = Runtime(shutdown_timeout=1.5)
+    assert not isinstance(runtime, ActorSystem)
+    for hook in ("open_scope", "spawn_now", "require_running"):
+        assert not hasattr(runtime, hook), hook
+    assert (runtime.shutdown_timeout, runtime.mailbox_size, runtime.running) == (1.5, 256, False)
