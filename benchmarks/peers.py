@@ -258,7 +258,7 @@ async def af_runs(
     times = []
     async with Runtime(store=FileStore(path), config=_config(durability)) as runtime:
         assert await runtime.run(cls, UNITS) == UNITS
-        await runtime._pruner.wait()  # the warm-up's retention stays out of the count
+        await runtime._runs.pruner.wait()  # the warm-up's retention stays out of the count
         before = TAP.syncs()
         for _ in range(n):
             start = time.perf_counter()
@@ -272,13 +272,13 @@ async def af_by_caller(path: str, workflow: str, n: int) -> None:
     cls = WORKFLOWS[workflow]
     async with Runtime(store=FileStore(path), config=_config(Durability.SYNC)) as runtime:
         await runtime.run(cls, UNITS)
-        await runtime._pruner.wait()
+        await runtime._runs.pruner.wait()
         TAP.by_caller, TAP.written = Counter(), 0
         for _ in range(n):
             TAP.stage = "during run()"
             await runtime.run(cls, UNITS)
             TAP.stage = "after run() returned"
-            await runtime._pruner.wait()
+            await runtime._runs.pruner.wait()
     TAP.stage = "during run()"
 
 

@@ -21,8 +21,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 import msgspec
@@ -43,11 +42,9 @@ from actorflow.runtime.actors import lookup
 from actorflow.storage import EventRecord, RunIndex, RunManifest, RunStatus
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-
     from actorflow.storage import Store
 
-__all__ = ["ADOPTED", "Adopted", "Adopter", "AdopterHooks", "AdoptionPolicy", "adoption_record"]
+__all__ = ["ADOPTED", "Adopted", "Adopter", "AdoptionPolicy", "Adopts", "adoption_record"]
 
 _log = get_logger("actorflow.adoption")
 
@@ -120,29 +117,36 @@ class AdoptionPolicy(msgspec.Struct, frozen=True, kw_only=True):
             )
 
 
-@dataclass(frozen=True, slots=True)
-class AdopterHooks:
-    """What the adopter asks of its runtime.
+class Adopts(Protocol):
+    """What the adopter asks of its runtime (its ``Recovery``)."""
 
-    Attributes:
-        drives: whether this runtime drives the run already.
-        recover: recover one run to its end: whether this process drove it
-            (``False``: someone else finished or took it first). Raises
-            ``RunLockedError`` if a live owner holds it.
-        wake_paused: a paused run marked interrupted if its wait can resolve.
-        retries_blocked: whether a blocked run is tried under this code.
-    """
+    def drives(self, run_id: str) -> bool:
+        """Whether this runtime drives the run already."""
+        ...
 
-    drives: Callable[[str], bool]
-    recover: Callable[[RunManifest], Awaitable[bool]]
-    wake_paused: Callable[[RunManifest], Awaitable[RunManifest]]
-    retries_blocked: Callable[[RunManifest], bool]
+    async def adopt(self, manifest: RunManifest) -> bool:
+        """Recover one run to its end: whether this process drove it.
+
+        ``False``: someone else finished or took it first.
+
+        Raises:
+            RunLockedError: a live owner holds it.
+        """
+        ...
+
+    async def wake_paused(self, manifest: RunManifest) -> RunManifest:
+        """A paused run marked interrupted if its wait can resolve; else as is."""
+        ...
+
+    def retries_blocked(self, manifest: RunManifest) -> bool:
+        """Whether a blocked run is tried under this code."""
+        ...
 
 
 class Adopter:
     """The loop of one worker: look, pick, recover; see the module's docstring."""
 
-    def __init__(self, store: Store, policy: AdoptionPolicy, hooks: AdopterHooks) -> None:
+    def __init__(self, store: Store, policy: AdoptionPolicy, recovery: Adopts) -> None:
         if not isinstance(store, RunIndex):
             raise ConfigurationError(
                 "adopt_orphans",
@@ -153,7 +157,7 @@ class Adopter:
         self._store: RunIndex = store
         self._reader = store
         self.policy = policy
-        self._hooks = hooks
+        self._recovery = recovery
         self._slots = anyio.CapacityLimiter(policy.max_concurrent)
         self._wake = anyio.Event()
         self._not_before: dict[str, float] = {}
@@ -219,7 +223,7 @@ class Adopter:
         found = await self._store.list_unfinished(unowned=True)
         self._forget_all_but(set(found))
         for run_id in found:
-            if run_id in self._adopting or self._hooks.drives(run_id):
+            if run_id in self._adopting or self._recovery.drives(run_id):
                 continue
             if self._not_before.get(run_id, 0.0) > now:
                 continue
@@ -270,7 +274,7 @@ class Adopter:
             self._leave(run_id, "class_not_imported", workflow=manifest.workflow)
             return None
         if manifest.status is RunStatus.PAUSED:
-            manifest = await self._hooks.wake_paused(manifest)
+            manifest = await self._recovery.wake_paused(manifest)
             if manifest.status is RunStatus.PAUSED:
                 wait = policy.recheck_interval
                 if manifest.deadline is not None:  # look again when it times out, not later
@@ -278,7 +282,7 @@ class Adopter:
                 self._later(run_id, wait)
                 return None
         if manifest.status is RunStatus.BLOCKED:
-            if not self._hooks.retries_blocked(manifest):
+            if not self._recovery.retries_blocked(manifest):
                 self._leave(run_id, "blocked", code_version=manifest.blocked_code_version)
                 return None
         elif manifest.status not in _TAKEN_AS_IS:
@@ -305,7 +309,7 @@ class Adopter:
         run_id = manifest.run_id
         try:
             _log.info("run_adopting", run_id=run_id, status=str(manifest.status))
-            await self._hooks.recover(manifest)
+            await self._recovery.adopt(manifest)
         except RunLockedError:
             self._later(run_id, self.policy.poll_interval)  # a live owner: not an orphan
         except Exception as exc:

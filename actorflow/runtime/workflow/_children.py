@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import anyio
 import msgspec
@@ -37,13 +37,11 @@ from actorflow._log import get_logger
 from actorflow._text import describe
 from actorflow.errors import RunNotFoundError
 from actorflow.runtime.workflow._inbox import InboxKind, child_end_type, post
-from actorflow.runtime.workflow._outcomes import new_manifest, workflow_class
+from actorflow.runtime.workflow._outcomes import workflow_class
 from actorflow.storage import ErrorInfo, RunManifest, RunStatus
 from actorflow.storage import encode_value as encode
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-
     from anyio.abc import TaskGroup
 
     from actorflow.runtime.workflow._handle import RunTracker
@@ -51,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ChildEnd",
+    "ChildHost",
     "OnParentCancel",
     "RuntimeChildren",
     "child_run_id",
@@ -116,42 +115,73 @@ async def post_end(store: Store, manifest: RunManifest, parent_run: str, sender:
     )
 
 
+class ChildHost(Protocol):
+    """What child runs ask of the runtime's runs (``Runs``, in ``_runs.py``)."""
+
+    @property
+    def store(self) -> Store:
+        """Where the runs live."""
+        ...
+
+    @property
+    def owner(self) -> str:
+        """The runtime's owner name (the sender of the ends it posts)."""
+        ...
+
+    @property
+    def shutdown_timeout(self) -> float:
+        """Seconds a child's end gets to be posted as the runtime stops."""
+        ...
+
+    async def start_child(
+        self,
+        workflow: type[object],
+        input: object,
+        *,
+        child_id: str,
+        parent_run: str,
+        parent_step: str,
+    ) -> RunManifest | None:
+        """Create the child run and drive it here, or take the stored one.
+
+        Returns its manifest if it has finished (nobody will post its end), else None.
+
+        Raises:
+            RunInputMismatchError: the child exists with another input.
+        """
+        ...
+
+    async def drive_child(self, workflow: type[object], stored: RunManifest) -> RunManifest | None:
+        """Drive a stored child here if no one does; its manifest if it has finished."""
+        ...
+
+    async def cancel(self, run_id: str, reason: str | None) -> None:
+        """``Runtime.cancel``."""
+        ...
+
+    def tracker(self, run_id: str) -> RunTracker | None:
+        """The tracker of a run the runtime has, if any."""
+        ...
+
+    def accepting(self) -> TaskGroup:
+        """The runtime's task group.
+
+        Raises:
+            RuntimeNotRunningError: it is not running, or stops.
+        """
+        ...
+
+
 class RuntimeChildren:
     """The runtime's ``ChildRuns``: children run in its task group, under its claims.
 
     Args:
-        store: where the runs live.
-        owner: the runtime's owner name (the sender of the ends it posts).
-        code_version: stored with each new child run.
-        drive: creates a child run (``create``) or takes the stored one, and
-            drives it here if no one does; returns its manifest if it has
-            finished (nobody will post its end), else None.
-        cancel: ``Runtime.cancel``.
-        tracker: the tracker of a run live in the runtime, if any.
-        task_group: the runtime's task group (raises once it stops).
-        grace: seconds a child's end gets to be posted as the runtime stops.
+        runs: the runtime's runs, which create, take and drive the children
+            (and cancel them, and say which runs are live here).
     """
 
-    def __init__(
-        self,
-        *,
-        store: Store,
-        owner: str,
-        code_version: str | None,
-        drive: Callable[[type[object], RunManifest, bool], Awaitable[RunManifest | None]],
-        cancel: Callable[[str, str], Awaitable[None]],
-        tracker: Callable[[str], RunTracker | None],
-        task_group: Callable[[], TaskGroup],
-        grace: float,
-    ) -> None:
-        self._store = store
-        self._owner = owner
-        self._code_version = code_version
-        self._drive = drive
-        self._cancel = cancel
-        self._tracker = tracker
-        self._task_group = task_group
-        self._grace = grace
+    def __init__(self, runs: ChildHost) -> None:
+        self._runs = runs
         self._adopted: dict[RunTracker, set[str]] = {}
 
     async def start(
@@ -164,46 +194,38 @@ class RuntimeChildren:
         parent_step: str,
     ) -> None:
         """See :meth:`ChildRuns.start`."""
-        manifest = msgspec.structs.replace(
-            new_manifest(
-                workflow,
-                input,
-                run_id=child_id,
-                owner=self._owner,
-                code_version=self._code_version,
-            ),
-            parent_run=parent_run,
-            parent_step=parent_step,
+        runs = self._runs
+        ended = await runs.start_child(
+            workflow, input, child_id=child_id, parent_run=parent_run, parent_step=parent_step
         )
-        ended = await self._drive(workflow, manifest, True)
         if ended is not None:
-            await post_end(self._store, ended, parent_run, self._owner)
+            await post_end(runs.store, ended, parent_run, runs.owner)
 
     async def reattach(self, child_id: str, parent_run: str, *, post: bool) -> None:
         """See :meth:`ChildRuns.reattach`."""
         try:
-            manifest = await self._store.read_run(child_id)
+            manifest = await self._runs.store.read_run(child_id)
         except RunNotFoundError:
             if post:  # gone (retention deleted it?): the parent hears so, not nothing
                 missing = ErrorInfo(type="RunNotFoundError", message="the child run is gone")
                 gone = _gone(child_id, missing)
-                await post_end(self._store, gone, parent_run, self._owner)
+                await post_end(self._runs.store, gone, parent_run, self._runs.owner)
             return
         ended: RunManifest | None = manifest if manifest.status.finished else None
         if ended is None:
             try:
-                ended = await self._drive(workflow_class(manifest), manifest, False)
+                ended = await self._runs.drive_child(workflow_class(manifest), manifest)
             except Exception as exc:
                 # it stays as it is (for recover()); the parent waits for its end
                 _log.warning("child_not_reattached", run_id=child_id, error=describe(exc))
                 return
         if ended is not None and post:
-            await post_end(self._store, ended, parent_run, self._owner)
+            await post_end(self._runs.store, ended, parent_run, self._runs.owner)
 
     def follow(self, tracker: RunTracker, parent_run: str) -> None:
         """Post the child's end to ``parent_run`` once this runtime's attempt at it finishes it."""
         try:
-            task_group = self._task_group()
+            task_group = self._runs.accepting()
         except Exception:
             return  # the runtime stops: the parent's re-attach posts it
         task_group.start_soon(self._post_when_ended, tracker, parent_run)
@@ -212,11 +234,11 @@ class RuntimeChildren:
         await tracker.ended.wait()
         if not tracker.status.finished:
             return  # paused, interrupted, blocked: whoever finishes it posts
-        with anyio.move_on_after(self._grace, shield=True):
+        with anyio.move_on_after(self._runs.shutdown_timeout, shield=True):
             try:
-                manifest = await self._store.read_run(tracker.run_id)
+                manifest = await self._runs.store.read_run(tracker.run_id)
                 if manifest.status.finished:
-                    await post_end(self._store, manifest, parent_run, self._owner)
+                    await post_end(self._runs.store, manifest, parent_run, self._runs.owner)
             except Exception as exc:
                 # the parent's re-attach posts it when it looks for the child
                 _log.warning(
@@ -228,13 +250,13 @@ class RuntimeChildren:
 
     def adopt(self, parent_run: str, child_id: str) -> None:
         """See :meth:`ChildRuns.adopt`."""
-        tracker = self._tracker(parent_run)
+        tracker = self._runs.tracker(parent_run)
         if tracker is None or tracker.done:
             return
         children = self._adopted.get(tracker)
         if children is None:
             try:
-                task_group = self._task_group()
+                task_group = self._runs.accepting()
             except Exception:
                 return
             children = self._adopted[tracker] = set()
@@ -251,7 +273,9 @@ class RuntimeChildren:
         for child_id in sorted(children):
             try:
                 # a child another process drives gets a durable cancel request
-                await self._cancel(child_id, f"its parent run {tracker.run_id!r} was cancelled")
+                await self._runs.cancel(
+                    child_id, f"its parent run {tracker.run_id!r} was cancelled"
+                )
             except Exception as exc:
                 _log.warning(
                     "child_not_cancelled",

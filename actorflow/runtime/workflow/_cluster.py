@@ -233,6 +233,19 @@ class RemoteStep:
 # --- runs driven elsewhere, followed through the store ----------------------------------
 
 
+class FollowingRuns(Protocol):
+    """What the follower asks of the runtime's runs (``Runs``, in ``_runs.py``)."""
+
+    @property
+    def store(self) -> Store:
+        """The store the followed runs live in."""
+        ...
+
+    async def cancel_stored(self, run_id: str, reason: str | None) -> None:
+        """Cancel a run through the store (a request in its inbox, or its manifest)."""
+        ...
+
+
 class RunFollower:
     """Follows runs other processes drive, and finishes their handles as they end.
 
@@ -240,19 +253,18 @@ class RunFollower:
     unfinished runs once; a followed run gone from it has finished and its
     manifest is read. Every ``manifest_every`` polls the manifests of all
     followed runs are read too, to see pauses and blocks (still unfinished).
-    A handle's ``cancel`` posts a cancel request through ``cancel``.
+    A handle's ``cancel`` posts a cancel request through ``runs.cancel_stored``.
     """
 
     def __init__(
         self,
-        store: Store,
+        runs: FollowingRuns,
         *,
-        cancel: Callable[[str, str | None], Awaitable[None]],
         poll_interval: float = 0.25,
         manifest_every: int = 8,
     ) -> None:
-        self._store = store
-        self._cancel = cancel
+        self._store = runs.store
+        self._runs = runs
         self.poll_interval = poll_interval
         self._manifest_every = manifest_every
         self._followed: dict[str, tuple[RunTracker, type[Any] | None]] = {}
@@ -289,7 +301,7 @@ class RunFollower:
         for run_id, (tracker, _) in list(self._followed.items()):
             if tracker.cancel_requested and run_id not in self._cancel_sent:
                 self._cancel_sent.add(run_id)
-                await self._cancel(run_id, tracker.cancel_reason)
+                await self._runs.cancel_stored(run_id, tracker.cancel_reason)
         ids = list(self._followed)
         if isinstance(store, RunIndex) and not every:
             unfinished = set(await store.list_unfinished())

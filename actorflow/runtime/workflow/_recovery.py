@@ -1,10 +1,11 @@
 """Recovering stored runs: which to take, waking paused ones, driving each to its end.
 
-``Runtime.recover()`` and a worker's adoptions both come here. What is
-shared with starting a run (the claim, marking the run running, counting an
-attempt, driving it) stays with the runtime and is reached through
-:class:`TakeAndDrive`; this module decides which runs are worth taking and
-what a taken run's end means for its caller.
+``Runtime.recover()``, ``Runtime.resume()`` (a paused run, answered) and a
+worker's adoptions all come here. What is shared with starting a run (the
+claim, marking the run running, counting an attempt, driving it) stays with
+the runtime's ``Runs`` (``_runs.py``), reached through :class:`RecoveringRuns`;
+this module decides which runs are worth taking and what a taken run's end
+means for its caller.
 """
 
 from __future__ import annotations
@@ -17,12 +18,18 @@ import msgspec
 
 from actorflow._log import get_logger
 from actorflow._text import describe
-from actorflow.errors import RecoveryFailedError, RunLockedError
+from actorflow.errors import (
+    ConfigurationError,
+    RecoveryFailedError,
+    RunLockedError,
+    RunNotPausedError,
+)
 from actorflow.runtime.workflow._handle import fail_run
 from actorflow.runtime.workflow._inbox import classify, feeds_wait, wait_source
 from actorflow.runtime.workflow._outcomes import workflow_class
 from actorflow.runtime.workflow._replay import load_view
-from actorflow.runtime.workflow._wait_records import pending_waits
+from actorflow.runtime.workflow._signals import send_signal
+from actorflow.runtime.workflow._wait_records import pending_waits, signal_type
 from actorflow.storage import (
     RunManifest,
     RunStatus,
@@ -38,7 +45,7 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._handle import RunHandle
     from actorflow.storage import Store
 
-__all__ = ["ORPHANS", "RECOVERABLE", "Recovery", "TakeAndDrive", "can_go_on", "woken"]
+__all__ = ["ORPHANS", "RECOVERABLE", "RecoveringRuns", "Recovery", "can_go_on", "woken"]
 
 _log = get_logger("actorflow.runtime")
 
@@ -65,10 +72,34 @@ _SKIPPED: Any = object()
 """What recovering a run that was no orphan after all gives: nothing to report."""
 
 
-class TakeAndDrive(Protocol):
-    """The runtime's take of a stored run: claim it, mark it running, drive it."""
+class RecoveringRuns(Protocol):
+    """What recovery asks of the runtime's runs (``Runs``, in ``_runs.py``)."""
 
-    async def __call__(
+    @property
+    def store(self) -> Store:
+        """The runtime's store."""
+        ...
+
+    @property
+    def config(self) -> RuntimeConfig:
+        """Its options (``code_version``, ``recovery_timeout``)."""
+        ...
+
+    @property
+    def owner(self) -> str:
+        """The runtime's owner name (the sender of what it posts)."""
+        ...
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the runtime began to stop (an attempt it stopped is no failure)."""
+        ...
+
+    def drives(self, run_id: str) -> bool:
+        """Whether the runtime drives the run already."""
+        ...
+
+    async def take_and_drive(
         self,
         workflow: type[Any],
         manifest: RunManifest,
@@ -77,7 +108,7 @@ class TakeAndDrive(Protocol):
         recovering: bool,
         adopting: bool = False,
     ) -> tuple[RunHandle, bool]:
-        """The run's handle, and whether it is driven now, here or by the cluster it went to.
+        """Claim the run, mark it running, drive it: its handle, and whether it is driven now.
 
         ``False``: it had ended (or paused) by the time it was taken.
         """
@@ -88,24 +119,15 @@ class Recovery:
     """A runtime's recoveries: ``recover()`` (all or one run) and a worker's adoptions.
 
     Args:
-        store: the runtime's store.
-        config: its options (``code_version``, ``recovery_timeout``).
-        take_and_drive: how the runtime takes and drives one run.
-        stopping: whether the runtime began to stop (an attempt it stopped is no failure).
+        runs: the runtime's runs: its store and options, how it takes and
+            drives one run, and whether it began to stop (an attempt it
+            stopped is no failure).
     """
 
-    def __init__(
-        self,
-        *,
-        store: Store,
-        config: RuntimeConfig,
-        take_and_drive: TakeAndDrive,
-        stopping: Callable[[], bool],
-    ) -> None:
-        self._store = store
-        self._config = config
-        self._take_and_drive = take_and_drive
-        self._stopping = stopping
+    def __init__(self, runs: RecoveringRuns) -> None:
+        self._runs = runs
+        self._store = runs.store
+        self._config = runs.config
 
     async def recover(
         self, run_id: str | None, on_start: Callable[[RunHandle], object] | None
@@ -160,6 +182,50 @@ class Recovery:
             return {}
         return {} if outcome is _SKIPPED else {run_id: outcome}
 
+    async def resume(self, run_id: str, response: object) -> RunHandle:
+        """``Runtime.resume``'s work: send the answer to the paused run's wait, take the run.
+
+        Raises:
+            RunNotFoundError: no such run.
+            RunNotPausedError: the run is not paused (its status says why).
+            ConfigurationError: the run's wait takes another type of response.
+            RunLockedError: another process resumed it meanwhile and drives it.
+        """
+        manifest = await self._store.read_run(validate_run_id(run_id))
+        if manifest.status is not RunStatus.PAUSED:
+            raise RunNotPausedError(run_id, str(manifest.status))
+        workflow = workflow_class(manifest)
+        view, _ = await load_view(self._store, run_id, lambda *a, **k: None)
+        waits = [w for w in pending_waits(view.events, view.steps) if w.pause]
+        kind = signal_type(type(response))
+        fitting = [w for w in waits if w.type == kind]
+        if waits and not fitting:
+            wanted = " or ".join(sorted({w.type for w in waits}))
+            raise ConfigurationError("response", response, f"a {wanted}: what the run waits for")
+        if fitting:
+            # the wait the run reported (its prompt), else the first
+            reported = [w for w in fitting if w.prompt == manifest.prompt] or fitting
+            await send_signal(
+                self._store,
+                run_id,
+                response,
+                entry_id=None,
+                sender=self._runs.owner,
+                max_size=None,
+                resumes=reported[0].step_id,
+            )
+        # only while still paused: a resume that lost a race with another
+        # (which has taken the run since) must leave the live run as it is
+        manifest = await self._store.update_run(run_id, woken)
+        handle, _ = await self._runs.take_and_drive(
+            workflow, manifest, fresh=False, recovering=False
+        )
+        return handle
+
+    def drives(self, run_id: str) -> bool:
+        """Whether the runtime drives run ``run_id`` already (a worker leaves it alone)."""
+        return self._runs.drives(run_id)
+
     async def wake_paused(self, manifest: RunManifest) -> RunManifest:
         """A paused run whose wait can resolve now, marked interrupted (to recover); else as is."""
         if not await can_go_on(self._store, manifest):
@@ -185,7 +251,7 @@ class Recovery:
     ) -> Any:
         """The run's result once recovered, or ``_SKIPPED`` if it was no orphan after all."""
         workflow = workflow_class(manifest)
-        handle, driven = await self._take_and_drive(
+        handle, driven = await self._runs.take_and_drive(
             workflow, manifest, fresh=False, recovering=True
         )
         if not driven:
@@ -216,7 +282,7 @@ class Recovery:
             RecoveryFailedError: the attempt failed and left the run for a later one.
         """
         workflow = workflow_class(manifest)
-        handle, driven = await self._take_and_drive(
+        handle, driven = await self._runs.take_and_drive(
             workflow, manifest, fresh=False, recovering=True, adopting=True
         )
         if not driven:
@@ -224,7 +290,7 @@ class Recovery:
         await handle.wait()
         # ended, paused or blocked is an adoption done; an attempt that stopped
         # short (its error kept for the next one) is a failure, to back off from
-        if handle.status in ORPHANS and not self._stopping():
+        if handle.status in ORPHANS and not self._runs.stopping:
             try:
                 await handle.result()
             except Exception as exc:

@@ -1,94 +1,60 @@
-"""The public ``Runtime``: actors (from the core) plus durable workflow runs."""
+"""The public ``Runtime``: actors (from the core) plus durable workflow runs, a facade.
+
+What touches runs (the handle table, creating, taking, driving and following
+them, recovery, child runs, workers) is ``Runs``' (``_runs.py``); a ``Runtime``
+method checks its arguments, documents what the user sees and hands on.
+"""
 
 from __future__ import annotations
 
-import collections
-import functools
 import os
 import socket
 import uuid
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
-import msgspec
 
-from actorflow._log import get_logger
 from actorflow.errors import (
-    ActorDefinitionError,
-    ConfigurationError,
-    RecoveryFailedError,
-    RunInputMismatchError,
-    RunLockedError,
     RunNotFinishedError,
-    RunNotFoundError,
-    RunNotPausedError,
-    RuntimeNotRunningError,
 )
-from actorflow.runtime.actors import ActorSystem, class_name, is_abstract, register
-from actorflow.runtime.workflow._adoption import Adopter, AdopterHooks, AdoptionPolicy
-from actorflow.runtime.workflow._attempt import RunDriver
-from actorflow.runtime.workflow._checkpointer import Checkpointer
-from actorflow.runtime.workflow._children import RuntimeChildren
-from actorflow.runtime.workflow._cluster import RunFollower
+from actorflow.runtime.actors import Actor, ActorSystem, class_name
+from actorflow.runtime.workflow._adoption import AdoptionPolicy
 from actorflow.runtime.workflow._config import RuntimeConfig
-from actorflow.runtime.workflow._ending import status_change
-from actorflow.runtime.workflow._export import EmitExporter
-from actorflow.runtime.workflow._fork import copy_for_fork
-from actorflow.runtime.workflow._handle import R, RunHandle, RunTracker
 from actorflow.runtime.workflow._outcomes import (
     decode_result,
     finished_error,
-    new_manifest,
-    taken,
-    workflow_class,
 )
-from actorflow.runtime.workflow._pruning import Pruner
 from actorflow.runtime.workflow._query import RunQuery, query_run
-from actorflow.runtime.workflow._recovery import ORPHANS, Recovery, woken
-from actorflow.runtime.workflow._replay import load_view
+from actorflow.runtime.workflow._runs import Runs
 from actorflow.runtime.workflow._signals import (
-    WatchClock,
-    cancel_stored,
     send_signal,
 )
 from actorflow.runtime.workflow._updates import call_update
-from actorflow.runtime.workflow._wait_records import pending_waits, signal_type
 from actorflow.runtime.workflow._watch import DEFAULT_POLL_INTERVAL, watch_run
 from actorflow.storage import (
     InboxEntry,
     RunManifest,
     RunStatus,
     Store,
-    open_store,
-    update_run_unsynced,
     validate_run_id,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+    from collections.abc import AsyncGenerator, Callable, Sequence
     from typing import Self
 
-    from anyio.abc import TaskGroup
-
-    from actorflow.runtime.actors import ActorRef
+    from actorflow.runtime.actors import ActorRef, SupervisorPolicy
     from actorflow.runtime.workflow._cluster import Cluster
+    from actorflow.runtime.workflow._handle import R, RunHandle
     from actorflow.runtime.workflow._outcomes import Workflow
     from actorflow.runtime.workflow._watch import WatchEvent
 
 __all__ = ["Runtime"]
 
-_log = get_logger("actorflow.runtime")
+A = TypeVar("A", bound=Actor)
 
 
-def _unchanged(manifest: RunManifest) -> RunManifest:
-    return manifest
-
-
-KEPT_FINISHED_HANDLES = 1000
-"""How many finished runs' handles a runtime keeps (live runs' handles are all kept)."""
-
-
-class Runtime(ActorSystem):
+class Runtime:
     """Runs actors and durable workflow runs: ``async with Runtime(store=...) as rt``.
 
     Args:
@@ -104,10 +70,15 @@ class Runtime(ActorSystem):
         cluster: where runs and placed agents go (``actorflow.ray.RayCluster``):
             runs it drives elsewhere are stored, handed to it and followed
             through the store; ``None`` (the default): all in this process.
-        mailbox_size, supervisor, shutdown_timeout: see the actor runtime.
+        mailbox_size, supervisor, shutdown_timeout: see the actor runtime
+            (:class:`ActorSystem`).
+
+    It has an :class:`ActorSystem` (no longer is one): its actors' methods
+    (``spawn``, ``get``, ``lookup``, ``stop``, ``running``) are the runtime's too.
 
     .. versionchanged:: 0.4
-       ``adopt_orphans``, ``cluster``.
+       ``adopt_orphans``, ``cluster``; it has an ``ActorSystem`` rather than
+       subclassing it.
     """
 
     def __init__(
@@ -119,103 +90,143 @@ class Runtime(ActorSystem):
         cluster: Cluster | None = None,
         **actor_options: Any,
     ) -> None:
-        super().__init__(**actor_options)
+        self._system = ActorSystem(**actor_options)
         self.cluster = cluster
         """Where runs and placed agents go; ``None``: this process."""
-        self._follower: RunFollower | None = None
         if adopt_orphans is True:
             adopt_orphans = AdoptionPolicy()
         self.adoption: AdoptionPolicy | None = adopt_orphans or None
         """The adoption policy of a worker runtime; ``None`` if it adopts nothing."""
-        self._adopter: Adopter | None = None
-        self._adopting: anyio.CancelScope | None = None
-        self._store_spec = store
-        self._store: Store | None = store if isinstance(store, Store) else None
-        self.config = config if config is not None else RuntimeConfig.from_env()
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._runs: dict[str, RunTracker] = {}
-        self._finished: collections.deque[RunTracker] = collections.deque()
-        self._checkpointer: ActorRef[Checkpointer] | None = None
-        self._pruner = Pruner()
-        self._driver: RunDriver | None = None
-        self._stopping = False
-        self._exporter = EmitExporter()
+        self._runs = Runs(
+            self._system,
+            store=store,
+            config=config if config is not None else RuntimeConfig.from_env(),
+            owner=self.owner,
+            cluster=cluster,
+        )
+
+    @property
+    def config(self) -> RuntimeConfig:
+        """Workflow options (durability, triggers, retention, retries...)."""
+        return self._runs.config
+
+    @config.setter
+    def config(self, config: RuntimeConfig) -> None:
+        self._runs.config = config
+
+    # --- actors (the runtime's actor system) -----------------------------------
+
+    @property
+    def mailbox_size(self) -> int:
+        """Default mailbox capacity of new actors."""
+        return self._system.mailbox_size
+
+    @mailbox_size.setter
+    def mailbox_size(self, size: int) -> None:
+        self._system.mailbox_size = size
+
+    @property
+    def supervisor(self) -> SupervisorPolicy:
+        """Default supervisor policy of new actors."""
+        return self._system.supervisor
+
+    @supervisor.setter
+    def supervisor(self, policy: SupervisorPolicy) -> None:
+        self._system.supervisor = policy
+
+    @property
+    def shutdown_timeout(self) -> float:
+        """Seconds actors (and runs) get to stop at exit before cancellation."""
+        return self._system.shutdown_timeout
+
+    @shutdown_timeout.setter
+    def shutdown_timeout(self, seconds: float) -> None:
+        self._system.shutdown_timeout = seconds
+
+    @property
+    def running(self) -> bool:
+        """Whether the runtime is inside its ``async with`` block and has not failed."""
+        return self._system.running
+
+    async def spawn(
+        self,
+        actor_cls: type[A],
+        *,
+        name: str,
+        state: Any = None,
+        supervisor: SupervisorPolicy | None = None,
+        mailbox_size: int | None = None,
+    ) -> ActorRef[A]:
+        """Start an actor and return its ref; its ``on_start`` runs soon after.
+
+        Args:
+            actor_cls: the Actor subclass.
+            name: unique among the runtime's actors; letters, digits, ``-_.``.
+            state: the initial state (a private copy is made); default
+                ``StateType()``.
+            supervisor: overrides the runtime's default policy.
+            mailbox_size: overrides the runtime's default capacity.
+
+        Raises:
+            InvalidNameError: ``name`` is not a valid actor name.
+            DuplicateActorNameError: a live actor already has this name.
+            ActorDefinitionError: the class is declared wrongly.
+            RuntimeNotRunningError: outside ``async with Runtime()``.
+        """
+        return await self._system.spawn(
+            actor_cls, name=name, state=state, supervisor=supervisor, mailbox_size=mailbox_size
+        )
+
+    def get(self, name: str) -> ActorRef[Any] | None:
+        """The ref of the live root-scope actor called ``name``, or None."""
+        return self._system.get(name)
+
+    def lookup(self, name: str) -> ActorRef[Any]:
+        """The ref of the live root-scope actor called ``name``.
+
+        Raises:
+            ActorNotFoundError: no live actor has that name.
+        """
+        return self._system.lookup(name)
+
+    async def stop(self, ref: ActorRef[Any], *, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        """Stop one actor and wait until it has stopped.
+
+        It handles the messages already queued and runs ``on_stop``; after
+        ``timeout`` seconds it is cancelled instead. Stopping a stopped actor
+        does nothing.
+
+        Raises:
+            ActorNotFoundError: ``ref`` is not a ref to an actor in this process.
+        """
+        await self._system.stop(ref, timeout=timeout)
+
+    # --- runs --------------------------------------------------------------------
 
     @property
     def store(self) -> Store:
         """The store runs live in (opened on first use)."""
-        if self._store is None:
-            spec = self._store_spec or os.environ.get("ACTORFLOW_STORE") or ".actorflow"
-            assert not isinstance(spec, Store)
-            self._store = open_store(os.fspath(spec))
-        return self._store
+        return self._runs.store
 
     async def __aexit__(self, *exc_info: Any) -> None:
-        self._stopping = True
-        if self._adopting is not None:  # no new adoption once stopping; adopted runs stop below
-            self._adopting.cancel()
+        runs = self._runs
+        runs.begin_stop()  # no new run, no new adoption; adopted runs stop below
         try:
-            if exc_info[1] is None and self._pruner.pending:
+            if exc_info[1] is None and runs.pruner.pending:
                 # let retention finish what finished runs started, within the deadline
                 with anyio.move_on_after(self.shutdown_timeout):
-                    await self._pruner.wait()
-            await self._interrupt_runs()
+                    await runs.pruner.wait()
+            await runs.interrupt_all()
             if self.cluster is not None:
                 with anyio.CancelScope(shield=True):
                     await self.cluster.aclose()
-            await super().__aexit__(*exc_info)
+            await self._system.__aexit__(*exc_info)
         finally:
             with anyio.CancelScope(shield=True):
                 # the runs ended their streams: what they queued reaches the store (bounded)
-                await self._exporter.aclose(self.shutdown_timeout)
-            if self._store is not None and not isinstance(self._store_spec, Store):
-                with anyio.CancelScope(shield=True):
-                    await self._store.aclose()
-
-    async def _interrupt_runs(self) -> None:
-        """Interrupt every live run and wait for each to be marked so (bounded).
-
-        Runs stop before any actor does: a run whose agents (or checkpoint
-        actor) stopped first would see its steps fail and be stored failed,
-        or wait for a snapshot nobody writes. Each run gets ``shutdown_timeout``
-        for what it does shielded (storing its outcome) and again for its
-        agents to stop; what is still running after that is the actor
-        system's to cancel.
-        """
-        followed = self._follower if self._follower is not None else ()
-        # runs driven elsewhere (a cluster's hosts) go on without this process
-        live = [t for t in self._runs.values() if not t.done and t.run_id not in followed]
-        for tracker in live:
-            tracker.interrupt(self.shutdown_timeout)
-        # shielded: a body cancelled from outside (Ctrl-C on asyncio) still stops its runs
-        with anyio.CancelScope(shield=True) as scope:
-            scope.deadline = anyio.current_time() + 2 * self.shutdown_timeout
-            for tracker in live:
-                await tracker.ended.wait()
-
-    @property
-    def _runs_driver(self) -> RunDriver:
-        if self._driver is None:
-            self._driver = RunDriver(
-                store=self.store,
-                config=self.config,
-                shutdown_timeout=self.shutdown_timeout,
-                open_scope=lambda run_id, escalate: self.open_scope(run_id, on_escalate=escalate),
-                checkpointer=self._checkpointer_ref,
-                on_finished=self._run_ended,
-                children=self._child_runs,
-                placer_for=self.cluster.placer_for if self.cluster is not None else None,
-                watch_clock=WatchClock(lambda: self.require_running("watch a run's inbox")),
-                exporter=self._exporter,
-            )
-        return self._driver
-
-    def _checkpointer_ref(self) -> ActorRef[Checkpointer]:
-        if self._checkpointer is None or not self._checkpointer.alive:
-            self._checkpointer = self.spawn_now(
-                Checkpointer, name="actorflow.checkpointer", mailbox_size=1_000_000
-            )
-        return self._checkpointer
+                await runs.exporter.aclose(self.shutdown_timeout)
+            await runs.close_store()
 
     # --- starting runs -------------------------------------------------------
 
@@ -264,36 +275,7 @@ class Runtime(ActorSystem):
         .. versionchanged:: 0.4
            A ``RunHandle[R]`` typed by the workflow's result; ``RunInputTypeError``.
         """
-        if is_abstract(workflow):
-            raise ActorDefinitionError(
-                class_name(workflow),
-                "is a base class; a workflow is a subclass of it that defines "
-                "`async def run(self, ctx, input)`",
-            )
-        register(workflow)
-        self._accepting_runs()  # before the run is recorded: none is left behind unstarted
-        if self.cluster is not None and self.cluster.drives_runs:
-            return await self._start_elsewhere(workflow, input, run_id)
-        run_id = validate_run_id(run_id) if run_id is not None else uuid.uuid4().hex
-        manifest = new_manifest(
-            workflow, input, run_id=run_id, owner=self.owner, code_version=self.config.code_version
-        )
-        stored, created = await self.store.create_run(manifest)
-        if not created:
-            return await self._existing(workflow, stored, manifest.input_hash)
-        return await self._launch(workflow, stored, fresh=True)
-
-    async def _start_elsewhere(
-        self, workflow: type[Any], input: Any, run_id: str | None
-    ) -> RunHandle:
-        """``start`` on a cluster: store the run queued, have the cluster drive it, follow it."""
-        assert self.cluster is not None
-        run_id = await self.submit(workflow, input, run_id=run_id)
-        handle = await self.follow(run_id, workflow)
-        if not handle.done:
-            # a run some host drives already just refuses to be driven twice
-            await self.cluster.dispatch(run_id)
-        return handle
+        return await self._runs.start(workflow, input, run_id)
 
     async def follow(self, run_id: str, workflow: type[Any] | None = None) -> RunHandle:
         """A handle on a run another process drives (a cluster's host, a worker).
@@ -311,29 +293,7 @@ class Runtime(ActorSystem):
 
         .. versionadded:: 0.4
         """
-        task_group = self._accepting_runs()
-        live = self._runs.get(run_id)
-        if live is not None and not live.done:
-            return live.handle
-        manifest = await self.store.read_run(validate_run_id(run_id))
-        if workflow is None:
-            try:
-                workflow = workflow_class(manifest)
-            except Exception:  # not imported here: the result comes back as plain data
-                workflow = None
-        if manifest.status.finished:
-            return self._ended(manifest, workflow)
-        if self._follower is None:
-            self._follower = RunFollower(
-                self.store,
-                cancel=self._cancel_stored,
-                poll_interval=self.config.signal_poll_interval,
-            )
-            task_group.start_soon(self._follower.run)
-        tracker = RunTracker(run_id, manifest.workflow)
-        self._runs[run_id] = tracker
-        self._follower.follow(tracker, workflow)
-        return tracker.handle
+        return await self._runs.follow(run_id, workflow)
 
     @property
     def active_runs(self) -> int:
@@ -341,155 +301,7 @@ class Runtime(ActorSystem):
 
         .. versionadded:: 0.4
         """
-        followed = self._follower if self._follower is not None else ()
-        return sum(1 for t in self._runs.values() if not t.done and t.run_id not in followed)
-
-    def _accepting_runs(self) -> TaskGroup:
-        """The task group runs go in; refused once the runtime began to stop.
-
-        Raises:
-            RuntimeNotRunningError: outside ``async with``, or leaving it.
-        """
-        if self._stopping:  # a run started now would be interrupted at once
-            raise RuntimeNotRunningError("start a run")
-        return self.require_running("start a run")
-
-    async def _existing(
-        self, workflow: type[Any], stored: RunManifest, input_hash: str
-    ) -> RunHandle:
-        if stored.input_hash != input_hash:
-            raise RunInputMismatchError(stored.run_id)
-        live = self._runs.get(stored.run_id)
-        if live is not None and not live.done:
-            return live.handle
-        if stored.status in ORPHANS:
-            if await self.store.is_owned(stored.run_id):
-                raise RunLockedError(stored.run_id, stored.owner)
-            return await self._launch(workflow, stored)
-        return self._ended(stored, workflow)
-
-    def _ended(self, stored: RunManifest, workflow: type[Any] | None = None) -> RunHandle:
-        """A handle on a run that is not to be driven: its stored result or what it ended as."""
-        tracker = RunTracker(stored.run_id, stored.workflow)
-        if stored.status is RunStatus.COMPLETED:
-            tracker.finish(stored.status, result=decode_result(stored, workflow))
-        else:
-            tracker.finish(stored.status, error=finished_error(stored))
-        return tracker.handle
-
-    async def _launch(
-        self,
-        workflow: type[Any],
-        manifest: RunManifest,
-        *,
-        fresh: bool = False,
-        recovering: bool = False,
-    ) -> RunHandle:
-        """Take the run, mark it running (counting a recovery attempt), drive it.
-
-        A run that finished or paused while this process waited for its claim
-        (another process recovered it meanwhile) is never driven again: the
-        handle holds its stored outcome.
-        """
-        return (await self._take_and_drive(workflow, manifest, fresh=fresh, recovering=recovering))[
-            0
-        ]
-
-    async def _take_and_drive(
-        self,
-        workflow: type[Any],
-        manifest: RunManifest,
-        *,
-        fresh: bool,
-        recovering: bool,
-        adopting: bool = False,
-    ) -> tuple[RunHandle, bool]:
-        """``_launch``, also saying whether the run is driven now (see ``TakeAndDrive``).
-
-        On a cluster that drives runs (``RayCluster``) a stored run is handed
-        to it and followed from here, never driven in this process: what
-        ``recover``, ``resume`` and ``fork`` take goes to the cluster's hosts.
-        """
-        if not fresh and self.cluster is not None and self.cluster.drives_runs:
-            handle = await self.follow(manifest.run_id, workflow)
-            if not handle.done:
-                await self.cluster.dispatch(manifest.run_id)
-            return handle, not handle.done
-        try:
-            task_group = self._accepting_runs()
-        except RuntimeNotRunningError:
-            if fresh and self._stopping:
-                # recorded by `start` just before the runtime began to stop:
-                # interrupted, like every run the stop caught, for recover()
-                with anyio.CancelScope(shield=True):
-                    await self.store.update_run(
-                        manifest.run_id, status_change(RunStatus.INTERRUPTED)
-                    )
-            raise
-        lease = await self.store.claim(manifest.run_id, self.owner)
-        if not fresh:  # a new run's manifest was created running, with this owner
-            try:
-                taken_over = await self._take(manifest.run_id, recovering=recovering)
-            except BaseException:
-                with anyio.CancelScope(shield=True):  # a cancelled taker lets go all the same
-                    await self.store.release(lease)
-                raise
-            if taken_over.status is not RunStatus.RUNNING or taken_over.owner != self.owner:
-                await self.store.release(lease)
-                _log.info("run_not_orphaned", run_id=manifest.run_id, status=str(taken_over.status))
-                return self._ended(taken_over, workflow), False
-            manifest = taken_over
-        tracker = RunTracker(manifest.run_id, manifest.workflow)
-        if adopting:
-            tracker.adopted_by = self.owner
-        self._runs[manifest.run_id] = tracker
-        task_group.start_soon(
-            self._runs_driver.drive_in_background, tracker, manifest, workflow, lease, fresh
-        )
-        if manifest.parent_run is not None:  # a child run: its end goes to its parent
-            self._child_runs.follow(tracker, manifest.parent_run)
-        return tracker.handle, True
-
-    async def _take(self, run_id: str, *, recovering: bool) -> RunManifest:
-        """Mark a claimed run running with this owner, if it is still an orphan.
-
-        The status is read again under the claim: the manifest this process
-        listed may be stale by now (another process recovered the run while
-        this one waited for the claim). A run past ``max_recovery_attempts``
-        is marked failed (``RecoveryFailedError``); any other run that is no
-        longer an orphan comes back unchanged. A recovery takes a blocked
-        run too (``recover`` decided to try it).
-        """
-        current = await self.store.read_run(run_id)
-        if current.status not in ORPHANS and not (
-            recovering and current.status is RunStatus.BLOCKED
-        ):
-            return current
-        limit = self.config.max_recovery_attempts if recovering else None
-        # Unsynced: the claim, not the manifest, is what keeps other processes
-        # out, so a power loss that takes this write leaves the run an orphan
-        # as before, one attempt short in its count. That costs a take nothing.
-        manifest = await update_run_unsynced(
-            self.store,
-            run_id,
-            functools.partial(taken, owner=self.owner, limit=limit, unblock=recovering),
-        )
-        if manifest.status is RunStatus.FAILED and manifest.attempt > current.attempt:
-            # no log record says so, so it is made durable before it is reported
-            manifest = await self.store.update_run(run_id, _unchanged)
-            assert manifest.error is not None
-            raise RecoveryFailedError(manifest.run_id, manifest.error.message)
-        return manifest
-
-    def _run_ended(self, tracker: RunTracker, prune: bool) -> None:
-        """Apply retention if asked; keep the handle among the newest few (a service runs long)."""
-        if prune:
-            self._prune_soon(tracker.run_id, tracker.checkpoints_written)
-        self._finished.append(tracker)
-        while len(self._finished) > KEPT_FINISHED_HANDLES:
-            old = self._finished.popleft()
-            if self._runs.get(old.run_id) is old:
-                del self._runs[old.run_id]
+        return self._runs.active
 
     # --- recovery ------------------------------------------------------------
 
@@ -526,7 +338,7 @@ class Runtime(ActorSystem):
         .. versionchanged:: 0.3
            Paused runs whose wait can resolve.
         """
-        return await self._recovery.recover(run_id, on_start)
+        return await self._runs.recovery.recover(run_id, on_start)
 
     # --- pause, resume, fork, cancel -----------------------------------------
 
@@ -552,33 +364,7 @@ class Runtime(ActorSystem):
             RunLockedError: another process resumed it meanwhile and drives it
                 (the first response sent is the one the run takes).
         """
-        manifest = await self.store.read_run(validate_run_id(run_id))
-        if manifest.status is not RunStatus.PAUSED:
-            raise RunNotPausedError(run_id, str(manifest.status))
-        workflow = workflow_class(manifest)
-        view, _ = await load_view(self.store, run_id, lambda *a, **k: None)
-        waits = [w for w in pending_waits(view.events, view.steps) if w.pause]
-        kind = signal_type(type(response))
-        fitting = [w for w in waits if w.type == kind]
-        if waits and not fitting:
-            wanted = " or ".join(sorted({w.type for w in waits}))
-            raise ConfigurationError("response", response, f"a {wanted}: what the run waits for")
-        if fitting:
-            # the wait the run reported (its prompt), else the first
-            reported = [w for w in fitting if w.prompt == manifest.prompt] or fitting
-            await send_signal(
-                self.store,
-                run_id,
-                response,
-                entry_id=None,
-                sender=self.owner,
-                max_size=None,
-                resumes=reported[0].step_id,
-            )
-        # only while still paused: a resume that lost a race with another
-        # (which has taken the run since) must leave the live run as it is
-        manifest = await self.store.update_run(run_id, woken)
-        handle = await self._launch(workflow, manifest)
+        handle = await self._runs.recovery.resume(run_id, response)
         if on_start is not None:
             on_start(handle)
         return await handle.result()
@@ -668,15 +454,7 @@ class Runtime(ActorSystem):
 
         The new run replays what the snapshot holds and runs the rest live.
         """
-        source = await self.store.read_run(validate_run_id(run_id))
-        workflow = workflow_class(source)
-        new_id = (
-            validate_run_id(new_run_id)
-            if new_run_id
-            else f"{run_id[:80]}-fork-{uuid.uuid4().hex[:8]}"
-        )
-        stored = await copy_for_fork(self.store, source, checkpoint, new_id)
-        return await self._launch(workflow, stored)
+        return await self._runs.fork(run_id, checkpoint, new_run_id)
 
     async def cancel(self, run_id: str, *, reason: str | None = None) -> None:
         """Cancel a run, from any process; it ends ``cancelled`` with ``reason`` recorded.
@@ -695,15 +473,7 @@ class Runtime(ActorSystem):
         .. versionchanged:: 0.3
            ``reason``; runs owned by other processes.
         """
-        live = self._runs.get(run_id)
-        if live is not None and not live.done:
-            live.cancel(reason)
-            await live.ended.wait()
-            return
-        await self._cancel_stored(run_id, reason)
-
-    async def _cancel_stored(self, run_id: str, reason: str | None) -> None:
-        await cancel_stored(self.store, validate_run_id(run_id), reason, sender=self.owner)
+        await self._runs.cancel(run_id, reason)
 
     # --- looking at runs -----------------------------------------------------
 
@@ -742,59 +512,26 @@ class Runtime(ActorSystem):
         Raises:
             RunNotFoundError: this runtime has no handle for that run.
         """
-        try:
-            return self._runs[run_id].handle
-        except KeyError:
-            raise RunNotFoundError(run_id) from None
-
-    # --- housekeeping --------------------------------------------------------
-
-    def _prune_soon(self, run_id: str, after: Callable[[], Awaitable[None]] | None = None) -> None:
-        """Apply the retention policy to a finished run, off its path (``after`` it settles)."""
-        policy = self.config.retention
-        if policy is not None and self.running:
-            task_group = self.require_running("prune a run")
-            self._pruner.soon(self.store, run_id, policy, task_group, after=after)
+        return self._runs.handle(run_id)
 
     async def __aenter__(self) -> Self:
-        await super().__aenter__()
-        self._stopping = False
-        self._follower = None
+        await self._system.__aenter__()
+        self._runs.open()
         if self.cluster is not None:
             try:
                 await self.cluster.open(self)
             except BaseException:
-                await super().__aexit__(None, None, None)
+                await self._system.__aexit__(None, None, None)
                 raise
         if self.adoption is not None:
             try:
-                self._adopter = Adopter(self.store, self.adoption, self._adopter_hooks())
+                self._runs.start_adopting(self.adoption)
             except BaseException:
-                await super().__aexit__(None, None, None)
+                await self._system.__aexit__(None, None, None)
                 raise
-            self._adopting = anyio.CancelScope()
-            self.require_running("adopt runs").start_soon(
-                self._adopt_runs, self._adopter, self._adopting
-            )
         return self
 
     # --- workers ---------------------------------------------------------------
-
-    async def _adopt_runs(self, adopter: Adopter, scope: anyio.CancelScope) -> None:
-        with scope:
-            await adopter.run()
-
-    def _adopter_hooks(self) -> AdopterHooks:
-        def drives(run_id: str) -> bool:
-            tracker = self._runs.get(run_id)
-            return tracker is not None and not tracker.done
-
-        return AdopterHooks(
-            drives=drives,
-            recover=self._recovery.adopt,
-            wake_paused=self._recovery.wake_paused,
-            retries_blocked=self._recovery.retries_blocked,
-        )
 
     def adopt_now(self) -> None:
         """Look for runs to adopt at once rather than at the next poll (a worker only).
@@ -803,8 +540,7 @@ class Runtime(ActorSystem):
         say): it only speeds up the search; a run is still taken only once
         the store says no live owner holds it.
         """
-        if self._adopter is not None:
-            self._adopter.nudge()
+        self._runs.adopt_now()
 
     async def submit(
         self, workflow: type[Any], input: Any = None, *, run_id: str | None = None
@@ -824,24 +560,7 @@ class Runtime(ActorSystem):
 
         .. versionadded:: 0.4
         """
-        if is_abstract(workflow):
-            raise ActorDefinitionError(
-                class_name(workflow),
-                "is a base class; submit a subclass of it that defines "
-                "`async def run(self, ctx, input)`",
-            )
-        register(workflow)
-        run_id = validate_run_id(run_id) if run_id is not None else uuid.uuid4().hex
-        manifest = new_manifest(
-            workflow, input, run_id=run_id, owner=None, code_version=self.config.code_version
-        )
-        manifest = msgspec.structs.replace(manifest, status=RunStatus.QUEUED)
-        stored, created = await self.store.create_run(manifest)
-        if not created and stored.input_hash != manifest.input_hash:
-            raise RunInputMismatchError(run_id)
-        if created:
-            self.adopt_now()
-        return run_id
+        return await self._runs.submit(workflow, input, run_id)
 
     async def query(self, run_id: str) -> RunQuery:
         """What run ``run_id`` has recorded, read now: status, agents, waits, inbox and more.
@@ -856,71 +575,6 @@ class Runtime(ActorSystem):
             RunNotFoundError: no such run.
         """
         return await query_run(self.store, run_id)
-
-    @functools.cached_property
-    def _recovery(self) -> Recovery:
-        """What ``recover()`` and a worker's adoptions go through."""
-        return Recovery(
-            store=self.store,
-            config=self.config,
-            take_and_drive=self._take_and_drive,
-            stopping=lambda: self._stopping,
-        )
-
-    # --- child runs ------------------------------------------------------------
-
-    @functools.cached_property
-    def _child_runs(self) -> RuntimeChildren:
-        """What runs' steps start child runs through (``ctx.start_child``)."""
-        return RuntimeChildren(
-            store=self.store,
-            owner=self.owner,
-            code_version=self.config.code_version,
-            drive=self._drive_child,
-            cancel=lambda run_id, reason: self.cancel(run_id, reason=reason),
-            tracker=self._runs.get,
-            task_group=self._accepting_runs,
-            grace=self.shutdown_timeout,
-        )
-
-    async def _drive_child(
-        self, workflow: type[Any], manifest: RunManifest, create: bool
-    ) -> RunManifest | None:
-        """Create a child run (``create``) or take the stored one; drive it here if no one does.
-
-        Like ``start`` for a new child, like ``recover`` for an orphaned one
-        (the claim decides who drives it: a ``recover()`` running beside
-        this never drives it twice). Returns the child's manifest if it has
-        finished, else None (it is live here or in another process, or
-        waits: whoever finishes it posts its end to its parent).
-
-        Raises:
-            RunInputMismatchError: ``create``, and the child exists with another input.
-        """
-        self._accepting_runs()
-        stored = manifest
-        if create:
-            register(workflow)
-            stored, created = await self.store.create_run(manifest)
-            if created:
-                await self._launch(workflow, stored, fresh=True)
-                return None
-            if stored.input_hash != manifest.input_hash:
-                raise RunInputMismatchError(stored.run_id)
-        live = self._runs.get(stored.run_id)
-        if live is not None and not live.done:
-            return None
-        if stored.status in ORPHANS:
-            try:
-                _, driven = await self._take_and_drive(
-                    workflow, stored, fresh=False, recovering=True
-                )
-            except RunLockedError:
-                return None  # another live owner drives it
-            if driven:
-                return None
-            stored = await self.store.read_run(stored.run_id)
-        return stored if stored.status.finished else None
 
     # --- following runs from anywhere ---------------------------------------------
 

@@ -21,6 +21,7 @@ from actorflow.errors import (
     RuntimeNotRunningError,
 )
 from actorflow.runtime import ActorRef, LocalRef, MailboxStatistics, current_message_meta
+from actorflow.runtime.actors import ActorSystem
 
 if TYPE_CHECKING:
     from actorflow.runtime.actors import AgentReply
@@ -88,7 +89,7 @@ async def test_spawning_outside_the_runtime_is_an_error() -> None:
 
 
 async def test_two_scopes_can_hold_the_same_name() -> None:
-    async with Runtime() as runtime:
+    async with ActorSystem() as runtime:  # scopes are the engine's hook: the kernel's
         one = runtime.open_scope("run-1", on_escalate=lambda e: None)
         two = runtime.open_scope("run-2", on_escalate=lambda e: None)
         a = await one.spawn(Counter, name="researcher-0")
@@ -106,7 +107,7 @@ async def test_two_scopes_can_hold_the_same_name() -> None:
 
 async def test_a_scoped_actor_escalates_to_its_scope_not_the_runtime() -> None:
     escalations: list[EscalationError] = []
-    async with Runtime() as runtime:
+    async with ActorSystem() as runtime:
         scope = runtime.open_scope("run-1", on_escalate=escalations.append)
         ref = await scope.spawn(Counter, name="c", supervisor=SupervisorPolicy.escalate())
         with pytest.raises(Exception, match="boom"):
@@ -202,7 +203,7 @@ async def test_ten_thousand_actors_spawn_and_stop_without_leaks() -> None:
             await runtime.stop(ref)
         assert _tasks() == before + 5_000
     assert _tasks() == before
-    assert runtime._live == 0
+    assert runtime._system._live == 0
     assert not any(ref.alive for ref in refs)
 
 
@@ -252,3 +253,11 @@ async def test_stopping_a_ref_to_an_actor_elsewhere_is_a_named_error() -> None:
     async with Runtime() as runtime:
         with pytest.raises(ActorNotFoundError, match="elsewhere"):
             await runtime.stop(elsewhere)
+
+
+def test_the_runtime_has_an_actor_system_and_keeps_the_engines_hooks_off_the_users_object() -> None:
+    runtime = Runtime(shutdown_timeout=1.5)
+    assert not isinstance(runtime, ActorSystem)
+    for hook in ("open_scope", "spawn_now", "require_running"):
+        assert not hasattr(runtime, hook), hook
+    assert (runtime.shutdown_timeout, runtime.mailbox_size, runtime.running) == (1.5, 256, False)

@@ -233,7 +233,7 @@ async def test_a_record_a_newer_actorflow_wrote_gives_the_run_back_and_the_attem
     async with Runtime(store=store, adopt_orphans=FAST) as worker:
 
         async def tried() -> bool:
-            return worker._adopter is not None and bool(worker._adopter._failures)
+            return worker._runs.adopter is not None and bool(worker._runs.adopter._failures)
 
         await until(tried, "the worker tried the run")
     manifest = await store.read_run(run_id)
@@ -434,8 +434,8 @@ async def test_a_run_that_keeps_failing_to_recover_ends_failed_after_max_attempt
             return (await store.read_run(run_id)).status is RunStatus.FAILED
 
         await until(failed, "the run was marked failed")
-        assert worker._adopter is not None
-        assert worker._adopter._failures.get(run_id, 0) >= 2  # each failure backed off
+        assert worker._runs.adopter is not None
+        assert worker._runs.adopter._failures.get(run_id, 0) >= 2  # each failure backed off
     manifest = await store.read_run(run_id)
     assert manifest.error is not None
     assert manifest.error.type == "RecoveryFailedError"
