@@ -253,6 +253,33 @@ class SignalDesk:
     of its type comes.
     """
 
+    # one desk per attempt: slots keep it small; the watch clock holds it weakly
+    __slots__ = (
+        "__weakref__",
+        "_cached",
+        "_cancel_seen",
+        "_filling",
+        "_next",
+        "_on_cancel",
+        "_poll_interval",
+        "_read_lock",
+        "_refused",
+        "_replied",
+        "_reserved",
+        "_run_id",
+        "_stopped",
+        "_store",
+        "_stubs",
+        "_taken",
+        "_task_group",
+        "_unknown",
+        "_untaken",
+        "_waiters",
+        "_wanted",
+        "_watching",
+        "on_update",
+    )
+
     def __init__(
         self,
         store: Store,
