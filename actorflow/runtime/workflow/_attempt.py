@@ -264,8 +264,8 @@ class RunDriver:
             and self.config.stream_emits
             and isinstance(store, SupportsEventStream)
         ):
-            writer = store.open_event_stream(handle.run_id)
-            handle.stream.export(self._exporter.outbox(writer, handle.run_id))
+            exporter, run_id = self._exporter, handle.run_id
+            handle.stream.export(lambda: exporter.outbox(store.open_event_stream(run_id), run_id))
 
     async def _note_progress(self, handle: RunTracker, run_id: str, attempt: int) -> None:
         """Keep in the manifest that recovery ``attempt`` made progress, if the store can."""

@@ -34,6 +34,7 @@ import msgspec
 from actorflow._log import get_logger
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from types import TracebackType
     from typing import Self
 
@@ -170,6 +171,7 @@ class EventHub:
         "_emit_readers",
         "_lifecycle_history",
         "_lifecycle_readers",
+        "_open_outbox",
         "_outbox",
         "_seq",
         "buffer",
@@ -187,10 +189,15 @@ class EventHub:
         self._lifecycle_readers: list[_Reader] = []
         self._lifecycle_history: deque[tuple[int, RunEvent]] = deque(maxlen=_HISTORY)
         self._outbox: Outbox | None = None
+        self._open_outbox: Callable[[], Outbox] | None = None
 
-    def export(self, outbox: Outbox) -> None:
-        """Send every ephemeral emit from now on to ``outbox`` too (the store's event stream)."""
-        self._outbox = outbox
+    def export(self, open_outbox: Callable[[], Outbox]) -> None:
+        """Send every ephemeral emit from now on to an outbox too (the store's event stream).
+
+        ``open_outbox`` makes it at the first such emit: a run that emits
+        nothing pays for no outbox (nor, on a file store, a segment).
+        """
+        self._open_outbox = open_outbox
 
     @property
     def outbox(self) -> Outbox | None:
@@ -216,8 +223,10 @@ class EventHub:
         """
         seq = self._seq
         self._seq = seq + 1
-        outbox = self._outbox
-        if outbox is not None and step_id is None:
+        if step_id is None and self._open_outbox is not None:
+            outbox = self._outbox
+            if outbox is None:
+                outbox = self._outbox = self._open_outbox()
             outbox.put(agent, event)
         readers = self._emit_readers
         if readers:  # with none, nothing is built nor kept: emits are not replayed
@@ -262,6 +271,7 @@ class EventHub:
     def close(self) -> None:
         """The run ended: every reader gets what is buffered, then the end of its stream."""
         self.closed = True
+        self._open_outbox = None
         if self._outbox is not None:
             self._outbox.close()
         self._dropped_gone = self.dropped
