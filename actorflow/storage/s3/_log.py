@@ -144,7 +144,11 @@ class SegmentLog:
             if info is not None:
                 if meet is not None:
                     meet(info)
-                return max(floor, start + int(info.metadata.get(COUNT, "0")))
+                count = info.metadata.get(COUNT, "0")
+                if not (count.isascii() and count.isdigit()):
+                    where = self._objects.location(key)
+                    raise LogCorruptedError(where, f"its record count {count[:20]!r} is no number")
+                return max(floor, start + int(count))
             segments = await self._segments(run_id)  # pruned meanwhile: look again
         return floor
 

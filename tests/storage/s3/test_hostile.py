@@ -9,6 +9,7 @@ from structlog.testing import capture_logs
 
 from actorflow.errors import LogCorruptedError
 from actorflow.storage._records import EventRecord, RunManifest
+from actorflow.storage.s3._fencing import COUNT
 from tests.storage.factories_s3 import open_s3_store
 
 if TYPE_CHECKING:
@@ -53,5 +54,23 @@ async def test_a_log_key_that_is_no_position_is_not_a_segment_and_a_bad_start_is
         await wire.call("test", "put_object", Key=start, Body=b"x1")
         with pytest.raises(LogCorruptedError, match="holds no log position"):
             await store.read_log("r1")
+    finally:
+        await store.aclose()
+
+
+async def test_a_segment_whose_record_count_is_no_number_is_named_not_a_value_error(
+    seaweed_server: S3Server,
+) -> None:
+    store = open_s3_store(seaweed_server)
+    try:
+        await store.create_run(RunManifest(run_id="r1", workflow="w", input=b"", input_hash=""))
+        await store.append("r1", [EventRecord(kind="e", data=b"x")])
+        segment = store._objects.key("r1", "log", f"{1:020d}")
+        client = seaweed_server.client()
+        client.put_object(
+            Bucket=seaweed_server.bucket, Key=segment, Body=b"", Metadata={COUNT: "many"}
+        )
+        with pytest.raises(LogCorruptedError, match="record count"):
+            await store.log_length("r1")
     finally:
         await store.aclose()
