@@ -296,7 +296,14 @@ class RunDriver:
         run_id = manifest.run_id
         input_type, _ = run_signature(cls)
         checkpointer = self._checkpointer()
-        queue = CheckpointQueue(store=store, writer=writer, emit=handle.emit)
+        queue = CheckpointQueue(
+            store=store,
+            writer=writer,
+            emit=handle.emit,
+            journal=view.journal,
+            history=view.history,
+            run_id=run_id,
+        )
         recorder = Recorder(
             run_id=run_id,
             store=store,

@@ -9,7 +9,13 @@ import msgspec
 
 from actorflow.errors import ConfigurationError
 from actorflow.runtime.workflow._triggers import Trigger
-from actorflow.storage import AgentSnapshot, RunManifest, RunStatus, sync_snapshots
+from actorflow.storage import (
+    AgentSnapshot,
+    RunManifest,
+    RunStatus,
+    read_full_snapshot,
+    sync_snapshots,
+)
 
 if TYPE_CHECKING:
     from actorflow.storage import Store
@@ -31,7 +37,8 @@ async def copy_for_fork(
         CheckpointNotFoundError: ``source`` has no such checkpoint.
         ConfigurationError: a run with ``new_id`` exists.
     """
-    snapshot = await store.read_snapshot(source.run_id, checkpoint)
+    # whole: the new run's history starts with this snapshot (chunks belong to one run)
+    snapshot = await read_full_snapshot(store, source.run_id, checkpoint)
     now = time.time()
     manifest = RunManifest(
         run_id=new_id,
