@@ -22,7 +22,7 @@ from rich.table import Table
 
 from actorflow.cli import _inspect
 from actorflow.cli._program import suggest
-from actorflow.runtime.workflow._wait_records import WAIT_KINDS, read_request
+from actorflow.runtime.reading import WAIT_KINDS, read_request
 from actorflow.storage import (
     DecisionRecord,
     EventRecord,

@@ -17,7 +17,8 @@ For the engine:
   reply; a reference to an agent in another process implements them.
 - :func:`current_message_meta`: the meta a handler's message came with.
 - :func:`handler_for`, :func:`state_type`: an actor class's handler for a message
-  type, and its state type.
+  type, and its state type; :func:`dispatch_table`, all its handlers (``handled``:
+  the message types it takes, which a host of agents in another process needs).
 - :func:`class_name`, :func:`lookup`, :func:`register`: classes by stable name;
   :func:`is_abstract`: a base class no run may resolve to.
 """
@@ -28,6 +29,7 @@ from actorflow.runtime.actors._actor import (
     Actor,
     Request,
     current_message_meta,
+    dispatch_table,
     handler,
     handler_for,
     state_type,
@@ -62,6 +64,7 @@ __all__ = [
     "SupervisorPolicy",
     "class_name",
     "current_message_meta",
+    "dispatch_table",
     "handler",
     "handler_for",
     "is_abstract",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import math
 import os
+import typing
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -16,7 +17,7 @@ from actorflow.storage import RetentionPolicy
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["CheckpointTriggers", "Durability", "RuntimeConfig", "parse_duration"]
+__all__ = ["CheckpointTriggers", "Durability", "RuntimeConfig", "config_types", "parse_duration"]
 
 
 def _check_int(obj: msgspec.Struct, name: str, *, minimum: int, optional: bool = False) -> None:
@@ -372,3 +373,12 @@ def _parse_retention(text: str) -> RetentionPolicy | None:
                 "keys keep, max_age, max_bytes, delete_completed, per_phase, phase_ends",
             )
     return RetentionPolicy(**values)
+
+
+def config_types() -> dict[str, Any]:
+    """Each ``RuntimeConfig`` field's type, to decode one field by field.
+
+    Resolved in this module, the one namespace where every annotation does:
+    ``actorflow.runtime`` re-exports the class under its own name.
+    """
+    return typing.get_type_hints(RuntimeConfig, globalns=globals())
