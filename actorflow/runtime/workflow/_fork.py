@@ -171,7 +171,8 @@ async def apply_edits(
     agents = dict(snapshot.agents)
     for edit in edits:
         agent = agents[edit.agent]
-        module = agent.state.module if agent.state is not None else agent.module
+        # as the state it replaces (the agent's snapshot keeps the class's module)
+        module = agent.state.module if agent.state is not None else None
         ref = StateRef(
             agent=edit.agent, type=agent.type, version=edit.version, data=edit.data, module=module
         )
