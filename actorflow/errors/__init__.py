@@ -57,6 +57,9 @@ The tree::
     │   ├── NonDeterminismError         re-run code diverged from the recorded log
     │   ├── UnawaitedStepError          a step was issued but never awaited
     │   ├── RecoveryFailedError         a run could not be recovered
+    │   ├── ForkEditError               a fork's edit cannot be applied (also ValueError)
+    │   │   ├── UnknownEditedAgentError     no such agent at the checkpoint (also LookupError)
+    │   │   └── InvalidStateEditError       the new state does not fit the agent's state type
     │   └── MissingResponseError        a test run paused and no response answers it
     ├── RegistryError                   workflow or agent class lookup failed
     ├── ClusterError                    something about the cluster (``actorflow.ray``)
@@ -100,6 +103,8 @@ from actorflow.errors._cluster import (
     HostStartError,
 )
 from actorflow.errors._runs import (
+    ForkEditError,
+    InvalidStateEditError,
     MissingResponseError,
     NonDeterminismError,
     RecoveryFailedError,
@@ -117,6 +122,7 @@ from actorflow.errors._runs import (
     SignalTooLargeError,
     StepFailedError,
     UnawaitedStepError,
+    UnknownEditedAgentError,
     UpdateFailedError,
     UpdateRejectedError,
     WaitTimeoutError,
@@ -166,6 +172,7 @@ __all__ = [
     "EncryptionKeyError",
     "EncryptionKeyMissingError",
     "EscalationError",
+    "ForkEditError",
     "HostStartError",
     "HostsOutdatedError",
     "InboxCorruptedError",
@@ -173,6 +180,7 @@ __all__ = [
     "IncompatibleStateError",
     "InvalidNameError",
     "InvalidRunIdError",
+    "InvalidStateEditError",
     "LeaseLostError",
     "LogCorruptedError",
     "LogPrunedError",
@@ -205,6 +213,7 @@ __all__ = [
     "StoreUnavailableError",
     "UnawaitedStepError",
     "UnhandledMessageError",
+    "UnknownEditedAgentError",
     "UnreadableFileError",
     "UpdateFailedError",
     "UpdateRejectedError",
