@@ -31,22 +31,29 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import TYPE_CHECKING
 
 import anyio
 from _machine import cpu_model
 
+import actorflow.storage
 from actorflow import Orchestrator, RunContext, Runtime, phase
 from actorflow.runtime import RuntimeConfig
 from actorflow.storage import FileStore
 
-try:  # only in versions with history chunks
-    from actorflow.storage import read_full_snapshot
-except ImportError:  # an older version, measured for a before/after table
-    read_full_snapshot = None  # type: ignore[assignment]
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from actorflow.storage import Snapshot, Store
+
+# only in versions with history chunks; an older version is measured for a before/after table
+_read_whole: Callable[[Store, str, str], Awaitable[Snapshot]] | None = getattr(
+    actorflow.storage, "read_full_snapshot", None
+)
 
 QUICK = "--quick" in sys.argv
 ROUNDS = 1 if QUICK else 3
-SIZES = (300, 3000)
+SIZES: tuple[int, ...] = (300, 3000)
 for arg in sys.argv:
     if arg.startswith("--phases="):
         SIZES = tuple(int(x) for x in arg.split("=", 1)[1].split(","))
@@ -141,8 +148,8 @@ async def one_recovery(root: str) -> tuple[float, float, float, float]:
     await store.read_snapshot("long", newest)
     head = time.perf_counter() - start
     start = time.perf_counter()
-    if read_full_snapshot is not None:
-        await read_full_snapshot(store, "long", newest)
+    if _read_whole is not None:
+        await _read_whole(store, "long", newest)
     else:
         await store.read_snapshot("long", newest)
     whole = time.perf_counter() - start

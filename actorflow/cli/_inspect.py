@@ -18,8 +18,8 @@ from actorflow.errors import (
     LogPrunedError,
     StorageError,
 )
-from actorflow.runtime.workflow._plain import decode_plain as decode_value
-from actorflow.runtime.workflow._plain import field_changes, plain
+from actorflow.runtime.reading import decode_plain as decode_value
+from actorflow.runtime.reading import field_changes, plain
 from actorflow.storage import (
     DecisionRecord,
     EventRecord,

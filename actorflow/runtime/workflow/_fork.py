@@ -30,7 +30,11 @@ from actorflow.storage import (
     ForkEdit,
     RunManifest,
     RunStatus,
+    StateRef,
+    decode_state,
+    encode_state,
     read_full_snapshot,
+    state_version,
     sync_snapshots,
 )
 
