@@ -14,6 +14,7 @@ import pytest
 import structlog.testing
 
 from actorflow import (
+    ActorRef,
     Orchestrator,
     Request,
     RunContext,
@@ -64,8 +65,8 @@ class Long(Orchestrator):
     __actorflow_name__ = "tests.long_runs.Long"
 
     @phase
-    async def unit(self, ctx: RunContext, worker: object, k: int) -> int:
-        doubled: int = await ctx.ask(worker, Double(k))  # type: ignore[arg-type]
+    async def unit(self, ctx: RunContext, worker: ActorRef[Doubler], k: int) -> int:
+        doubled: int = await ctx.ask(worker, Double(k))
         return doubled + 1
 
     async def run(self, ctx: RunContext, phases: int) -> list[int]:
