@@ -15,7 +15,10 @@ durability (``batched``). The sizes take turns, one run each per round.
   snapshot as stored (``store.read_snapshot``), "whole" the same with its
   history put back (``read_full_snapshot``, where this version has it), and
   "recover" a fresh Runtime's ``recover(run_id)`` to the run's end (it
-  replays every one of the N phase calls from their records).
+  replays every one of the N phase calls from their records). The same again
+  after pruning the crashed store to its newest 2 snapshots
+  (``keep_phase_ends=False``): the file store lists a run's snapshots from
+  their file names, one per phase end kept.
 
 Every ratio compares figures of the same run of this script; the targets
 (issue 24) are ratios of the large size to the small one.
@@ -39,7 +42,7 @@ from _machine import cpu_model
 import actorflow.storage
 from actorflow import Orchestrator, RunContext, Runtime, phase
 from actorflow.runtime import RuntimeConfig
-from actorflow.storage import FileStore
+from actorflow.storage import FileStore, RetentionPolicy
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -136,11 +139,13 @@ def crashed_store(n: int) -> str:
     return root
 
 
-async def one_recovery(root: str) -> tuple[float, float, float, float]:
-    """(list, head, whole, recover) seconds on a crashed store."""
+async def one_recovery(root: str, pruned: bool) -> tuple[float, float, float, float]:
+    """(list, head, whole, recover) seconds on a crashed store (its snapshots pruned first)."""
     os.environ["LONG_RUN_MARKER"] = os.path.join(root, "done")
     await anyio.Path(os.environ["LONG_RUN_MARKER"]).touch()
     store = FileStore(root)
+    if pruned:
+        await store.prune(RetentionPolicy(keep_last=2, keep_phase_ends=False))
     start = time.perf_counter()
     newest = (await store.list_snapshots("long"))[-1].snapshot_id
     listed = time.perf_counter() - start
@@ -163,7 +168,9 @@ async def one_recovery(root: str) -> tuple[float, float, float, float]:
 
 def main() -> None:
     runs: dict[int, list[tuple[float, int, int]]] = {n: [] for n in SIZES}
-    recoveries: dict[int, list[tuple[float, float, float, float]]] = {n: [] for n in SIZES}
+    recoveries: dict[tuple[int, bool], list[tuple[float, float, float, float]]] = {
+        (n, pruned): [] for n in SIZES for pruned in (False, True)
+    }
     for _ in range(ROUNDS):
         for n in SIZES:
             root = tempfile.mkdtemp(prefix="long-run-")
@@ -172,10 +179,14 @@ def main() -> None:
             finally:
                 shutil.rmtree(root)
             crashed = crashed_store(n)
+            copy = crashed + "-pruned"
+            subprocess.run(["cp", "-a", crashed, copy], check=True, timeout=120)
             try:
-                recoveries[n].append(anyio.run(one_recovery, crashed))
+                recoveries[n, False].append(anyio.run(one_recovery, crashed, False))
+                recoveries[n, True].append(anyio.run(one_recovery, copy, True))
             finally:
                 shutil.rmtree(crashed)
+                shutil.rmtree(copy)
     small = SIZES[0]
     print(f"machine: {os.cpu_count()} cores, {cpu_model()}, Python {sys.version.split()[0]}")
     print(f"{ROUNDS} round(s); medians; ratios to the {small}-phase run of this sitting\n")
@@ -190,13 +201,19 @@ def main() -> None:
             f"| {n:,} | {seconds:.2f} | {seconds / base_run:.1f}x | {seconds / n * 1000:.2f} "
             f"| {written / 1e6:.1f} | {written / (n * 1024):.1f}x | {newest / 1024:.1f} |"
         )
-    print("\n| phases | list ms | x | head ms | x | whole ms | x | recover s | x |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    base = [statistics.median(r[i] for r in recoveries[small]) for i in range(4)]
-    for n in SIZES:
-        row = [statistics.median(r[i] for r in recoveries[n]) for i in range(4)]
-        cells = [f"{row[i] * 1000:.2f} | {row[i] / base[i]:.1f}x" for i in range(3)]
-        print(f"| {n:,} | {' | '.join(cells)} | {row[3]:.3f} | {row[3] / base[3]:.1f}x |")
+    print(
+        "\n| phases | snapshots kept | list ms | x | head ms | x | whole ms | x | recover s | x |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for pruned in (False, True):
+        base = [statistics.median(r[i] for r in recoveries[small, pruned]) for i in range(4)]
+        for n in SIZES:
+            row = [statistics.median(r[i] for r in recoveries[n, pruned]) for i in range(4)]
+            cells = [f"{row[i] * 1000:.2f} | {row[i] / base[i]:.1f}x" for i in range(3)]
+            kept = "newest 2" if pruned else "every phase end"
+            print(
+                f"| {n:,} | {kept} | {' | '.join(cells)} | {row[3]:.3f} | {row[3] / base[3]:.1f}x |"
+            )
 
 
 if __name__ == "__main__":
