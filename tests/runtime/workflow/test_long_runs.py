@@ -24,7 +24,9 @@ from actorflow import (
     handler,
     phase,
 )
+from actorflow.errors import EncryptionKeyError
 from actorflow.storage import (
+    Codec,
     FileStore,
     MemoryStore,
     RunStatus,
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 PHASES = 14
+KEY = bytes(range(32))
 
 
 @pytest.fixture(autouse=True)
@@ -80,8 +83,11 @@ class Long(Orchestrator):
         return out
 
 
-async def test_every_snapshot_carries_a_bounded_part_and_names_the_rest(tmp_path: Path) -> None:
-    store = FileStore(tmp_path)
+@pytest.mark.parametrize("sealed", [False, True], ids=["plain", "encrypted"])
+async def test_every_snapshot_carries_a_bounded_part_and_names_the_rest(
+    tmp_path: Path, sealed: bool
+) -> None:
+    store = FileStore(tmp_path, codec=Codec(keys={"k1": KEY}) if sealed else None)
     async with Runtime(store=store) as runtime:
         result = await runtime.run(Long, PHASES, run_id="long")
     assert result == await run_in_memory(Long, PHASES, run_id="long")
@@ -96,6 +102,12 @@ async def test_every_snapshot_carries_a_bounded_part_and_names_the_rest(tmp_path
     whole = await read_full_snapshot(store, "long", infos[-1].snapshot_id)
     assert sorted(whole.phases) == sorted(f"unit.{k}" for k in range(PHASES))
     assert [d.rationale for d in whole.decisions] == [f"after {k}" for k in range(0, PHASES, 3)]
+    if sealed:  # chunks are sealed as every blob of the run: unreadable without the key
+        assert stored.history is not None
+        blob = tmp_path / "runs" / "long" / "blobs" / stored.history.address
+        assert b"after 0" not in blob.read_bytes()
+        with pytest.raises(EncryptionKeyError):
+            await read_full_snapshot(FileStore(tmp_path), "long", infos[-1].snapshot_id)
 
 
 class Noting:
