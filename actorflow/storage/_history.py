@@ -86,9 +86,10 @@ def settled_key(key: str) -> bool:
     """Whether a phase, step or event id (or an event's kind) is at the run's top level.
 
     Such entries are never removed by what happens later (a phase's end
-    drops only what is inside it), so they may move to the history.
+    drops only what is inside it, ``<phase>/...`` and its retries'
+    ``<phase>@<attempt>...``), so they may move to the history.
     """
-    return "/" not in key
+    return "/" not in key and "@" not in key
 
 
 def _entry_size(entry: HistoryEntry) -> int:

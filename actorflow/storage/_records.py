@@ -331,8 +331,8 @@ HistoryEntry = StepRecord | PhaseEndRecord | DecisionRecord | EventRecord | int
 """One settled part of a run's past: a record, or the ``seq`` of an inbox entry taken.
 
 Settled means nothing that happens later removes it: decisions, and the
-top-level phases, steps and events (ids without ``/``); a later entry for the
-same id replaces an earlier one.
+top-level phases, steps and events (ids without ``/`` or ``@``); a later
+entry for the same id replaces an earlier one.
 """
 
 

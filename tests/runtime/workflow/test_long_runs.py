@@ -27,6 +27,7 @@ from actorflow import (
 from actorflow.errors import EncryptionKeyError
 from actorflow.storage import (
     Codec,
+    EventRecord,
     FileStore,
     MemoryStore,
     RunStatus,
@@ -181,3 +182,37 @@ async def test_a_lost_chunk_makes_recovery_start_from_an_older_snapshot(tmp_path
     assert results == {"lost": await run_in_memory(Long, PHASES, run_id="lost")}
     corrupted = [e["snapshot_id"] for e in logs if e["event"] == "checkpoint_corrupted"]
     assert infos[-1].snapshot_id in corrupted
+
+
+class RetriedTwice(Orchestrator):
+    __actorflow_name__ = "tests.long_runs.RetriedTwice"
+    tries = 0
+
+    @phase
+    async def unit(self, ctx: RunContext, k: int) -> int:
+        RetriedTwice.tries += 1
+        if k == 1 and RetriedTwice.tries in (2, 3):
+            ctx.retry_phase()
+        return k
+
+    async def run(self, ctx: RunContext, phases: int) -> list[int]:
+        return [await self.unit(ctx, k) for k in range(phases)]
+
+
+async def test_a_retried_phase_keeps_what_it_kept_before_chunks() -> None:
+    """A retry's event is keyed by the attempt that gave up: the first by the
+    phase's own id (``unit.1``, top level, kept as always), a later one by
+    ``unit.1@1``, inside the phase, dropped at its end as always, never settled."""
+    RetriedTwice.tries = 0
+    store = MemoryStore()
+    async with Runtime(store=store) as runtime:
+        assert await runtime.run(RetriedTwice, 4, run_id="retried") == [0, 1, 2, 3]
+    assert any(
+        r.kind == "phase_retry"
+        for r in await store.read_log("retried")
+        if isinstance(r, EventRecord)
+    )
+    newest = (await store.list_snapshots("retried"))[-1]
+    whole = await read_full_snapshot(store, "retried", newest.snapshot_id)
+    assert [e.step_id for e in whole.events if e.kind == "phase_retry"] == ["unit.1"]
+    assert list(whole.phases) == [f"unit.{k}" for k in range(4)]
