@@ -207,9 +207,9 @@ async def read_history(store: Store, run_id: str, ref: ChunkRef) -> History:
     """The history ending with chunk ``ref``: the newest chunk, then the older ones at once.
 
     Raises:
-        CorruptedDataError: a chunk fails its checksum, cannot be decoded or
-            is not the one named.
-        StorageError: a chunk is missing.
+        CorruptedDataError: a chunk is missing, fails its checksum, cannot be
+            decoded or is not the one named.
+        StorageError: the store cannot be read.
     """
     newest = await _read_chunk(store, run_id, ref)
     older: list[HistoryChunk | None] = [None] * len(newest.older)
@@ -241,8 +241,8 @@ async def resolve_snapshot(store: Store, snapshot: Snapshot) -> Snapshot:
     A snapshot without history is returned as it is.
 
     Raises:
-        CorruptedDataError: a chunk fails its checksum or cannot be decoded.
-        StorageError: a chunk is missing.
+        CorruptedDataError: a chunk is missing, fails its checksum or cannot be decoded.
+        StorageError: the store cannot be read.
     """
     if snapshot.history is None:
         return snapshot
@@ -255,8 +255,8 @@ async def read_full_snapshot(store: Store, run_id: str, snapshot_id: str) -> Sna
 
     Raises:
         CheckpointNotFoundError: no such snapshot.
-        CorruptedDataError: the snapshot or one of its chunks is damaged.
-        StorageError: a chunk is missing.
+        CorruptedDataError: the snapshot or one of its chunks is damaged or missing.
+        StorageError: the store cannot be read.
     """
     return await resolve_snapshot(store, await store.read_snapshot(run_id, snapshot_id))
 
@@ -265,8 +265,8 @@ async def history_addresses(store: Store, snapshot: Snapshot) -> tuple[str, ...]
     """The addresses of the chunks a snapshot names, directly or through its newest chunk.
 
     Raises:
-        CorruptedDataError: the newest chunk is damaged.
-        StorageError: it is missing.
+        CorruptedDataError: the newest chunk is damaged or missing.
+        StorageError: the store cannot be read.
     """
     if snapshot.history is None:
         return ()
