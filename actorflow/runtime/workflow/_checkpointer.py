@@ -193,8 +193,14 @@ class CheckpointQueue:
         chunked = self._chunked
         start = chunked[-1][0]
         if covered > start:
-            queued = {c.settled for c in self.pending if start < c.settled < covered}
-            for end in (*sorted(queued), covered):
+            # queued ahead of this one (only the final snapshot has any): in order
+            queued: list[int] = []
+            for waiting in self.pending:
+                if waiting.settled >= covered:
+                    break
+                if waiting.settled > start and (not queued or waiting.settled > queued[-1]):
+                    queued.append(waiting.settled)
+            for end in (*queued, covered):
                 entries = self._journal[start:end]
                 if HistoryWriter.due(entries):
                     chunked.append((end, await self._history.flush(entries)))
