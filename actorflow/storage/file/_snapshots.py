@@ -257,6 +257,8 @@ class SnapshotFiles:
 
     def _write_named(self, snapshot: Snapshot, name: str, sealed: bytes) -> bool:
         """Write it (unsynced) unless it is there; whether it is durable."""
+        # a write would make the folders of a run that does not exist (or no longer does)
+        self._folders.require(snapshot.run_id)
         known = self._known_ids(snapshot.run_id)
         taken = None
         if known is None or snapshot.snapshot_id in known:
