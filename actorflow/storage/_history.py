@@ -337,16 +337,17 @@ class HistoryWriter:
         Raises:
             CorruptedDataError, StorageError: an older chunk to merge cannot be read.
         """
-        chunks = await self._standing()
+        # on a copy: a failed write leaves the history as it was, to try again
+        chunks = list(await self._standing())
         merged = tuple(entries)
         level = 1
+        absorbed: list[ChunkRef] = []
         while len(chunks) >= FANOUT - 1 and all(c.level == level for c in chunks[1 - FANOUT :]):
             siblings = chunks[1 - FANOUT :]
             del chunks[1 - FANOUT :]
             parts = [await self._entries_of(c) for c in siblings]
             merged = (*(e for part in parts for e in part), *merged)
-            for c in siblings:
-                self._entries.pop(c.address, None)
+            absorbed.extend(siblings)
             level += 1
         chunk = HistoryChunk(run_id=self.run_id, level=level, entries=merged, older=tuple(chunks))
         data = _ENCODER.encode(chunk)
@@ -354,6 +355,9 @@ class HistoryWriter:
         self.bytes_written += len(data)
         ref = ChunkRef(address, level, len(merged))
         chunks.append(ref)
+        self._chunks = chunks
+        for gone in absorbed:
+            self._entries.pop(gone.address, None)
         self._entries[address] = merged
         self.newest = ref
         return ref

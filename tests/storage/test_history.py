@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from actorflow.errors import CorruptedDataError
+from actorflow.errors import CorruptedDataError, StorageError
 from actorflow.storage import (
     DecisionRecord,
     EventRecord,
@@ -185,3 +185,30 @@ async def test_retention_keeps_the_chunks_kept_snapshots_name_and_collects_the_r
     assert len(kept) == 2, "the level-2 chunk and the newest level-1 one"
     whole = await read_full_snapshot(store, RUN, newest.snapshot_id)
     assert list(whole.phases) == [f"unit.{i}" for i in range(history.FANOUT + 1)]
+
+
+class FailingOnce(MemoryStore):
+    """A store whose next blob write fails (a full disk, a lost connection)."""
+
+    fail = False
+
+    async def put_blob(self, run_id: str, data: bytes) -> str:
+        if self.fail:
+            self.fail = False
+            raise StorageError("put blob", "the disk is full")
+        return await super().put_blob(run_id, data)
+
+
+async def test_a_failed_chunk_write_leaves_the_history_as_it_was() -> None:
+    store = FailingOnce()
+    await store.create_run(RunManifest(run_id=RUN, workflow="W", input=b"\xc0", input_hash="h"))
+    writer = HistoryWriter(store, RUN, None)
+    for i in range(history.FANOUT - 1):
+        await writer.flush([phase_end(i)])
+    store.fail = True
+    with pytest.raises(StorageError):
+        await writer.flush([phase_end(history.FANOUT - 1)])  # would have merged
+    merged = await writer.flush([phase_end(history.FANOUT - 1)])
+    assert (merged.level, merged.entries) == (2, history.FANOUT)
+    read = await history.read_history(store, RUN, merged)
+    assert read.entries == tuple(phase_end(i) for i in range(history.FANOUT))
