@@ -45,6 +45,7 @@ from actorflow.runtime.workflow._config import (
     parse_duration,
 )
 from actorflow.runtime.workflow._context import RunContext
+from actorflow.runtime.workflow._determinism import Determinism
 from actorflow.runtime.workflow._handle import RunEvent, RunHandle
 from actorflow.runtime.workflow._ids import phase_of
 from actorflow.runtime.workflow._progress import (
@@ -86,6 +87,7 @@ __all__ = [
     "Compared",
     "ComparedRun",
     "DecisionMade",
+    "Determinism",
     "Durability",
     "EmitRecorded",
     "EmitStreamed",
