@@ -401,6 +401,10 @@ class Runs:
     ) -> RunHandle:
         """See ``Runtime.fork``."""
         source = await self.store.read_run(validate_run_id(run_id))
+        tracker = self.tracker(run_id)
+        if tracker is not None and tracker.done and tracker.checkpoints_written is not None:
+            # its phase ends may still be queued after it returned: fork from them too
+            await tracker.checkpoints_written()
         workflow = workflow_class(source)
         new_id = (
             validate_run_id(new_run_id)

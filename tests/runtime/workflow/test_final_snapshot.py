@@ -6,10 +6,17 @@ from typing import Any
 
 import anyio
 
-from actorflow import Runtime
+from actorflow import Orchestrator, RunContext, Runtime, phase
 from actorflow.runtime.workflow._checkpointer import Checkpointer, CheckpointQueue
 from actorflow.runtime.workflow._replay import RunView
-from actorflow.storage import EventRecord, LogWriter, MemoryStore, RunManifest
+from actorflow.storage import (
+    EventRecord,
+    LogWriter,
+    MemoryStore,
+    RunManifest,
+    Snapshot,
+    SnapshotInfo,
+)
 
 
 async def new_queue(store: MemoryStore, saved: list[str | None]) -> tuple[CheckpointQueue, RunView]:
@@ -73,3 +80,48 @@ async def test_the_final_snapshot_supersedes_queued_ones_but_phase_ends_are_stil
         assert saved == ["completed", "phase_end"]
     listed = [i.snapshot_id for i in await store.list_snapshots("r")]
     assert listed == [phase_end.snapshot.snapshot_id, final.snapshot.snapshot_id]
+
+
+class Gated(MemoryStore):
+    """A store whose phase-end snapshots wait for ``gate``: the checkpoint actor falls behind."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = anyio.Event()
+
+    async def write_snapshot(self, snapshot: Snapshot, **kwargs: Any) -> SnapshotInfo:
+        if snapshot.trigger == "phase_end":
+            await self.gate.wait()
+        return await super().write_snapshot(snapshot, **kwargs)
+
+
+class ThreeUnits(Orchestrator):
+    __actorflow_name__ = "tests.final_snapshot.ThreeUnits"
+
+    @phase
+    async def unit(self, ctx: RunContext, k: int) -> int:
+        return k
+
+    async def run(self, ctx: RunContext, _: None) -> list[int]:
+        return [await self.unit(ctx, k) for k in range(3)]
+
+
+async def test_a_fork_waits_for_the_phase_ends_still_queued_after_its_run_returned() -> None:
+    plain = MemoryStore()
+    async with Runtime(store=plain) as runtime:
+        await runtime.run(ThreeUnits, None, run_id="units")
+    ends = [i.snapshot_id for i in await plain.list_snapshots("units") if i.trigger == "phase_end"]
+    store = Gated()
+    async with Runtime(store=store) as runtime, anyio.create_task_group() as tg:
+        await runtime.run(ThreeUnits, None, run_id="units")
+        forked: list[object] = []
+
+        async def fork() -> None:
+            handle = await runtime.fork("units", ends[-1], new_run_id="forked")
+            forked.append(await handle.result())
+
+        tg.start_soon(fork)
+        await anyio.wait_all_tasks_blocked()
+        assert forked == [], "the fork read the checkpoints before they were written"
+        store.gate.set()
+    assert forked == [[0, 1, 2]]
