@@ -28,6 +28,7 @@ from actorflow.runtime.inspection._runs import (
     list_runs,
     run_progress,
 )
+from actorflow.runtime.workflow._query import query_run
 
 __all__ = [
     "ListedRun",
@@ -41,6 +42,7 @@ __all__ = [
     "list_runs",
     "live_snapshots",
     "plain",
+    "query_run",
     "record_to_dict",
     "resolve_checkpoint",
     "run_progress",

@@ -1,0 +1,334 @@
+"""The inspector's read-only pages: runs, a run, a record, decisions, checkpoints, a diff.
+
+Each page reads the store through the library's readers
+(:mod:`actorflow.runtime.inspection`, ``query_run``) and renders a template;
+none takes a claim or writes. A failure to read becomes a page that says what
+is wrong (see ``_app``), never a stack trace.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from actorflow.errors import CheckpointNotFoundError, LogPrunedError, StorageError
+from actorflow.runtime import inspection, phase_of
+from actorflow.storage import (
+    ClaimInspector,
+    DecisionRecord,
+    RunStatus,
+    StepRecord,
+    UnreadableLister,
+    validate_run_id,
+)
+from actorflow.ui._format import pretty
+from actorflow.ui._timeline import build_timeline
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+
+    from actorflow.runtime import RunQuery
+    from actorflow.storage import LogRecord, RunManifest, Store
+
+__all__ = [
+    "PAGE_SIZE",
+    "STEP_PAGE",
+    "Page",
+    "checkpoint_page",
+    "checkpoints_page",
+    "decisions_page",
+    "diff_page",
+    "record_page",
+    "run_page",
+    "runs_page",
+]
+
+PAGE_SIZE: Final = 50
+"""Runs on one page of the runs view."""
+
+STEP_PAGE: Final = 500
+"""Log records on one page of a run's timeline."""
+
+_AGES: Final = {"1h": 3600.0, "1d": 86400.0, "7d": 7 * 86400.0, "30d": 30 * 86400.0}
+
+
+@dataclass(frozen=True)
+class Page:
+    """A template and what it shows."""
+
+    template: str
+    context: dict[str, Any]
+
+
+def _int(request: Request, name: str, default: int) -> int:
+    raw = request.query_params.get(name, "")
+    return int(raw) if raw.isdigit() else default
+
+
+async def runs_page(store: Store, request: Request) -> Page:
+    """Every run, filtered by status, workflow, age and text in the id; paged; counts per status."""
+    params = request.query_params
+    wanted = [s for s in params.getlist("status") if s in RunStatus.__members__.values()]
+    workflow = params.get("workflow") or None
+    text = params.get("q", "")
+    age = params.get("age", "")
+    page = max(_int(request, "page", 1), 1)
+    listed, sealed = await inspection.list_runs(store)
+    counts: dict[str, int] = {}
+    workflows: set[str] = set()
+    rows = []
+    now = time.time()
+    for run in listed:
+        m = run.manifest
+        counts[str(m.status)] = counts.get(str(m.status), 0) + 1
+        workflows.add(m.workflow)
+        if wanted and str(m.status) not in wanted:
+            continue
+        if workflow and m.workflow != workflow:
+            continue
+        if text and text.lower() not in m.run_id.lower():
+            continue
+        if age in _AGES and now - m.created > _AGES[age]:
+            continue
+        rows.append(_run_row(run))
+    rows.reverse()  # newest first
+    total = len(rows)
+    pages = max((total + PAGE_SIZE - 1) // PAGE_SIZE, 1)
+    page = min(page, pages)
+    unreadable = await store.list_unreadable() if isinstance(store, UnreadableLister) else []
+    return Page(
+        "runs.html",
+        {
+            "rows": rows[(page - 1) * PAGE_SIZE : page * PAGE_SIZE],
+            "total": total,
+            "all": len(listed),
+            "page": page,
+            "pages": pages,
+            "counts": sorted(counts.items()),
+            "statuses": [s.value for s in RunStatus],
+            "workflows": sorted(workflows),
+            "filters": {"status": wanted, "workflow": workflow or "", "q": text, "age": age},
+            "ages": list(_AGES),
+            "sealed": sealed,
+            "damaged": [e for e in unreadable if not e.key_id],
+            "base_query": [(k, v) for k, v in params.multi_items() if k != "page"],
+        },
+    )
+
+
+def _run_row(run: inspection.ListedRun) -> dict[str, Any]:
+    m, progress = run.manifest, run.progress
+    return {
+        "run_id": m.run_id,
+        "workflow": m.workflow,
+        "status": str(m.status),
+        "phase": progress.phase,
+        "started": m.created,
+        "activity": progress.activity,
+        "owner": progress.claim.owner,
+        "alive": progress.claim.alive,
+        "attempts": m.attempt,
+        "deadline": m.deadline,
+        "prompt": m.prompt,
+        "parent_run": m.parent_run,
+    }
+
+
+async def _log(store: Store, run_id: str, start: int) -> tuple[list[tuple[int, LogRecord]], int]:
+    """Records from ``start`` (or from where retention left the log) and the first position."""
+    try:
+        records = await store.read_log(run_id, start)
+    except LogPrunedError as exc:
+        start = max(start, exc.first)
+        records = await store.read_log(run_id, start)
+    return list(enumerate(records, start)), start
+
+
+async def _claim(store: Store, manifest: RunManifest) -> tuple[str | None, bool | None]:
+    if isinstance(store, ClaimInspector):
+        claim = await store.read_claim(manifest.run_id)
+        return claim.owner or manifest.owner, claim.alive
+    return manifest.owner, await store.is_owned(manifest.run_id)
+
+
+async def _family(store: Store, manifest: RunManifest) -> list[RunManifest]:
+    """The run's child runs (started with ``ctx.run_child``) and forks of it."""
+    return [
+        m
+        for m in await store.list_runs()
+        if m.parent_run == manifest.run_id or m.parent == manifest.run_id
+    ]
+
+
+async def run_page(store: Store, request: Request, run_id: str) -> Page:
+    """A run: header, parent and children, the timeline of one page of its log, its steps."""
+    validate_run_id(run_id)
+    manifest = await store.read_run(run_id)
+    start = _int(request, "from", 0)
+    query: RunQuery | None = None
+    problem: str | None = None
+    try:
+        query = await inspection.query_run(store, run_id)
+    except StorageError as exc:
+        problem = str(exc)
+    records, start = await _log(store, run_id, start)
+    total = start + len(records)
+    window = records[:STEP_PAGE]
+    snapshots = inspection.live_snapshots(await store.list_snapshots(run_id))
+    agents = list(query.agents) if query is not None else []
+    timeline = build_timeline(window, snapshots, run_id=run_id, agents=agents)
+    owner, alive = await _claim(store, manifest)
+    selected = request.query_params.get("step")
+    chosen = None
+    if selected is not None and selected.isdigit():
+        chosen = await _record_context(store, run_id, int(selected))
+    ended = manifest.updated if manifest.status.finished else None
+    return Page(
+        "run.html",
+        {
+            "m": manifest,
+            "q": query,
+            "problem": problem,
+            "owner": owner,
+            "alive": alive,
+            "result": pretty(inspection.decode_value(manifest.result))
+            if manifest.status is RunStatus.COMPLETED
+            else None,
+            "elapsed": (ended or time.time()) - manifest.created if manifest.created else None,
+            "family": await _family(store, manifest),
+            "timeline": timeline,
+            "steps": [(p, r, phase_of(r.step_id)) for p, r in window if isinstance(r, StepRecord)],
+            "start": start,
+            "shown": len(window),
+            "total": total,
+            "page_size": STEP_PAGE,
+            "chosen": chosen,
+            "tab": "run",
+        },
+    )
+
+
+async def _record_context(store: Store, run_id: str, position: int) -> dict[str, Any]:
+    records, _ = await _log(store, run_id, position)
+    if not records or records[0][0] != position:
+        raise StorageError(
+            "read record",
+            f"run {run_id} has no log record at position {position} (pruned, or not written)",
+        )
+    record = records[0][1]
+    data = inspection.record_to_dict(record)
+    timing = None
+    if isinstance(record, StepRecord) and record.issued and record.time:
+        timing = record.time - record.issued
+    return {
+        "position": position,
+        "record": record,
+        "tag": data.get("tag", ""),
+        "phase": phase_of(getattr(record, "step_id", None) or ""),
+        "fields": pretty(data),
+        "result": pretty(data.get("result")) if "result" in data else None,
+        "took": timing,
+    }
+
+
+async def record_page(store: Store, request: Request, run_id: str, position: int) -> Page:
+    """One log record, its values decoded (``partial``: just the panel, for the timeline)."""
+    validate_run_id(run_id)
+    manifest = await store.read_run(run_id)
+    chosen = await _record_context(store, run_id, position)
+    partial = request.query_params.get("partial") == "1"
+    return Page(
+        "record_panel.html" if partial else "record.html",
+        {"m": manifest, "chosen": chosen, "tab": "run"},
+    )
+
+
+async def decisions_page(store: Store, request: Request, run_id: str) -> Page:
+    """The run's decisions: rationale, confidence, alternatives, linked to step and phase."""
+    validate_run_id(run_id)
+    manifest = await store.read_run(run_id)
+    records, start = await _log(store, run_id, 0)
+    decisions = [(p, r, phase_of(r.step_id)) for p, r in records if isinstance(r, DecisionRecord)]
+    steps = {r.step_id: p for p, r in records if isinstance(r, StepRecord)}
+    earlier: list[DecisionRecord] = []
+    if start > 0:  # pruned: what the newest checkpoint holds of the decisions before
+        query = await inspection.query_run(store, run_id)
+        logged = {(r.step_id, r.type) for _, r, _ in decisions}
+        earlier = [d for d in query.decisions if (d.step_id, d.type) not in logged]
+    return Page(
+        "decisions.html",
+        {
+            "m": manifest,
+            "decisions": decisions,
+            "earlier": earlier,
+            "steps": steps,
+            "tab": "decisions",
+        },
+    )
+
+
+async def checkpoints_page(store: Store, request: Request, run_id: str) -> Page:
+    """The run's checkpoints (verified), with a form to diff two."""
+    validate_run_id(run_id)
+    manifest = await store.read_run(run_id)
+    rows = await inspection.checkpoint_rows(store, run_id)
+    return Page("checkpoints.html", {"m": manifest, "rows": rows, "tab": "checkpoints"})
+
+
+async def checkpoint_page(store: Store, request: Request, run_id: str, checkpoint: str) -> Page:
+    """One checkpoint: every agent's state decoded, its phases, decisions and metrics."""
+    validate_run_id(run_id)
+    manifest = await store.read_run(run_id)
+    snapshot_id = await inspection.resolve_checkpoint(store, run_id, checkpoint)
+    snapshot = await store.read_snapshot(run_id, snapshot_id)
+    data = await inspection.snapshot_to_dict(store, snapshot)
+    agent = request.query_params.get("agent")
+    agents = {name: pretty(a) for name, a in data.get("agents", {}).items()}
+    if agent is not None and agent not in agents:
+        raise CheckpointNotFoundError(run_id, f"{checkpoint} (it has no agent {agent!r})")
+    return Page(
+        "checkpoint.html",
+        {
+            "m": manifest,
+            "snapshot": snapshot,
+            "agents": agents,
+            "agent": agent,
+            "phases": pretty(data.get("phases", {})),
+            "metrics": pretty(data.get("metrics", {})),
+            "decisions": pretty(data.get("decisions", [])),
+            "tab": "checkpoints",
+        },
+    )
+
+
+async def diff_page(store: Store, request: Request, run_id: str) -> Page:
+    """What changed between checkpoints ``a`` and ``b`` (default: the newest)."""
+    validate_run_id(run_id)
+    manifest = await store.read_run(run_id)
+    a = request.query_params.get("a", "latest~1")
+    b = request.query_params.get("b", "latest")
+    first = await store.read_snapshot(run_id, await inspection.resolve_checkpoint(store, run_id, a))
+    second = await store.read_snapshot(
+        run_id, await inspection.resolve_checkpoint(store, run_id, b)
+    )
+    diff = await inspection.diff_snapshots(store, first, second)
+    agents = {
+        name: {
+            "change": change.get("change"),
+            "attrs": {k: v for k, v in change.items() if k not in ("change", "state")},
+            "fields": {k: (pretty(v[0]), pretty(v[1])) for k, v in change.get("state", {}).items()},
+        }
+        for name, change in diff["agents"].items()
+    }
+    return Page(
+        "diff.html",
+        {
+            "m": manifest,
+            "diff": diff,
+            "agents": agents,
+            "decisions": diff["decisions_added"],
+            "metrics": diff["metrics"],
+            "tab": "checkpoints",
+        },
+    )
