@@ -109,7 +109,8 @@ class _Inspector:
             csrf=self.access.csrf(),
             path=request.url.path,
         )
-        return HTMLResponse(page, status_code=code)
+        # a name read from a damaged disk may hold undecodable bytes (surrogates): shown escaped
+        return HTMLResponse(page.encode("utf-8", "backslashreplace"), status_code=code)
 
     def error_page(self, request: Request, error: BaseException) -> HTMLResponse:
         if isinstance(error, ActorflowError):
@@ -173,6 +174,8 @@ def create_app(
     p = inspector.page
     routes = [
         Route("/", p(_pages.runs_page)),
+        Route("/waits", p(_pages.waits_page)),
+        Route("/health", p(_pages.health_page)),
         Route("/runs/{run_id}", p(_pages.run_page, "run_id")),
         Route("/runs/{run_id}/records/{position:int}", p(_pages.record_page, "run_id", "position")),
         Route("/runs/{run_id}/decisions", p(_pages.decisions_page, "run_id")),

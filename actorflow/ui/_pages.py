@@ -39,9 +39,11 @@ __all__ = [
     "checkpoints_page",
     "decisions_page",
     "diff_page",
+    "health_page",
     "record_page",
     "run_page",
     "runs_page",
+    "waits_page",
 ]
 
 PAGE_SIZE: Final = 50
@@ -330,5 +332,60 @@ async def diff_page(store: Store, request: Request, run_id: str) -> Page:
             "decisions": diff["decisions_added"],
             "metrics": diff["metrics"],
             "tab": "checkpoints",
+        },
+    )
+
+
+async def waits_page(store: Store, request: Request) -> Page:
+    """Every pending wait across the runs that have not finished: prompt, type, deadline."""
+    listed, _ = await inspection.list_runs(store)
+    waits = []
+    problems = []
+    for run in listed:
+        m = run.manifest
+        if m.status.finished:
+            continue
+        try:
+            query = await inspection.query_run(store, m.run_id)
+        except StorageError as exc:
+            problems.append((m.run_id, str(exc)))
+            continue
+        waits += [(m, w) for w in query.waits]
+    return Page("waits.html", {"waits": waits, "problems": problems})
+
+
+async def health_page(store: Store, request: Request) -> Page:
+    """The store's health: unreadable entries, owners and their claims, orphaned runs.
+
+    With ``?check=1`` every checksum is verified too (``actorflow validate``).
+    """
+    listed, sealed = await inspection.list_runs(store)
+    unreadable = await store.list_unreadable() if isinstance(store, UnreadableLister) else []
+    owners: dict[str, list[inspection.ListedRun]] = {}
+    orphans = []
+    for run in listed:
+        claim = run.progress.claim
+        if claim.owner and not run.manifest.status.finished:
+            owners.setdefault(claim.owner, []).append(run)
+        if run.manifest.status in (RunStatus.RUNNING, RunStatus.INTERRUPTED) and not claim.alive:
+            orphans.append(run)
+    report = None
+    if request.query_params.get("check") == "1":
+        damaged = [e for e in unreadable if not (e.key_id and e.run_id)]
+        report = await inspection.validate_store(
+            store,
+            [r.manifest.run_id for r in listed],
+            damaged,
+            [s.run_id for s in sealed],
+        )
+    return Page(
+        "health.html",
+        {
+            "runs": len(listed),
+            "sealed": sealed,
+            "unreadable": unreadable,
+            "owners": sorted(owners.items()),
+            "orphans": orphans,
+            "report": report,
         },
     )

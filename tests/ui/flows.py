@@ -56,7 +56,7 @@ class Team(Orchestrator):
     async def review(self, ctx: RunContext, found: list[str]) -> str:
         critic = await ctx.spawn(Researcher, name="critic")
         try:
-            await ctx.ask(critic, Boom(found[0]))
+            await ctx.ask(critic, Boom(found[0][:200]))
         except StepFailedError:
             pass
         await ctx.decide(
