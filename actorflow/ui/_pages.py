@@ -130,7 +130,7 @@ def _run_row(run: inspection.ListedRun) -> dict[str, Any]:
         "activity": progress.activity,
         "owner": progress.claim.owner,
         "alive": progress.claim.alive,
-        "attempts": m.attempt,
+        "attempts": m.attempt + 1,  # the manifest counts recoveries
         "deadline": m.deadline,
         "prompt": m.prompt,
         "parent_run": m.parent_run,

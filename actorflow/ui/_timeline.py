@@ -10,7 +10,7 @@ checkpoints and phases are markers and bands over the lanes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
 from actorflow.runtime import phase_of
@@ -42,6 +42,7 @@ class Bar:
     failed: bool
     left: float
     width: float
+    row: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,6 +75,7 @@ class Timeline:
     bars: dict[str, list[Bar]] = field(default_factory=dict)
     markers: list[Marker] = field(default_factory=list)
     bands: list[Band] = field(default_factory=list)
+    rows: dict[str, int] = field(default_factory=dict)
     start: float = 0.0
     end: float = 0.0
 
@@ -85,6 +87,29 @@ class Timeline:
 
 def _pct(at: float, start: float, span: float) -> float:
     return 0.0 if span <= 0 else max(0.0, min(100.0, (at - start) / span * 100.0))
+
+
+_MIN_WIDTH: Final = 0.35
+"""Percent of the window a bar takes at least when rows are packed, so ticks never overlap."""
+
+_MAX_ROWS: Final = 8
+"""Rows of one lane at most; more steps in flight at once share the last row."""
+
+
+def _pack(bars: list[Bar]) -> tuple[list[Bar], int]:
+    """Bars of one lane in rows, so that steps in flight together are each clickable."""
+    ends: list[float] = []  # where each row is free again
+    packed = []
+    for bar in sorted(bars, key=lambda b: (b.left, b.position)):
+        right = bar.left + max(bar.width, _MIN_WIDTH)
+        row = next((i for i, end in enumerate(ends) if end <= bar.left), len(ends))
+        row = min(row, _MAX_ROWS - 1)
+        if row == len(ends):
+            ends.append(right)
+        else:
+            ends[row] = max(ends[row], right)
+        packed.append(replace(bar, row=row))
+    return packed, max(len(ends), 1)
 
 
 def build_timeline(
@@ -143,6 +168,8 @@ def build_timeline(
             bounds = phases.setdefault(phase, [start, end])
             bounds[0], bounds[1] = min(bounds[0], start), max(bounds[1], end)
     timeline.lanes = lanes
+    for lane, bars in timeline.bars.items():
+        timeline.bars[lane], timeline.rows[lane] = _pack(bars)
     for phase, (start, end) in phases.items():
         left = _pct(start, timeline.start, span)
         width = max(_pct(end, timeline.start, span) - left, 0.0)
