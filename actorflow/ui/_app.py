@@ -27,8 +27,10 @@ from actorflow.errors import (
     InvalidNameError,
     RunNotFoundError,
 )
+from actorflow.runtime import Runtime
 from actorflow.storage import open_store
-from actorflow.ui import _format, _pages
+from actorflow.ui import _actions, _format, _live, _pages
+from actorflow.ui._actions import read_form
 from actorflow.ui._security import LOOPBACK_NAMES, Access, HostCheck, new_token
 
 if TYPE_CHECKING:
@@ -81,11 +83,25 @@ def _status_of(error: BaseException) -> tuple[int, str]:
 class _Inspector:
     """The app's state: the store, the access rules, the templates."""
 
-    def __init__(self, store: Store | None, location: str | None, access: Access) -> None:
+    def __init__(
+        self,
+        store: Store | None,
+        location: str | None,
+        access: Access,
+        runtime: Runtime | None = None,
+    ) -> None:
         self._store = store
         self._location = location
+        self._runtime = runtime
         self.access = access
         self.env = _environment()
+
+    @property
+    def runtime(self) -> Runtime:
+        """The runtime whose public calls the actions make: not started, it drives nothing."""
+        if self._runtime is None:
+            self._runtime = Runtime(store=self.store)
+        return self._runtime
 
     @property
     def store(self) -> Store:
@@ -144,6 +160,41 @@ class _Inspector:
 
         return endpoint
 
+    def live(
+        self, fn: Callable[..., Awaitable[Response]], *names: str
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            gated = self.access.gate(request)
+            if gated is not None:
+                return gated
+            args = [request.path_params[n] for n in names]
+            try:
+                return await fn(self.store, request, *args)
+            except Exception as exc:
+                return self.error_page(request, exc)
+
+        return endpoint
+
+    def action(
+        self, fn: Callable[..., Awaitable[_pages.Page]], *names: str
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                form = await read_form(request)
+            except Exception as exc:  # too large, say: a page saying so
+                return self.error_page(request, exc)
+            refused = await self.access.check_action(request, form.get("csrf"))
+            if refused is not None:
+                return refused
+            args = [request.path_params[n] for n in names]
+            try:
+                page = await fn(self.runtime, request, *args)
+            except Exception as exc:
+                return self.error_page(request, exc)
+            return self.render(request, page.template, page.context)
+
+        return endpoint
+
 
 def create_app(
     store: Store | str | os.PathLike[str],
@@ -151,6 +202,7 @@ def create_app(
     read_only: bool = False,
     token: str | None = None,
     allowed_hosts: Iterable[str] = (),
+    runtime: Runtime | None = None,
 ) -> Starlette:
     """The inspector as an ASGI app, to serve or to mount in your own server.
 
@@ -163,15 +215,18 @@ def create_app(
             read-only mode, where pages then need none. The app's is
             ``app.state.token``.
         allowed_hosts: names the Host header may carry besides the loopback ones.
+        runtime: whose ``signal``, ``update`` and ``cancel`` the actions call
+            (your app's, so that its message types are known); it is never
+            started. None: a plain one over ``store``.
     """
     if token is None and not read_only:
         token = new_token()
     access = Access(token, read_only=read_only)
     if isinstance(store, str | os.PathLike):
-        inspector = _Inspector(None, os.fspath(store), access)
+        inspector = _Inspector(None, os.fspath(store), access, runtime)
     else:
-        inspector = _Inspector(store, None, access)
-    p = inspector.page
+        inspector = _Inspector(store, None, access, runtime)
+    p, act = inspector.page, inspector.action
     routes = [
         Route("/", p(_pages.runs_page)),
         Route("/waits", p(_pages.waits_page)),
@@ -185,6 +240,12 @@ def create_app(
             p(_pages.checkpoint_page, "run_id", "checkpoint"),
         ),
         Route("/runs/{run_id}/diff", p(_pages.diff_page, "run_id")),
+        Route("/runs/{run_id}/metrics", p(_pages.metrics_page, "run_id")),
+        Route("/runs/{run_id}/answer", p(_actions.answer_form, "run_id")),
+        Route("/runs/{run_id}/answer", act(_actions.send_answer, "run_id"), methods=["POST"]),
+        Route("/runs/{run_id}/update", act(_actions.send_update, "run_id"), methods=["POST"]),
+        Route("/runs/{run_id}/cancel", act(_actions.send_cancel, "run_id"), methods=["POST"]),
+        Route("/runs/{run_id}/events", inspector.live(_live.events, "run_id")),
         Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
     ]
 

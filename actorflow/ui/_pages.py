@@ -22,10 +22,13 @@ from actorflow.storage import (
     UnreadableLister,
     validate_run_id,
 )
+from actorflow.ui import _format as format
 from actorflow.ui._format import pretty
 from actorflow.ui._timeline import build_timeline
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from starlette.requests import Request
 
     from actorflow.runtime import RunQuery
@@ -40,6 +43,7 @@ __all__ = [
     "decisions_page",
     "diff_page",
     "health_page",
+    "metrics_page",
     "record_page",
     "run_page",
     "runs_page",
@@ -186,8 +190,10 @@ async def run_page(store: Store, request: Request, run_id: str) -> Page:
     if selected is not None and selected.isdigit():
         chosen = await _record_context(store, run_id, int(selected))
     ended = manifest.updated if manifest.status.finished else None
+    live = manifest.status in (RunStatus.RUNNING, RunStatus.INTERRUPTED)
+    template = "_run_live.html" if request.query_params.get("partial") == "live" else "run.html"
     return Page(
-        "run.html",
+        template,
         {
             "m": manifest,
             "q": query,
@@ -206,6 +212,7 @@ async def run_page(store: Store, request: Request, run_id: str) -> Page:
             "total": total,
             "page_size": STEP_PAGE,
             "chosen": chosen,
+            "live": live,
             "tab": "run",
         },
     )
@@ -387,5 +394,70 @@ async def health_page(store: Store, request: Request) -> Page:
             "owners": sorted(owners.items()),
             "orphans": orphans,
             "report": report,
+        },
+    )
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One bar of a chart: its label, value, and length in percent of the largest."""
+
+    label: str
+    value: float
+    text: str
+    pct: float
+
+
+def _bars(values: dict[str, float], text: Callable[[float], str]) -> list[Bar]:
+    top = max((abs(v) for v in values.values()), default=0.0) or 1.0
+    return [Bar(k, v, text(v), abs(v) / top * 100.0) for k, v in values.items()]
+
+
+async def metrics_page(store: Store, request: Request, run_id: str) -> Page:
+    """Steps and time in steps per agent and per phase; the run's metrics; checkpoint sizes."""
+    validate_run_id(run_id)
+    manifest = await store.read_run(run_id)
+    records, start = await _log(store, run_id, 0)
+    per_agent: dict[str, list[float]] = {}
+    per_phase: dict[str, list[float]] = {}
+    for _, record in records:
+        if not isinstance(record, StepRecord):
+            continue
+        took = record.time - record.issued if 0 < record.issued <= record.time else 0.0
+        agent = (
+            record.target if record.kind in ("ask", "send") and record.target else "orchestrator"
+        )
+        for table, key in ((per_agent, agent), (per_phase, phase_of(record.step_id) or "-")):
+            count_time = table.setdefault(key, [0.0, 0.0])
+            count_time[0] += 1
+            count_time[1] += took
+    query: RunQuery | None = None
+    problem = None
+    try:
+        query = await inspection.query_run(store, run_id)
+    except StorageError as exc:
+        problem = str(exc)
+    snapshots = inspection.live_snapshots(await store.list_snapshots(run_id))
+    charts = {
+        "Steps per agent": _bars({k: v[0] for k, v in per_agent.items()}, lambda v: f"{v:.0f}"),
+        "Time in steps per agent": _bars({k: v[1] for k, v in per_agent.items()}, format.duration),
+        "Steps per phase": _bars({k: v[0] for k, v in per_phase.items()}, lambda v: f"{v:.0f}"),
+        "Time in steps per phase": _bars({k: v[1] for k, v in per_phase.items()}, format.duration),
+    }
+    user = {k: v for k, v in (query.metrics if query else {}).items()}
+    sizes = _bars(
+        {f"{s.snapshot_id} @{s.position}": float(s.stored_size) for s in snapshots},
+        lambda v: format.size(int(v)),
+    )
+    return Page(
+        "metrics.html",
+        {
+            "m": manifest,
+            "charts": charts,
+            "user": _bars(user, lambda v: f"{v:g}"),
+            "sizes": sizes,
+            "pruned": start,
+            "problem": problem,
+            "tab": "metrics",
         },
     )

@@ -137,3 +137,15 @@ async def test_a_diff_between_two_checkpoints_names_changed_fields(store_path: s
         assert "researcher-0" in diff
         assert "Decisions added" in diff
         assert "accept" in diff
+
+
+async def test_metrics_are_charts_per_agent_and_phase_with_checkpoint_sizes(
+    store_path: str,
+) -> None:
+    async with Browse(store_path) as b:
+        html = await b.page("/runs/team-trio/metrics")
+        assert html.count("<svg") == 6
+        for title in ("Steps per agent", "Time in steps per phase", "Checkpoint size over the run"):
+            assert title in html
+        assert "<title>researcher-0: 2</title>" in html
+        assert "<title>steps: " in html  # the run's own counters

@@ -21,6 +21,7 @@ from actorflow.runtime.inspection._inspect import (
     snapshot_to_dict,
     validate_store,
 )
+from actorflow.runtime.inspection._messages import find_message_type
 from actorflow.runtime.inspection._runs import (
     ListedRun,
     RunProgress,
@@ -39,6 +40,7 @@ __all__ = [
     "checkpoint_rows",
     "decode_value",
     "diff_snapshots",
+    "find_message_type",
     "list_runs",
     "live_snapshots",
     "plain",
