@@ -70,6 +70,7 @@ def main() -> None:
                 "decisions": f"/runs/{RUN}/decisions",
                 "checkpoints": f"/runs/{RUN}/checkpoints",
                 "diff": f"/runs/{RUN}/diff?a=latest~3&b=latest~1",
+                "metrics": f"/runs/{RUN}/metrics",
                 "waits": "/waits",
                 "health": "/health?check=1",
             }
@@ -77,6 +78,11 @@ def main() -> None:
                 page.goto(base + path)
                 page.screenshot(path=str(OUT / f"{name}.png"))
                 print(f"docs/inspector/{name}.png")
+            page.goto(base + "/waits")
+            page.locator("a.answer").first.click()
+            page.fill("[name='f.value']", "yes")
+            page.screenshot(path=str(OUT / "answer.png"))
+            print("docs/inspector/answer.png")
             page.goto(base + f"/runs/{RUN}")
             bar = page.locator("#timeline a.bar.kind-ask").nth(5)
             bar.click()

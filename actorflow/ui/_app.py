@@ -31,6 +31,7 @@ from actorflow.runtime import Runtime
 from actorflow.storage import open_store
 from actorflow.ui import _actions, _format, _live, _pages
 from actorflow.ui._actions import read_form
+from actorflow.ui._listing import Listing
 from actorflow.ui._security import LOOPBACK_NAMES, Access, HostCheck, new_token
 
 if TYPE_CHECKING:
@@ -93,6 +94,7 @@ class _Inspector:
         self._store = store
         self._location = location
         self._runtime = runtime
+        self._listing: Listing | None = None
         self.access = access
         self.env = _environment()
 
@@ -109,6 +111,13 @@ class _Inspector:
             assert self._location is not None
             self._store = open_store(self._location)
         return self._store
+
+    @property
+    def listing(self) -> Listing:
+        """The runs listed for the pages, shared by them for a few seconds."""
+        if self._listing is None:
+            self._listing = Listing(self.store)
+        return self._listing
 
     async def aclose(self) -> None:
         """Close the store if this app opened it."""
@@ -152,6 +161,7 @@ class _Inspector:
             if gated is not None:
                 return gated
             args = [request.path_params[n] for n in names]
+            request.state.listing = self.listing
             try:
                 page = await fn(self.store, request, *args)
             except Exception as exc:  # every failure is a page saying what is wrong

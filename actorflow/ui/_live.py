@@ -85,7 +85,7 @@ def _describe(event: WatchEvent) -> tuple[str, dict[str, Any]]:
             return "ended", {"status": str(status)}
         case _:
             record = inspection.record_to_dict(event.record)
-            keep = ("tag", "step_id", "kind", "target", "type", "name")
+            keep = ("tag", "step_id", "kind", "target", "type", "name", "time")
             return "record", {"position": event.position, **{k: record.get(k) for k in keep}}
 
 

@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+import anyio
+
 from actorflow.errors import CheckpointNotFoundError, LogPrunedError, StorageError
 from actorflow.runtime import inspection, phase_of
 from actorflow.storage import (
@@ -24,6 +26,7 @@ from actorflow.storage import (
 )
 from actorflow.ui import _format as format
 from actorflow.ui._format import pretty
+from actorflow.ui._listing import Listing
 from actorflow.ui._timeline import build_timeline
 
 if TYPE_CHECKING:
@@ -80,13 +83,13 @@ async def runs_page(store: Store, request: Request) -> Page:
     text = params.get("q", "")
     age = params.get("age", "")
     page = max(_int(request, "page", 1), 1)
-    listed, sealed = await inspection.list_runs(store)
+    listing = _listing(request, store)
+    manifests, listed_at = await listing.manifests()
     counts: dict[str, int] = {}
     workflows: set[str] = set()
-    rows = []
+    chosen = []
     now = time.time()
-    for run in listed:
-        m = run.manifest
+    for m in manifests:
         counts[str(m.status)] = counts.get(str(m.status), 0) + 1
         workflows.add(m.workflow)
         if wanted and str(m.status) not in wanted:
@@ -97,18 +100,24 @@ async def runs_page(store: Store, request: Request) -> Page:
             continue
         if age in _AGES and now - m.created > _AGES[age]:
             continue
-        rows.append(_run_row(run))
-    rows.reverse()  # newest first
-    total = len(rows)
+        chosen.append(m)
+    chosen.sort(key=lambda m: (m.created, m.run_id), reverse=True)  # newest first
+    total = len(chosen)
     pages = max((total + PAGE_SIZE - 1) // PAGE_SIZE, 1)
     page = min(page, pages)
-    unreadable = await store.list_unreadable() if isinstance(store, UnreadableLister) else []
+    # where a run stands costs reads of its own (checkpoints, log tail, claim): only the
+    # runs shown pay them, so a store of many runs lists as fast as its manifests read
+    shown = chosen[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
+    rows = await _rows(store, shown)
+    unreadable = await listing.unreadable()
+    sealed = [e for e in unreadable if e.key_id and e.run_id]
+    partial = request.query_params.get("partial") == "rows"
     return Page(
-        "runs.html",
+        "_runs_rows.html" if partial else "runs.html",
         {
-            "rows": rows[(page - 1) * PAGE_SIZE : page * PAGE_SIZE],
+            "rows": rows,
             "total": total,
-            "all": len(listed),
+            "all": len(manifests),
             "page": page,
             "pages": pages,
             "counts": sorted(counts.items()),
@@ -119,8 +128,32 @@ async def runs_page(store: Store, request: Request) -> Page:
             "sealed": sealed,
             "damaged": [e for e in unreadable if not e.key_id],
             "base_query": [(k, v) for k, v in params.multi_items() if k != "page"],
+            "listed_at": listed_at,
         },
     )
+
+
+def _listing(request: Request, store: Store) -> Listing:
+    """The app's shared listing (a fresh one for a caller that built no app state)."""
+    listing = getattr(request.state, "listing", None)
+    return listing if isinstance(listing, Listing) else Listing(store)
+
+
+async def _rows(store: Store, manifests: list[RunManifest]) -> list[dict[str, Any]]:
+    """The rows of ``manifests``, each with where its run stands, read side by side."""
+    found: dict[str, dict[str, Any]] = {}
+
+    async def one(m: RunManifest) -> None:
+        snapshots = await store.list_snapshots(m.run_id)
+        progress = await inspection.run_progress(store, m, snapshots)
+        found[m.run_id] = _run_row(
+            inspection.ListedRun(manifest=m, snapshots=snapshots, progress=progress)
+        )
+
+    async with anyio.create_task_group() as tg:
+        for m in manifests:
+            tg.start_soon(one, m)
+    return [found[m.run_id] for m in manifests]
 
 
 def _run_row(run: inspection.ListedRun) -> dict[str, Any]:
@@ -345,11 +378,10 @@ async def diff_page(store: Store, request: Request, run_id: str) -> Page:
 
 async def waits_page(store: Store, request: Request) -> Page:
     """Every pending wait across the runs that have not finished: prompt, type, deadline."""
-    listed, _ = await inspection.list_runs(store)
+    manifests, _ = await _listing(request, store).manifests()
     waits = []
     problems = []
-    for run in listed:
-        m = run.manifest
+    for m in manifests:
         if m.status.finished:
             continue
         try:

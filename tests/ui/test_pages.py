@@ -149,3 +149,11 @@ async def test_metrics_are_charts_per_agent_and_phase_with_checkpoint_sizes(
             assert title in html
         assert "<title>researcher-0: 2</title>" in html
         assert "<title>steps: " in html  # the run's own counters
+
+
+async def test_the_runs_rows_alone_for_the_page_to_refresh_them(store_path: str) -> None:
+    async with Browse(store_path) as b:
+        rows = await b.page("/?partial=rows&status=completed")
+        assert '<tr data-run="team-trio">' in rows
+        assert "<html" not in rows
+        assert HOSTILE_MANIFEST not in rows

@@ -85,3 +85,19 @@
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", follow);
   else follow();
 })();
+
+// The runs page's rows follow the store: re-read every few seconds while the page is shown.
+(function () {
+  "use strict";
+  const table = document.getElementById("runs");
+  if (!table || !table.dataset.refresh) return;
+  const body = table.querySelector("tbody");
+  setInterval(function () {
+    if (document.hidden) return;
+    const url = new URL(window.location.href);
+    url.searchParams.set("partial", "rows");
+    fetch(url, { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) { if (html !== null) body.innerHTML = html; });  // the server's own markup
+  }, Number(table.dataset.refresh));
+})();
