@@ -32,6 +32,7 @@ from actorflow.errors import (
     ConfigurationError,
     CorruptedDataError,
     EncryptionKeyError,
+    ForkEditError,
     RecoveryFailedError,
     RunFailedError,
     RunLockedError,
@@ -233,7 +234,7 @@ class BadValueError(ConfigurationError):
 def exit_code_for(error: BaseException) -> int:
     """The documented exit code for ``error``."""
     match error:
-        case BadValueError():
+        case BadValueError() | ForkEditError():
             return EXIT_CODES["usage"]
         case CorruptedDataError():
             return EXIT_CODES["corrupt"]

@@ -15,6 +15,7 @@ import typing
 import uuid
 from typing import TYPE_CHECKING, Annotated, Any
 
+import anyio
 import msgspec
 import typer
 
@@ -197,6 +198,15 @@ def recover_command(
 def fork_command(
     run_id: RunArg,
     checkpoint: CheckpointArg,
+    edits: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--edit",
+            metavar="AGENT=FILE",
+            help="Start the fork with agent AGENT's state replaced by the JSON in FILE "
+            "(checked against its state type); repeat for more agents.",
+        ),
+    ] = None,
     app_spec: AppOpt = None,
     store: AppStoreOpt = None,
     as_json: JsonOpt = False,
@@ -211,14 +221,39 @@ def fork_command(
             f"forking {esc(run_id)} at {esc(checkpoint)} as {esc(new_id)}", soft_wrap=True
         )
 
-    outcome = with_app(
-        app_spec,
-        store,
-        debug,
-        lambda rt: fork_run(rt, run_id, checkpoint, display(), on_forked=forked),
-        run_hint="",
-    )
+    async def call(runtime: Runtime) -> RunOutcome:
+        edit = await _read_edits(edits or [])
+        return await fork_run(runtime, run_id, checkpoint, display(), on_forked=forked, edit=edit)
+
+    outcome = with_app(app_spec, store, debug, call, run_hint="")
     _finish(outcome, verb=f"forked {esc(run_id)} at {esc(checkpoint)} as", as_json=as_json)
+
+
+async def _read_edits(specs: list[str]) -> dict[str, object]:
+    """Each ``--edit AGENT=FILE``: the agent's new state, as the JSON in FILE decodes.
+
+    Raises:
+        BadValueError: no ``=``, no agent name, an agent named twice, or FILE
+            missing, unreadable or not JSON.
+    """
+    expected = "AGENT=FILE, FILE a JSON file of the agent's new state"
+    edit: dict[str, object] = {}
+    for spec in specs:
+        agent, sign, file = spec.partition("=")
+        if not sign or not agent or not file:
+            raise BadValueError("--edit", spec, expected)
+        if agent in edit:
+            raise BadValueError("--edit", spec, f"{expected}, each agent once")
+        try:
+            data = await anyio.Path(file).read_bytes()
+        except OSError as exc:
+            why = exc.strerror or type(exc).__name__
+            raise BadValueError("--edit", spec, f"{expected} ({file}: {why})") from exc
+        try:
+            edit[agent] = msgspec.json.decode(data)
+        except msgspec.DecodeError as exc:
+            raise BadValueError("--edit", spec, f"{expected} ({file} is not JSON: {exc})") from exc
+    return edit
 
 
 @command("resume")

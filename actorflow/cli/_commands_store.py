@@ -1,6 +1,6 @@
 """The commands that need only the store, never the user's code.
 
-Readers (``runs``, ``checkpoints``, ``show``, ``log``, ``validate``, ``diff``)
+Readers (``runs``, ``checkpoints``, ``show``, ``log``, ``validate``, ``diff``, ``compare``)
 open an existing store and never create one where the user mistyped a path;
 ``prune`` applies retention to it. Every one takes ``--store`` (a folder, or
 ``s3://bucket/prefix``; default ``$ACTORFLOW_STORE``, else ``./.actorflow``)
@@ -260,6 +260,33 @@ def diff_command(
         print_json(d)
         return
     print_diff(d)
+
+
+@command("compare")
+def compare_command(
+    run_a: Annotated[str, typer.Argument(metavar="RUN_A", help="A run (the original, say).")],
+    run_b: Annotated[str, typer.Argument(metavar="RUN_B", help="Another (a fork of it, say).")],
+    everything: Annotated[
+        bool, typer.Option("--all", help="Show the phases, decisions and steps that are equal too.")
+    ] = False,
+    store: StoreOpt = None,
+    key_file: KeyFileOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Two runs side by side (a run and its fork): status, result, phases, decisions, steps."""
+    from actorflow.cli._comparison import print_comparison
+    from actorflow.runtime import compare_runs
+
+    spec = reader_store(store)
+    comparison = run_command(
+        lambda: with_store(spec, lambda s: compare_runs(s, run_a, run_b), key_file=key_file),
+        debug=debug,
+    )
+    if as_json:
+        print_json(msgspec.to_builtins(comparison))
+        return
+    print_comparison(comparison, everything=everything)
 
 
 @command("result")

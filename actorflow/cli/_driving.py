@@ -20,7 +20,7 @@ from actorflow.runtime.workflow._query import query_run
 from actorflow.storage import RunStatus
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Mapping
 
     from rich.console import Console
 
@@ -273,14 +273,16 @@ async def fork_run(
     console: Console | None,
     *,
     on_forked: Callable[[str], None] | None = None,
+    edit: Mapping[str, object] | None = None,
 ) -> RunOutcome:
     """Fork ``run_id`` at ``checkpoint`` (id, prefix, ``latest~N``...); run it to the end.
 
-    ``on_forked`` gets the new run's id as soon as it is recorded.
+    ``on_forked`` gets the new run's id as soon as it is recorded; ``edit``
+    is ``runtime.fork``'s.
     """
 
     async def launch() -> RunHandle:
-        handle = await runtime.fork(run_id, checkpoint_id)
+        handle = await runtime.fork(run_id, checkpoint_id, edit=edit)
         if on_forked is not None:
             on_forked(handle.run_id)
         return handle

@@ -58,6 +58,9 @@ The tree::
     │   ├── NonDeterminismError         re-run code diverged from the recorded log
     │   ├── UnawaitedStepError          a step was issued but never awaited
     │   ├── RecoveryFailedError         a run could not be recovered
+    │   ├── ForkEditError               a fork's edit cannot be applied (also ValueError)
+    │   │   ├── UnknownEditedAgentError     no such agent at the checkpoint (also LookupError)
+    │   │   └── InvalidStateEditError       the new state does not fit the agent's state type
     │   └── MissingResponseError        a test run paused and no response answers it
     ├── RegistryError                   workflow or agent class lookup failed
     ├── ClusterError                    something about the cluster (``actorflow.ray``)
@@ -101,6 +104,8 @@ from actorflow.errors._cluster import (
     HostStartError,
 )
 from actorflow.errors._runs import (
+    ForkEditError,
+    InvalidStateEditError,
     MissingResponseError,
     NonDeterminismError,
     RecoveryFailedError,
@@ -118,6 +123,7 @@ from actorflow.errors._runs import (
     SignalTooLargeError,
     StepFailedError,
     UnawaitedStepError,
+    UnknownEditedAgentError,
     UpdateFailedError,
     UpdateRejectedError,
     WaitNotPendingError,
@@ -168,6 +174,7 @@ __all__ = [
     "EncryptionKeyError",
     "EncryptionKeyMissingError",
     "EscalationError",
+    "ForkEditError",
     "HostStartError",
     "HostsOutdatedError",
     "InboxCorruptedError",
@@ -175,6 +182,7 @@ __all__ = [
     "IncompatibleStateError",
     "InvalidNameError",
     "InvalidRunIdError",
+    "InvalidStateEditError",
     "LeaseLostError",
     "LogCorruptedError",
     "LogPrunedError",
@@ -207,6 +215,7 @@ __all__ = [
     "StoreUnavailableError",
     "UnawaitedStepError",
     "UnhandledMessageError",
+    "UnknownEditedAgentError",
     "UnreadableFileError",
     "UpdateFailedError",
     "UpdateRejectedError",

@@ -5,6 +5,8 @@ from __future__ import annotations
 from actorflow.errors._base import ActorflowError
 
 __all__ = [
+    "ForkEditError",
+    "InvalidStateEditError",
     "MissingResponseError",
     "NonDeterminismError",
     "RecoveryFailedError",
@@ -19,6 +21,7 @@ __all__ = [
     "RunPaused",
     "StepFailedError",
     "UnawaitedStepError",
+    "UnknownEditedAgentError",
     "UpdateFailedError",
     "UpdateRejectedError",
     "WaitNotPendingError",
@@ -308,6 +311,69 @@ class MissingResponseError(RunError, LookupError):
             run_id,
             f"run {run_id!r} paused for input {prompt!r} and no response answers it: "
             f"pass responses={{{prompt!r}: ...}} (or a function of the prompt)",
+        )
+
+
+class ForkEditError(RunError, ValueError):
+    """An edit given to ``fork`` cannot be applied to the checkpoint; nothing was stored.
+
+    .. versionadded:: 0.5
+    """
+
+    def __init__(self, run_id: str, checkpoint: str, agent: str, message: str) -> None:
+        self.checkpoint = checkpoint
+        self.agent = agent
+        super().__init__(run_id, message)
+
+
+class UnknownEditedAgentError(ForkEditError, LookupError):
+    """A fork's edit names an agent the checkpoint does not hold.
+
+    .. versionadded:: 0.5
+    """
+
+    def __init__(self, run_id: str, checkpoint: str, agent: str, known: tuple[str, ...]) -> None:
+        self.known = known
+        names = ", ".join(repr(n) for n in known) or "none"
+        super().__init__(
+            run_id,
+            checkpoint,
+            agent,
+            f"cannot fork run {run_id!r} at {checkpoint!r} with an edit of agent {agent!r}: "
+            f"the checkpoint holds no such agent (its agents: {names}); nothing was stored: "
+            f"edit one of those (`actorflow show {run_id} {checkpoint}` shows them)",
+        )
+
+
+class InvalidStateEditError(ForkEditError):
+    """A fork's new state for an agent does not fit the agent's state type.
+
+    ``path`` is where in the state msgspec found the problem (``$.items[0]``;
+    ``$`` for the whole value) and ``problem`` what it is.
+
+    .. versionadded:: 0.5
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        checkpoint: str,
+        agent: str,
+        state_type: str,
+        path: str,
+        problem: str,
+    ) -> None:
+        self.state_type = state_type
+        self.path = path
+        self.problem = problem
+        super().__init__(
+            run_id,
+            checkpoint,
+            agent,
+            f"cannot fork run {run_id!r} at {checkpoint!r}: the new state of agent {agent!r} "
+            f"does not fit {state_type} at {path}: {problem}; nothing was stored: give a "
+            f"{state_type} (`actorflow show {run_id} {checkpoint}` shows the agent's state "
+            "there)",
         )
 
 

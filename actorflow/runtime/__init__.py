@@ -30,6 +30,13 @@ from actorflow.runtime.registry import class_name as class_name
 from actorflow.runtime.registry import lookup as lookup
 from actorflow.runtime.registry import register
 from actorflow.runtime.workflow._adoption import AdoptionPolicy
+from actorflow.runtime.workflow._compare import (
+    Compared,
+    ComparedRun,
+    FieldChange,
+    RunComparison,
+    compare_runs,
+)
 from actorflow.runtime.workflow._config import (
     CheckpointTriggers,
     Durability,
@@ -74,6 +81,8 @@ __all__ = [
     "CheckpointSaved",
     "CheckpointTriggers",
     "ChildRun",
+    "Compared",
+    "ComparedRun",
     "DecisionMade",
     "Durability",
     "EmitRecorded",
@@ -81,12 +90,14 @@ __all__ = [
     "EmitsLost",
     "Emitted",
     "EventStream",
+    "FieldChange",
     "LocalRef",
     "MailboxStatistics",
     "PendingWait",
     "PhaseEnded",
     "Recorded",
     "Request",
+    "RunComparison",
     "RunContext",
     "RunEnded",
     "RunEvent",
@@ -100,6 +111,7 @@ __all__ = [
     "StepInfo",
     "SupervisorPolicy",
     "WatchEvent",
+    "compare_runs",
     "current_message_meta",
     "current_step",
     "handler",

@@ -23,6 +23,7 @@ __all__ = [
     "DecisionRecord",
     "ErrorInfo",
     "EventRecord",
+    "ForkEdit",
     "LogRecord",
     "MilestoneRecord",
     "PhaseEndRecord",
@@ -135,6 +136,20 @@ class SnapshotInfo(msgspec.Struct, frozen=True, kw_only=True):
     durable: bool = True
 
 
+class ForkEdit(msgspec.Struct, frozen=True, kw_only=True):
+    """An agent whose state a fork replaced at its checkpoint (``runtime.fork(edit=...)``).
+
+    ``type`` is the agent's class (its registered name) and ``state_hash`` the
+    SHA-256 (hex) of the new state's MessagePack bytes, as stored.
+
+    .. versionadded:: 0.5
+    """
+
+    agent: str
+    type: str
+    state_hash: str
+
+
 class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="manifest"):
     """One run: what it runs, on what input, and where it stands.
 
@@ -160,12 +175,17 @@ class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", ta
     a process that has not imported it imports to find it (``None`` for a
     class defined in ``__main__``, and in runs recorded before it existed).
 
+    ``fork_edits`` lists the agents whose state a fork was started with
+    edited, in the order given (empty for any other run).
+
     .. versionchanged:: 0.2
        ``epoch`` added.
     .. versionchanged:: 0.3
        ``deadline``, ``parent_run`` and ``parent_step`` added.
     .. versionchanged:: 0.4
        ``progressed_attempt`` and ``workflow_module`` added.
+    .. versionchanged:: 0.5
+       ``fork_edits`` added.
     """
 
     run_id: str
@@ -194,6 +214,7 @@ class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", ta
     parent_step: str | None = None
     progressed_attempt: int = 0
     workflow_module: str | None = None
+    fork_edits: tuple[ForkEdit, ...] = ()
 
 
 class StateRef(msgspec.Struct, frozen=True, kw_only=True):

@@ -119,7 +119,7 @@ def test_help_says_where_the_app_store_comes_from(command: str) -> None:
 
 
 ALL_COMMANDS = ["runs", "checkpoints", "show", "result", "diff", "validate", "log", "prune"]
-ALL_COMMANDS += ["demo", "start", "recover", "fork", "resume"]
+ALL_COMMANDS += ["compare", "demo", "start", "recover", "fork", "resume"]
 
 
 @pytest.mark.parametrize("command", ALL_COMMANDS)

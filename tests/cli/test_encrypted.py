@@ -103,6 +103,7 @@ class TestWithoutTheKey:
             ["checkpoints", "run-a"],
             ["show", "run-a", "latest"],
             ["diff", "run-a", "0001"],
+            ["compare", "run-a", "run-b"],
             ["log", "run-a"],
             ["result", "run-a"],
             ["prune"],
@@ -151,6 +152,9 @@ class TestWithTheKey:
         shown = cli("show", "run-a", "latest", "--store", sealed, "--key-file", key_file)
         assert shown.exit_code == 0, shown.output
         assert json.loads(shown.stdout)["agents"]["researcher-0"]["state"]["score"] == 0.9
+        compared = cli("compare", "run-a", "run-b", "--store", sealed, "--key-file", key_file)
+        assert compared.exit_code == 0, compared.output
+        assert "A run-a: " in compared.stdout
         checked = cli("validate", "--store", sealed, "--key-file", key_file, "--json")
         assert checked.exit_code == 0, checked.output
         assert json.loads(checked.stdout)["sealed"] == 0  # every item opened and decoded

@@ -69,7 +69,8 @@ def test_runs_and_the_other_readers_need_no_write_access(tmp_path: Path) -> None
         assert result.exit_code == EXIT_CODES["ok"], result.output
         rows = json.loads(result.stdout)
         assert {r["run_id"]: r["alive"] for r in rows} == {"run-a": False, "run-b": False}
-        for args in (["show", "run-b", "live"], ["checkpoints", "run-a"], ["validate"]):
+        readers = (["show", "run-b", "live"], ["checkpoints", "run-a"], ["validate"])
+        for args in (*readers, ["compare", "run-a", "run-b"]):
             result = cli(*args, "--store", view)
             assert result.exit_code == EXIT_CODES["ok"], result.output
 

@@ -7,7 +7,6 @@ store never imports or runs the code that wrote it.
 
 from __future__ import annotations
 
-import base64
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -19,6 +18,8 @@ from actorflow.errors import (
     LogPrunedError,
     StorageError,
 )
+from actorflow.runtime.workflow._plain import decode_plain as decode_value
+from actorflow.runtime.workflow._plain import field_changes, plain
 from actorflow.storage import (
     DecisionRecord,
     EventRecord,
@@ -67,35 +68,6 @@ _SKIPPED = (
     "a damaged inbox message: the run skips it and reads the messages after it; "
     "restore the file from a backup, or post the message again"
 )
-
-
-def plain(value: Any) -> Any:
-    """``value`` with every part JSON can hold: bytes become text or ``base64:...``."""
-    if isinstance(value, bytes | bytearray | memoryview):
-        raw = bytes(value)
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return "base64:" + base64.b64encode(raw).decode("ascii")
-    if isinstance(value, dict):
-        return {str(plain(k)): plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [plain(v) for v in value]
-    if isinstance(value, msgspec.msgpack.Ext):
-        return {"ext": value.code, "data": plain(value.data)}
-    if isinstance(value, msgspec.Struct):
-        return plain(msgspec.to_builtins(value))
-    return value
-
-
-def decode_value(data: bytes | None) -> Any:
-    """Decode a stored user value (MessagePack) without its type; undecodable bytes stay bytes."""
-    if data is None:
-        return None
-    try:
-        return plain(msgspec.msgpack.decode(data))
-    except msgspec.DecodeError:
-        return plain(data)
 
 
 def live_snapshots(infos: list[SnapshotInfo]) -> list[SnapshotInfo]:
@@ -360,7 +332,7 @@ async def diff_snapshots(store: Store, a: Snapshot, b: Snapshot) -> dict[str, An
         for attr in ("status", "confidence", "type"):
             if getattr(old, attr) != getattr(new, attr):
                 change[attr] = [plain(getattr(old, attr)), plain(getattr(new, attr))]
-        fields = _field_changes(
+        fields = field_changes(
             await _state_value(store, a.run_id, old.state),
             await _state_value(store, b.run_id, new.state),
         )
@@ -389,23 +361,3 @@ async def diff_snapshots(store: Store, a: Snapshot, b: Snapshot) -> dict[str, An
 def _decision(d: DecisionRecord) -> dict[str, Any]:
     out: dict[str, Any] = plain(msgspec.to_builtins(d))
     return out
-
-
-def _field_changes(old: Any, new: Any) -> dict[str, Any]:
-    """Changed top-level fields of two decoded states (the whole value if not mappings)."""
-    if old == new:
-        return {}
-    if not (isinstance(old, dict) and isinstance(new, dict)):
-        return {"<value>": [_brief(old), _brief(new)]}
-    return {
-        k: [_brief(old.get(k)), _brief(new.get(k))]
-        for k in sorted(set(old) | set(new))
-        if old.get(k) != new.get(k)
-    }
-
-
-def _brief(value: Any) -> Any:
-    # Long containers would drown the diff; show their size instead.
-    if isinstance(value, list | dict) and len(value) > 8:
-        return f"<{type(value).__name__} of {len(value)}>"
-    return value

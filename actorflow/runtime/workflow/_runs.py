@@ -60,7 +60,7 @@ from actorflow.storage import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Mapping
 
     from anyio.abc import TaskGroup
 
@@ -392,7 +392,13 @@ class Runs:
             stored = await self.store.read_run(stored.run_id)
         return stored if stored.status.finished else None
 
-    async def fork(self, run_id: str, checkpoint: str, new_run_id: str | None) -> RunHandle:
+    async def fork(
+        self,
+        run_id: str,
+        checkpoint: str,
+        new_run_id: str | None,
+        edit: Mapping[str, object] | None = None,
+    ) -> RunHandle:
         """See ``Runtime.fork``."""
         source = await self.store.read_run(validate_run_id(run_id))
         workflow = workflow_class(source)
@@ -401,7 +407,7 @@ class Runs:
             if new_run_id
             else f"{run_id[:80]}-fork-{uuid.uuid4().hex[:8]}"
         )
-        stored = await copy_for_fork(self.store, source, checkpoint, new_id)
+        stored = await copy_for_fork(self.store, source, checkpoint, new_id, edit)
         return await self.launch(workflow, stored)
 
     @functools.cached_property

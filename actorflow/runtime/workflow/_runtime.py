@@ -40,7 +40,7 @@ from actorflow.storage import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, Callable, Sequence
+    from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
     from typing import Self
 
     from actorflow.runtime.actors import ActorRef, SupervisorPolicy
@@ -448,13 +448,35 @@ class Runtime:
         )
 
     async def fork(
-        self, run_id: str, checkpoint: str, *, new_run_id: str | None = None
+        self,
+        run_id: str,
+        checkpoint: str,
+        *,
+        edit: Mapping[str, object] | None = None,
+        new_run_id: str | None = None,
     ) -> RunHandle:
         """Start a new run from one of ``run_id``'s snapshots, with its records before it.
 
         The new run replays what the snapshot holds and runs the rest live.
+        ``edit`` maps agent names to new states the fork starts them with in
+        place of those the snapshot holds: each a value of the agent's state
+        type, or plain data (a dict, as JSON decodes) converted to it with
+        ``msgspec.convert``. The fork's manifest lists what was edited
+        (``RunManifest.fork_edits``).
+
+        Raises:
+            RunNotFoundError: no run ``run_id``.
+            CheckpointNotFoundError: the run has no such checkpoint.
+            ConfigurationError: a run ``new_run_id`` exists.
+            UnknownEditedAgentError: ``edit`` names an agent the checkpoint does
+                not hold; nothing was stored.
+            InvalidStateEditError: a new state does not fit its agent's state
+                type (the error names the field); nothing was stored.
+
+        .. versionchanged:: 0.5
+           ``edit``.
         """
-        return await self._runs.fork(run_id, checkpoint, new_run_id)
+        return await self._runs.fork(run_id, checkpoint, new_run_id, edit)
 
     async def cancel(self, run_id: str, *, reason: str | None = None) -> None:
         """Cancel a run, from any process; it ends ``cancelled`` with ``reason`` recorded.
