@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Final, NoReturn
+from typing import TYPE_CHECKING, Annotated, Final, NoReturn
 
 import typer
 
@@ -29,6 +29,10 @@ from actorflow.cli._app import (
 from actorflow.cli._loading import load_app, open_existing_store
 from actorflow.cli._program import given
 from actorflow.cli._render import err, esc
+
+if TYPE_CHECKING:
+    from actorflow.runtime import Runtime
+    from actorflow.storage import Store
 
 __all__: list[str] = []
 
@@ -107,26 +111,35 @@ def ui_command(
     else:
         location = reader_store(store)
 
+    async def serve(s: Store, runtime: Runtime | None) -> None:
+        app = ui.create_app(
+            s,
+            read_only=read_only,
+            token=token,
+            allowed_hosts=() if is_loopback(host) else (host,),
+            runtime=runtime,
+        )
+        shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
+        shown = f"[{shown}]" if ":" in shown and not shown.startswith("[") else shown
+        query = f"/?token={app.state.token}" if app.state.token else "/"
+        print(f"actorflow ui: http://{shown}:{sock.getsockname()[1]}{query}", flush=True)
+        await ui.serve(app, sock)
+
     async def body() -> None:
-        if app_spec is not None:
-            # the app's store unless --store (or ACTORFLOW_STORE) names another
-            s = load_app(app_spec, chosen or os.environ.get("ACTORFLOW_STORE")).store
-        else:
-            s = open_existing_store(location, key_file)
         try:
-            app = ui.create_app(
-                s,
-                read_only=read_only,
-                token=token,
-                allowed_hosts=() if is_loopback(host) else (host,),
-            )
-            shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
-            shown = f"[{shown}]" if ":" in shown and not shown.startswith("[") else shown
-            query = f"/?token={app.state.token}" if app.state.token else "/"
-            print(f"actorflow ui: http://{shown}:{sock.getsockname()[1]}{query}", flush=True)
-            await ui.serve(app, sock)
+            if app_spec is None:
+                s = open_existing_store(location, key_file)
+                try:
+                    await serve(s, None)
+                finally:
+                    await s.aclose()
+                return
+            # the app's store unless --store (or ACTORFLOW_STORE) names another; its runtime
+            # runs, to drive the forks started from the pages (it adopts nothing)
+            runtime = load_app(app_spec, chosen or os.environ.get("ACTORFLOW_STORE"))
+            async with runtime:
+                await serve(runtime.store, None if read_only else runtime)
         finally:
-            await s.aclose()
             sock.close()
 
     run_command(body, debug=debug, backend=loop)

@@ -29,7 +29,7 @@ from actorflow.errors import (
 )
 from actorflow.runtime import Runtime
 from actorflow.storage import open_store
-from actorflow.ui import _actions, _format, _live, _pages
+from actorflow.ui import _actions, _fork, _format, _live, _pages
 from actorflow.ui._actions import read_form
 from actorflow.ui._listing import Listing
 from actorflow.ui._security import LOOPBACK_NAMES, Access, HostCheck, new_token
@@ -256,6 +256,9 @@ def create_app(
         Route("/runs/{run_id}/update", act(_actions.send_update, "run_id"), methods=["POST"]),
         Route("/runs/{run_id}/cancel", act(_actions.send_cancel, "run_id"), methods=["POST"]),
         Route("/runs/{run_id}/events", inspector.live(_live.events, "run_id")),
+        Route("/runs/{run_id}/fork", p(_fork.fork_form, "run_id")),
+        Route("/runs/{run_id}/fork", act(_fork.start_fork, "run_id"), methods=["POST"]),
+        Route("/compare", p(_fork.compare_page)),
         Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
     ]
 
