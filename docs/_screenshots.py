@@ -18,6 +18,10 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "inspector"
 sys.path.insert(0, str(ROOT))
 
+import anyio  # noqa: E402
+
+from actorflow import Runtime  # noqa: E402
+from tests.runtime.workflow.fork_flow import Ledger  # noqa: E402
 from tests.ui.browser import chromium, missing  # noqa: E402
 from tests.ui.serving import serving  # noqa: E402
 
@@ -52,6 +56,21 @@ def make_store(path: Path) -> None:
     )
 
 
+async def ledger_and_fork(path: str) -> str:
+    """A Ledger run and a fork of it with its clerk's book edited; the checkpoint forked."""
+    async with Runtime(store=path) as runtime:
+        await runtime.run(Ledger, "first entry", run_id="books")
+        opened = next(
+            s.snapshot_id
+            for s in await runtime.store.list_snapshots("books")
+            if s.phase == "open" and s.trigger == "phase_end"
+        )
+        edit = {"clerk": {"entries": ["carried over"], "prefix": "> ", "pages": 1}}
+        fork = await runtime.fork("books", opened, edit=edit, new_run_id="books-edited")
+        await fork.result()
+    return opened
+
+
 def main() -> None:
     why = missing()
     if why is not None:
@@ -60,7 +79,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp, "store")
         make_store(store)
-        with serving("--store", str(store)) as url, chromium() as browser:
+        opened = anyio.run(ledger_and_fork, str(store))
+        app = "tests.runtime.workflow.fork_flow:make_runtime"
+        with serving("--store", str(store), "--app", app) as url, chromium() as browser:
             page = browser.new_page(viewport={"width": 1280, "height": 860})
             page.goto(url)
             base = re.sub(r"(https?://[^/]+).*", r"\1", url)
@@ -72,6 +93,8 @@ def main() -> None:
                 "diff": f"/runs/{RUN}/diff?a=latest~3&b=latest~1",
                 "metrics": f"/runs/{RUN}/metrics",
                 "waits": "/waits",
+                "fork": f"/runs/books/fork?checkpoint={opened}",
+                "compare": "/compare?a=books&b=books-edited",
                 "health": "/health?check=1",
             }
             for name, path in shots.items():
