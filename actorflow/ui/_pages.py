@@ -215,8 +215,7 @@ async def run_page(store: Store, request: Request, run_id: str) -> Page:
     total = start + len(records)
     window = records[:STEP_PAGE]
     snapshots = inspection.live_snapshots(await store.list_snapshots(run_id))
-    agents = list(query.agents) if query is not None else []
-    timeline = build_timeline(window, snapshots, run_id=run_id, agents=agents)
+    timeline = build_timeline(window, snapshots, run_id=run_id)
     owner, alive = await _claim(store, manifest)
     selected = request.query_params.get("step")
     chosen = None

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
 from actorflow.runtime import phase_of
-from actorflow.storage import DecisionRecord, StepRecord
+from actorflow.storage import DecisionRecord, EventRecord, StepRecord
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -25,6 +25,11 @@ __all__ = ["ORCHESTRATOR", "Band", "Bar", "Marker", "Timeline", "build_timeline"
 
 ORCHESTRATOR: Final = "orchestrator"
 _AGENT_KINDS: Final = frozenset({"ask", "send", "spawn", "stop"})
+_ATTEMPT_MARKS: Final = {
+    "adopted": "a worker adopted the run: a new attempt, which replayed the steps before",
+    "phase_retry": "the phase was retried from its start",
+}
+"""Log events that start another go at the run, shown as markers."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,22 +122,19 @@ def build_timeline(
     snapshots: Sequence[SnapshotInfo],
     *,
     run_id: str,
-    agents: Sequence[str] = (),
 ) -> Timeline:
     """The timeline of ``records`` (each with its log position), ``snapshots`` as markers.
 
-    ``agents`` names the run's agents, so a step targeting one of them goes
-    to its lane even where no ``spawn`` is in the window.
+    A step that talks to an agent (``ask``, ``send``, ``spawn``) is in that
+    agent's lane, the rest in the orchestrator's; lanes come in the order
+    their first step does.
     """
-    known = set(agents)
     steps: list[tuple[int, StepRecord, float, float]] = []
     for position, record in records:
         if isinstance(record, StepRecord):
             end = record.time
             start = record.issued if 0 < record.issued <= end else end
             steps.append((position, record, start, end))
-            if record.kind == "spawn" and record.target:
-                known.add(record.target)
     times = [t for _, _, s, e in steps for t in (s, e) if t > 0]
     times += [r.time for _, r in records if isinstance(r, DecisionRecord) and r.time > 0]
     timeline = Timeline()
@@ -144,7 +146,7 @@ def build_timeline(
     phases: dict[str, list[float]] = {}
     for position, record, start, end in steps:
         lane = ORCHESTRATOR
-        if record.kind in _AGENT_KINDS and record.target and record.target in known:
+        if record.kind in _AGENT_KINDS and record.target:
             lane = record.target
         if lane not in lanes:
             lanes.append(lane)
@@ -180,6 +182,17 @@ def build_timeline(
                 Marker(
                     what="decision",
                     label=f"{record.type}: {record.description}"[:200],
+                    at=record.time,
+                    left=_pct(record.time, timeline.start, span),
+                    link=f"/runs/{run_id}/records/{position}",
+                )
+            )
+    for position, record in records:
+        if isinstance(record, EventRecord) and record.kind in _ATTEMPT_MARKS and record.time > 0:
+            timeline.markers.append(
+                Marker(
+                    what="attempt",
+                    label=_ATTEMPT_MARKS[record.kind],
                     at=record.time,
                     left=_pct(record.time, timeline.start, span),
                     link=f"/runs/{run_id}/records/{position}",
