@@ -262,9 +262,19 @@ async def _record_context(store: Store, run_id: str, position: int) -> dict[str,
     timing = None
     if isinstance(record, StepRecord) and record.issued and record.time:
         timing = record.time - record.issued
+    state = None
+    if isinstance(record, StepRecord) and record.state is not None:
+        ref = record.state
+        encoded = ref.data if ref.data is not None else await store.get_blob(run_id, ref.blob)
+        state = pretty(inspection.decode_value(encoded))
+    key = None
+    if isinstance(record, StepRecord) and record.kind in ("ask", "send"):
+        key = f"{run_id}/{record.step_id}"  # what the agent's handler reads as current_step().key
     return {
         "position": position,
         "record": record,
+        "key": key,
+        "state": state,
         "tag": data.get("tag", ""),
         "phase": phase_of(getattr(record, "step_id", None) or ""),
         "fields": pretty(data),

@@ -102,6 +102,8 @@ async def test_clicking_a_step_shows_its_record_decoded(store_path: str) -> None
         whole = await b.page(f"/runs/team-trio?step={position[1]}")
         assert "found alpha" in whole
         assert "arguments hash" in whole
+        assert "idempotency key</dt><dd><code>team-trio/gather.0/" in whole
+        assert "researcher-0's state after it (decoded)" in whole
 
 
 async def test_decisions_show_rationale_confidence_alternatives_and_their_step(
