@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import urllib.request
@@ -69,3 +70,19 @@ def test_without_the_ui_extra_it_says_which_extra_to_install(store_path: str) ->
     )
     assert done.returncode == 1
     assert "pip install 'actorflow[ui]'" in done.stderr.decode()
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "trio"])
+def test_ctrl_c_stops_it_with_one_line_and_the_interrupted_code(store_path: str, loop: str) -> None:
+    proc = ui_process("--store", store_path, "--port", "0", "--loop", loop)
+    try:
+        url = first_line(proc).removeprefix("actorflow ui: ")
+        assert "team-trio" in _get(url)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        stop(proc)
+    assert proc.returncode == 130
+    text = err.decode()
+    assert text.strip().splitlines()[-1] == "interrupted"
+    assert "Traceback" not in text
