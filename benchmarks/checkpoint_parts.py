@@ -39,7 +39,7 @@ from actorflow.storage import _logwriter as logwriter
 from actorflow.storage.file import _snapshots
 
 if TYPE_CHECKING:
-    from actorflow.storage import Snapshot
+    from actorflow.runtime.workflow._replay import Capture
 
 VARIANTS = ("all", "synced snapshots", "no snapshot writes")
 REPS = 5 if "--quick" in sys.argv else 15
@@ -52,11 +52,11 @@ _folder_write = _snapshots.SnapshotFolder.write
 _carry = logwriter.LogWriter._carry
 
 
-async def _queue_write(self: checkpointer.CheckpointQueue, snapshot: Snapshot) -> int | None:
-    if _variant[0] == "no snapshot writes" and snapshot.status == "running":
-        await self.writer.flush(snapshot.position)
+async def _queue_write(self: checkpointer.CheckpointQueue, capture: Capture) -> int | None:
+    if _variant[0] == "no snapshot writes" and capture.snapshot.status == "running":
+        await self.writer.flush(capture.snapshot.position)
         return 0
-    return await _write(self, snapshot)
+    return await _write(self, capture)
 
 
 def _folder_write_maybe_synced(self: _snapshots.SnapshotFolder, name: str, sealed: bytes) -> None:

@@ -18,12 +18,15 @@ MODULES = (
     "actorflow.runtime",
     "actorflow.runtime.cluster",
     "actorflow.runtime.registry",
+    "actorflow.runtime.reading",
     "actorflow.agents",
     "actorflow.storage",
     "actorflow.testing",
     "actorflow.testing.conformance",
     "actorflow.errors",
     "actorflow.ray",
+    "actorflow.cli.progress",
+    "actorflow.ui",
 )
 INTRO = """\
 # API reference

@@ -23,11 +23,13 @@ PUBLIC = (
     "actorflow.runtime",
     "actorflow.runtime.cluster",
     "actorflow.runtime.registry",
+    "actorflow.runtime.reading",
     "actorflow.agents",
     "actorflow.storage",
     "actorflow.errors",
     "actorflow.testing",
     "actorflow.testing.conformance",
+    "actorflow.cli.progress",
 )
 
 

@@ -16,6 +16,7 @@ def test_the_cluster_interface_and_the_registry_have_modules_of_their_own() -> N
         "Cluster",
         "ClusterRuntime",
         "RemoteStep",
+        "config_types",
     }
     assert set(actorflow.runtime.registry.__all__) == {
         "class_name",

@@ -22,7 +22,7 @@ import msgspec
 from actorflow._demo import _analysis as analysis
 from actorflow._demo._analysis import AreaScore, FileReport
 from actorflow.agents import Evaluator, Orchestrator, Specialist, phase
-from actorflow.cli._progress import progress
+from actorflow.cli.progress import progress
 from actorflow.runtime import Request, RunContext, handler, report
 
 # Files that a test can read to see which files really were analysed, and when.

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 from actorflow.agents._phase import phase
 from actorflow.agents._roles import Evaluator, Orchestrator, Specialist
-from actorflow.runtime.workflow._update_handlers import update
+from actorflow.runtime import update
 
 __all__ = ["Evaluator", "Orchestrator", "Specialist", "phase", "update"]

@@ -70,6 +70,7 @@ from actorflow.storage import (
     RunStatus,
     Store,
     UnreadableLister,
+    read_full_snapshot,
 )
 
 __all__: list[str] = []
@@ -232,7 +233,7 @@ def show_command(
 
     async def body(s: Store) -> dict[str, Any]:
         snapshot_id = await _inspect.resolve_checkpoint(s, run_id, checkpoint)
-        return await _inspect.snapshot_to_dict(s, await s.read_snapshot(run_id, snapshot_id))
+        return await _inspect.snapshot_to_dict(s, await read_full_snapshot(s, run_id, snapshot_id))
 
     print_json(run_command(lambda: with_store(spec, body, key_file=key_file), debug=debug))
 
@@ -251,8 +252,10 @@ def diff_command(
     spec = reader_store(store)
 
     async def body(s: Store) -> dict[str, Any]:
-        first = await s.read_snapshot(run_id, await _inspect.resolve_checkpoint(s, run_id, a))
-        second = await s.read_snapshot(run_id, await _inspect.resolve_checkpoint(s, run_id, b))
+        first_id = await _inspect.resolve_checkpoint(s, run_id, a)
+        second_id = await _inspect.resolve_checkpoint(s, run_id, b)
+        first = await read_full_snapshot(s, run_id, first_id)
+        second = await read_full_snapshot(s, run_id, second_id)
         return await _inspect.diff_snapshots(s, first, second)
 
     d = run_command(lambda: with_store(spec, body, key_file=key_file), debug=debug)

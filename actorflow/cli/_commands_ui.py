@@ -80,8 +80,7 @@ def ui_command(
     """
     try:
         import actorflow.ui as ui
-        from actorflow.ui._security import is_loopback
-        from actorflow.ui._serve import bind
+        from actorflow.ui import bind, is_loopback
     except ImportError as exc:
         err().print(
             f"[bold red]error:[/] `actorflow ui` needs the ui extra ({esc(exc.name or exc)} "

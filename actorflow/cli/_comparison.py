@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 from actorflow.cli._render import esc, out
-from actorflow.runtime.workflow._plain import plain
+from actorflow.runtime.reading import plain
 
 if TYPE_CHECKING:
     from actorflow.runtime import Compared, ComparedRun, RunComparison

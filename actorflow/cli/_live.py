@@ -16,7 +16,7 @@ from rich.table import Table
 
 from actorflow.cli._render import esc, out, status_text, when
 from actorflow.runtime import inspection as _inspect
-from actorflow.runtime.workflow._query import query_run
+from actorflow.runtime.reading import query_run
 
 if TYPE_CHECKING:
     from actorflow.storage import StateRef, Store

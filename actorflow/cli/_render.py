@@ -22,7 +22,7 @@ from rich.table import Table
 
 from actorflow.cli._program import suggest
 from actorflow.runtime import inspection as _inspect
-from actorflow.runtime.workflow._wait_records import WAIT_KINDS, read_request
+from actorflow.runtime.reading import WAIT_KINDS, read_request
 from actorflow.storage import (
     DecisionRecord,
     EventRecord,
@@ -230,7 +230,7 @@ def status_text(status: str) -> str:
 
 
 def print_diff(d: dict[str, Any]) -> None:
-    """A diff from :func:`actorflow.cli._inspect.diff_snapshots`, for people."""
+    """A diff from :func:`actorflow.runtime.inspection.diff_snapshots`, for people."""
     f, t = d["from"], d["to"]
     out().print(
         f"[bold]{esc(d['run_id'])}[/]: {esc(f['checkpoint'])} (position {f['position']}, "

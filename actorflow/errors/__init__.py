@@ -56,6 +56,7 @@ The tree::
     │   ├── RunInputTypeError           an input that does not fit the workflow (also TypeError)
     │   ├── StepFailedError             a step of the run failed
     │   ├── NonDeterminismError         re-run code diverged from the recorded log
+    │   ├── NondeterministicCallError   orchestrator code called time/random/... outside ctx
     │   ├── UnawaitedStepError          a step was issued but never awaited
     │   ├── RecoveryFailedError         a run could not be recovered
     │   ├── ForkEditError               a fork's edit cannot be applied (also ValueError)
@@ -108,6 +109,7 @@ from actorflow.errors._runs import (
     InvalidStateEditError,
     MissingResponseError,
     NonDeterminismError,
+    NondeterministicCallError,
     RecoveryFailedError,
     ReservedInboxNameError,
     RunBlockedError,
@@ -191,6 +193,7 @@ __all__ = [
     "MissingResponseError",
     "NewerFormatError",
     "NonDeterminismError",
+    "NondeterministicCallError",
     "RecoveryFailedError",
     "RegistryError",
     "ReservedInboxNameError",

@@ -9,6 +9,7 @@ __all__ = [
     "InvalidStateEditError",
     "MissingResponseError",
     "NonDeterminismError",
+    "NondeterministicCallError",
     "RecoveryFailedError",
     "RunBlockedError",
     "RunError",
@@ -278,6 +279,30 @@ class NonDeterminismError(RunError):
             f"run {run_id!r} step {step_id} at {where}: the log recorded {expected} but the "
             f"code now issues {got}. Workflow code must be deterministic; guard intended "
             "changes with `if ctx.patched('change-id'):`",
+        )
+
+
+class NondeterministicCallError(RunError):
+    """Orchestrator code called something whose result differs between runs, outside ``ctx``.
+
+    Raised in ``strict`` determinism mode (``RuntimeConfig(determinism=...)``,
+    the mode of ``actorflow.testing`` and the replayer); ``warn`` mode logs a
+    ``nondeterministic_call`` warning instead. A re-run after a crash would
+    get another value and diverge from the log. ``call`` is what was called,
+    ``site`` where (``file:line``), ``instead`` the ``ctx`` call to use.
+
+    .. versionadded:: 0.5
+    """
+
+    def __init__(self, run_id: str, call: str, site: str, instead: str) -> None:
+        self.call = call
+        self.site = site
+        self.instead = instead
+        super().__init__(
+            run_id,
+            f"run {run_id!r}: orchestrator code called {call}() at {site}, which gives another "
+            f"value when the run is replayed after a crash; use {instead} instead (recorded "
+            "once, replayed after), or move the call into an agent",
         )
 
 

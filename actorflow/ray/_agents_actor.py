@@ -29,6 +29,7 @@ from actorflow.runtime.actors import (
     ActorScope,
     ActorSystem,
     AgentReply,
+    dispatch_table,
     state_type,
 )
 from actorflow.runtime.cluster import RemoteStep
@@ -195,8 +196,6 @@ class PlacedAgents:
 
 def _handled(cls: type[Actor]) -> tuple[type, ...]:
     # the kernel's dispatch table is the one list of the message types a class takes
-    from actorflow.runtime.actors._actor import dispatch_table
-
     return tuple(dispatch_table(cls).handled)
 
 

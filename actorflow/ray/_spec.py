@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import importlib
 import sys
-import typing
 from typing import Any
 
 import msgspec
 
 from actorflow.errors import ClassNotShippedError, ConfigurationError
 from actorflow.runtime import AdoptionPolicy, RuntimeConfig
+from actorflow.runtime.cluster import config_types
 
 __all__ = [
     "CallReply",
@@ -135,16 +135,13 @@ def decode_config(data: bytes) -> RuntimeConfig:
     Raises:
         ConfigurationError: it holds options this version does not know.
 
-    Field by field, each with the type its defining module gives it: the
-    class is re-exported under ``actorflow.runtime``, where msgspec would
-    look its annotations up and not find them all.
+    Field by field, each with its type (``config_types``), so an option this
+    version does not know is named.
     """
     if not data:
         return RuntimeConfig.from_env()
     raw = msgspec.msgpack.decode(data)
-    # the defining module's namespace: the only one where every annotation resolves
-    module = importlib.import_module("actorflow.runtime.workflow._config")
-    hints = typing.get_type_hints(RuntimeConfig, globalns=vars(module))
+    hints = config_types()
     unknown = sorted(set(raw) - set(hints))
     if unknown:
         raise ConfigurationError(

@@ -3,7 +3,8 @@
 What users call is here. Implementers of a cluster engine find its interface
 in :mod:`actorflow.runtime.cluster`, and tools that resolve stored class
 names the class registry in :mod:`actorflow.runtime.registry`; those names
-stay importable from here too.
+stay importable from here too. Tools that read stored runs without running
+them find a run's query and its waits' records in :mod:`actorflow.runtime.reading`.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from actorflow.runtime.workflow._config import (
     parse_duration,
 )
 from actorflow.runtime.workflow._context import RunContext
+from actorflow.runtime.workflow._determinism import Determinism
 from actorflow.runtime.workflow._handle import RunEvent, RunHandle
 from actorflow.runtime.workflow._ids import phase_of
 from actorflow.runtime.workflow._progress import (
@@ -56,6 +58,7 @@ from actorflow.runtime.workflow._progress import (
 from actorflow.runtime.workflow._query import RunQuery
 from actorflow.runtime.workflow._runtime import Runtime
 from actorflow.runtime.workflow._stream import Emitted, EventStream
+from actorflow.runtime.workflow._update_handlers import update
 from actorflow.runtime.workflow._wait_records import PendingWait
 from actorflow.runtime.workflow._watch import (
     CheckpointSaved,
@@ -84,6 +87,7 @@ __all__ = [
     "Compared",
     "ComparedRun",
     "DecisionMade",
+    "Determinism",
     "Durability",
     "EmitRecorded",
     "EmitStreamed",
@@ -122,6 +126,7 @@ __all__ = [
     "report",
     "save_progress",
     "state_type",
+    "update",
     "watch_run",
 ]
 

@@ -5,15 +5,17 @@ cluster engine implements :class:`Cluster` (where runs and placed agents go)
 and :class:`AgentPlacer` (starting a run's agents in another process), learns
 of the runtime it serves through :class:`ClusterRuntime`, and carries a step
 to an agent in another process and its report back with :class:`RemoteStep`.
-Classes by stable name, which a remote process resolves, are in
-:mod:`actorflow.runtime.registry`.
+A ``RuntimeConfig`` shipped to another process as MessagePack decodes there
+field by field with :func:`config_types`. Classes by stable name, which a
+remote process resolves, are in :mod:`actorflow.runtime.registry`.
 """
 
 from __future__ import annotations
 
 from actorflow.runtime.workflow._cluster import AgentPlacer, Cluster, ClusterRuntime, RemoteStep
+from actorflow.runtime.workflow._config import config_types
 
-__all__ = ["AgentPlacer", "Cluster", "ClusterRuntime", "RemoteStep"]
+__all__ = ["AgentPlacer", "Cluster", "ClusterRuntime", "RemoteStep", "config_types"]
 
 for _name in __all__:
     globals()[_name].__module__ = __name__

@@ -31,9 +31,11 @@ __all__ = [
     "RetentionPolicy",
     "Store",
     "StoreContext",
+    "SupportsBlobSync",
     "SupportsSnapshotSync",
     "UnreadableEntry",
-    "sync_snapshots",
+    "put_unsynced_blob",
+    "sync_blobs",
     "update_run_unsynced",
 ]
 
@@ -369,6 +371,33 @@ class SupportsSnapshotSync(Protocol):
         ...
 
 
+@runtime_checkable
+class SupportsBlobSync(Protocol):
+    """A store that can write a blob without a sync and make it durable later.
+
+    The checkpoint actor writes history chunks this way: like the snapshots
+    that name them, they need to be durable only before something relies on
+    them, and :func:`~actorflow.storage.sync_snapshots` syncs a snapshot's
+    chunks before the snapshot itself. Stores without these methods write
+    every blob durably. Call them through :func:`put_unsynced_blob` and
+    :func:`sync_blobs`, which accept any store.
+
+    .. versionadded:: 0.5
+    """
+
+    async def put_blob_unsynced(self, run_id: str, data: bytes) -> str:
+        """``put_blob`` without a sync: a power loss may take the blob or leave it torn."""
+        ...
+
+    async def sync_blobs(self, run_id: str, addresses: Sequence[str]) -> None:
+        """Make the run's blobs at ``addresses`` durable; idempotent.
+
+        Raises:
+            StorageError: the run has no such blob.
+        """
+        ...
+
+
 class StoreContext:
     """Mixin giving a store ``async with store:``, which closes it on the way out."""
 
@@ -406,16 +435,22 @@ async def update_run_unsynced(
     return await store.update_run(run_id, change)
 
 
-async def sync_snapshots(store: Store, run_id: str, snapshot_ids: Sequence[str]) -> None:
-    """Make snapshots durable: ``store.sync_snapshots`` where it has one, else nothing.
+async def put_unsynced_blob(store: Store, run_id: str, data: bytes) -> str:
+    """``store.put_blob_unsynced`` where the store has it, else a durable ``put_blob``.
 
-    A store without the method writes snapshots durably already
-    (:class:`SupportsSnapshotSync`), so there is nothing to do.
-
-    Raises:
-        CheckpointNotFoundError: one of them does not exist (stores that sync).
-
-    .. versionadded:: 0.2
+    .. versionadded:: 0.5
     """
-    if snapshot_ids and isinstance(store, SupportsSnapshotSync):
-        await store.sync_snapshots(run_id, snapshot_ids)
+    if isinstance(store, SupportsBlobSync):
+        return await store.put_blob_unsynced(run_id, data)
+    return await store.put_blob(run_id, data)
+
+
+async def sync_blobs(store: Store, run_id: str, addresses: Sequence[str]) -> None:
+    """Make blobs durable: ``store.sync_blobs`` where it has one, else nothing.
+
+    A store without the method writes blobs durably already.
+
+    .. versionadded:: 0.5
+    """
+    if addresses and isinstance(store, SupportsBlobSync):
+        await store.sync_blobs(run_id, addresses)

@@ -20,10 +20,13 @@ from actorflow.errors import InvalidRunIdError
 __all__ = [
     "FORMAT_VERSION",
     "AgentSnapshot",
+    "ChunkRef",
     "DecisionRecord",
     "ErrorInfo",
     "EventRecord",
     "ForkEdit",
+    "HistoryChunk",
+    "HistoryEntry",
     "LogRecord",
     "MilestoneRecord",
     "PhaseEndRecord",
@@ -324,6 +327,43 @@ class AgentSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     module: str | None = None
 
 
+HistoryEntry = StepRecord | PhaseEndRecord | DecisionRecord | EventRecord | int
+"""One settled part of a run's past: a record, or the ``seq`` of an inbox entry taken.
+
+Settled means nothing that happens later removes it: decisions, and the
+top-level phases, steps and events (ids without ``/`` or ``@``); a later
+entry for the same id replaces an earlier one.
+"""
+
+
+class ChunkRef(msgspec.Struct, frozen=True, array_like=True):
+    """Where a history chunk is: its blob address, its level and how many entries it holds.
+
+    .. versionadded:: 0.5
+    """
+
+    address: str
+    level: int
+    entries: int
+
+
+class HistoryChunk(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="history"):
+    """Part of a run's settled past, stored as a blob; a snapshot names the newest one.
+
+    ``older`` names the chunks before this one, oldest first: they and this
+    chunk's ``entries`` are the run's history in the order it happened. A
+    chunk of level ``n + 1`` holds what several chunks of level ``n`` held, so
+    a run's history is always a short list of chunks, however long the run.
+
+    .. versionadded:: 0.5
+    """
+
+    run_id: str
+    level: int
+    entries: tuple[HistoryEntry, ...] = ()
+    older: tuple[ChunkRef, ...] = ()
+
+
 class Snapshot(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="snapshot"):
     """A run at log position ``position``: everything a re-run needs up to it.
 
@@ -333,8 +373,16 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="
     taken (its signals), so a log pruned below the snapshot never lets a
     signal be taken twice.
 
+    ``history``, when set, names the newest :class:`HistoryChunk` of the
+    run's settled past (see :data:`HistoryEntry`); the snapshot's own fields
+    then hold only what came after it, so a snapshot costs what changed, not
+    the whole run. :func:`~actorflow.storage.read_full_snapshot` and
+    :func:`~actorflow.storage.resolve_snapshot` give the whole snapshot.
+
     .. versionchanged:: 0.3
        ``inbox_taken`` added.
+    .. versionchanged:: 0.5
+       ``history`` added.
     """
 
     run_id: str
@@ -353,3 +401,4 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="
     events: tuple[EventRecord, ...] = ()
     metrics: dict[str, float] = {}
     inbox_taken: tuple[int, ...] = ()
+    history: ChunkRef | None = None

@@ -40,7 +40,13 @@ import anyio
 
 from actorflow._log import get_logger
 from actorflow.errors import CheckpointNotFoundError, CorruptedDataError, StorageError
-from actorflow.storage._protocol import PruneReport, RetentionPolicy, sync_snapshots
+from actorflow.storage._history import (
+    history_addresses,
+    read_full_snapshot,
+    resolve_snapshot,
+    sync_snapshots,
+)
+from actorflow.storage._protocol import PruneReport, RetentionPolicy
 from actorflow.storage._records import RunManifest, Snapshot, SnapshotInfo, StepRecord
 
 if TYPE_CHECKING:
@@ -235,7 +241,7 @@ async def _find_anchor(
     torn: list[SnapshotInfo] = []
     for info in reversed(snapshots):
         try:
-            await store.read_snapshot(run_id, info.snapshot_id)
+            await read_full_snapshot(store, run_id, info.snapshot_id)
         except CheckpointNotFoundError:
             continue  # deleted meanwhile
         except CorruptedDataError as exc:
@@ -259,7 +265,9 @@ async def _collect_blobs(
     referenced: set[str] = set()
     for info in keep:
         try:
-            snapshot = await store.read_snapshot(run_id, info.snapshot_id)
+            head = await store.read_snapshot(run_id, info.snapshot_id)
+            snapshot = await resolve_snapshot(store, head)
+            chunks = await history_addresses(store, head)
         except CorruptedDataError as exc:
             if not info.durable:
                 # a power loss's leftover, which can never load: it needs no blob
@@ -270,6 +278,7 @@ async def _collect_blobs(
             )
             return
         referenced |= referenced_blobs(snapshot)
+        referenced.update(chunks)
     start = keep[0].position if keep else 0
     try:
         records = await store.read_log(run_id, start)
@@ -332,7 +341,7 @@ async def verify_store(store: Store) -> list[CorruptedDataError]:
     for manifest in await store.list_runs():
         for info in await store.list_snapshots(manifest.run_id):
             try:
-                await store.read_snapshot(manifest.run_id, info.snapshot_id)
+                await read_full_snapshot(store, manifest.run_id, info.snapshot_id)
             except CorruptedDataError as exc:
                 _log.error(
                     "checkpoint_corrupted",

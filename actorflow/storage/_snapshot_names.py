@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import math
 import re
 import time
@@ -114,7 +115,7 @@ class SnapshotNames:
         if len(parts) != 4 or parts[2] != SEALED:
             return None
         position, _stamp_text, _sealed, snapshot_id = parts
-        phase, trigger = self._open(run_id, snapshot_id, unquote(key_id), token)
+        phase, trigger = self._open(run_id, snapshot_id, _unquote(key_id), token)
         return _info(snapshot_id, position, phase, trigger, created, stored, raw)
 
     def listed(self, info: SnapshotInfo) -> str:
@@ -169,8 +170,8 @@ def parse_entry(name: str) -> SnapshotInfo | None:
     if len(parts) != 4:
         return None
     position, _stamp_text, phase, snapshot_id = parts
-    phase_text = unquote(phase) if phase else None
-    return _info(snapshot_id, position, phase_text, unquote(trigger), created, stored, raw)
+    phase_text = _unquote(phase) if phase else None
+    return _info(snapshot_id, position, phase_text, _unquote(trigger), created, stored, raw)
 
 
 def snapshot_file_name(info: SnapshotInfo, *, sealed: bool = False) -> str:
@@ -183,6 +184,11 @@ def snapshot_file_name(info: SnapshotInfo, *, sealed: bool = False) -> str:
     if sealed:
         phase = SEALED
     return f"{info.position:09d}_{_stamp(info)}_{phase}_{info.snapshot_id}{SUFFIX}"
+
+
+# a run's names repeat a few phases and triggers: listing thousands of
+# snapshots parsed each of them again
+_unquote = functools.lru_cache(maxsize=1024)(unquote)
 
 
 def _encode(text: str) -> str:

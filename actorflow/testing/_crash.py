@@ -8,7 +8,7 @@ import anyio
 import msgspec
 
 from actorflow.errors import MissingResponseError, RunPaused
-from actorflow.runtime import Runtime, RuntimeConfig
+from actorflow.runtime import Determinism, Runtime, RuntimeConfig
 from actorflow.storage import MemoryStore
 from actorflow.testing._store import CrashingStore
 
@@ -92,14 +92,21 @@ async def run_in_memory(
     """Run ``workflow`` to the end on a ``MemoryStore`` (or ``store``) and return its result.
 
     Each time the run pauses (``ctx.wait_for_input``), it is resumed with
-    ``responses``' answer to the prompt.
+    ``responses``' answer to the prompt. Without ``config`` the determinism
+    guard is ``strict``: orchestrator code that calls the clock or randomness
+    outside ``ctx`` fails the run with ``NondeterministicCallError``.
 
     Raises:
         MissingResponseError: the run paused for a prompt ``responses`` does not answer.
         RunFailedError: the run failed; the cause is chained.
     """
-    async with Runtime(store=store or MemoryStore(), config=config) as runtime:
+    async with Runtime(store=store or MemoryStore(), config=_strict(config)) as runtime:
         return await _run(runtime, workflow, input, run_id, responses)
+
+
+def _strict(config: RuntimeConfig | None) -> RuntimeConfig:
+    """The caller's config, or the defaults with the determinism guard strict (tests' mode)."""
+    return config if config is not None else RuntimeConfig(determinism=Determinism.STRICT)
 
 
 async def _until_crash(
@@ -114,7 +121,7 @@ async def _until_crash(
     result: Any = None
     error: Exception | None = None
     async with (
-        Runtime(store=crashing, config=config) as runtime,
+        Runtime(store=crashing, config=_strict(config)) as runtime,
         anyio.create_task_group() as tg,
     ):
 
@@ -183,7 +190,8 @@ async def crash_and_recover(
     differ only if the workflow is not deterministic or its agents' results
     depend on more than their inputs and states). Past the end of the run's
     log nothing crashes: ``outcome.crashed`` is false and ``recovered`` is the
-    result of that run, so a loop over crash points can stop there.
+    result of that run, so a loop over crash points can stop there. Without
+    ``config`` the determinism guard is ``strict``, as in :func:`run_in_memory`.
 
     Raises:
         MissingResponseError: a run paused for a prompt ``responses`` does not answer.
@@ -197,6 +205,6 @@ async def crash_and_recover(
     crashed, result = await _until_crash(crashing, workflow, input, run_id, responses, config)
     if not crashed:
         return CrashOutcome(expected=expected, recovered=result, crashed=False)
-    async with Runtime(store=inner, config=config) as runtime:
+    async with Runtime(store=inner, config=_strict(config)) as runtime:
         recovered, replayed = await _recovered(runtime, workflow, input, run_id, responses)
     return CrashOutcome(expected=expected, recovered=recovered, crashed=True, replayed=replayed)

@@ -7,7 +7,12 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from actorflow.errors import StorageError
-from actorflow.storage import sync_snapshots, update_run_unsynced
+from actorflow.storage import (
+    put_unsynced_blob,
+    sync_blobs,
+    sync_snapshots,
+    update_run_unsynced,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -112,6 +117,16 @@ class CrashingStore:
         """Store a blob unless crashed."""
         self._check()
         return await self.inner.put_blob(run_id, data)
+
+    async def put_blob_unsynced(self, run_id: str, data: bytes) -> str:
+        """Store a blob without a sync (where the inner store can) unless crashed."""
+        self._check()
+        return await put_unsynced_blob(self.inner, run_id, data)
+
+    async def sync_blobs(self, run_id: str, addresses: Sequence[str]) -> None:
+        """Make blobs durable (where the inner store needs it) unless crashed."""
+        self._check()
+        await sync_blobs(self.inner, run_id, addresses)
 
     async def aclose(self) -> None:
         """Closing the wrapper leaves the inner store open for recovery."""

@@ -10,6 +10,7 @@ its actions go through the same public calls a program makes. See
 from __future__ import annotations
 
 from actorflow.ui._app import create_app
-from actorflow.ui._serve import serve
+from actorflow.ui._security import is_loopback
+from actorflow.ui._serve import bind, serve
 
-__all__ = ["create_app", "serve"]
+__all__ = ["bind", "create_app", "is_loopback", "serve"]

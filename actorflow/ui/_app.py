@@ -225,9 +225,11 @@ def create_app(
             read-only mode, where pages then need none. The app's is
             ``app.state.token``.
         allowed_hosts: names the Host header may carry besides the loopback ones.
-        runtime: whose ``signal``, ``update`` and ``cancel`` the actions call
-            (your app's, so that its message types are known); it is never
-            started. None: a plain one over ``store``.
+        runtime: whose ``signal``, ``update``, ``cancel`` and ``fork`` the
+            actions call: your app's, so that its message and workflow types
+            are known. A fork needs it running (``async with runtime``); the
+            inspector never starts it. None: a plain one over ``store``,
+            which cannot fork.
     """
     if token is None and not read_only:
         token = new_token()

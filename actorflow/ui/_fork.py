@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from actorflow.errors import ConfigurationError, ForkEditError, RuntimeNotRunningError
 from actorflow.runtime import compare_runs, inspection
-from actorflow.storage import validate_run_id
+from actorflow.storage import read_full_snapshot, validate_run_id
 from actorflow.ui._actions import read_form
 from actorflow.ui._format import pretty
 from actorflow.ui._pages import Page
@@ -48,7 +48,7 @@ async def fork_form(
     checkpoint = None
     if rows:
         checkpoint = await inspection.resolve_checkpoint(store, run_id, asked)
-        snapshot = await store.read_snapshot(run_id, checkpoint)
+        snapshot = await read_full_snapshot(store, run_id, checkpoint)
         data = await inspection.snapshot_to_dict(store, snapshot)
         for name, agent in data.get("agents", {}).items():
             given = values.get(f"state.{name}")

@@ -22,6 +22,7 @@ from actorflow.storage import (
     RunStatus,
     StepRecord,
     UnreadableLister,
+    read_full_snapshot,
     validate_run_id,
 )
 from actorflow.ui import _format as format
@@ -332,7 +333,7 @@ async def checkpoint_page(store: Store, request: Request, run_id: str, checkpoin
     validate_run_id(run_id)
     manifest = await store.read_run(run_id)
     snapshot_id = await inspection.resolve_checkpoint(store, run_id, checkpoint)
-    snapshot = await store.read_snapshot(run_id, snapshot_id)
+    snapshot = await read_full_snapshot(store, run_id, snapshot_id)
     data = await inspection.snapshot_to_dict(store, snapshot)
     agent = request.query_params.get("agent")
     agents = {name: pretty(a) for name, a in data.get("agents", {}).items()}
@@ -359,10 +360,10 @@ async def diff_page(store: Store, request: Request, run_id: str) -> Page:
     manifest = await store.read_run(run_id)
     a = request.query_params.get("a", "latest~1")
     b = request.query_params.get("b", "latest")
-    first = await store.read_snapshot(run_id, await inspection.resolve_checkpoint(store, run_id, a))
-    second = await store.read_snapshot(
-        run_id, await inspection.resolve_checkpoint(store, run_id, b)
-    )
+    first_id = await inspection.resolve_checkpoint(store, run_id, a)
+    second_id = await inspection.resolve_checkpoint(store, run_id, b)
+    first = await read_full_snapshot(store, run_id, first_id)
+    second = await read_full_snapshot(store, run_id, second_id)
     diff = await inspection.diff_snapshots(store, first, second)
     agents = {
         name: {

@@ -16,8 +16,11 @@ For the engine:
 - :class:`AgentRef` and :class:`AgentReply`: what the engine needs of an agent and its
   reply; a reference to an agent in another process implements them.
 - :func:`current_message_meta`: the meta a handler's message came with.
+- :func:`actor_task_code`: the code every actor's task runs under (frames under
+  it are an actor's own: the determinism guard leaves them alone).
 - :func:`handler_for`, :func:`state_type`: an actor class's handler for a message
-  type, and its state type.
+  type, and its state type; :func:`dispatch_table`, all its handlers (``handled``:
+  the message types it takes, which a host of agents in another process needs).
 - :func:`class_name`, :func:`lookup`, :func:`register`: classes by stable name;
   :func:`is_abstract`: a base class no run may resolve to.
 """
@@ -28,10 +31,12 @@ from actorflow.runtime.actors._actor import (
     Actor,
     Request,
     current_message_meta,
+    dispatch_table,
     handler,
     handler_for,
     state_type,
 )
+from actorflow.runtime.actors._cell import actor_task_code
 from actorflow.runtime.actors._envelope import Reply
 from actorflow.runtime.actors._local import LocalRef
 from actorflow.runtime.actors._mailbox import MailboxStatistics
@@ -60,8 +65,10 @@ __all__ = [
     "Reply",
     "Request",
     "SupervisorPolicy",
+    "actor_task_code",
     "class_name",
     "current_message_meta",
+    "dispatch_table",
     "handler",
     "handler_for",
     "is_abstract",

@@ -32,6 +32,7 @@ from actorflow.storage import encoder as shared_encoder
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from types import CodeType
 
     from actorflow.runtime.actors._actor import Dispatch
     from actorflow.runtime.actors._envelope import Envelope, Reply
@@ -42,6 +43,7 @@ __all__ = [
     "NONE_BYTES",
     "ActorCell",
     "CellOwner",
+    "actor_task_code",
     "decoder_for",
     "encode_state",
     "encoder",
@@ -344,3 +346,12 @@ class ActorCell:
         if self._done_event is None:
             self._done_event = anyio.Event()
         await self._done_event.wait()
+
+
+def actor_task_code() -> CodeType:
+    """The code object of every actor's task (``ActorCell.main``): frames under it are an actor's.
+
+    Its handlers, ``on_start`` and ``on_stop`` all run under it, and nothing
+    else does (a workflow's orchestrator runs in its run's task).
+    """
+    return ActorCell.main.__code__

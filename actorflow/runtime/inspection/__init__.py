@@ -29,7 +29,7 @@ from actorflow.runtime.inspection._runs import (
     list_runs,
     run_progress,
 )
-from actorflow.runtime.workflow._query import query_run
+from actorflow.runtime.reading import query_run
 
 __all__ = [
     "ListedRun",

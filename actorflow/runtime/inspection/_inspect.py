@@ -18,8 +18,8 @@ from actorflow.errors import (
     LogPrunedError,
     StorageError,
 )
-from actorflow.runtime.workflow._plain import decode_plain as decode_value
-from actorflow.runtime.workflow._plain import field_changes, plain
+from actorflow.runtime.reading import decode_plain as decode_value
+from actorflow.runtime.reading import field_changes, plain
 from actorflow.storage import (
     DecisionRecord,
     EventRecord,
@@ -29,6 +29,7 @@ from actorflow.storage import (
     SealChecker,
     SnapshotStatus,
     StepRecord,
+    read_full_snapshot,
 )
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ async def checkpoint_rows(store: Store, run_id: str) -> list[dict[str, Any]]:
     rows = []
     for info in live_snapshots(await store.list_snapshots(run_id)):
         try:
-            snapshot = await store.read_snapshot(run_id, info.snapshot_id)
+            snapshot = await read_full_snapshot(store, run_id, info.snapshot_id)
         except CorruptedDataError as exc:
             check, forkable = f"corrupt: {exc.cause_text}", False
         else:
@@ -250,7 +251,7 @@ async def _open_all(store: Store, run_id: str, report: ValidationReport) -> None
     for info in snapshots:
         report.snapshots += 1
         try:
-            await store.read_snapshot(run_id, info.snapshot_id)
+            await read_full_snapshot(store, run_id, info.snapshot_id)
         except EncryptionKeyError:
             raise
         except StorageError as exc:

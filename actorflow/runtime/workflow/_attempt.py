@@ -26,6 +26,7 @@ from actorflow.runtime.workflow._adoption import adoption_record
 from actorflow.runtime.workflow._agents import RunAgents
 from actorflow.runtime.workflow._checkpointer import CheckpointQueue
 from actorflow.runtime.workflow._context import RunContext
+from actorflow.runtime.workflow._determinism import guarded
 from actorflow.runtime.workflow._ending import Outcome, cut_short, settle, store_outcome
 from actorflow.runtime.workflow._env import StepEnv
 from actorflow.runtime.workflow._outcomes import progressed, recorded_end, run_signature
@@ -296,7 +297,14 @@ class RunDriver:
         run_id = manifest.run_id
         input_type, _ = run_signature(cls)
         checkpointer = self._checkpointer()
-        queue = CheckpointQueue(store=store, writer=writer, emit=handle.emit)
+        queue = CheckpointQueue(
+            store=store,
+            writer=writer,
+            emit=handle.emit,
+            journal=view.journal,
+            history=view.history,
+            run_id=run_id,
+        )
         recorder = Recorder(
             run_id=run_id,
             store=store,
@@ -456,7 +464,8 @@ async def _orchestrate(
     st = state_type(cls) if issubclass(cls, Actor) else type(None)
     orchestrator.state = st() if st is not type(None) else None
     updates.attach(orchestrator)
-    result: object = await orchestrator.run(ctx, value)
+    with guarded(ctx.run_id, env.config.determinism):
+        result: object = await orchestrator.run(ctx, value)
     await close_namespace(env, ctx.root)
     await env.recorder.output_barrier()
     return result

@@ -10,6 +10,12 @@ exception is a run's final snapshot: the run's own task writes it
 superseded by it and dropped, except phase ends, which the actor writes after
 the run has returned (``wait_idle`` waits for them). A failed write is
 reported (``checkpoint_failed``) and never stops the run.
+
+What a run hands over is a ``Capture``: the snapshot's open part and how far
+into the run's journal of settled entries it reaches. The queue turns it into
+the stored snapshot: the settled entries since the last history chunk go
+inline, or, once they are due, into a new chunk (``HistoryWriter``), so each
+snapshot costs what changed since the one before.
 """
 
 from __future__ import annotations
@@ -24,11 +30,13 @@ from actorflow._log import get_logger
 from actorflow._text import describe
 from actorflow.runtime.actors import Actor, handler
 from actorflow.runtime.workflow._triggers import KEPT_TRIGGERS
+from actorflow.storage import HistoryWriter, with_history
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from actorflow.storage import LogWriter, Snapshot, Store
+    from actorflow.runtime.workflow._replay import Capture
+    from actorflow.storage import ChunkRef, HistoryEntry, LogWriter, Snapshot, Store
 
 __all__ = ["CheckpointQueue", "Checkpointer"]
 
@@ -45,11 +53,20 @@ class CheckpointQueue:
     it is a phase end or a final state, which then replaces the waiting one.
     """
 
-    def __init__(self, *, store: Store, writer: LogWriter, emit: Callable[..., None]) -> None:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        writer: LogWriter,
+        emit: Callable[..., None],
+        journal: list[HistoryEntry],
+        history: ChunkRef | None,
+        run_id: str,
+    ) -> None:
         self.store = store
         self.writer = writer
         self.emit = emit
-        self.pending: list[Snapshot] = []
+        self.pending: list[Capture] = []
         self.written = 0
         self.failed = 0
         self.bytes_written = 0
@@ -59,36 +76,47 @@ class CheckpointQueue:
         self._draining = False
         # made only when someone waits for a drain in progress
         self._idle: anyio.Event | None = None
+        self._journal = journal
+        self._history = HistoryWriter(store, run_id, history)
+        # (journal length, newest chunk) after each chunk written, oldest first:
+        # a snapshot names the newest chunk that holds nothing after it
+        self._chunked: list[tuple[int, ChunkRef | None]] = [(0, history)]
+        # one snapshot at a time decides on chunks (the final one may overtake the actor)
+        self._heads = anyio.Lock()
 
-    def offer(self, snapshot: Snapshot, send: Callable[[object], None]) -> None:
-        """Queue ``snapshot``, coalescing with a waiting one where that loses nothing."""
+    def offer(self, capture: Capture, send: Callable[[object], None]) -> None:
+        """Queue ``capture``, coalescing with a waiting one where that loses nothing."""
+        snapshot = capture.snapshot
         if snapshot.position == self._last_position and snapshot.trigger not in KEPT_TRIGGERS:
             return
         self._last_position = snapshot.position
-        last = self.pending[-1] if self.pending else None
+        last = self.pending[-1].snapshot if self.pending else None
         if last is not None and (
             last.trigger not in KEPT_TRIGGERS or last.position == snapshot.position
         ):
             # a newer view of the same position holds all the older one did
-            self.pending[-1] = snapshot
+            self.pending[-1] = capture
         else:
-            self.pending.append(snapshot)
+            self.pending.append(capture)
         if not self._draining:
             self._draining = True
             send(_Drain(self))
 
-    async def write_final(self, snapshot: Snapshot) -> None:
+    async def write_final(self, capture: Capture) -> None:
         """Write a run's final snapshot now, whatever is queued.
 
         Queued snapshots that are not kept, or are at its position, are
         superseded by it and dropped; earlier phase ends stay queued for the
         checkpoint actor, which writes them after the run has returned.
         """
+        position = capture.snapshot.position
         self.pending = [
-            s for s in self.pending if s.trigger in KEPT_TRIGGERS and s.position < snapshot.position
+            c
+            for c in self.pending
+            if c.snapshot.trigger in KEPT_TRIGGERS and c.snapshot.position < position
         ]
-        self._last_position = snapshot.position
-        await self.write(snapshot)
+        self._last_position = position
+        await self.write(capture)
 
     @property
     def queued(self) -> int:
@@ -102,7 +130,7 @@ class CheckpointQueue:
                 self._idle = anyio.Event()
             await self._idle.wait()
 
-    def take_next(self) -> Snapshot | None:
+    def take_next(self) -> Capture | None:
         """The next snapshot to write, or None (the queue is then idle and its waiters wake)."""
         if self.pending:
             return self.pending.pop(0)
@@ -112,16 +140,21 @@ class CheckpointQueue:
             idle.set()
         return None
 
-    async def write(self, snapshot: Snapshot) -> int | None:
-        """Write ``snapshot`` once the log is durable through it; its stored size, or None.
+    async def write(self, capture: Capture) -> int | None:
+        """Write ``capture`` once the log is durable through it; its stored size, or None.
 
         A failure is counted and reported (``checkpoint_failed``), never raised.
         """
         started = time.perf_counter()
+        snapshot = capture.snapshot
         try:
             # Never a snapshot ahead of the durable log it summarises.
             await self.writer.flush(snapshot.position)
-            info = await self.store.write_snapshot(snapshot)
+            async with self._heads:
+                chunked = self._history.bytes_written
+                head = await self._head(capture)
+                chunked = self._history.bytes_written - chunked
+            info = await self.store.write_snapshot(head)
         except Exception as exc:
             self.failed += 1
             self.last_error = exc
@@ -134,7 +167,7 @@ class CheckpointQueue:
             )
             return None
         self.written += 1
-        self.bytes_written += info.stored_size
+        self.bytes_written += info.stored_size + chunked
         self.write_seconds += time.perf_counter() - started
         self.emit(
             "checkpoint_saved",
@@ -146,7 +179,37 @@ class CheckpointQueue:
             raw_size=info.raw_size,
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
         )
-        return info.stored_size
+        return info.stored_size + chunked
+
+    async def _head(self, capture: Capture) -> Snapshot:
+        """The snapshot to store: the settled entries after the newest chunk it may name, inline.
+
+        Entries that are due go to chunks first, cut where queued snapshots
+        end too: the run's final snapshot is written before the phase ends
+        queued ahead of it, and each of those must find a chunk that holds
+        nothing after it, or it would carry the whole run inline.
+        """
+        covered = capture.settled
+        chunked = self._chunked
+        start = chunked[-1][0]
+        if covered > start:
+            # queued ahead of this one (only the final snapshot has any): in order
+            queued: list[int] = []
+            for waiting in self.pending:
+                if waiting.settled >= covered:
+                    break
+                if waiting.settled > start and (not queued or waiting.settled > queued[-1]):
+                    queued.append(waiting.settled)
+            for end in (*queued, covered):
+                entries = self._journal[start:end]
+                if HistoryWriter.due(entries):
+                    chunked.append((end, await self._history.flush(entries)))
+                    start = end
+        i = len(chunked) - 1
+        while chunked[i][0] > covered:  # an older snapshot written after a newer one
+            i -= 1
+        start, ref = chunked[i]
+        return with_history(capture.snapshot, self._journal[start:covered], ref)
 
 
 class _Drain:
@@ -175,15 +238,15 @@ class Checkpointer(Actor):
     async def drain(self, request: _Drain) -> None:
         queue = request.queue
         try:
-            while (snapshot := queue.take_next()) is not None:
-                await self._write(queue, snapshot)
+            while (capture := queue.take_next()) is not None:
+                await self._write(queue, capture)
         except BaseException:
             queue.pending.clear()
             queue.take_next()
             raise
 
-    async def _write(self, queue: CheckpointQueue, snapshot: Snapshot) -> None:
-        size = await queue.write(snapshot)
+    async def _write(self, queue: CheckpointQueue, capture: Capture) -> None:
+        size = await queue.write(capture)
         if size is None:
             self.state.failed += 1
         else:

@@ -25,6 +25,7 @@ from actorflow.storage import (
     RunStatus,
     SnapshotStatus,
     StepRecord,
+    read_full_snapshot,
     validate_run_id,
 )
 
@@ -283,7 +284,7 @@ async def _oldest_snapshot(store: Store, run_id: str, position: int) -> Snapshot
     ]
     for info in sorted(infos, key=lambda i: (i.position, i.created)):
         try:
-            return await store.read_snapshot(run_id, info.snapshot_id)
+            return await read_full_snapshot(store, run_id, info.snapshot_id)
         except StorageError:  # corrupt, or deleted meanwhile: the next one
             continue
     return None

@@ -5,18 +5,20 @@ from __future__ import annotations
 import enum
 import math
 import os
+import typing
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from actorflow._log import env_level
 from actorflow.errors import ConfigurationError
+from actorflow.runtime.workflow._determinism import Determinism
 from actorflow.storage import RetentionPolicy
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["CheckpointTriggers", "Durability", "RuntimeConfig", "parse_duration"]
+__all__ = ["CheckpointTriggers", "Durability", "RuntimeConfig", "config_types", "parse_duration"]
 
 
 def _check_int(obj: msgspec.Struct, name: str, *, minimum: int, optional: bool = False) -> None:
@@ -139,6 +141,11 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
             ``signal`` and ``update`` accept (``SignalTooLargeError`` past it):
             every message is stored in the run's inbox and read by its owner.
         code_version: stored with new runs, shown by the CLI.
+        determinism: what the determinism guard does when orchestrator code
+            calls the clock, randomness or sleep outside ``ctx`` (see
+            :class:`Determinism`): ``warn`` (a ``nondeterministic_call``
+            warning per call site), ``strict`` (``NondeterministicCallError``)
+            or ``off``.
         stream_emits: also write ephemeral emits (``Actor.emit``) to the
             store's event stream, where ``runtime.watch(..., events=True)``
             and ``actorflow log --follow`` read them from any process (stores
@@ -147,6 +154,8 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     .. versionchanged:: 0.4
        ``max_signal_size``, ``stream_emits``.
+    .. versionchanged:: 0.5
+       ``determinism``.
     """
 
     durability: Durability = Durability.BATCHED
@@ -162,6 +171,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_signal_size: int = 4 * 1024 * 1024
     code_version: str | None = None
     stream_emits: bool = True
+    determinism: Determinism = Determinism.WARN
 
     def __post_init__(self) -> None:
         # msgspec builds Structs without checking types: every field is checked
@@ -175,6 +185,15 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
                     "durability", self.durability, "one of 'sync', 'batched', 'phase'"
                 ) from None
             msgspec.structs.force_setattr(self, "durability", durability)
+        mode: object = self.determinism
+        if not isinstance(mode, Determinism):
+            try:
+                determinism = Determinism(str(mode).strip().lower())
+            except ValueError:
+                raise ConfigurationError(
+                    "determinism", self.determinism, "one of 'warn', 'strict', 'off'"
+                ) from None
+            msgspec.structs.force_setattr(self, "determinism", determinism)
         triggers: object = self.triggers
         if isinstance(triggers, dict):
             msgspec.structs.force_setattr(self, "triggers", CheckpointTriggers(**triggers))
@@ -214,7 +233,8 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
         ``ACTORFLOW_RECOVERY_TIMEOUT`` (a duration), ``ACTORFLOW_SIGNAL_POLL_INTERVAL``
         (a duration), ``ACTORFLOW_MAX_SIGNAL_SIZE`` (bytes), ``ACTORFLOW_CHECKPOINT_EVERY_STEPS``,
         ``ACTORFLOW_CHECKPOINT_EVERY`` (a duration),
-        ``ACTORFLOW_CHECKPOINT_MIN_INTERVAL`` (a duration), ``ACTORFLOW_CODE_VERSION``;
+        ``ACTORFLOW_CHECKPOINT_MIN_INTERVAL`` (a duration), ``ACTORFLOW_CODE_VERSION``,
+        ``ACTORFLOW_DETERMINISM`` (warn|strict|off);
         ``ACTORFLOW_LOG_LEVEL`` is checked too (actorflow reads it when imported).
 
         Raises:
@@ -249,6 +269,8 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
             )
         if (v := env.get("ACTORFLOW_CODE_VERSION")) is not None:
             values["code_version"] = v
+        if (v := env.get("ACTORFLOW_DETERMINISM")) is not None:
+            values["determinism"] = v
         triggers: dict[str, Any] = {}
         if (v := env.get("ACTORFLOW_CHECKPOINT_EVERY_STEPS")) is not None:
             triggers["every_steps"] = _parse_int("ACTORFLOW_CHECKPOINT_EVERY_STEPS", v) or None
@@ -279,6 +301,7 @@ _VARIABLES = {
     "signal_poll_interval": "ACTORFLOW_SIGNAL_POLL_INTERVAL",
     "max_signal_size": "ACTORFLOW_MAX_SIGNAL_SIZE",
     "code_version": "ACTORFLOW_CODE_VERSION",
+    "determinism": "ACTORFLOW_DETERMINISM",
     "every_steps": "ACTORFLOW_CHECKPOINT_EVERY_STEPS",
     "every_seconds": "ACTORFLOW_CHECKPOINT_EVERY",
     "min_interval": "ACTORFLOW_CHECKPOINT_MIN_INTERVAL",
@@ -372,3 +395,12 @@ def _parse_retention(text: str) -> RetentionPolicy | None:
                 "keys keep, max_age, max_bytes, delete_completed, per_phase, phase_ends",
             )
     return RetentionPolicy(**values)
+
+
+def config_types() -> dict[str, Any]:
+    """Each ``RuntimeConfig`` field's type, to decode one field by field.
+
+    Resolved in this module, the one namespace where every annotation does:
+    ``actorflow.runtime`` re-exports the class under its own name.
+    """
+    return typing.get_type_hints(RuntimeConfig, globalns=globals())

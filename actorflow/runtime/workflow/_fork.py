@@ -33,6 +33,7 @@ from actorflow.storage import (
     StateRef,
     decode_state,
     encode_state,
+    read_full_snapshot,
     state_version,
     sync_snapshots,
 )
@@ -85,7 +86,8 @@ async def copy_for_fork(
         InvalidStateEditError: a new state does not fit its agent's state
             type (nothing stored).
     """
-    snapshot = await store.read_snapshot(source.run_id, checkpoint)
+    # whole: the new run's history starts with this snapshot (chunks belong to one run)
+    snapshot = await read_full_snapshot(store, source.run_id, checkpoint)
     edits = encode_edits(snapshot, edit or {}, source.run_id, checkpoint)
     now = time.time()
     manifest = RunManifest(

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
     from actorflow.runtime.workflow._config import RuntimeConfig
-    from actorflow.runtime.workflow._replay import RunView
-    from actorflow.storage import LogRecord, LogWriter, Snapshot, Store
+    from actorflow.runtime.workflow._replay import Capture, RunView
+    from actorflow.storage import LogRecord, LogWriter, Store
 
 __all__ = ["Recorder"]
 
@@ -46,7 +46,7 @@ class Recorder:
         writer: LogWriter,
         view: RunView,
         config: RuntimeConfig,
-        request_snapshot: Callable[[Snapshot], None],
+        request_snapshot: Callable[[Capture], None],
         emit: Callable[..., None],
     ) -> None:
         self.run_id = run_id

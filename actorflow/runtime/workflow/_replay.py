@@ -38,15 +38,18 @@ from actorflow.storage import (
     StateRef,
     StepRecord,
     decode_state,
+    resolve_snapshot,
+    settled_entries,
+    settled_key,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from types import FrameType
 
-    from actorflow.storage import LogRecord, SnapshotInfo, Store
+    from actorflow.storage import ChunkRef, HistoryEntry, LogRecord, SnapshotInfo, Store
 
-__all__ = ["RunView", "call_site", "check_replay", "decode_agent_state", "load_view"]
+__all__ = ["Capture", "RunView", "call_site", "check_replay", "decode_agent_state", "load_view"]
 
 
 _STOPPED = "stopped"
@@ -59,8 +62,32 @@ def _inside(step_id: str, phase_id: str) -> bool:
     return len(step_id) > n and step_id[n] in "/@" and step_id.startswith(phase_id)
 
 
+class Capture:
+    """A snapshot as the view takes it: its open part, and how far into the journal it reaches.
+
+    ``snapshot`` holds what may still change (agents, metrics, what is
+    inside unfinished phases); the settled entries it covers are the view's
+    ``journal`` up to ``settled``, which the checkpoint actor puts in the
+    stored snapshot or in a history chunk (see ``actorflow.storage._history``).
+    """
+
+    __slots__ = ("settled", "snapshot")
+
+    def __init__(self, snapshot: Snapshot, settled: int) -> None:
+        self.snapshot = snapshot
+        self.settled = settled
+
+
 class RunView:
-    """Everything recorded about one run up to ``position``."""
+    """Everything recorded about one run up to ``position``.
+
+    ``phases``, ``steps`` and ``events`` hold everything, for replay's
+    lookups; what is inside an unfinished phase is also kept apart (all a
+    phase's end may remove, and all a snapshot copies), and every settled
+    entry is appended to ``journal`` as it happens, after ``history``, the
+    newest history chunk the run's stored snapshot named when the view was
+    loaded.
+    """
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
@@ -83,10 +110,20 @@ class RunView:
         self.steps_since_snapshot = 0
         self.roles: dict[str, str] = {}
         self.inbox_taken: set[int] = set()
+        self.journal: list[HistoryEntry] = []
+        self.history: ChunkRef | None = None
+        self._open_phases: dict[str, PhaseEndRecord] = {}
+        self._open_steps: dict[str, StepRecord] = {}
+        self._open_events: dict[str, EventRecord] = {}
 
     @classmethod
-    def from_snapshot(cls, snapshot: Snapshot) -> RunView:
-        """A view at the snapshot's position."""
+    def from_snapshot(cls, snapshot: Snapshot, head: Snapshot | None = None) -> RunView:
+        """A view at the snapshot's position.
+
+        ``snapshot`` is whole (its history put back inline); ``head`` is the
+        snapshot as stored, when it names a history: the settled entries it
+        carries itself start the view's journal.
+        """
         view = cls(snapshot.run_id)
         view.position = snapshot.position
         view.agents = dict(snapshot.agents)
@@ -99,6 +136,12 @@ class RunView:
         view.metrics = dict(snapshot.metrics)
         view.phase = view.logged_phase = snapshot.phase
         view.inbox_taken = set(snapshot.inbox_taken)
+        view._open_phases = {k: v for k, v in view.phases.items() if not settled_key(k)}
+        view._open_steps = {k: v for k, v in view.steps.items() if not settled_key(k)}
+        view._open_events = {k: v for k, v in view.events.items() if not settled_key(k)}
+        stored = head if head is not None else snapshot
+        view.journal = settled_entries(stored)
+        view.history = stored.history
         return view
 
     # --- following the log -------------------------------------------------
@@ -115,11 +158,17 @@ class RunView:
             case DecisionRecord():
                 self.decisions.append(record)
                 self.decided[record.step_id] = record
+                self.journal.append(record)
                 self.logged_phase = phase_of(record.step_id) or self.logged_phase
             case MilestoneRecord():
                 self.milestones[record.key] = record
             case EventRecord():
-                self.events[record.step_id or record.kind] = record
+                key = record.step_id or record.kind
+                self.events[key] = record
+                if settled_key(key):
+                    self.journal.append(record)
+                else:
+                    self._open_events[key] = record
                 if record.kind == END_EVENT:
                     self._stop_agents()
         position = self.position
@@ -127,11 +176,17 @@ class RunView:
         return position
 
     def _apply_step(self, record: StepRecord) -> None:
-        self.steps[record.step_id] = record
+        step_id = record.step_id
+        self.steps[step_id] = record
+        if settled_key(step_id):
+            self.journal.append(record)
+        else:
+            self._open_steps[step_id] = record
         if record.kind in TAKING_KINDS:
             seq = taken_seq(record)
-            if seq is not None:
+            if seq is not None and seq not in self.inbox_taken:
                 self.inbox_taken.add(seq)
+                self.journal.append(seq)
             if record.kind == "update":
                 # a finished update never runs again: its own steps need not travel
                 self._drop_inside(record.step_id)
@@ -181,20 +236,24 @@ class RunView:
                 self.agents[name] = msgspec.structs.replace(agent, status=_STOPPED)
 
     def _drop_inside(self, prefix: str) -> None:
-        self.steps = {k: v for k, v in self.steps.items() if not _inside(k, prefix)}
-        self.events = {k: v for k, v in self.events.items() if not _inside(k, prefix)}
+        # only open entries can be inside anything: settled ones are at the top level
+        _drop(self._open_steps, self.steps, prefix)
+        _drop(self._open_events, self.events, prefix)
 
     def _finish_phase(self, record: PhaseEndRecord) -> None:
         pid = record.phase_id
         # A finished phase is replayed from its result alone: what ran inside
         # it no longer needs to travel in snapshots.
-        self.steps = {k: v for k, v in self.steps.items() if not _inside(k, pid)}
-        self.phases = {k: v for k, v in self.phases.items() if not _inside(k, pid)}
+        self._drop_inside(pid)
+        _drop(self._open_phases, self.phases, pid)
         self.milestones = {
             k: v for k, v in self.milestones.items() if not _inside(k.partition("/")[2], pid)
         }
-        self.events = {k: v for k, v in self.events.items() if not _inside(k, pid)}
         self.phases[pid] = record
+        if settled_key(pid):
+            self.journal.append(record)
+        else:
+            self._open_phases[pid] = record
 
     def confidence_of(self, agent: str | None) -> float | None:
         """The latest confidence an evaluator ``agent`` replied with, if any."""
@@ -221,13 +280,13 @@ class RunView:
 
     # --- snapshots ---------------------------------------------------------
 
-    def snapshot(self, trigger: str) -> Snapshot:
-        """The view as a snapshot at the current position (cheap: no encoding)."""
+    def snapshot(self, trigger: str) -> Capture:
+        """The view as a snapshot at the current position (cheap: no encoding, nothing settled)."""
         self.snapshots_taken += 1
         self.steps_since_snapshot = 0
         if self.status.finished:  # the final snapshot: taken before the end record is applied
             self._stop_agents()
-        return Snapshot(
+        snapshot = Snapshot(
             run_id=self.run_id,
             snapshot_id=f"{self.snapshots_taken:04d}-p{self.position}",
             position=self.position,
@@ -236,14 +295,21 @@ class RunView:
             phase=self.phase,
             status=self.status,
             agents=dict(self.agents),
-            decisions=tuple(self.decisions),
-            phases=dict(self.phases),
-            steps=tuple(self.steps.values()),
+            phases=dict(self._open_phases),
+            steps=tuple(self._open_steps.values()),
             milestones=tuple(self.milestones.values()),
-            events=tuple(self.events.values()),
+            events=tuple(self._open_events.values()),
             metrics=dict(self.metrics),
-            inbox_taken=tuple(sorted(self.inbox_taken)),
         )
+        return Capture(snapshot, len(self.journal))
+
+
+def _drop(open_entries: dict[str, Any], every: dict[str, Any], prefix: str) -> None:
+    """Remove the entries inside ``prefix`` from ``open_entries`` and ``every``."""
+    doomed = [k for k in open_entries if _inside(k, prefix)]
+    for key in doomed:
+        del open_entries[key]
+        del every[key]
 
 
 def check_replay(view: RunView, step_id: str, kind: str, target: str | None, digest: str) -> None:
@@ -306,7 +372,10 @@ async def load_view(store: Store, run_id: str, emit: Callable[..., None]) -> tup
     infos = await store.list_snapshots(run_id)
     for info in reversed(infos):
         try:
-            snapshot = await store.read_snapshot(run_id, info.snapshot_id)
+            head = await store.read_snapshot(run_id, info.snapshot_id)
+            # a chunk lost to a power loss (written unsynced, as the snapshot)
+            # makes the snapshot unusable, not the run: the one before it serves
+            snapshot = await resolve_snapshot(store, head)
         except CorruptedDataError as exc:
             emit(
                 "checkpoint_corrupted",
@@ -315,7 +384,7 @@ async def load_view(store: Store, run_id: str, emit: Callable[..., None]) -> tup
                 level="warning",
             )
             continue
-        view = RunView.from_snapshot(snapshot)
+        view = RunView.from_snapshot(snapshot, head)
         emit("checkpoint_restored", snapshot_id=info.snapshot_id, position=snapshot.position)
         break
     if view is None:

@@ -31,8 +31,11 @@ class BlobFiles:
         """Where the blob at ``address`` lives (the address not checked here)."""
         return self._folders.run(run_id, "blobs", address)
 
-    def put(self, run_id: str, data: bytes) -> str:
-        """Store ``data`` unless stored already; return its address."""
+    def put(self, run_id: str, data: bytes, durable: bool = True) -> str:
+        """Store ``data`` unless stored already; return its address.
+
+        Without ``durable`` no fsync is made: ``sync`` makes it durable later.
+        """
         # Addressed and sealed here, in the worker thread: sha256 and zstd let
         # go of the GIL for large states, so the loop runs on meanwhile, and a
         # blob stored already is not compressed again.
@@ -42,11 +45,27 @@ class BlobFiles:
         if not self._fs.exists(path):
             sealed = self._codec.seal_blob(data, run_id=run_id, address=address)
             try:
-                write_atomic(self._fs, path, sealed)
+                write_atomic(self._fs, path, sealed, durable=durable)
             except FileNotFoundError:
                 remake_folder(self._fs, os.path.dirname(path))
-                write_atomic(self._fs, path, sealed)
+                write_atomic(self._fs, path, sealed, durable=durable)
         return address
+
+    def sync(self, run_id: str, addresses: list[str]) -> None:
+        """Make the blobs at ``addresses`` durable: an fsync each, one of the folder.
+
+        Raises:
+            RunNotFoundError: no such run.
+            StorageError: the run has no such blob.
+        """
+        self._folders.require(run_id)
+        for address in addresses:
+            try:
+                self._fs.sync_file(self.path(run_id, address))
+            except FileNotFoundError:
+                raise StorageError("sync blob", f"run {run_id!r} has no blob {address!r}") from None
+        if addresses:
+            self._fs.fsync_dir(self._folders.run(run_id, "blobs"))
 
     def get(self, run_id: str, ref: str, path: str) -> bytes:
         """The blob ``ref`` at ``path``, verified.

@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 __all__ = ["UNSYNCED", "SnapshotFiles", "SnapshotFolder"]
 
 UNSYNCED = "~unsynced"
+
+_KNOWN_RUNS = 256
+"""Runs whose snapshot ids a store remembers (each costs one folder listing to learn)."""
 """What a snapshot file's name ends with (before its suffix) until it is synced."""
 
 
@@ -194,6 +197,11 @@ class SnapshotFiles:
         self._manifests = manifests
         self._codec = codec
         self._names = SnapshotNames(codec)
+        # run id -> the snapshot ids its folder held when this store first wrote
+        # there, plus those written since: a new id (the usual case) is then
+        # written without listing a folder that grows with the run. None: the
+        # folder has snapshots the manifest lists, so every write looks.
+        self._known: dict[str, set[str] | None] = {}
 
     async def write(
         self, snapshot: Snapshot, update: Callable[[RunManifest], RunManifest] | None
@@ -249,11 +257,41 @@ class SnapshotFiles:
 
     def _write_named(self, snapshot: Snapshot, name: str, sealed: bytes) -> bool:
         """Write it (unsynced) unless it is there; whether it is durable."""
-        taken = self._taken(snapshot)
+        # a write would make the folders of a run that does not exist (or no longer does)
+        self._folders.require(snapshot.run_id)
+        known = self._known_ids(snapshot.run_id)
+        taken = None
+        if known is None or snapshot.snapshot_id in known:
+            taken = self._taken(snapshot)
         if taken is None:
             self._folder(snapshot.run_id).write(name, sealed)
+            if known is not None:
+                known.add(snapshot.snapshot_id)
             return False
         return taken
+
+    def _known_ids(self, run_id: str) -> set[str] | None:
+        """The ids the run's folder may hold (a superset), from one listing per run."""
+        if run_id in self._known:
+            return self._known[run_id]
+        folder = self._folder(run_id)
+        try:
+            names = self._fs.listdir(folder.path)
+        except FileNotFoundError:
+            names = []
+        ids: set[str] = set()
+        known: set[str] | None = ids
+        for name in names:
+            info = folder.parse(name)
+            if info is not None:
+                ids.add(info.snapshot_id)
+            elif name.endswith(SUFFIX):
+                known = None  # written the older way: only the manifest knows its id
+                break
+        if len(self._known) >= _KNOWN_RUNS:
+            del self._known[next(iter(self._known))]  # the run written to longest ago
+        self._known[run_id] = known
+        return known
 
     def _taken(self, snapshot: Snapshot) -> bool | None:
         """Whether the snapshot's id is written already (by this very snapshot).
@@ -292,6 +330,7 @@ class SnapshotFiles:
     ) -> None:
         """The older way, for an entry too long for a file name: the manifest lists it."""
         run_id = snapshot.run_id
+        self._known[run_id] = None  # its id is in the manifest now, not in the folder's names
         if self._taken(snapshot) is not None:
             if update is not None:
                 self._manifests.change(run_id, update)

@@ -236,6 +236,17 @@ class FileStore(StoreContext):
         validate_run_id(run_id)
         return await self._folders.call("put blob", self._blobs.put, run_id, data)
 
+    async def put_blob_unsynced(self, run_id: str, data: bytes) -> str:
+        """See :meth:`SupportsBlobSync.put_blob_unsynced`: no fsync until ``sync_blobs``."""
+        validate_run_id(run_id)
+        return await self._folders.call("put blob", self._blobs.put, run_id, data, False)
+
+    async def sync_blobs(self, run_id: str, addresses: Sequence[str]) -> None:
+        """See :meth:`SupportsBlobSync.sync_blobs`."""
+        validate_run_id(run_id)
+        checked = [validate_blob_ref(a) for a in addresses]
+        await self._folders.call("sync blobs", self._blobs.sync, run_id, checked)
+
     async def get_blob(self, run_id: str, ref: str) -> bytes:
         """See :meth:`Store.get_blob`."""
         validate_run_id(run_id)

@@ -1,7 +1,7 @@
 """Conformance: the optional capabilities, each tested only where the store offers it.
 
 A store that implements a capability (``UnreadableLister``, ``ClaimInspector``,
-``SealChecker``) must honour it; one that does not skips these tests.
+``SealChecker``, ``SupportsBlobSync``) must honour it; one that does not skips these tests.
 """
 
 from __future__ import annotations
@@ -10,13 +10,14 @@ import time
 
 import pytest
 
-from actorflow.errors import RunNotFoundError
+from actorflow.errors import RunNotFoundError, StorageError
 from actorflow.storage import (
     ClaimInfo,
     ClaimInspector,
     Codec,
     SealChecker,
     Store,
+    SupportsBlobSync,
     UnreadableLister,
 )
 from actorflow.testing.conformance._samples import manifest, snapshot, step
@@ -75,3 +76,20 @@ class CapabilityTests:
             assert check.encrypted == (everything if codec.encrypted else 0)
         with pytest.raises(RunNotFoundError):
             await store.check_sealed("ghost")
+
+    async def test_a_blob_put_unsynced_reads_back_and_syncs(self, store: Store) -> None:
+        """``put_blob_unsynced`` stores like ``put_blob`` (one address per content);
+        ``sync_blobs`` is idempotent and names a blob the run lacks."""
+        _offers(store, SupportsBlobSync)
+        assert isinstance(store, SupportsBlobSync)
+        await store.create_run(manifest())
+        ref = await store.put_blob_unsynced("run-1", b"chunk" * 100)
+        assert ref == await store.put_blob("run-1", b"chunk" * 100)
+        assert await store.get_blob("run-1", ref) == b"chunk" * 100
+        await store.sync_blobs("run-1", [ref])
+        await store.sync_blobs("run-1", [ref])
+        await store.sync_blobs("run-1", [])
+        assert ref in await store.list_blobs("run-1")
+        await store.delete_blob("run-1", ref)
+        with pytest.raises(StorageError):
+            await store.sync_blobs("run-1", [ref])

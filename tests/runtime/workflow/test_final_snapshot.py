@@ -20,8 +20,16 @@ async def new_queue(store: MemoryStore, saved: list[str | None]) -> tuple[Checkp
         if event == "checkpoint_saved":
             saved.append(data["trigger"])
 
-    queue = CheckpointQueue(store=store, writer=LogWriter(store, "r", start=0), emit=emit)
-    return queue, RunView("r")
+    view = RunView("r")
+    queue = CheckpointQueue(
+        store=store,
+        writer=LogWriter(store, "r", start=0),
+        emit=emit,
+        journal=view.journal,
+        history=view.history,
+        run_id="r",
+    )
+    return queue, view
 
 
 async def test_the_run_writes_its_final_snapshot_itself() -> None:
@@ -33,7 +41,7 @@ async def test_the_run_writes_its_final_snapshot_itself() -> None:
 
     assert saved == ["completed"]
     assert (queue.written, queue.failed, queue.queued) == (1, 0, 0)
-    assert [i.snapshot_id for i in await store.list_snapshots("r")] == [final.snapshot_id]
+    assert [i.snapshot_id for i in await store.list_snapshots("r")] == [final.snapshot.snapshot_id]
 
 
 async def test_the_final_snapshot_supersedes_queued_ones_but_phase_ends_are_still_written() -> None:
@@ -64,4 +72,4 @@ async def test_the_final_snapshot_supersedes_queued_ones_but_phase_ends_are_stil
             await queue.wait_idle()
         assert saved == ["completed", "phase_end"]
     listed = [i.snapshot_id for i in await store.list_snapshots("r")]
-    assert listed == [phase_end.snapshot_id, final.snapshot_id]
+    assert listed == [phase_end.snapshot.snapshot_id, final.snapshot.snapshot_id]

@@ -38,7 +38,16 @@ from actorflow import (
 )
 from actorflow.errors import ActorflowError, CorruptedDataError, RunNotFoundError
 from actorflow.runtime import Durability
-from actorflow.storage import Codec, FileStore, RetentionPolicy, RunStatus, Snapshot, StepRecord
+from actorflow.storage import (
+    Codec,
+    FileStore,
+    RetentionPolicy,
+    RunStatus,
+    Snapshot,
+    StepRecord,
+    read_full_snapshot,
+)
+from actorflow.storage import _history as history
 from tests.storage.file.simfs import SimFS
 
 RUN = "cut"
@@ -118,7 +127,7 @@ async def recorded_asks(store: FileStore) -> set[str]:
 async def newest_snapshot(store: FileStore) -> Snapshot | None:
     for info in reversed(await store.list_snapshots(RUN)):
         try:
-            return await store.read_snapshot(RUN, info.snapshot_id)
+            return await read_full_snapshot(store, RUN, info.snapshot_id)
         except CorruptedDataError:
             assert not info.durable, f"a durable snapshot is damaged: {info}"
     return None
@@ -150,19 +159,23 @@ async def count_calls(config: RuntimeConfig, *, prune: bool = False) -> int:
 
 
 @pytest.mark.parametrize(
-    ("durability", "prune", "tear"),
+    ("durability", "prune", "tear", "chunks"),
     [
-        (Durability.SYNC, False, False),
-        (Durability.BATCHED, False, False),
-        (Durability.SYNC, False, True),
-        (Durability.SYNC, True, False),
-        (Durability.SYNC, True, True),
+        (Durability.SYNC, False, False, False),
+        (Durability.BATCHED, False, False, False),
+        (Durability.SYNC, False, True, False),
+        (Durability.SYNC, True, False, False),
+        (Durability.SYNC, True, True, False),
+        (Durability.SYNC, True, True, True),
     ],
-    ids=["sync", "batched", "sync-torn", "sync-pruned", "sync-pruned-torn"],
+    ids=["sync", "batched", "sync-torn", "sync-pruned", "sync-pruned-torn", "chunked"],
 )
 async def test_a_run_cut_by_power_loss_anywhere_recovers_the_uninterrupted_result(
-    durability: Durability, prune: bool, tear: bool
+    durability: Durability, prune: bool, tear: bool, chunks: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if chunks:  # every phase's end goes to a history chunk, merged every other one
+        monkeypatch.setattr(history, "FLUSH_ENTRIES", 1)
+        monkeypatch.setattr(history, "FANOUT", 2)
     # with pruning, the runtime's own pass after the run prunes too
     retention = KEEP_NEWEST if prune else None
     config = RuntimeConfig(durability=durability, retention=retention)

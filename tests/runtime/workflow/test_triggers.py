@@ -8,9 +8,9 @@ import msgspec
 
 from actorflow import CheckpointTriggers, RuntimeConfig
 from actorflow.runtime.workflow._recorder import Recorder
-from actorflow.runtime.workflow._replay import RunView
+from actorflow.runtime.workflow._replay import Capture, RunView
 from actorflow.runtime.workflow._triggers import TriggerPolicy
-from actorflow.storage import LogWriter, MemoryStore, Snapshot, StateRef, StepRecord
+from actorflow.storage import LogWriter, MemoryStore, StateRef, StepRecord
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -28,8 +28,8 @@ def recorder(
     if clock is None:
         triggers = msgspec.structs.replace(triggers, min_interval=0.0)
 
-    def request(snapshot: Snapshot) -> None:
-        taken.append(snapshot.trigger)
+    def request(capture: Capture) -> None:
+        taken.append(capture.snapshot.trigger)
 
     view = RunView("r")
     rec = Recorder(

@@ -9,7 +9,6 @@ plain asks recorded as their replies come in, without a task per step.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -18,7 +17,7 @@ from actorflow.errors import ActorError, ActorFailedError, StepFailedError
 from actorflow.runtime.workflow._agents import reply_type
 from actorflow.runtime.workflow._ids import message_hash
 from actorflow.runtime.workflow._progress import StepInfo, StepMeta, current_step_meta
-from actorflow.runtime.workflow.steps._base import Step, lookup
+from actorflow.runtime.workflow.steps._base import Step, lookup, wall_clock
 from actorflow.runtime.workflow.steps._turnstile import Turnstile
 from actorflow.storage import ErrorInfo, MilestoneRecord
 from actorflow.storage import decode_value as decode
@@ -79,7 +78,7 @@ class AskStep(Step[T]):
         self.record = record = lookup(env, step_id, self.kind, target, digest)
         self.issued = 0.0
         if record is None:  # a replayed step never reaches its agent
-            self.issued = time.time()
+            self.issued = wall_clock()
             self._meta = self._make_meta(1)
         ns.pending[step_id] = self
 

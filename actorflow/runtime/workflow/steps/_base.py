@@ -22,7 +22,18 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._ids import Namespace
     from actorflow.storage import ErrorInfo, StateRef
 
-__all__ = ["Step", "close_namespace", "lookup", "step_record"]
+wall_clock = time.time
+"""``time.time`` bound once: the determinism guard wraps ``time.time`` while
+orchestrators run, and the engine's own reads on every step need not pass
+through the wrapper."""
+
+__all__ = [
+    "Step",
+    "close_namespace",
+    "lookup",
+    "step_record",
+    "wall_clock",
+]
 
 T = TypeVar("T")
 
@@ -51,7 +62,7 @@ def step_record(
         metrics={} if metrics is None else metrics,
         state=state,
         attempts=attempts,
-        time=time.time(),
+        time=wall_clock(),
         issued=issued,
     )
 
@@ -94,7 +105,7 @@ class Step(Generic[T]):
         self.hash = digest
         self.record: StepRecord | None = lookup(env, step_id, self.kind, target, digest)
         # a replayed step records nothing: only a live one needs the time
-        self.issued = time.time() if self.record is None else 0.0
+        self.issued = wall_clock() if self.record is None else 0.0
         ns.pending[step_id] = self
 
     @property
