@@ -141,15 +141,20 @@ def _listing(request: Request, store: Store) -> Listing:
 
 
 async def _rows(store: Store, manifests: list[RunManifest]) -> list[dict[str, Any]]:
-    """The rows of ``manifests``, each with where its run stands, read side by side."""
-    found: dict[str, dict[str, Any]] = {}
+    """The rows of ``manifests``, each with where its run stands."""
+    return [_run_row(run) for run in await _listed(store, manifests)]
+
+
+async def _listed(store: Store, manifests: list[RunManifest]) -> list[inspection.ListedRun]:
+    """Where each of ``manifests``' runs stands, read side by side (a few at a time)."""
+    found: dict[str, inspection.ListedRun] = {}
+    limit = anyio.CapacityLimiter(16)
 
     async def one(m: RunManifest) -> None:
-        snapshots = await store.list_snapshots(m.run_id)
-        progress = await inspection.run_progress(store, m, snapshots)
-        found[m.run_id] = _run_row(
-            inspection.ListedRun(manifest=m, snapshots=snapshots, progress=progress)
-        )
+        async with limit:
+            snapshots = await store.list_snapshots(m.run_id)
+            progress = await inspection.run_progress(store, m, snapshots)
+        found[m.run_id] = inspection.ListedRun(manifest=m, snapshots=snapshots, progress=progress)
 
     async with anyio.create_task_group() as tg:
         for m in manifests:
@@ -408,13 +413,17 @@ async def health_page(store: Store, request: Request) -> Page:
 
     With ``?check=1`` every checksum is verified too (``actorflow validate``).
     """
-    listed, sealed = await inspection.list_runs(store)
+    manifests = await store.list_runs()
     unreadable = await store.list_unreadable() if isinstance(store, UnreadableLister) else []
+    sealed = [e for e in unreadable if e.key_id and e.run_id]
+    # who holds a run matters while it has not finished: only those runs' claims are read
+    unfinished = [m for m in manifests if not m.status.finished]
+    listed = await _listed(store, unfinished)
     owners: dict[str, list[inspection.ListedRun]] = {}
     orphans = []
     for run in listed:
         claim = run.progress.claim
-        if claim.owner and not run.manifest.status.finished:
+        if claim.owner:
             owners.setdefault(claim.owner, []).append(run)
         if run.manifest.status in (RunStatus.RUNNING, RunStatus.INTERRUPTED) and not claim.alive:
             orphans.append(run)
@@ -423,14 +432,14 @@ async def health_page(store: Store, request: Request) -> Page:
         damaged = [e for e in unreadable if not (e.key_id and e.run_id)]
         report = await inspection.validate_store(
             store,
-            [r.manifest.run_id for r in listed],
+            [m.run_id for m in manifests],
             damaged,
-            [s.run_id for s in sealed],
+            [e.run_id for e in sealed if e.run_id],
         )
     return Page(
         "health.html",
         {
-            "runs": len(listed),
+            "runs": len(manifests),
             "sealed": sealed,
             "unreadable": unreadable,
             "owners": sorted(owners.items()),

@@ -7,12 +7,13 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from actorflow.storage import FileStore
+from actorflow.storage import FileStore, RunManifest, RunStatus
 from actorflow.ui import create_app
 from tests.ui.conftest import HOSTILE_MANIFEST, RUNS
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+    from pathlib import Path
 
     from starlette.applications import Starlette
 
@@ -159,3 +160,29 @@ async def test_the_runs_rows_alone_for_the_page_to_refresh_them(store_path: str)
         assert '<tr data-run="team-trio">' in rows
         assert "<html" not in rows
         assert HOSTILE_MANIFEST not in rows
+
+
+async def test_health_names_unreadable_entries_orphans_and_checks_checksums(
+    store_path: str, tmp_path: Path
+) -> None:
+    async with Browse(store_path) as b:
+        html = await b.page("/health")
+        assert "not a run" in html  # the folder that is no run id
+        assert "bad-\\udcff\\udcfe-&lt;script&gt;" in html  # its undecodable name, escaped
+        checked = await b.page("/health?check=1")
+        assert "problem(s)" in checked
+    store = FileStore(str(tmp_path / "store"))
+    await store.create_run(
+        RunManifest(
+            run_id="orphan",
+            workflow="W",
+            input=b"\xa0",
+            input_hash="h",
+            status=RunStatus.INTERRUPTED,
+            owner="gone-host:1:x",
+        )
+    )
+    await store.aclose()
+    async with Browse(str(tmp_path / "store")) as b:
+        html = await b.page("/health")
+        assert re.search(r"Orphaned runs.*href=\"/runs/orphan\"", html, flags=re.S)
