@@ -63,7 +63,7 @@ async def ledger_and_fork(path: str) -> str:
         opened = next(
             s.snapshot_id
             for s in await runtime.store.list_snapshots("books")
-            if s.phase == "open" and s.trigger == "phase_end"
+            if s.trigger == "phase_end"
         )
         edit = {"clerk": {"entries": ["carried over"], "prefix": "> ", "pages": 1}}
         fork = await runtime.fork("books", opened, edit=edit, new_run_id="books-edited")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
+from actorflow.errors import RunNotFoundError
 from actorflow.runtime import Recorded, watch_run
 from actorflow.storage import FileStore
 from tests.ui.browser import chromium, needs_browser
@@ -34,6 +35,12 @@ async def _until_waiting(path: str) -> None:
     store = FileStore(path)
     try:
         with anyio.fail_after(60):
+            while True:  # its folder is made before its manifest is written
+                try:
+                    await store.read_run(RUN)
+                    break
+                except RunNotFoundError:
+                    await anyio.sleep(0.02)  # another process: no event to wait on
             async with contextlib.aclosing(watch_run(store, RUN, poll_interval=0.02)) as events:
                 async for event in events:
                     if isinstance(event, Recorded):  # the wait's request
