@@ -10,11 +10,12 @@ is a POST that needs the launch token's cookie and the form's CSRF token.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import parse_qsl
 
 import anyio
 import msgspec
+import structlog
 
 from actorflow.errors import ActorflowError, ConfigurationError, WaitNotPendingError
 from actorflow.runtime import inspection
@@ -23,17 +24,38 @@ from actorflow.ui._forms import fields_of, value_of
 from actorflow.ui._pages import Page
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
     from starlette.requests import Request
 
     from actorflow.runtime import PendingWait, Runtime
     from actorflow.storage import Store
 
-__all__ = ["UPDATE_WAIT", "answer_form", "read_form", "send_answer", "send_cancel", "send_update"]
+__all__ = [
+    "CONTINUE_WAIT",
+    "UPDATE_WAIT",
+    "TaskHost",
+    "answer_form",
+    "continue_run",
+    "read_form",
+    "send_answer",
+    "send_cancel",
+    "send_update",
+]
 
 UPDATE_WAIT: Final = 10.0
 """Seconds an update waits for the run's reply before the page says it was sent."""
 
 _MAX_FORM: Final = 1_000_000
+_log = structlog.get_logger("actorflow.ui")
+
+CONTINUE_WAIT: Final = 10.0
+"""Seconds the page waits for a run continued here to start before it answers."""
+
+
+class TaskHost(Protocol):
+    """Where runs continued by the inspector run: its server's task group, while it serves."""
+
+    tasks: TaskGroup | None
 
 
 async def read_form(request: Request) -> dict[str, str]:
@@ -109,6 +131,48 @@ async def send_answer(runtime: Runtime, request: Request, run_id: str) -> Page:
             "what": f"Sent a {wait.type} to the wait at step {wait.step_id}",
             "detail": f"inbox entry {entry.seq}, id {entry.entry_id}",
             "paused": manifest.status.value == "paused",
+            "can_continue": runtime.running,
+            "tab": "run",
+        },
+    )
+
+
+async def continue_run(host: TaskHost, runtime: Runtime, request: Request, run_id: str) -> Page:
+    """Continue a paused run in the inspector's process, now that its wait can resolve.
+
+    ``runtime.recover(run_id)`` in the server's task group, with the app's
+    runtime (``actorflow ui --app``); the page answers once the run has
+    started again (or ``recover`` found nothing to do).
+    """
+    validate_run_id(run_id)
+    if not runtime.running or host.tasks is None:
+        raise ConfigurationError(
+            "actorflow ui",
+            "without --app",
+            "--app module:attr, whose runtime (started by the inspector) runs the run; "
+            f"or `actorflow recover {run_id} --app ...`, or a worker",
+        )
+    started = anyio.Event()
+
+    async def recover() -> None:
+        try:
+            await runtime.recover(run_id, on_start=lambda handle: started.set())
+        except Exception as exc:  # stored with the run as it ends; the server goes on
+            _log.warning("ui_continue_failed", run_id=run_id, error=f"{type(exc).__name__}: {exc}")
+        finally:
+            started.set()
+
+    host.tasks.start_soon(recover)
+    with anyio.move_on_after(CONTINUE_WAIT):
+        await started.wait()
+    manifest = await runtime.store.read_run(run_id)
+    return Page(
+        "done.html",
+        {
+            "m": manifest,
+            "what": "Continuing the run in this inspector's process",
+            "detail": f"it is {manifest.status} now",
+            "paused": False,
             "tab": "run",
         },
     )

@@ -8,10 +8,12 @@ autoescaping on: text a run stored is shown, never interpreted.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+import anyio
 import jinja2
 import structlog
 from starlette.applications import Starlette
@@ -37,6 +39,7 @@ from actorflow.ui._security import LOOPBACK_NAMES, Access, HostCheck, new_token
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 
+    from anyio.abc import TaskGroup
     from starlette.requests import Request
 
     from actorflow.storage import Store
@@ -95,6 +98,7 @@ class _Inspector:
         self._location = location
         self._runtime = runtime
         self._listing: Listing | None = None
+        self.tasks: TaskGroup | None = None
         self.access = access
         self.env = _environment()
 
@@ -258,6 +262,11 @@ def create_app(
         Route("/runs/{run_id}/update", act(_actions.send_update, "run_id"), methods=["POST"]),
         Route("/runs/{run_id}/cancel", act(_actions.send_cancel, "run_id"), methods=["POST"]),
         Route("/runs/{run_id}/events", inspector.live(_live.events, "run_id")),
+        Route(
+            "/runs/{run_id}/continue",
+            act(functools.partial(_actions.continue_run, inspector), "run_id"),
+            methods=["POST"],
+        ),
         Route("/runs/{run_id}/fork", p(_fork.fork_form, "run_id")),
         Route("/runs/{run_id}/fork", act(_fork.start_fork, "run_id"), methods=["POST"]),
         Route("/compare", p(_fork.compare_page)),
@@ -267,8 +276,12 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
-            yield
+            async with anyio.create_task_group() as tasks:
+                inspector.tasks = tasks  # runs continued here (``continue_run``)
+                yield
+                tasks.cancel_scope.cancel()
         finally:
+            inspector.tasks = None
             await inspector.aclose()
 
     async def not_found(request: Request, exc: Exception) -> Response:

@@ -8,12 +8,14 @@ tests.ui.live_app:make_runtime`` knows its message types.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import anyio
 import msgspec
 
 from actorflow import Orchestrator, RunContext, Runtime, update
+from actorflow.errors import RunPaused
 
 
 class Go(msgspec.Struct, frozen=True):
@@ -49,12 +51,24 @@ class Chat(Orchestrator):
         return f"{title}: {done.verdict}"
 
 
+class Ask(Orchestrator):
+    """Pauses for a person's answer (``wait_for_input``): the process that started it can end."""
+
+    async def run(self, ctx: RunContext, question: str) -> str:
+        answer = await ctx.wait_for_input(question)
+        return f"{question} {answer}"
+
+
 def make_runtime(store: str = "./.actorflow") -> Runtime:
     return Runtime(store=store)
 
 
 async def main(store: str, run_id: str) -> None:
     async with make_runtime(store) as runtime:
+        if run_id.startswith("ask"):
+            with contextlib.suppress(RunPaused):
+                await runtime.run(Ask, "ship it?", run_id=run_id)
+            return
         await runtime.run(Chat, "chat", run_id=run_id)
 
 

@@ -147,3 +147,12 @@ async def test_cancel_with_a_reason() -> None:
         assert manifest.status is RunStatus.CANCELLED
         assert manifest.error is not None
         assert "wrong topic" in manifest.error.message
+
+
+async def test_continuing_a_run_here_needs_the_apps_running_runtime() -> None:
+    async with live_chat() as (_, app), session(app) as client:
+        page = (await client.get("/runs/chat")).text
+        refused = await client.post("/runs/chat/continue", data={"csrf": _csrf(page)})
+        assert refused.status_code == 500
+        assert "--app" in refused.text
+        assert "actorflow recover chat" in refused.text

@@ -133,3 +133,34 @@ def test_answer_a_wait_follow_the_run_live_and_see_it_finish(tmp_path: Path, loo
         watching.locator("details.result").wait_for()
         context.close()
     assert errors == []
+
+
+def test_a_paused_run_is_answered_and_continued_by_the_inspector(tmp_path: Path) -> None:
+    path = str(tmp_path / "store")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run(
+        [sys.executable, "-m", "tests.ui.live_app", path, "ask-1"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=120,
+        capture_output=True,
+    )
+    app = "tests.ui.live_app:make_runtime"
+    with serving("--store", path, "--app", app) as url, chromium() as browser:
+        page = browser.new_page()
+        page.goto(url)
+        base = page.url.rstrip("/")
+        page.goto(base + "/waits")
+        page.locator("tr[data-run='ask-1'] a.answer").click()
+        page.fill("[name='f.value']", "yes")
+        page.get_by_role("button", name="Send answer").click()
+        assert "The run is paused" in page.locator("main").inner_text()
+        page.get_by_role("button", name="Continue it here").click()
+        assert "Continuing the run" in page.locator("main").inner_text()
+        page.goto(base + "/runs/ask-1")
+        page.wait_for_function(
+            "document.getElementById('run-status').textContent === 'completed'", timeout=60_000
+        )
+        page.locator("details.result summary").click()
+        assert "ship it? yes" in page.locator("details.result").inner_text()
