@@ -26,6 +26,7 @@ MODULES = (
     "actorflow.errors",
     "actorflow.ray",
     "actorflow.cli.progress",
+    "actorflow.ui",
 )
 INTRO = """\
 # API reference

@@ -278,8 +278,14 @@ def as_typed(message: str) -> str:
     return _SUGGESTED.sub(typed, message)
 
 
-def run_command(fn: Callable[[], Awaitable[T]], *, debug: bool, run_hint: str | None = None) -> T:
-    """Run ``fn`` on an event loop; an error becomes one line and its exit code.
+def run_command(
+    fn: Callable[[], Awaitable[T]],
+    *,
+    debug: bool,
+    run_hint: str | None = None,
+    backend: str = "asyncio",
+) -> T:
+    """Run ``fn`` on anyio's ``backend`` loop; an error becomes one line and its exit code.
 
     SIGTERM stops ``fn`` as Ctrl-C does: a runtime it runs marks its live runs
     interrupted, and the command exits with the "interrupted" code. ``run_hint``
@@ -288,7 +294,7 @@ def run_command(fn: Callable[[], Awaitable[T]], *, debug: bool, run_hint: str | 
     """
     try:
         try:
-            return anyio.run(_terminable, fn)
+            return anyio.run(_terminable, fn, backend=backend)
         except BaseExceptionGroup as group:
             # A task group around the work wraps its errors; actorflow errors tell the story
             # (the first: several runs read at once often fail alike), an interruption first.

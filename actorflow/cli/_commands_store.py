@@ -16,7 +16,6 @@ import msgspec
 import typer
 from rich.table import Table
 
-from actorflow.cli import _inspect
 from actorflow.cli._app import (
     EXIT_CODES,
     BadValueError,
@@ -49,7 +48,6 @@ from actorflow.cli._render import (
     status_text,
     when,
 )
-from actorflow.cli._runs import ListedRun, SealedRun, list_runs
 from actorflow.cli._streamed import print_streamed
 from actorflow.errors import ConfigurationError, EncryptionKeyError, LogPrunedError
 from actorflow.runtime import (
@@ -63,6 +61,8 @@ from actorflow.runtime import (
     parse_duration,
     watch_run,
 )
+from actorflow.runtime import inspection as _inspect
+from actorflow.runtime.inspection import ListedRun, SealedRun, list_runs
 from actorflow.storage import (
     PruneReport,
     RetentionPolicy,

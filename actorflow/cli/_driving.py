@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from actorflow.cli._inspect import resolve_checkpoint
 from actorflow.cli._loading import require_keys
 from actorflow.cli._progress import live_progress, watch_progress
 from actorflow.errors import CorruptedDataError, RecoveryFailedError, RunFailedError, RunPaused
+from actorflow.runtime.inspection import resolve_checkpoint
 from actorflow.runtime.reading import query_run
 from actorflow.storage import RunStatus
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from rich.table import Table
 
-from actorflow.cli import _inspect
 from actorflow.cli._render import esc, out, status_text, when
+from actorflow.runtime import inspection as _inspect
 from actorflow.runtime.reading import query_run
 
 if TYPE_CHECKING:

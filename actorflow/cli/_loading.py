@@ -27,6 +27,7 @@ __all__ = [
     "add_default_app",
     "check_writable",
     "load_app",
+    "open_existing_store",
     "require_keys",
     "with_app",
     "with_store",
@@ -64,7 +65,13 @@ def _require_folder(path: str, *, create: bool) -> None:
     )
 
 
-def _existing_store(spec: str, key_file: str | None) -> Store:
+def open_existing_store(spec: str, key_file: str | None) -> Store:
+    """The store at ``spec`` (with the keys ``key_file`` lists), which must exist.
+
+    Raises:
+        StoreUnavailableError: ``spec`` is a folder that does not exist, or a file.
+        BadValueError: the key file holds something unusable.
+    """
     if "://" not in spec:
         _require_folder(spec, create=False)
     return _open(spec, key_file)
@@ -94,7 +101,7 @@ async def with_store(
         ConfigurationError: the key file, ``ACTORFLOW_KEYS`` or ``ACTORFLOW_KEY_FILE``
             holds something unusable.
     """
-    store = _open(spec, key_file) if create else _existing_store(spec, key_file)
+    store = _open(spec, key_file) if create else open_existing_store(spec, key_file)
     try:
         return await body(store)
     finally:

@@ -20,8 +20,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from actorflow.cli import _inspect
 from actorflow.cli._program import suggest
+from actorflow.runtime import inspection as _inspect
 from actorflow.runtime.reading import WAIT_KINDS, read_request
 from actorflow.storage import (
     DecisionRecord,
@@ -34,7 +34,7 @@ from actorflow.storage import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from actorflow.cli._runs import ListedRun, SealedRun
+    from actorflow.runtime.inspection import ListedRun, SealedRun
     from actorflow.storage import LogRecord
 
 __all__ = [
@@ -230,7 +230,7 @@ def status_text(status: str) -> str:
 
 
 def print_diff(d: dict[str, Any]) -> None:
-    """A diff from :func:`actorflow.cli._inspect.diff_snapshots`, for people."""
+    """A diff from :func:`actorflow.runtime.inspection.diff_snapshots`, for people."""
     f, t = d["from"], d["to"]
     out().print(
         f"[bold]{esc(d['run_id'])}[/]: {esc(f['checkpoint'])} (position {f['position']}, "

@@ -13,10 +13,10 @@ import json
 import sys
 from typing import Any
 
-from actorflow.cli import _inspect
 from actorflow.cli._render import esc, out
 from actorflow.errors import CorruptedDataError
 from actorflow.runtime import EmitsLost, EmitStreamed
+from actorflow.runtime import inspection as _inspect
 
 __all__ = ["print_streamed"]
 

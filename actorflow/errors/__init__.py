@@ -46,6 +46,7 @@ The tree::
     │   ├── RunFailedError              the run ended in failure; carries the cause
     │   │   └── RunBlockedError         its code no longer replays its log; it waits, not failed
     │   ├── RunFinishedError            a signal or update sent to a run that has ended
+    │   ├── WaitNotPendingError         an answer to a wait the run no longer has (also LookupError)
     │   ├── ReservedInboxNameError      a signal's type or id in actorflow's own namespace
     │   ├── SignalTooLargeError         a signal or update over ``max_signal_size``
     │   ├── WaitTimeoutError            a wait's deadline passed with no default (also TimeoutError)
@@ -127,6 +128,7 @@ from actorflow.errors._runs import (
     UnknownEditedAgentError,
     UpdateFailedError,
     UpdateRejectedError,
+    WaitNotPendingError,
     WaitTimeoutError,
 )
 from actorflow.errors._storage import (
@@ -220,6 +222,7 @@ __all__ = [
     "UnreadableFileError",
     "UpdateFailedError",
     "UpdateRejectedError",
+    "WaitNotPendingError",
     "WaitTimeoutError",
 ]
 

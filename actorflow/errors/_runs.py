@@ -25,6 +25,7 @@ __all__ = [
     "UnknownEditedAgentError",
     "UpdateFailedError",
     "UpdateRejectedError",
+    "WaitNotPendingError",
     "WaitTimeoutError",
 ]
 
@@ -117,6 +118,24 @@ class RunFinishedError(RunError):
             run_id,
             f"run {run_id!r} has ended ({status}), so {what} cannot reach it: nothing will "
             f"take it. `actorflow result {run_id}` shows how it ended; start a new run instead",
+        )
+
+
+class WaitNotPendingError(RunError, LookupError):
+    """An answer for a wait the run no longer has pending (answered, timed out, or it ended).
+
+    ``step_id`` is the wait's step.
+
+    .. versionadded:: 0.5
+    """
+
+    def __init__(self, run_id: str, step_id: str) -> None:
+        self.step_id = step_id
+        super().__init__(
+            run_id,
+            f"run {run_id!r} has no pending wait at step {step_id!r}: it was answered, its "
+            "deadline passed, or the run ended; `actorflow show "
+            f"{run_id} live` lists the waits it has",
         )
 
 

@@ -6,7 +6,7 @@ import json
 
 import msgspec
 
-from actorflow.cli import _inspect
+from actorflow.runtime import inspection as _inspect
 
 
 class TestPlainValues:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
-from actorflow.cli._inspect import validate_store
 from actorflow.cli._render import owner_text, when
-from actorflow.cli._runs import list_runs, run_progress
+from actorflow.runtime.inspection import list_runs, run_progress, validate_store
 from actorflow.storage import (
     ClaimInfo,
     DecisionRecord,

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 import anyio
 import msgspec
 
-from actorflow.cli._inspect import live_snapshots
 from actorflow.errors import EncryptionKeyError, RunNotFoundError, StorageError
-from actorflow.runtime import phase_of
+from actorflow.runtime.inspection._inspect import live_snapshots
+from actorflow.runtime.workflow._ids import phase_of
 from actorflow.storage import (
     ClaimInfo,
     ClaimInspector,
