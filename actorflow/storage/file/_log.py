@@ -99,6 +99,8 @@ class FileLog:
         self._queue: list[_Ticket] = []
         # a torn tail found by the scan that opened the log, cut before the first append
         self._torn: tuple[str, int] | None = None
+        # opened by a read and not appended to since: closing leaves the file as it is
+        self._as_read = False
         self._flushing = False
         self._idle = anyio.Event()
 
@@ -150,6 +152,7 @@ class FileLog:
             found = self._scan(path, last=last, content=content)
             if last and open_for_append:
                 self._open_at(seg, path, content, found)
+                self._as_read = True
             if not last and seg + len(found.payloads) != segments[i + 1]:
                 raise LogCorruptedError(
                     path, "segment holds fewer records than the next one expects"
@@ -318,6 +321,7 @@ class FileLog:
         data = b"".join(t.data for t in batch)
         size = self._segment_size
         try:
+            self._as_read = False
             self._cut_torn_tail()  # left by a log opened as it was read
             new_segment = self._handle is None or (size and size + len(data) > self.segment_bytes)
             if new_segment:
@@ -394,6 +398,9 @@ class FileLog:
 
     def close(self) -> None:
         """Cut the zeros set aside off the segment file and close it. Idempotent."""
+        if self._as_read:
+            self.let_go()  # nothing appended: the zeros are not ours to cut
+            return
         if self._handle is None:
             return
         handle, self._handle = self._handle, None

@@ -161,3 +161,18 @@ async def test_a_read_that_an_append_overtakes_never_becomes_the_writer(tmp_path
     assert await store.append(RUN, [rec(1)]) == 2  # still through the writer that appended
     await store.aclose()
     assert await FileStore(tmp_path).read_log(RUN) == [rec(0), rec(1)]
+
+
+async def test_an_owner_that_only_reads_keeps_the_zeros_a_dead_writer_set_aside(
+    tmp_path: Path,
+) -> None:
+    dead = await a_dead_writer(tmp_path, 2)
+    before = segment(tmp_path).read_bytes()
+    assert before.endswith(b"\0" * 64)  # space the dead writer set aside
+    heir = FileStore(tmp_path)
+    lease = await heir.claim(RUN, "heir")
+    assert await heir.read_log(RUN) == [rec(0), rec(1)]
+    await heir.release(lease)
+    await heir.aclose()
+    assert segment(tmp_path).read_bytes() == before
+    await dead.aclose()
