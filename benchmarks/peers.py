@@ -1,9 +1,9 @@
-"""Peers side by side: actorflow, LangGraph and DBOS on the same small durable run.
+"""Peers side by side: actorflow, LangGraph, DBOS, pykka and autogen-core.
 
-Run: ``python benchmarks/peers.py [--quick] [--only=125] [--backend=asyncio|trio]
+Run: ``python benchmarks/peers.py [--quick] [--only=12567] [--backend=asyncio|trio]
 [--strace]`` with the peers installed (``pip install -e '.[bench]'``); without
 them only actorflow's rows are printed. ``--only`` picks shapes 1 (with 3 and
-4), 2 and 5. The full run takes a few minutes on 2 cores.
+4), 2, 5, 6 and 7. The full run takes a few minutes on 2 cores.
 
 Every shape is written in each library's own idiom, in one process, and the
 variants take turns in rounds (their order rotates every round), so a slower
@@ -43,6 +43,10 @@ process that times its own runs and hands the figures back between turns.
    (SIGKILL) as unit 5 starts, its store is copied for each sample, and
    ``recover()`` runs in a new Runtime. Only the resume call is timed; "open +
    resume" adds opening the connection or entering the Runtime.
+6. The run of 1 without durability: actorflow's ``phases`` on a MemoryStore
+   (default config), LangGraph's graph compiled without a checkpointer.
+7. One ask between two agents, each timed (``_peer_asks``): actorflow
+   ``ref.ask``, pykka ``ActorRef.ask``, autogen-core ``send_message``.
 """
 
 from __future__ import annotations
@@ -68,10 +72,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypedDict
 import anyio
 import msgspec
 from _machine import cpu_model
+from _peer_asks import af_asks, autogen_asks, pykka_asks
 
 from actorflow import Orchestrator, Request, RunContext, Runtime, Specialist, handler, phase
 from actorflow.runtime import Durability, RuntimeConfig
-from actorflow.storage import FileStore
+from actorflow.storage import FileStore, MemoryStore
 from actorflow.storage.file._threads import run_in_thread
 
 if TYPE_CHECKING:
@@ -85,6 +90,8 @@ ROUNDS = 2 if QUICK else 12
 RUNS = 3 if QUICK else 5  # timed runs per variant per round, after one warm-up
 CRASHES = 1 if QUICK else 3  # crash-and-resume samples per variant per round
 COUNTED_RUNS = 3 if QUICK else 10  # runs of the by-caller pass, per variant
+MEMORY_RUNS = 10 if QUICK else 20  # timed in-memory runs per variant per round
+ASKS = 200 if QUICK else 500  # timed asks per variant per round
 
 WORK = [0]  # units' work done in this process (a unit's record produced)
 
@@ -282,6 +289,19 @@ async def af_by_caller(path: str, workflow: str, n: int) -> None:
     TAP.stage = "during run()"
 
 
+async def af_memory_runs(workflow: str, n: int) -> list[float]:
+    """``n`` timed runs (after one warm-up) on a MemoryStore, the default config."""
+    cls = WORKFLOWS[workflow]
+    times = []
+    async with Runtime(store=MemoryStore()) as runtime:
+        assert await runtime.run(cls, UNITS) == UNITS
+        for _ in range(n):
+            start = time.perf_counter()
+            await runtime.run(cls, UNITS)
+            times.append(time.perf_counter() - start)
+    return times
+
+
 def _new_file_synced(path: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
@@ -404,6 +424,18 @@ def lg_runs(builder: Any, db: str, durability: str, n: int) -> list[float]:
         return times
     finally:
         conn.close()
+
+
+def lg_plain_runs(builder: Any, n: int) -> list[float]:
+    """``n`` timed runs (after one warm-up) of the graph compiled without a checkpointer."""
+    graph = builder.compile()
+    assert len(graph.invoke({"records": []})["records"]) == UNITS
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        graph.invoke({"records": []})
+        times.append(time.perf_counter() - start)
+    return times
 
 
 def lg_resume(builder: Any, db: str) -> tuple[float, float, int]:
@@ -659,6 +691,21 @@ class Bench:
             os.makedirs(self.path("dbos"))
             self.dbos = dbos = Dbos(self.path("dbos"))
             self.add("DBOS", lambda s: s.rounds.append(dbos.runs(RUNS)))
+        if "6" in self.only:
+            if builder is not None:
+                self.add(
+                    "memory LangGraph",
+                    lambda s: s.rounds.append(lg_plain_runs(builder, MEMORY_RUNS)),
+                )
+            for backend in backends:
+                self.add(f"memory actorflow phases, {backend}", self._memory_job(backend))
+        if "7" in self.only:
+            for backend in backends:
+                self.add(f"ask actorflow, {backend}", self._ask_job(backend))
+            if _installed("pykka"):
+                self.add("ask pykka", lambda s: s.rounds.append(pykka_asks(ASKS)))
+            if _installed("autogen_core"):
+                self.add("ask autogen-core", lambda s: s.rounds.append(autogen_asks(ASKS)))
         if "5" in self.only:
             if builder is not None:
                 self.add("crash LangGraph", self._lg_crash_job(builder))
@@ -716,6 +763,18 @@ class Bench:
         def job(s: Samples) -> None:
             syncs = self.floor_syncs[workflow]
             s.rounds.append(anyio.run(floor_runs, folder, syncs, RUNS, backend=backend))
+
+        return job
+
+    def _memory_job(self, backend: str) -> Callable[[Samples], None]:
+        def job(s: Samples) -> None:
+            s.rounds.append(anyio.run(af_memory_runs, "phases", MEMORY_RUNS, backend=backend))
+
+        return job
+
+    def _ask_job(self, backend: str) -> Callable[[Samples], None]:
+        def job(s: Samples) -> None:
+            s.rounds.append(anyio.run(af_asks, ASKS, backend=backend))
 
         return job
 
@@ -813,7 +872,7 @@ def report(bench: Bench) -> None:
         base = samples.get(f"LangGraph {lg_mode}")
         rows = []
         for name, s in samples.items():
-            if name.startswith(("crash", "floor")) or (
+            if name.startswith(("crash", "floor", "memory", "ask")) or (
                 name.startswith("LangGraph") and name != f"LangGraph {lg_mode}"
             ):
                 continue
@@ -879,8 +938,52 @@ def report(bench: Bench) -> None:
         )
 
 
+def _p50(s: Samples) -> float:
+    return statistics.median(s.all())
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:.1f}"
+
+
+def report_more(bench: Bench) -> None:
+    """Shapes 6 and 7: the run without durability, and one ask."""
+    samples = bench.samples
+    for key, prefix, base_name, title, unit in [
+        (
+            "6",
+            "memory ",
+            "memory LangGraph",
+            "6. the run of 1 without durability (actorflow MemoryStore, LangGraph no checkpointer)",
+            _ms,
+        ),
+        ("7", "ask ", "ask pykka", "7. one ask between two agents, each timed (µs)", _us),
+    ]:
+        if key not in bench.only:
+            continue
+        base = samples.get(base_name)
+        rows = []
+        for name, s in samples.items():
+            if not name.startswith(prefix) or not s.rounds:
+                continue
+            all_ = s.all()
+            rows.append(
+                [
+                    name.removeprefix(prefix),
+                    unit(_pct(all_, 50)),
+                    unit(_pct(all_, 90)),
+                    _ratio(s, base),
+                    _ratio(s, samples.get("ask autogen-core")) if key == "7" else "",
+                ]
+            )
+        header = ["variant", "p50", "p90", f"x {base_name.removeprefix(prefix)} p50 | rounds"]
+        if key == "7":
+            header.append("x autogen-core p50 | rounds")
+        _table(title, header, [r[: len(header)] for r in rows])
+
+
 def report_targets(bench: Bench) -> None:
-    """Issue 13's targets for the translation it names: units as phases."""
+    """Issue 24's targets, units as phases; ratios are p50 over p50, then per round."""
     samples = bench.samples
     rows = []
 
@@ -894,13 +997,16 @@ def report_targets(bench: Bench) -> None:
             rows.append(
                 [f"sync, x LangGraph ({backend})", "≤ 0.6", p50_ratio(sync, "LangGraph sync")]
             )
-            rows.append(
-                [
-                    f"sync, x the floor ({backend})",
-                    "≤ 1.3",
-                    p50_ratio(sync, f"floor phases, {backend}"),
-                ]
-            )
+            memory = samples.get(f"memory actorflow phases, {backend}")
+            if memory is not None and memory.rounds:
+                over = _p50(samples[sync]) - _p50(samples[f"floor phases, {backend}"])
+                rows.append(
+                    [
+                        f"sync minus the floor, ms ({backend})",
+                        f"≤ memory + 1 = {_ms(_p50(memory) + 1e-3)}",
+                        _ms(over),
+                    ]
+                )
         if "2" in bench.only:
             batched = f"actorflow phases batched, {backend}"
             rows.append(
@@ -919,11 +1025,25 @@ def report_targets(bench: Bench) -> None:
                     p50_ratio(crash, "crash LangGraph"),
                 ]
             )
+        if "6" in bench.only:
+            rows.append(
+                [
+                    f"no durability, x LangGraph ({backend})",
+                    "≤ 0.5",
+                    p50_ratio(f"memory actorflow phases, {backend}", "memory LangGraph"),
+                ]
+            )
+        if "7" in bench.only:
+            ask = f"ask actorflow, {backend}"
+            rows.append([f"ask, x pykka ({backend})", "≤ 0.5", p50_ratio(ask, "ask pykka")])
+            rows.append(
+                [f"ask, x autogen-core ({backend})", "≤ 0.1", p50_ratio(ask, "ask autogen-core")]
+            )
     if "1" in bench.only:
         syncs = bench.counted["phases", _backends()[0]].syncs
-        rows.append(["fsyncs+fdatasyncs per sync run", f"≤ {UNITS + 5}", f"{syncs:.0f}"])
+        rows.append(["fsyncs+fdatasyncs per sync run", "≤ 14", f"{syncs:.0f}"])
     if rows:
-        _table("targets (issue 13), units as phases", ["measure", "target", "today | rounds"], rows)
+        _table("targets (issue 24), units as phases", ["measure", "target", "today | rounds"], rows)
 
 
 def _report_syncs(bench: Bench, backends: list[str]) -> None:
@@ -983,10 +1103,9 @@ def main() -> None:
     if child := _arg("strace-child", ""):
         strace_child(child, int(_arg("runs", "1")), _arg("dir", ""))
         return
-    only = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--only=")), "125")
-    peers = ", ".join(
-        f"{name} {_version(name)}" for name in ("langgraph", "langgraph-checkpoint-sqlite", "dbos")
-    )
+    only = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--only=")), "12567")
+    names = ("langgraph", "langgraph-checkpoint-sqlite", "dbos", "pykka", "autogen-core")
+    peers = ", ".join(f"{name} {_version(name)}" for name in names)
     print(
         f"python {sys.version.split()[0]}, anyio {_version('anyio')}, trio {_version('trio')}, "
         f"{peers}; SQLite {sqlite3.sqlite_version}; {os.cpu_count()} cpus, {cpu_model()}"
@@ -1005,6 +1124,7 @@ def main() -> None:
             bench.close()
             TAP.uninstall()
         report(bench)
+        report_more(bench)
         if "--strace" in sys.argv:
             report_strace()
         report_targets(bench)

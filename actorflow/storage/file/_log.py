@@ -97,6 +97,10 @@ class FileLog:
         self._segment_size = 0
         self._allocated = 0  # the segment file's size: content, then zeros set aside
         self._queue: list[_Ticket] = []
+        # a torn tail found by the scan that opened the log, cut before the first append
+        self._torn: tuple[str, int] | None = None
+        # opened by a read and not appended to since: closing leaves the file as it is
+        self._as_read = False
         self._flushing = False
         self._idle = anyio.Event()
 
@@ -110,12 +114,16 @@ class FileLog:
     def _path(self, start: int) -> str:
         return os.path.join(self.folder, segment_name(start))
 
-    def read(self, start: int) -> list[LogRecord]:
+    def read(self, start: int, *, open_for_append: bool = False) -> list[LogRecord]:
         """Records from absolute position ``start``; a torn tail is left out.
 
         Only what is at or after ``start`` is checked and decoded: a damaged
         record before it (one a checkpoint covers) is stepped over, as long as
-        where it ends is certain.
+        where it ends is certain. With ``open_for_append`` the log is then
+        opened for appends from the same scan of its last segment (a recovery
+        reads the log, then appends: one trip, one scan); a torn tail is left
+        as it is until the first append, which cuts it, as
+        :meth:`open_for_append` would have.
 
         Raises:
             LogCorruptedError: a bad record at or after ``start`` before the
@@ -123,6 +131,14 @@ class FileLog:
                 it begin; naming file and offset.
             LogPrunedError: ``start`` is below what retention kept.
         """
+        try:
+            return self._read(start, open_for_append)
+        except BaseException:
+            if open_for_append:
+                self.let_go()
+            raise
+
+    def _read(self, start: int, open_for_append: bool) -> list[LogRecord]:
         segments = self._segments()
         if segments and start < segments[0]:
             raise LogPrunedError(self.run_id, segments[0], start)
@@ -132,7 +148,11 @@ class FileLog:
             if not last and segments[i + 1] <= start:
                 continue
             path = self._path(seg)
-            found = self._scan(path, last=last)
+            content = self.fs.read(path)
+            found = self._scan(path, last=last, content=content)
+            if last and open_for_append:
+                self._open_at(seg, path, content, found)
+                self._as_read = True
             if not last and seg + len(found.payloads) != segments[i + 1]:
                 raise LogCorruptedError(
                     path, "segment holds fewer records than the next one expects"
@@ -202,19 +222,30 @@ class FileLog:
         start = segments[-1]
         path = self._path(start)
         content = self.fs.read(path)
-        found = self._scan(path, last=True, content=content)
-        handle = self.fs.open(path, "write")
+        self._open_at(start, path, content, self._scan(path, last=True, content=content))
+        self._cut_torn_tail()
+
+    def _open_at(self, start: int, path: str, content: bytes, found: Scan) -> None:
+        """Open the last segment (``content``, scanned into ``found``) for appends."""
+        self._handle = self.fs.open(path, "write")
         self._allocated = len(content)
-        if found.torn:
-            _log.warning(
-                "log_tail_cut", run_id=self.run_id, file=path, offset=found.end, bytes=found.torn
-            )
-            self.fs.truncate(handle, found.end)
-            self.fs.fsync(handle)
-            self._allocated = found.end
-        self._handle = handle
         self._segment_size = found.end
+        self._torn = (path, found.torn) if found.torn else None
         self.durable = self._reserved = start + len(found.payloads)
+
+    def _cut_torn_tail(self) -> None:
+        """Cut the torn tail the opening scan found, if any (with a warning)."""
+        if self._torn is None:
+            return
+        assert self._handle is not None
+        path, torn = self._torn
+        _log.warning(
+            "log_tail_cut", run_id=self.run_id, file=path, offset=self._segment_size, bytes=torn
+        )
+        self.fs.truncate(self._handle, self._segment_size)
+        self.fs.fsync(self._handle)
+        self._allocated = self._segment_size
+        self._torn = None
 
     async def append(self, records: Sequence[LogRecord]) -> int:
         """Append durably; concurrent callers share one write and one fsync."""
@@ -290,6 +321,8 @@ class FileLog:
         data = b"".join(t.data for t in batch)
         size = self._segment_size
         try:
+            self._as_read = False
+            self._cut_torn_tail()  # left by a log opened as it was read
             new_segment = self._handle is None or (size and size + len(data) > self.segment_bytes)
             if new_segment:
                 self._start_segment(self.durable)  # the batch starts where the log ends
@@ -353,8 +386,21 @@ class FileLog:
         """Whether no append is queued or in flight (the file may be closed)."""
         return not self._flushing and not self._queue
 
+    def let_go(self) -> None:
+        """Close the segment file as it is, zeros and torn tail alike. Idempotent.
+
+        For a log opened by a read that another writer beat to it: only
+        the writer that appends may cut anything.
+        """
+        if self._handle is not None:
+            handle, self._handle = self._handle, None
+            self.fs.close(handle)
+
     def close(self) -> None:
         """Cut the zeros set aside off the segment file and close it. Idempotent."""
+        if self._as_read:
+            self.let_go()  # nothing appended: the zeros are not ours to cut
+            return
         if self._handle is None:
             return
         handle, self._handle = self._handle, None

@@ -80,14 +80,31 @@ class LogFiles:
         self._folders.require(run_id)
         log.open_for_append()
 
-    async def read(self, run_id: str, start: int) -> list[LogRecord]:
-        """Records from ``start``; a torn tail is left out, never cut (only the writer does)."""
-        log = self._log(run_id)
-        return await self._folders.call("read log", self._read, run_id, log, start)
+    async def read(self, run_id: str, start: int, *, for_append: bool = False) -> list[LogRecord]:
+        """Records from ``start``; a torn tail is left out, never cut (only the writer does).
 
-    def _read(self, run_id: str, log: FileLog, start: int) -> list[LogRecord]:
+        With ``for_append`` (this store holds the run's claim: it reads to go
+        on appending) the log is opened for appends in the same worker-thread
+        trip, from the same scan, unless it is open already.
+        """
+        if for_append and run_id not in self._open and run_id not in self._empty:
+            async with self._lock:
+                if run_id not in self._open:
+                    log = self._log(run_id)
+                    records = await self._folders.call(
+                        "read log", self._read, run_id, log, start, True
+                    )
+                    if run_id in self._open or run_id in self._empty:
+                        log.let_go()  # a writer came meanwhile: it is the one that appends
+                    else:
+                        self._open[run_id] = log
+                    return records
+        log = self._log(run_id)
+        return await self._folders.call("read log", self._read, run_id, log, start, False)
+
+    def _read(self, run_id: str, log: FileLog, start: int, for_append: bool) -> list[LogRecord]:
         self._folders.require(run_id)
-        return log.read(start)
+        return log.read(start, open_for_append=for_append)
 
     async def length(self, run_id: str) -> int:
         """The log's length: this store's open log knows it, others scan the last segment."""

@@ -215,9 +215,13 @@ class FileStore(StoreContext):
         return await log.append(records)
 
     async def read_log(self, run_id: str, start: int = 0) -> list[LogRecord]:
-        """See :meth:`Store.read_log`. Never cuts a torn tail: only the writer does."""
+        """See :meth:`Store.read_log`. Never cuts a torn tail: only the writer does.
+
+        A run this store has claimed is read to be appended to (a recovery):
+        its log is opened for appends in the same trip, from the same scan.
+        """
         validate_run_id(run_id)
-        return await self._logs.read(run_id, start)
+        return await self._logs.read(run_id, start, for_append=self._claims.holds(run_id))
 
     async def log_length(self, run_id: str) -> int:
         """See :meth:`Store.log_length`."""
