@@ -184,6 +184,10 @@ def _wrap(module: ModuleType, name: str, original: Callable[..., Any], instead: 
     return watched
 
 
+# each wrapper made once, for the function it was made for: runs come and go often
+_wrappers: dict[tuple[ModuleType, str], tuple[Callable[..., Any], Any]] = {}
+
+
 def _install() -> None:
     global _users
     with _lock:
@@ -194,8 +198,12 @@ def _install() -> None:
             original = getattr(module, name, None)
             if original is None:
                 continue
+            made = _wrappers.get((module, name))
+            if made is None or made[0] is not original:  # first use, or someone replaced it
+                made = (original, _wrap(module, name, original, instead))
+                _wrappers[module, name] = made
             _installed[module, name] = original
-            setattr(module, name, _wrap(module, name, original, instead))
+            setattr(module, name, made[1])
 
 
 def _uninstall() -> None:
