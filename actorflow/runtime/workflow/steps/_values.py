@@ -167,6 +167,8 @@ class DecideStep(Step[DecisionRecord]):
         self.record = None
         check_replay(env.view, step_id, self.kind, None, type)
         self.decision = env.view.decided.get(step_id)
+        if env.trace is not None:
+            self.span = env.trace.step(self.kind, step_id, None, self.decision is not None)
         self._fields = {
             "step_id": step_id,
             "agent": agent,
@@ -196,6 +198,10 @@ class DecideStep(Step[DecisionRecord]):
         # a lone surrogate in a text field would otherwise fail in the log writer, later
         encode(record, f"decision {self.hash!r}")
         rec = self.env.recorder
+        span, trace = self.span, self.env.trace
+        if span is not None and trace is not None:
+            self.span = None
+            trace.step_done(span, self.kind, 0.0, None, 1)
         rec.record(record)
         rec.emit(
             "decision_made", step_id=self.id, decision=record.type, confidence=record.confidence
