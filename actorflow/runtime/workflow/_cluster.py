@@ -26,7 +26,7 @@ from actorflow.errors import StorageError
 from actorflow.runtime.workflow._handle import RunEvent
 from actorflow.runtime.workflow._outcomes import decode_result, finished_error
 from actorflow.runtime.workflow._progress import StepInfo, StepMeta
-from actorflow.runtime.workflow._tracing import remote_handler
+from actorflow.runtime.workflow._tracing import carried, remote_handler
 from actorflow.storage import RunIndex, RunStatus
 
 if TYPE_CHECKING:
@@ -180,7 +180,8 @@ class RemoteStep:
         """The step a message is delivered for (its engine meta), as bytes; ``None`` if none."""
         if not isinstance(meta, StepMeta):
             return None
-        return _encoder.encode(_Carried(info=meta.info, progress=meta.progress, trace=meta.trace))
+        trace = carried(meta)
+        return _encoder.encode(_Carried(info=meta.info, progress=meta.progress, trace=trace))
 
     @classmethod
     def unpack(

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from typing import Any
 
+    from opentelemetry.trace import Span
+
     Handler = Callable[[Any, Any], Awaitable[Any]]
 
 __all__ = [
@@ -51,7 +53,7 @@ class StepInfo(msgspec.Struct, frozen=True, kw_only=True):
 class StepMeta:
     """Travels with a step's message; the engine reads metrics and milestones back."""
 
-    __slots__ = ("around", "info", "metrics", "milestone", "progress", "trace")
+    __slots__ = ("around", "info", "metrics", "milestone", "progress", "span")
 
     def __init__(
         self,
@@ -64,9 +66,9 @@ class StepMeta:
         self.milestone = milestone
         self.progress = progress
         # tracing only (actorflow[otel]): what ``ActorRef.deliver`` wraps the
-        # handler with, and the step span's ``traceparent`` for other processes
+        # handler with, and the step's span (its context travels to other processes)
         self.around: Callable[[Handler, int], Handler] | None = None
-        self.trace: str | None = None
+        self.span: Span | None = None
 
 
 def current_step_meta() -> StepMeta | None:

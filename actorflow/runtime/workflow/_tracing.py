@@ -52,6 +52,7 @@ __all__ = [
     "STEP_ID",
     "WORKFLOW",
     "RunTrace",
+    "carried",
     "child_started",
     "remote_handler",
     "start_run_trace",
@@ -176,7 +177,7 @@ class RunTrace:
     """One attempt's spans and metrics: the run span and everything under it."""
 
     def __init__(self, manifest: RunManifest) -> None:
-        self.tracer: Tracer = otel_trace.get_tracer(_SCOPE)
+        self.tracer: Tracer = _get_tracer()
         self.metrics = _metrics()
         self.run_id = run_id = manifest.run_id
         self.workflow = manifest.workflow
@@ -345,11 +346,33 @@ _STEP_NAMES: Final = {"decision": "decide"}
 """Span names that differ from the step's record kind."""
 
 
+_tracer: Tracer | None = None
+
+
+def _get_tracer() -> Tracer:
+    """actorflow's tracer (a provider makes a new one per call: it is kept)."""
+    global _tracer
+    provider = otel_trace.get_tracer_provider()
+    if _tracer is None or _tracer_provider is not provider:
+        _set_tracer(provider)
+    assert _tracer is not None
+    return _tracer
+
+
+_tracer_provider: object = None
+
+
+def _set_tracer(provider: otel_trace.TracerProvider) -> None:
+    global _tracer, _tracer_provider
+    _tracer = provider.get_tracer(_SCOPE)
+    _tracer_provider = provider
+
+
 def _handler_around(
     parent: Context, meta: StepMeta, attempt: int
 ) -> Callable[[Callable[[Any, Any], Awaitable[Any]], int], Callable[[Any, Any], Awaitable[Any]]]:
     """What ``ActorRef.deliver`` wraps the handler with: a span over its invocation."""
-    tracer = otel_trace.get_tracer(_SCOPE)
+    tracer = _get_tracer()
 
     def around(
         fn: Callable[[Any, Any], Awaitable[Any]], depth: int
@@ -386,7 +409,12 @@ def traced_handler(span: Span, meta: StepMeta) -> None:
     """Have ``meta``'s handler run in a span that is a child of the step's ``span``."""
     parent = otel_trace.set_span_in_context(span, otel_context.Context())
     meta.around = _handler_around(parent, meta, meta.info.attempt)
-    meta.trace = traceparent(span)
+    meta.span = span
+
+
+def carried(meta: StepMeta) -> str | None:
+    """The ``traceparent`` a step's message carries to another process (None: untraced)."""
+    return traceparent(meta.span) if meta.span is not None else None
 
 
 def remote_handler(parent: str | None, meta: StepMeta) -> None:
