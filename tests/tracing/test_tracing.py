@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry import trace
+
 from actorflow import (
     Orchestrator,
     Request,
@@ -14,6 +16,9 @@ from actorflow import (
     handler,
     phase,
 )
+from actorflow.runtime.cluster import RemoteStep
+from actorflow.runtime.workflow._progress import StepInfo, StepMeta
+from actorflow.runtime.workflow._tracing import traced_handler
 from actorflow.storage import MemoryStore
 from actorflow.testing import crash_and_recover
 
@@ -223,3 +228,46 @@ async def test_metrics_count_runs_steps_and_checkpoints(
         for p in names["actorflow.runs"].data.data_points
     }
     assert "completed" in statuses
+
+
+async def test_a_step_served_in_another_process_carries_its_trace(
+    spans: InMemorySpanExporter,
+) -> None:
+    """The envelope a cluster sends (``RemoteStep``) carries the step span's context.
+
+    The serving side unpacks it into the meta its handler runs with: the
+    handler's span is the step span's child, in the same trace.
+    """
+    step_span = trace.get_tracer("test").start_span("actorflow.step.ask")
+    info = StepInfo(run_id="far-run", step_id="0", key="far-run/0")
+
+    async def keep(data: bytes) -> None:
+        pass
+
+    sent = StepMeta(info, keep, None)
+    traced_handler(step_span, sent)
+    served = RemoteStep.unpack(RemoteStep.pack(sent))
+    assert served is not None
+    async with Runtime(store=MemoryStore()) as runtime:
+        ref = await runtime.spawn(Researcher, name="far")
+        reply = await ref.deliver(Question("x"), served.meta)
+        await reply.event.wait()
+    step_span.end()
+    [handler_span] = [s for s in spans.get_finished_spans() if s.name == "actorflow.handler"]
+    assert _parent(handler_span) == step_span.get_span_context().span_id
+    assert handler_span.context.trace_id == step_span.get_span_context().trace_id
+    assert _attrs(handler_span)["actorflow.idempotency_key"] == "far-run/0"
+    assert _attrs(handler_span)["gen_ai.usage.output_tokens"] == 30
+    assert RemoteStep.pack(StepMeta(info, keep, None)) != RemoteStep.pack(sent)
+
+
+async def test_an_untraced_step_travels_as_before(spans: InMemorySpanExporter) -> None:
+    info = StepInfo(run_id="far-run", step_id="0", key="far-run/0")
+
+    async def keep(data: bytes) -> None:
+        pass
+
+    served = RemoteStep.unpack(RemoteStep.pack(StepMeta(info, keep, None)))
+    assert served is not None
+    assert isinstance(served.meta, StepMeta)
+    assert served.meta.around is None
