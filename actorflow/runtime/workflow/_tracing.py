@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from opentelemetry.context import Context
     from opentelemetry.metrics import Counter, Histogram
-    from opentelemetry.trace import Span, Tracer
+    from opentelemetry.trace import Span, SpanContext, Tracer, TracerProvider
 
     from actorflow.runtime.workflow._progress import StepMeta
     from actorflow.storage import ErrorInfo, RunManifest
@@ -83,7 +83,7 @@ _GEN_AI_USAGE: Final = {
 }
 
 # a child run's parent step span, by child run id, until the child's attempt starts
-_child_links: dict[str, Any] = {}
+_child_links: dict[str, SpanContext] = {}
 
 
 def _sdk_installed() -> bool:
@@ -346,26 +346,18 @@ _STEP_NAMES: Final = {"decision": "decide"}
 """Span names that differ from the step's record kind."""
 
 
-_tracer: Tracer | None = None
+_tracers: dict[int, tuple[TracerProvider, Tracer]] = {}
+"""actorflow's tracer of each provider it met (a provider makes a new one per call)."""
 
 
 def _get_tracer() -> Tracer:
-    """actorflow's tracer (a provider makes a new one per call: it is kept)."""
-    global _tracer
+    """actorflow's tracer from the global provider."""
     provider = otel_trace.get_tracer_provider()
-    if _tracer is None or _tracer_provider is not provider:
-        _set_tracer(provider)
-    assert _tracer is not None
-    return _tracer
-
-
-_tracer_provider: object = None
-
-
-def _set_tracer(provider: otel_trace.TracerProvider) -> None:
-    global _tracer, _tracer_provider
-    _tracer = provider.get_tracer(_SCOPE)
-    _tracer_provider = provider
+    kept = _tracers.get(id(provider))
+    if kept is None or kept[0] is not provider:
+        _tracers.clear()  # one global provider at a time
+        kept = _tracers[id(provider)] = (provider, provider.get_tracer(_SCOPE))
+    return kept[1]
 
 
 def _handler_around(
