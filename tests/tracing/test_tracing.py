@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
 from opentelemetry import trace
 
 from actorflow import (
@@ -16,7 +21,9 @@ from actorflow import (
     handler,
     phase,
 )
+from actorflow.errors import ConfigurationError
 from actorflow.runtime.cluster import RemoteStep
+from actorflow.runtime.workflow import _tracing
 from actorflow.runtime.workflow._progress import StepInfo, StepMeta
 from actorflow.runtime.workflow._tracing import traced_handler
 from actorflow.storage import MemoryStore
@@ -26,6 +33,8 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+ROOT = str(Path(__file__).resolve().parents[2])
 
 
 class Question(Request[str], frozen=True):
@@ -271,3 +280,37 @@ async def test_an_untraced_step_travels_as_before(spans: InMemorySpanExporter) -
     assert served is not None
     assert isinstance(served.meta, StepMeta)
     assert served.meta.around is None
+
+
+def test_the_switch_is_checked_and_read_from_the_environment() -> None:
+    assert RuntimeConfig().tracing is True
+    assert RuntimeConfig.from_env({"ACTORFLOW_TRACING": "0"}).tracing is False
+    assert RuntimeConfig.from_env({"ACTORFLOW_TRACING": "On"}).tracing is True
+    with pytest.raises(ConfigurationError, match="ACTORFLOW_TRACING"):
+        RuntimeConfig.from_env({"ACTORFLOW_TRACING": "maybe"})
+    with pytest.raises(ConfigurationError, match="tracing"):
+        RuntimeConfig(tracing="yes")  # type: ignore[arg-type]
+
+
+def test_the_api_alone_makes_no_trace() -> None:
+    """In a fresh process with the OpenTelemetry API and no SDK provider, tracing stays off."""
+    code = (
+        "from actorflow.runtime.workflow import _tracing as t\n"
+        "from actorflow.storage import RunManifest\n"
+        "m = RunManifest(run_id='r', workflow='W', input=b'', input_hash='')\n"
+        "assert t.AVAILABLE and t.start_run_trace(True, m) is None\n"
+    )
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, timeout=60, capture_output=True, check=False
+    )
+    assert done.returncode == 0, done.stderr.decode()
+
+
+async def test_without_the_api_nothing_is_traced(
+    spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_tracing, "AVAILABLE", False)
+    async with Runtime(store=MemoryStore()) as runtime:
+        assert await runtime.run(FanOut, "a", run_id="bare") == ["A"]
+    assert spans.get_finished_spans() == ()
