@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import pytest
 from opentelemetry import trace
 
@@ -230,7 +231,7 @@ async def test_metrics_count_runs_steps_and_checkpoints(
         "actorflow.step.duration",
         "actorflow.checkpoint.size",
         "actorflow.checkpoint.duration",
-        "actorflow.agent.inbox.depth",
+        "actorflow.agent.mailbox.depth",
     } <= set(names)
     statuses = {
         dict(p.attributes or {}).get("actorflow.run.status")
@@ -314,3 +315,29 @@ async def test_without_the_api_nothing_is_traced(
     async with Runtime(store=MemoryStore()) as runtime:
         assert await runtime.run(FanOut, "a", run_id="bare") == ["A"]
     assert spans.get_finished_spans() == ()
+
+
+class Go(msgspec.Struct, frozen=True):
+    n: int
+
+
+class WaitsForGo(Orchestrator):
+    async def run(self, ctx: RunContext, _: None) -> int:
+        go = await ctx.wait_for(Go)
+        return go.n
+
+
+async def test_a_signal_is_a_wait_step_and_the_inbox_depth_is_measured(
+    spans: InMemorySpanExporter, metric_reader: InMemoryMetricReader
+) -> None:
+    config = RuntimeConfig(signal_poll_interval=0.01)
+    async with Runtime(store=MemoryStore(), config=config) as runtime:
+        handle = await runtime.start(WaitsForGo, None, run_id="waits")
+        await runtime.signal("waits", Go(5))
+        assert await handle.result() == 5
+    [wait] = [s for s in spans.get_finished_spans() if s.name == "actorflow.step.wait"]
+    assert _attrs(wait)["actorflow.run.id"] == "waits"
+    data = metric_reader.get_metrics_data()
+    assert data is not None
+    names = {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+    assert "actorflow.run.inbox.depth" in names

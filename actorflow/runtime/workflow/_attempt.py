@@ -366,6 +366,7 @@ class RunDriver:
                 task_group=tg,
                 on_cancel=handle.cancel,
             )
+            signals.trace = trace
             signals.start(self._watch_clock)
             env = StepEnv(
                 recorder=recorder,

@@ -123,10 +123,15 @@ class _Instruments:
         self.checkpoint_duration: Histogram = meter.create_histogram(
             "actorflow.checkpoint.duration", unit="s", description="Snapshot writes"
         )
-        self.inbox_depth: Histogram = meter.create_histogram(
-            "actorflow.agent.inbox.depth",
+        self.mailbox_depth: Histogram = meter.create_histogram(
+            "actorflow.agent.mailbox.depth",
             unit="{message}",
             description="Messages already in an agent's mailbox when a step's message joins them",
+        )
+        self.inbox_depth: Histogram = meter.create_histogram(
+            "actorflow.run.inbox.depth",
+            unit="{message}",
+            description="Signals in a run's inbox no wait has taken yet, after each read of it",
         )
 
 
@@ -322,6 +327,10 @@ class RunTrace:
                 max(0.0, time.time() - issued), {STEP_KIND: "update", WORKFLOW: self.workflow}
             )
 
+    def inbox_depth(self, untaken: int) -> None:
+        """Record how many signals in the run's inbox wait for a wait to take them."""
+        self.metrics.inbox_depth.record(untaken, {WORKFLOW: self.workflow})
+
     def checkpoint(
         self, started_ns: int, size: int | None, seconds: float, error: BaseException | None
     ) -> None:
@@ -370,7 +379,7 @@ def _handler_around(
         fn: Callable[[Any, Any], Awaitable[Any]], depth: int
     ) -> Callable[[Any, Any], Awaitable[Any]]:
         info = meta.info
-        _metrics().inbox_depth.record(depth)
+        _metrics().mailbox_depth.record(depth)
 
         async def traced(actor: Any, msg: object) -> Any:
             attrs: dict[str, Any] = {
