@@ -22,7 +22,7 @@ from actorflow import (
     handler,
     phase,
 )
-from actorflow.errors import ConfigurationError
+from actorflow.errors import ConfigurationError, RunPaused
 from actorflow.runtime.cluster import RemoteStep
 from actorflow.runtime.workflow import _tracing
 from actorflow.runtime.workflow._progress import StepInfo, StepMeta
@@ -89,6 +89,10 @@ def _by_id(spans: tuple[ReadableSpan, ...]) -> dict[int, ReadableSpan]:
 
 def _attrs(span: ReadableSpan) -> dict[str, Any]:
     return dict(span.attributes or {})
+
+
+def _start(span: ReadableSpan) -> int:
+    return span.start_time or 0
 
 
 def _parent(span: ReadableSpan) -> int | None:
@@ -341,3 +345,22 @@ async def test_a_signal_is_a_wait_step_and_the_inbox_depth_is_measured(
     assert data is not None
     names = {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
     assert "actorflow.run.inbox.depth" in names
+
+
+class AsksAHuman(Orchestrator):
+    async def run(self, ctx: RunContext, _: None) -> str:
+        answer: str = await ctx.wait_for_input("ok?")
+        return answer
+
+
+async def test_a_paused_attempt_is_no_error(spans: InMemorySpanExporter) -> None:
+    async with Runtime(store=MemoryStore()) as runtime:
+        with pytest.raises(RunPaused):
+            await runtime.run(AsksAHuman, None, run_id="asks")
+        assert await runtime.resume("asks", "yes") == "yes"
+    paused, resumed = sorted(_run_spans(spans.get_finished_spans(), "asks"), key=_start)
+    assert _attrs(paused)["actorflow.run.status"] == "paused"
+    assert paused.status.status_code.name == "UNSET"
+    assert _attrs(resumed)["actorflow.run.status"] == "completed"
+    [link] = resumed.links
+    assert link.context.span_id == paused.context.span_id

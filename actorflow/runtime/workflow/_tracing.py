@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from contextlib import AbstractContextManager
+    from contextvars import Token
 
     from opentelemetry.context import Context
     from opentelemetry.metrics import Counter, Histogram
@@ -214,7 +215,7 @@ class RunTrace:
             links=links,
         )
         self.context = otel_trace.set_span_in_context(self.span, otel_context.Context())
-        self._token: object | None = None
+        self._token: Token[Context] | None = None
 
     @property
     def traceparent(self) -> str | None:
@@ -230,14 +231,17 @@ class RunTrace:
     def detach(self) -> None:
         """Undo :meth:`attach` (in the same task)."""
         if self._token is not None:
-            otel_context.detach(self._token)  # type: ignore[arg-type]
+            otel_context.detach(self._token)
             self._token = None
 
     def end(self, status: str, error: BaseException | None) -> None:
-        """End the run span with the attempt's outcome, and count it."""
+        """End the run span with the attempt's outcome, and count it.
+
+        A paused run is no error (its ``RunPaused`` is how its handle hears of it).
+        """
         span = self.span
         span.set_attribute(STATUS, status)
-        if error is not None:
+        if error is not None and status != "paused":
             span.record_exception(error)
             span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
         span.end()
@@ -251,7 +255,7 @@ class RunTrace:
             "actorflow.recovery", context=self.context, attributes={RUN_ID: self.run_id}
         )
 
-    def phase(self, name: str, phase_id: str, replayed: bool) -> tuple[Span, object]:
+    def phase(self, name: str, phase_id: str, replayed: bool) -> tuple[Span, Token[Context] | None]:
         """Start a phase's span and make it current; end it with :meth:`end_phase`."""
         attrs: dict[str, Any] = {RUN_ID: self.run_id, PHASE: name, STEP_ID: phase_id}
         if replayed:
@@ -264,10 +268,10 @@ class RunTrace:
         return span, otel_context.attach(otel_trace.set_span_in_context(span))
 
     @staticmethod
-    def end_phase(span: Span, token: object, error: BaseException | None) -> None:
+    def end_phase(span: Span, token: Token[Context] | None, error: BaseException | None) -> None:
         """End a phase's span (started by :meth:`phase`)."""
         if token is not None:
-            otel_context.detach(token)  # type: ignore[arg-type]
+            otel_context.detach(token)
         if error is not None:
             span.record_exception(error)
             span.set_status(Status(StatusCode.ERROR, type(error).__name__))
