@@ -100,8 +100,10 @@ def _sdk_installed() -> bool:
     )
 
 
-def _ns() -> int:
-    return time.time_ns()
+# bound once: the determinism guard wraps ``time.time`` while orchestrators run,
+# and the engine's own reads need not pass through its wrapper
+_wall = time.time
+_ns = time.time_ns
 
 
 class _Instruments:
@@ -310,7 +312,7 @@ class RunTrace:
         span.end()
         if issued:
             self.metrics.step_duration.record(
-                max(0.0, time.time() - issued), {STEP_KIND: kind, WORKFLOW: self.workflow}
+                max(0.0, _wall() - issued), {STEP_KIND: kind, WORKFLOW: self.workflow}
             )
 
     def update(self, step_id: str, issued: float) -> None:
@@ -328,7 +330,7 @@ class RunTrace:
         span.end()
         if issued:
             self.metrics.step_duration.record(
-                max(0.0, time.time() - issued), {STEP_KIND: "update", WORKFLOW: self.workflow}
+                max(0.0, _wall() - issued), {STEP_KIND: "update", WORKFLOW: self.workflow}
             )
 
     def inbox_depth(self, untaken: int) -> None:
