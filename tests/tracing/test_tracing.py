@@ -298,12 +298,17 @@ def test_the_switch_is_checked_and_read_from_the_environment() -> None:
 
 
 def test_the_api_alone_makes_no_trace() -> None:
-    """In a fresh process with the OpenTelemetry API and no SDK provider, tracing stays off."""
+    """A fresh process with the OpenTelemetry API: no import of it, no trace, until asked."""
     code = (
+        "import sys\n"
         "from actorflow.runtime.workflow import _tracing as t\n"
         "from actorflow.storage import RunManifest\n"
         "m = RunManifest(run_id='r', workflow='W', input=b'', input_hash='')\n"
+        "import actorflow, actorflow.runtime\n"
         "assert t.AVAILABLE and t.start_run_trace(True, m) is None\n"
+        "assert not [n for n in sys.modules if n.startswith('opentelemetry')]\n"
+        "import opentelemetry.trace\n"
+        "assert t.start_run_trace(True, m) is None  # the API's no-op provider\n"
     )
     env = {**os.environ, "PYTHONPATH": ROOT}
     done = subprocess.run(

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._env import ChildRuns
     from actorflow.runtime.workflow._export import EmitExporter
     from actorflow.runtime.workflow._handle import RunTracker
-    from actorflow.runtime.workflow._tracing import RunTrace
+    from actorflow.runtime.workflow._otel import RunTrace
     from actorflow.storage import Lease, RetentionPolicy, Store
 
 __all__ = ["RunDriver"]

@@ -35,8 +35,8 @@ from actorflow.storage import HistoryWriter, with_history
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from actorflow.runtime.workflow._otel import RunTrace
     from actorflow.runtime.workflow._replay import Capture
-    from actorflow.runtime.workflow._tracing import RunTrace
     from actorflow.storage import ChunkRef, HistoryEntry, LogWriter, Snapshot, Store
 
 __all__ = ["CheckpointQueue", "Checkpointer"]

@@ -9,11 +9,11 @@ if TYPE_CHECKING:
 
     from actorflow.runtime.workflow._agents import RunAgents
     from actorflow.runtime.workflow._config import RuntimeConfig
+    from actorflow.runtime.workflow._otel import RunTrace
     from actorflow.runtime.workflow._recorder import Recorder
     from actorflow.runtime.workflow._replay import RunView
     from actorflow.runtime.workflow._signals import SignalDesk
     from actorflow.runtime.workflow._stream import EmitSink
-    from actorflow.runtime.workflow._tracing import RunTrace
     from actorflow.runtime.workflow.steps._turnstile import Turnstile
 
 __all__ = ["ChildRuns", "StepEnv"]

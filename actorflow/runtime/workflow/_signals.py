@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskGroup
 
-    from actorflow.runtime.workflow._tracing import RunTrace
+    from actorflow.runtime.workflow._otel import RunTrace
     from actorflow.storage import Store
 
 __all__ = [
