@@ -27,7 +27,7 @@ from actorflow.runtime.cluster import RemoteStep
 from actorflow.runtime.workflow import _tracing
 from actorflow.runtime.workflow._progress import StepInfo, StepMeta
 from actorflow.runtime.workflow._tracing import traced_handler
-from actorflow.storage import MemoryStore
+from actorflow.storage import MemoryStore, StepRecord
 from actorflow.testing import crash_and_recover
 
 if TYPE_CHECKING:
@@ -369,3 +369,18 @@ async def test_a_paused_attempt_is_no_error(spans: InMemorySpanExporter) -> None
     assert _attrs(resumed)["actorflow.run.status"] == "completed"
     [link] = resumed.links
     assert link.context.span_id == paused.context.span_id
+
+
+class Naps(Orchestrator):
+    async def run(self, ctx: RunContext, _: None) -> None:
+        await ctx.sleep(0.01)
+
+
+async def test_a_sleep_span_ends_when_it_wakes(spans: InMemorySpanExporter) -> None:
+    store = MemoryStore()
+    async with Runtime(store=store) as runtime:
+        await runtime.run(Naps, None, run_id="naps")
+    [record] = [r for r in await store.read_log("naps") if isinstance(r, StepRecord)]
+    deadline = msgspec.msgpack.decode(record.result or b"", type=float)
+    [nap] = [s for s in spans.get_finished_spans() if s.name == "actorflow.step.sleep"]
+    assert (nap.end_time or 0) >= int(deadline * 1e9), "not before its recorded deadline"

@@ -98,6 +98,7 @@ class Step(Generic[T]):
     inline = True
     _started = False
     span: Span | None = None  # a live step's span, when tracing is on
+    span_ends_at_record = True  # a sleep's goes on until it wakes
 
     def __init__(self, env: StepEnv, ns: Namespace, target: str | None, digest: str) -> None:
         """Issue the step's id now; ``digest`` is its ``args_hash``."""
@@ -167,7 +168,7 @@ class Step(Generic[T]):
     ) -> None:
         """Append the live step's record (not flushed: the durability rule says when)."""
         span, trace = self.span, self.env.trace
-        if span is not None and trace is not None:
+        if span is not None and trace is not None and self.span_ends_at_record:
             self.span = None
             trace.step_done(span, self.kind, self.issued, error, attempts)
         self.env.recorder.record(

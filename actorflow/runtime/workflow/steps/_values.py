@@ -72,6 +72,8 @@ class ValueStep(Step[T]):
 class SleepStep(ValueStep[float]):
     """``ctx.sleep``: a durable timer; its deadline is recorded, so a recovery waits the rest."""
 
+    span_ends_at_record = False  # its span (tracing on) covers the wait too
+
     def __init__(self, env: StepEnv, ns: Namespace, seconds: float) -> None:
         super().__init__(env, ns, "sleep", lambda: time.time() + seconds, float)
 
@@ -80,6 +82,10 @@ class SleepStep(ValueStep[float]):
         if not self.recorded:
             await self.env.recorder.flush()
         await anyio.sleep(max(0.0, deadline - time.time()))
+        span, trace = self.span, self.env.trace
+        if span is not None and trace is not None:
+            self.span = None
+            trace.step_done(span, self.kind, self.issued, None, 1)
         return deadline
 
 
