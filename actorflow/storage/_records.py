@@ -187,8 +187,12 @@ class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", ta
        ``deadline``, ``parent_run`` and ``parent_step`` added.
     .. versionchanged:: 0.4
        ``progressed_attempt`` and ``workflow_module`` added.
+    ``trace_context`` is the W3C ``traceparent`` of the newest attempt's
+    ``actorflow.run`` span, kept when tracing is on: the next attempt's run
+    span links to it (``None`` without tracing, and in older runs).
+
     .. versionchanged:: 0.5
-       ``fork_edits`` added.
+       ``fork_edits`` and ``trace_context`` added.
     """
 
     run_id: str
@@ -218,6 +222,7 @@ class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", ta
     progressed_attempt: int = 0
     workflow_module: str | None = None
     fork_edits: tuple[ForkEdit, ...] = ()
+    trace_context: str | None = None
 
 
 class StateRef(msgspec.Struct, frozen=True, kw_only=True):

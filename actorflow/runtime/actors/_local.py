@@ -154,6 +154,12 @@ class LocalRef(ActorRef[A]):
             MailboxClosedError: the actor has stopped.
         """
         fn = self._check(msg)
+        if meta is not None:
+            # a traced step's handler runs in its span (actorflow[otel]); the
+            # actor's message loop stays as it is
+            around = getattr(meta, "around", None)
+            if around is not None:
+                fn = around(fn, self._mailbox.statistics().current_size)
         reply = Reply(self._mailbox.new_event(), want_state=True)
         await self._mailbox.put((fn, msg, reply, meta))
         return reply

@@ -18,6 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import msgspec
 
 from actorflow._text import error_message
 from actorflow.errors import CorruptedDataError, LeaseLostError, StorageError
@@ -33,6 +34,7 @@ from actorflow.runtime.workflow._outcomes import progressed, recorded_end, run_s
 from actorflow.runtime.workflow._recorder import Recorder
 from actorflow.runtime.workflow._replay import RunView, load_view
 from actorflow.runtime.workflow._signals import SignalDesk, WatchClock
+from actorflow.runtime.workflow._tracing import start_run_trace
 from actorflow.runtime.workflow._triggers import peak_memory
 from actorflow.runtime.workflow._updates import UpdateRunner
 from actorflow.runtime.workflow.steps import PauseRun, close_namespace
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._env import ChildRuns
     from actorflow.runtime.workflow._export import EmitExporter
     from actorflow.runtime.workflow._handle import RunTracker
+    from actorflow.runtime.workflow._otel import RunTrace
     from actorflow.storage import Lease, RetentionPolicy, Store
 
 __all__ = ["RunDriver"]
@@ -191,11 +194,19 @@ class RunDriver:
                 stopped = True
                 await scope.aclose(timeout=self.shutdown_timeout)
 
+        trace = start_run_trace(self.config.tracing, manifest)  # None: tracing is off
+        if trace is not None:
+            trace.attach()
         try:
+            if trace is not None:
+                await self._keep_trace(handle, run_id, trace)
             if fresh:
                 view, replayed = RunView(run_id), 0
-            else:
+            elif trace is None:
                 view, replayed = await load_view(store, run_id, emit)
+            else:
+                with trace.recovery():
+                    view, replayed = await load_view(store, run_id, emit)
             handle.replayed_steps = replayed
             end = None if fresh else recorded_end(run_id, view.events)
             if end is not None:
@@ -216,7 +227,7 @@ class RunDriver:
                 scope.emit_sink = handle.stream.publish  # agents' emit() reaches events() readers
                 self._export(handle)
                 await self._attempt(
-                    handle, manifest, workflow, view, writer, outcome, placers, scope
+                    handle, manifest, workflow, view, writer, outcome, placers, scope, trace
                 )
         except BaseException as exc:
             error = await cut_short(
@@ -250,6 +261,9 @@ class RunDriver:
                 elapsed=round(time.perf_counter() - started, 6), peak_memory=peak_memory()
             )
             emit("run_finished", status=str(outcome.status), metrics=dict(handle.metrics))
+            if trace is not None:
+                trace.end(str(outcome.status), outcome.error)
+                trace.detach()
             handle.finish(outcome.status, result=outcome.result, error=outcome.error)
         policy = self.config.retention
         if outcome.status is not RunStatus.COMPLETED or policy is None:
@@ -267,6 +281,19 @@ class RunDriver:
         ):
             exporter, run_id = self._exporter, handle.run_id
             handle.stream.export(lambda: exporter.outbox(store.open_event_stream(run_id), run_id))
+
+    async def _keep_trace(self, handle: RunTracker, run_id: str, trace: RunTrace) -> None:
+        """Keep the attempt's run span in the manifest: a later attempt links to it."""
+        traceparent = trace.traceparent
+        try:
+            await update_run_unsynced(
+                self.store,
+                run_id,
+                lambda m: msgspec.structs.replace(m, trace_context=traceparent),
+            )
+        except StorageError as exc:
+            # only the link from the next attempt's trace is lost
+            handle.emit("trace_context_not_kept", error=error_message(exc), level="warning")
 
     async def _note_progress(self, handle: RunTracker, run_id: str, attempt: int) -> None:
         """Keep in the manifest that recovery ``attempt`` made progress, if the store can."""
@@ -288,6 +315,7 @@ class RunDriver:
         outcome: Outcome,
         placers: set[AgentPlacer],
         scope: ActorScope,
+        trace: RunTrace | None,
     ) -> None:
         """Restore the agents, run the orchestrator and store the outcome.
 
@@ -305,6 +333,7 @@ class RunDriver:
             history=view.history,
             run_id=run_id,
         )
+        queue.trace = trace
         recorder = Recorder(
             run_id=run_id,
             store=store,
@@ -337,6 +366,7 @@ class RunDriver:
                 task_group=tg,
                 on_cancel=handle.cancel,
             )
+            signals.trace = trace
             signals.start(self._watch_clock)
             env = StepEnv(
                 recorder=recorder,
@@ -347,6 +377,7 @@ class RunDriver:
                 children=self._children,
             )
             env.publish = handle.stream.publish
+            env.trace = trace
             ctx = RunContext(env)
             updates = UpdateRunner(env, ctx, tg)
             signals.on_update = updates.offer

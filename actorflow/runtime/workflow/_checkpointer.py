@@ -35,6 +35,7 @@ from actorflow.storage import HistoryWriter, with_history
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from actorflow.runtime.workflow._otel import RunTrace
     from actorflow.runtime.workflow._replay import Capture
     from actorflow.storage import ChunkRef, HistoryEntry, LogWriter, Snapshot, Store
 
@@ -83,6 +84,7 @@ class CheckpointQueue:
         self._chunked: list[tuple[int, ChunkRef | None]] = [(0, history)]
         # one snapshot at a time decides on chunks (the final one may overtake the actor)
         self._heads = anyio.Lock()
+        self.trace: RunTrace | None = None  # the attempt's, when tracing is on
 
     def offer(self, capture: Capture, send: Callable[[object], None]) -> None:
         """Queue ``capture``, coalescing with a waiting one where that loses nothing."""
@@ -146,6 +148,8 @@ class CheckpointQueue:
         A failure is counted and reported (``checkpoint_failed``), never raised.
         """
         started = time.perf_counter()
+        trace = self.trace
+        started_ns = time.time_ns() if trace is not None else 0
         snapshot = capture.snapshot
         try:
             # Never a snapshot ahead of the durable log it summarises.
@@ -158,6 +162,8 @@ class CheckpointQueue:
         except Exception as exc:
             self.failed += 1
             self.last_error = exc
+            if trace is not None:
+                trace.checkpoint(started_ns, None, time.perf_counter() - started, exc)
             self.emit(
                 "checkpoint_failed",
                 snapshot_id=snapshot.snapshot_id,
@@ -169,6 +175,9 @@ class CheckpointQueue:
         self.written += 1
         self.bytes_written += info.stored_size + chunked
         self.write_seconds += time.perf_counter() - started
+        if trace is not None:
+            size = info.stored_size + chunked
+            trace.checkpoint(started_ns, size, time.perf_counter() - started, None)
         self.emit(
             "checkpoint_saved",
             snapshot_id=info.snapshot_id,

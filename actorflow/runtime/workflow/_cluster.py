@@ -26,6 +26,7 @@ from actorflow.errors import StorageError
 from actorflow.runtime.workflow._handle import RunEvent
 from actorflow.runtime.workflow._outcomes import decode_result, finished_error
 from actorflow.runtime.workflow._progress import StepInfo, StepMeta
+from actorflow.runtime.workflow._tracing import carried, remote_handler
 from actorflow.storage import RunIndex, RunStatus
 
 if TYPE_CHECKING:
@@ -123,6 +124,7 @@ class Cluster(Protocol):
 class _Carried(msgspec.Struct, frozen=True, kw_only=True):
     info: StepInfo
     progress: bytes | None = None
+    trace: str | None = None  # the step span's W3C traceparent, when tracing is on
 
 
 class _Report(msgspec.Struct, frozen=True, kw_only=True):
@@ -178,7 +180,8 @@ class RemoteStep:
         """The step a message is delivered for (its engine meta), as bytes; ``None`` if none."""
         if not isinstance(meta, StepMeta):
             return None
-        return _encoder.encode(_Carried(info=meta.info, progress=meta.progress))
+        trace = carried(meta)
+        return _encoder.encode(_Carried(info=meta.info, progress=meta.progress, trace=trace))
 
     @classmethod
     def unpack(
@@ -191,7 +194,11 @@ class RemoteStep:
         if data is None:
             return None
         carried = _carried_decoder.decode(data)
-        return cls(carried.info, carried.progress, save)
+        step = cls(carried.info, carried.progress, save)
+        if carried.trace is not None:  # the handler's span joins the step's trace
+            assert isinstance(step.meta, StepMeta)
+            remote_handler(carried.trace, step.meta)
+        return step
 
     def report(self) -> bytes:
         """What the handler reported (metrics, milestones), to send back with the reply."""

@@ -151,11 +151,15 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
             and ``actorflow log --follow`` read them from any process (stores
             that have one: memory, file). Off: they reach this process's
             ``handle.events()`` readers only.
+        tracing: OpenTelemetry spans and metrics of runs, whenever the
+            ``otel`` extra is installed and an OpenTelemetry SDK provider is
+            configured (see docs/observability.md). Off: none, whatever is
+            configured.
 
     .. versionchanged:: 0.4
        ``max_signal_size``, ``stream_emits``.
     .. versionchanged:: 0.5
-       ``determinism``.
+       ``determinism``, ``tracing``.
     """
 
     durability: Durability = Durability.BATCHED
@@ -172,6 +176,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
     code_version: str | None = None
     stream_emits: bool = True
     determinism: Determinism = Determinism.WARN
+    tracing: bool = True
 
     def __post_init__(self) -> None:
         # msgspec builds Structs without checking types: every field is checked
@@ -218,6 +223,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
         _check_number(self, "signal_poll_interval", minimum=0.0, positive=True)
         _check_int(self, "max_signal_size", minimum=1)
         _check_bool(self, "stream_emits")
+        _check_bool(self, "tracing")
         code_version: object = self.code_version
         if code_version is not None and not isinstance(code_version, str):
             raise ConfigurationError("code_version", self.code_version, "a string or None")
@@ -234,7 +240,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
         (a duration), ``ACTORFLOW_MAX_SIGNAL_SIZE`` (bytes), ``ACTORFLOW_CHECKPOINT_EVERY_STEPS``,
         ``ACTORFLOW_CHECKPOINT_EVERY`` (a duration),
         ``ACTORFLOW_CHECKPOINT_MIN_INTERVAL`` (a duration), ``ACTORFLOW_CODE_VERSION``,
-        ``ACTORFLOW_DETERMINISM`` (warn|strict|off);
+        ``ACTORFLOW_DETERMINISM`` (warn|strict|off), ``ACTORFLOW_TRACING`` (on|off);
         ``ACTORFLOW_LOG_LEVEL`` is checked too (actorflow reads it when imported).
 
         Raises:
@@ -271,6 +277,8 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
             values["code_version"] = v
         if (v := env.get("ACTORFLOW_DETERMINISM")) is not None:
             values["determinism"] = v
+        if (v := env.get("ACTORFLOW_TRACING")) is not None:
+            values["tracing"] = _parse_switch("ACTORFLOW_TRACING", v)
         triggers: dict[str, Any] = {}
         if (v := env.get("ACTORFLOW_CHECKPOINT_EVERY_STEPS")) is not None:
             triggers["every_steps"] = _parse_int("ACTORFLOW_CHECKPOINT_EVERY_STEPS", v) or None
@@ -302,6 +310,7 @@ _VARIABLES = {
     "max_signal_size": "ACTORFLOW_MAX_SIGNAL_SIZE",
     "code_version": "ACTORFLOW_CODE_VERSION",
     "determinism": "ACTORFLOW_DETERMINISM",
+    "tracing": "ACTORFLOW_TRACING",
     "every_steps": "ACTORFLOW_CHECKPOINT_EVERY_STEPS",
     "every_seconds": "ACTORFLOW_CHECKPOINT_EVERY",
     "min_interval": "ACTORFLOW_CHECKPOINT_MIN_INTERVAL",
@@ -336,6 +345,15 @@ def parse_duration(text: str, *, option: str = "duration") -> float:
     if seconds < 0:
         raise ConfigurationError(option, text, "a duration >= 0")
     return seconds
+
+
+def _parse_switch(option: str, text: str) -> bool:
+    raw = text.strip().lower()
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ConfigurationError(option, text, "on or off (1/0, true/false, yes/no)")
 
 
 def _parse_int(option: str, text: str) -> int:

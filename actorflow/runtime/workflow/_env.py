@@ -9,6 +9,7 @@ if TYPE_CHECKING:
 
     from actorflow.runtime.workflow._agents import RunAgents
     from actorflow.runtime.workflow._config import RuntimeConfig
+    from actorflow.runtime.workflow._otel import RunTrace
     from actorflow.runtime.workflow._recorder import Recorder
     from actorflow.runtime.workflow._replay import RunView
     from actorflow.runtime.workflow._signals import SignalDesk
@@ -65,6 +66,7 @@ class StepEnv:
         publish: where the orchestrator's emitted events go (the run's
             ``handle.events()`` readers), or None.
         turnstiles: per agent, the order its step records keep (``AskStep``).
+        trace: the attempt's spans and metrics, or None when tracing is off.
     """
 
     __slots__ = (
@@ -76,6 +78,7 @@ class StepEnv:
         "run_id",
         "signals",
         "task_group",
+        "trace",
         "turnstiles",
         "view",
     )
@@ -100,3 +103,4 @@ class StepEnv:
         self.children = children
         self.publish: EmitSink | None = None
         self.turnstiles: dict[str, Turnstile] = {}
+        self.trace: RunTrace | None = None

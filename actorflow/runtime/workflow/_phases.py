@@ -43,9 +43,33 @@ async def run_phase(
 ) -> T:
     """Run phase ``phase_id`` (memoised): its recorded result, or ``fn`` run to its end."""
     done = env.view.phases.get(phase_id)
+    trace = env.trace
     if done is not None:
+        if trace is not None:
+            trace.phase(name, phase_id, replayed=True)
         recorded: T = decode(done.result, result_type, f"result of phase {phase_id}")
         return recorded
+    if trace is None:
+        return await _run_phase(env, phase_id, name, fn, args, kwargs)
+    span, token = trace.phase(name, phase_id, replayed=False)
+    error: BaseException | None = None
+    try:
+        return await _run_phase(env, phase_id, name, fn, args, kwargs)
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        trace.end_phase(span, token, error)
+
+
+async def _run_phase(
+    env: StepEnv,
+    phase_id: str,
+    name: str,
+    fn: Callable[..., Awaitable[T]],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> T:
     rec = env.recorder
     attempt = 0
     while True:

@@ -18,6 +18,11 @@ from actorflow.storage import encode_value as encode
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
+    from typing import Any
+
+    from opentelemetry.trace import Span
+
+    Handler = Callable[[Any, Any], Awaitable[Any]]
 
 __all__ = [
     "StepInfo",
@@ -48,7 +53,7 @@ class StepInfo(msgspec.Struct, frozen=True, kw_only=True):
 class StepMeta:
     """Travels with a step's message; the engine reads metrics and milestones back."""
 
-    __slots__ = ("info", "metrics", "milestone", "progress")
+    __slots__ = ("around", "info", "metrics", "milestone", "progress", "span")
 
     def __init__(
         self,
@@ -60,6 +65,10 @@ class StepMeta:
         self.metrics: dict[str, float] = {}
         self.milestone = milestone
         self.progress = progress
+        # tracing only (actorflow[otel]): what ``ActorRef.deliver`` wraps the
+        # handler with, and the step's span (its context travels to other processes)
+        self.around: Callable[[Handler, int], Handler] | None = None
+        self.span: Span | None = None
 
 
 def current_step_meta() -> StepMeta | None:

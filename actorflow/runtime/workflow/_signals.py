@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskGroup
 
+    from actorflow.runtime.workflow._otel import RunTrace
     from actorflow.storage import Store
 
 __all__ = [
@@ -278,6 +279,7 @@ class SignalDesk:
         "_wanted",
         "_watching",
         "on_update",
+        "trace",
     )
 
     def __init__(
@@ -314,6 +316,8 @@ class SignalDesk:
         #: called with each update in the inbox and whether its reply is there already
         #: (the update runner decides what is new)
         self.on_update: Callable[[InboxEntry, bool], None] | None = None
+        #: the attempt's spans and metrics (None: tracing is off)
+        self.trace: RunTrace | None = None
 
     def start(self, clock: WatchClock) -> None:
         """Watch the inbox from ``WATCH_AFTER`` seconds on (or the first wait, if sooner).
@@ -430,6 +434,8 @@ class SignalDesk:
                     if entry.seq not in self._taken and entry.seq not in self._reserved:
                         self._keep(entry)
         self._dispatch()
+        if self.trace is not None:
+            self.trace.inbox_depth(len(self._untaken))
 
     def _keep(self, entry: InboxEntry) -> None:
         """Hold an untaken entry: its payload too while the cache has room."""

@@ -245,6 +245,8 @@ class UpdateRunner:
     async def _finish(self, step_id: str, update_id: str, data: bytes, issued: float) -> None:
         """Record the update's outcome (taken up at ``issued``), then post it as the reply."""
         recorder = self._env.recorder
+        if self._env.trace is not None:
+            self._env.trace.update(step_id, issued)
         recorder.record(step_record(step_id, "update", issued=issued, result=data))
         # the reply is an output: what it says must survive a crash first
         with anyio.CancelScope(shield=True):

@@ -17,6 +17,7 @@ from actorflow.errors import ActorError, ActorFailedError, StepFailedError
 from actorflow.runtime.workflow._agents import reply_type
 from actorflow.runtime.workflow._ids import message_hash
 from actorflow.runtime.workflow._progress import StepInfo, StepMeta, current_step_meta
+from actorflow.runtime.workflow._tracing import traced_handler
 from actorflow.runtime.workflow.steps._base import Step, lookup, wall_clock
 from actorflow.runtime.workflow.steps._turnstile import Turnstile
 from actorflow.storage import ErrorInfo, MilestoneRecord
@@ -77,6 +78,9 @@ class AskStep(Step[T]):
         self.hash = digest = message_hash(self.kind, target, message)
         self.record = record = lookup(env, step_id, self.kind, target, digest)
         self.issued = 0.0
+        trace = env.trace
+        if trace is not None:  # tracing on (actorflow[otel])
+            self.span = trace.step(self.kind, step_id, target, record is not None)
         if record is None:  # a replayed step never reaches its agent
             self.issued = wall_clock()
             self._meta = self._make_meta(1)
@@ -87,7 +91,10 @@ class AskStep(Step[T]):
         key = f"{run_id}/{self.id}"
         info = StepInfo(run_id=run_id, step_id=self.id, key=key, attempt=attempt)
         progress = self.env.view.milestones.get(key)
-        return StepMeta(info, self._save_milestone, progress.data if progress else None)
+        meta = StepMeta(info, self._save_milestone, progress.data if progress else None)
+        if self.span is not None:  # the handler's span is a child of the step's
+            traced_handler(self.span, meta)
+        return meta
 
     async def _save_milestone(self, data: bytes) -> None:
         rec = self.env.recorder

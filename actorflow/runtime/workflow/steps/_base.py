@@ -18,6 +18,8 @@ from actorflow.storage import decode_value as decode
 if TYPE_CHECKING:
     from collections.abc import Generator
 
+    from opentelemetry.trace import Span
+
     from actorflow.runtime.workflow._env import StepEnv
     from actorflow.runtime.workflow._ids import Namespace
     from actorflow.storage import ErrorInfo, StateRef
@@ -95,6 +97,8 @@ class Step(Generic[T]):
     kind = "step"
     inline = True
     _started = False
+    span: Span | None = None  # a live step's span, when tracing is on
+    span_ends_at_record = True  # a sleep's goes on until it wakes
 
     def __init__(self, env: StepEnv, ns: Namespace, target: str | None, digest: str) -> None:
         """Issue the step's id now; ``digest`` is its ``args_hash``."""
@@ -106,6 +110,8 @@ class Step(Generic[T]):
         self.record: StepRecord | None = lookup(env, step_id, self.kind, target, digest)
         # a replayed step records nothing: only a live one needs the time
         self.issued = wall_clock() if self.record is None else 0.0
+        if env.trace is not None:
+            self.span = env.trace.step(self.kind, step_id, target, self.record is not None)
         ns.pending[step_id] = self
 
     @property
@@ -161,6 +167,10 @@ class Step(Generic[T]):
         attempts: int = 1,
     ) -> None:
         """Append the live step's record (not flushed: the durability rule says when)."""
+        span, trace = self.span, self.env.trace
+        if span is not None and trace is not None and self.span_ends_at_record:
+            self.span = None
+            trace.step_done(span, self.kind, self.issued, error, attempts)
         self.env.recorder.record(
             step_record(
                 self.id,

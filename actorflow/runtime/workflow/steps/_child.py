@@ -17,6 +17,7 @@ from actorflow.runtime.workflow._children import ChildEnd, child_run_id, child_s
 from actorflow.runtime.workflow._ids import args_hash
 from actorflow.runtime.workflow._inbox import InboxKind
 from actorflow.runtime.workflow._outcomes import run_signature
+from actorflow.runtime.workflow._tracing import child_started
 from actorflow.runtime.workflow.steps._base import Step
 from actorflow.runtime.workflow.steps._wait import NO_DEFAULT, WaitStep
 from actorflow.storage import ErrorInfo, RunStatus, validate_run_id
@@ -154,6 +155,7 @@ class StartChildStep(Step[ChildRun[T]]):
         child_id = self.child_id
         if self._cancel_with_parent:
             children.adopt(env.run_id, child_id)
+        child_started(self.span, child_id)  # its run span links to this step's (tracing on)
         try:
             await children.start(
                 self._workflow,

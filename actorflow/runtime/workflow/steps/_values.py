@@ -72,6 +72,8 @@ class ValueStep(Step[T]):
 class SleepStep(ValueStep[float]):
     """``ctx.sleep``: a durable timer; its deadline is recorded, so a recovery waits the rest."""
 
+    span_ends_at_record = False  # its span (tracing on) covers the wait too
+
     def __init__(self, env: StepEnv, ns: Namespace, seconds: float) -> None:
         super().__init__(env, ns, "sleep", lambda: time.time() + seconds, float)
 
@@ -80,6 +82,10 @@ class SleepStep(ValueStep[float]):
         if not self.recorded:
             await self.env.recorder.flush()
         await anyio.sleep(max(0.0, deadline - time.time()))
+        span, trace = self.span, self.env.trace
+        if span is not None and trace is not None:
+            self.span = None
+            trace.step_done(span, self.kind, self.issued, None, 1)
         return deadline
 
 
@@ -167,6 +173,8 @@ class DecideStep(Step[DecisionRecord]):
         self.record = None
         check_replay(env.view, step_id, self.kind, None, type)
         self.decision = env.view.decided.get(step_id)
+        if env.trace is not None:
+            self.span = env.trace.step(self.kind, step_id, None, self.decision is not None)
         self._fields = {
             "step_id": step_id,
             "agent": agent,
@@ -196,6 +204,10 @@ class DecideStep(Step[DecisionRecord]):
         # a lone surrogate in a text field would otherwise fail in the log writer, later
         encode(record, f"decision {self.hash!r}")
         rec = self.env.recorder
+        span, trace = self.span, self.env.trace
+        if span is not None and trace is not None:
+            self.span = None
+            trace.step_done(span, self.kind, 0.0, None, 1)
         rec.record(record)
         rec.emit(
             "decision_made", step_id=self.id, decision=record.type, confidence=record.confidence
