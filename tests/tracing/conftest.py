@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import pytest
@@ -9,41 +10,54 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 
 from opentelemetry import metrics, trace
+from opentelemetry.metrics import _internal as metrics_api
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.util._once import Once
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
 _EXPORTER = InMemorySpanExporter()
 _READER = InMemoryMetricReader()
-_installed = False
+_TRACER = TracerProvider()
+_TRACER.add_span_processor(SimpleSpanProcessor(_EXPORTER))
+_METER = MeterProvider(metric_readers=[_READER])
 
 
-def _install() -> None:
-    global _installed
-    if not _installed:
-        provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
-        trace.set_tracer_provider(provider)
-        metrics.set_meter_provider(MeterProvider(metric_readers=[_READER]))
-        _installed = True
+@contextmanager
+def _installed() -> Iterator[None]:
+    """The SDK providers as the process's, for one test, then none again.
+
+    OpenTelemetry lets a process set its providers once; its own test
+    utilities reset these globals the same way. Without the reset, every test
+    after these would run traced (the engine traces whenever an SDK is set).
+    """
+    trace.set_tracer_provider(_TRACER)
+    metrics.set_meter_provider(_METER)
+    try:
+        yield
+    finally:
+        trace._TRACER_PROVIDER = None
+        trace._TRACER_PROVIDER_SET_ONCE = Once()
+        metrics_api._METER_PROVIDER = None
+        metrics_api._METER_PROVIDER_SET_ONCE = Once()
 
 
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
-    """The finished spans of this test (the SDK provider installed once per process)."""
-    _install()
+    """The finished spans of this test, with the SDK providers set for it."""
     _EXPORTER.clear()
-    yield _EXPORTER
+    with _installed():
+        yield _EXPORTER
     _EXPORTER.clear()
 
 
 @pytest.fixture
-def metric_reader() -> InMemoryMetricReader:
-    """The process's in-memory metric reader (cumulative: compare before and after)."""
-    _install()
-    return _READER
+def metric_reader() -> Iterator[InMemoryMetricReader]:
+    """The in-memory metric reader (cumulative over the process: compare before and after)."""
+    with _installed():
+        yield _READER
