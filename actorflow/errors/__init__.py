@@ -4,6 +4,9 @@ The tree::
 
     ActorflowError
     ├── ConfigurationError              a bad option value (also ValueError)
+    │   ├── RetryPolicyError            a RetryPolicy with values it cannot use
+    │   └── LimitValueError             a Limit with a zero or negative rate or cap
+    ├── UnknownLimitError               a limit name the runtime did not declare (also LookupError)
     ├── InvalidNameError                a bad actor name (also ValueError)
     │   └── InvalidRunIdError           a bad run id
     ├── ActorError                      something about one actor
@@ -102,6 +105,7 @@ from actorflow.errors._cluster import (
     HostsOutdatedError,
     HostStartError,
 )
+from actorflow.errors._flow import LimitValueError, RetryPolicyError, UnknownLimitError
 from actorflow.errors._runs import (
     ForkEditError,
     InvalidStateEditError,
@@ -182,6 +186,7 @@ __all__ = [
     "InvalidRunIdError",
     "InvalidStateEditError",
     "LeaseLostError",
+    "LimitValueError",
     "LogCorruptedError",
     "LogPrunedError",
     "MailboxClosedError",
@@ -192,6 +197,7 @@ __all__ = [
     "RecoveryFailedError",
     "RegistryError",
     "ReservedInboxNameError",
+    "RetryPolicyError",
     "RunBlockedError",
     "RunEndNotStoredError",
     "RunError",
@@ -214,6 +220,7 @@ __all__ = [
     "UnawaitedStepError",
     "UnhandledMessageError",
     "UnknownEditedAgentError",
+    "UnknownLimitError",
     "UnreadableFileError",
     "UpdateFailedError",
     "UpdateRejectedError",

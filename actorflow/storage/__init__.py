@@ -14,6 +14,7 @@ from actorflow.storage._capabilities import (
     RunIndex,
     SealCheck,
     SealChecker,
+    SharedLimits,
     UnreadableLister,
 )
 from actorflow.storage._codec import (
@@ -124,6 +125,7 @@ __all__ = [
     "S3Store",
     "SealCheck",
     "SealChecker",
+    "SharedLimits",
     "Snapshot",
     "SnapshotInfo",
     "SnapshotStatus",

@@ -27,6 +27,7 @@ __all__ = [
     "RunIndex",
     "SealCheck",
     "SealChecker",
+    "SharedLimits",
     "UnreadableLister",
 ]
 
@@ -182,4 +183,35 @@ class SealChecker(Protocol):
 
         A torn log tail (the last write of a killed process) is not a problem.
         """
+        ...
+
+
+@runtime_checkable
+class SharedLimits(Protocol):
+    """A store that keeps rate budgets every process using it shares (``Limit``).
+
+    A budget is a sliding window of sixty seconds per key: the start times of
+    requests and the tokens they spent, read and written under one lock, so
+    processes on one machine sharing the store never exceed it together.
+    Times are the callers' clocks (seconds since the epoch).
+
+    .. versionadded:: 0.5
+    """
+
+    async def take_limit(
+        self,
+        key: str,
+        *,
+        per_minute: float | None,
+        tokens_per_minute: float | None,
+        now: float,
+    ) -> float:
+        """Take one request from ``key``'s budget at ``now``: 0.0, or the seconds to wait.
+
+        Nothing is taken when it returns more than zero; ask again then.
+        """
+        ...
+
+    async def spend_limit_tokens(self, key: str, tokens: float, *, now: float) -> None:
+        """Count ``tokens`` spent at ``now`` against ``key``'s token budget."""
         ...

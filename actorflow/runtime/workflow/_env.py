@@ -9,6 +9,7 @@ if TYPE_CHECKING:
 
     from actorflow.runtime.workflow._agents import RunAgents
     from actorflow.runtime.workflow._config import RuntimeConfig
+    from actorflow.runtime.workflow._flow import FlowControl
     from actorflow.runtime.workflow._recorder import Recorder
     from actorflow.runtime.workflow._replay import RunView
     from actorflow.runtime.workflow._signals import SignalDesk
@@ -65,12 +66,14 @@ class StepEnv:
         publish: where the orchestrator's emitted events go (the run's
             ``handle.events()`` readers), or None.
         turnstiles: per agent, the order its step records keep (``AskStep``).
+        flow: the runtime's clock and limiters (retry backoffs, ``Limit``).
     """
 
     __slots__ = (
         "agents",
         "children",
         "config",
+        "flow",
         "publish",
         "recorder",
         "run_id",
@@ -88,6 +91,7 @@ class StepEnv:
         config: RuntimeConfig,
         task_group: TaskGroup,
         signals: SignalDesk,
+        flow: FlowControl,
         children: ChildRuns | None = None,
     ) -> None:
         self.run_id = recorder.run_id
@@ -100,3 +104,4 @@ class StepEnv:
         self.children = children
         self.publish: EmitSink | None = None
         self.turnstiles: dict[str, Turnstile] = {}
+        self.flow = flow

@@ -39,6 +39,7 @@ def step_record(
     metrics: dict[str, float] | None = None,
     state: StateRef | None = None,
     attempts: int = 1,
+    attempt_errors: tuple[ErrorInfo, ...] = (),
 ) -> StepRecord:
     """The record of a step finished now (``time``), issued at ``issued``."""
     return StepRecord(
@@ -51,6 +52,7 @@ def step_record(
         metrics={} if metrics is None else metrics,
         state=state,
         attempts=attempts,
+        attempt_errors=attempt_errors,
         time=time.time(),
         issued=issued,
     )
@@ -148,6 +150,7 @@ class Step(Generic[T]):
         metrics: dict[str, float] | None = None,
         state: StateRef | None = None,
         attempts: int = 1,
+        attempt_errors: tuple[ErrorInfo, ...] = (),
     ) -> None:
         """Append the live step's record (not flushed: the durability rule says when)."""
         self.env.recorder.record(
@@ -162,6 +165,7 @@ class Step(Generic[T]):
                 metrics=metrics,
                 state=state,
                 attempts=attempts,
+                attempt_errors=attempt_errors,
             )
         )
 
