@@ -202,8 +202,8 @@ class SharedLimits(Protocol):
         self,
         key: str,
         *,
-        per_minute: float | None,
-        tokens_per_minute: float | None,
+        per_minute: int | None,
+        tokens_per_minute: int | None,
         now: float,
     ) -> float:
         """Take one request from ``key``'s budget at ``now``: 0.0, or the seconds to wait.

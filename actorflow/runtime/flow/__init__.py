@@ -3,19 +3,10 @@
 from __future__ import annotations
 
 from actorflow.runtime.flow._clock import Clock, SystemClock
-from actorflow.runtime.flow._limits import (
-    WINDOW,
-    Limit,
-    Limiter,
-    Limiters,
-    LimitStats,
-    Permit,
-    take_window,
-)
+from actorflow.runtime.flow._limits import Limit, Limiter, Limiters, LimitStats, Permit
 from actorflow.runtime.flow._retry import RetryAfter, RetryPolicy, retry_hint
 
 __all__ = [
-    "WINDOW",
     "Clock",
     "Limit",
     "LimitStats",
@@ -26,5 +17,4 @@ __all__ = [
     "RetryPolicy",
     "SystemClock",
     "retry_hint",
-    "take_window",
 ]

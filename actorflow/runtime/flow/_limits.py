@@ -17,6 +17,7 @@ import anyio
 import msgspec
 
 from actorflow.errors import LimitValueError, UnknownLimitError
+from actorflow.storage import take_window
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -24,10 +25,7 @@ if TYPE_CHECKING:
     from actorflow.runtime.flow._clock import Clock
     from actorflow.storage import SharedLimits
 
-__all__ = ["WINDOW", "Limit", "LimitStats", "Limiter", "Limiters", "Permit"]
-
-WINDOW = 60.0
-"""Seconds of the sliding window ``per_minute`` and ``tokens_per_minute`` count in."""
+__all__ = ["Limit", "LimitStats", "Limiter", "Limiters", "Permit"]
 
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")  # a key is a file name too
 
@@ -273,40 +271,6 @@ class Limiter:
             now=now,
         )
         return wait
-
-
-def take_window(
-    starts: collections.deque[float],
-    tokens: collections.deque[tuple[float, float]],
-    token_sum: float,
-    *,
-    per_minute: int | None,
-    tokens_per_minute: int | None,
-    now: float,
-) -> tuple[float, float]:
-    """Take one request at ``now`` from the windows: 0.0, or seconds until one may start.
-
-    Returns that and the tokens left in the window (``token_sum`` is their sum).
-
-    ``starts`` holds the request times of the last minute, ``tokens`` the
-    spends; both drop what is a minute old. A request starts while fewer than
-    ``per_minute`` started and fewer than ``tokens_per_minute`` tokens were
-    spent in the minute before ``now``.
-    """
-    horizon = now - WINDOW
-    while starts and starts[0] <= horizon:
-        starts.popleft()
-    while tokens and tokens[0][0] <= horizon:
-        token_sum -= tokens.popleft()[1]
-    wait = 0.0
-    if per_minute is not None and len(starts) >= per_minute:
-        wait = starts[len(starts) - per_minute] + WINDOW - now
-    if tokens_per_minute is not None and token_sum >= tokens_per_minute:
-        wait = max(wait, tokens[0][0] + WINDOW - now)
-    if wait > 0:
-        return wait, token_sum
-    starts.append(now)
-    return 0.0, token_sum
 
 
 class Limiters:
