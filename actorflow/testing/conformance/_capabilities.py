@@ -1,7 +1,8 @@
 """Conformance: the optional capabilities, each tested only where the store offers it.
 
 A store that implements a capability (``UnreadableLister``, ``ClaimInspector``,
-``SealChecker``, ``SupportsBlobSync``, ``SharedLimits``) must honour it; one that does not skips these tests.
+``SealChecker``, ``SupportsBlobSync``, ``SharedLimits``) must honour it; one that
+does not skips these tests.
 """
 
 from __future__ import annotations
