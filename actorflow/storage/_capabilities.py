@@ -193,7 +193,9 @@ class SharedLimits(Protocol):
     A budget is a sliding window of sixty seconds per key: the start times of
     requests and the tokens they spent, read and written under one lock, so
     processes on one machine sharing the store never exceed it together.
-    Times are the callers' clocks (seconds since the epoch).
+    Times are the callers' clocks (seconds since the epoch). A key's
+    concurrency slots are held the same way, each released by its holder or
+    with its process.
 
     .. versionadded:: 0.5
     """
@@ -214,4 +216,12 @@ class SharedLimits(Protocol):
 
     async def spend_limit_tokens(self, key: str, tokens: float, *, now: float) -> None:
         """Count ``tokens`` spent at ``now`` against ``key``'s token budget."""
+        ...
+
+    async def take_limit_slot(self, key: str, slots: int) -> object | None:
+        """Hold one of ``key``'s ``slots`` without waiting: a handle, or None if all are held."""
+        ...
+
+    def release_limit_slot(self, handle: object) -> None:
+        """Give back a slot from :meth:`take_limit_slot` (synchronous: it never waits)."""
         ...

@@ -112,6 +112,7 @@ class MemoryStore(StoreContext):
         self._wakeups = Wakeups()
         # limit key -> (request starts, token spends, their sum): SharedLimits
         self._limits: dict[str, tuple[deque[float], deque[tuple[float, float]], list[float]]] = {}
+        self._slots: dict[str, int] = {}  # limit key -> slots held
 
     async def take_limit(
         self,
@@ -138,6 +139,19 @@ class MemoryStore(StoreContext):
         _, spent, total = self._window(key)
         spent.append((now, tokens))
         total[0] += tokens
+
+    async def take_limit_slot(self, key: str, slots: int) -> object | None:
+        """See :meth:`SharedLimits.take_limit_slot`: slots counted per key."""
+        held = self._slots.get(key, 0)
+        if held >= slots:
+            return None
+        self._slots[key] = held + 1
+        return key
+
+    def release_limit_slot(self, handle: object) -> None:
+        """See :meth:`SharedLimits.release_limit_slot`."""
+        assert isinstance(handle, str)
+        self._slots[handle] -= 1
 
     def _window(self, key: str) -> tuple[deque[float], deque[tuple[float, float]], list[float]]:
         window = self._limits.get(key)

@@ -29,6 +29,12 @@ __all__ = ["Limit", "LimitStats", "Limiter", "Limiters", "Permit"]
 
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")  # a key is a file name too
 
+SLOT_POLL = 0.005
+"""Seconds before a process looks again for a slot another process holds (then doubling)."""
+
+MAX_SLOT_POLL = 0.1
+"""The longest pause between two looks for a slot held in another process."""
+
 TOKENS = "tokens"
 """The counter (``Specialist.report(tokens=...)``) that token budgets count."""
 
@@ -114,11 +120,12 @@ class LimitStats(msgspec.Struct, kw_only=True):
 class Permit:
     """One ask's hold on a limit: a slot until :meth:`release`, its tokens counted then."""
 
-    __slots__ = ("_limiter", "_released", "waited")
+    __slots__ = ("_limiter", "_released", "_slot", "waited")
 
-    def __init__(self, limiter: Limiter, waited: float) -> None:
+    def __init__(self, limiter: Limiter, waited: float, slot: object | None = None) -> None:
         self._limiter = limiter
         self._released = False
+        self._slot = slot  # the store's slot, when slots are shared between processes
         self.waited = waited
 
     def release(self, metrics: Mapping[str, float] | None = None) -> None:
@@ -127,7 +134,7 @@ class Permit:
             return
         self._released = True
         tokens = metrics.get(TOKENS, 0.0) if metrics else 0.0
-        self._limiter.release(tokens)
+        self._limiter.release(tokens, self._slot)
 
 
 class Limiter:
@@ -151,7 +158,7 @@ class Limiter:
         self.limit = limit
         self.stats = LimitStats()
         self._clock = clock
-        self._shared = shared if limit.per_minute or limit.tokens_per_minute else None
+        self._shared = shared
         self._free = limit.max_concurrent if limit.max_concurrent is not None else -1
         self._slot_waiters: collections.deque[anyio.Event] = collections.deque()
         self._starts: collections.deque[float] = collections.deque()
@@ -168,8 +175,14 @@ class Limiter:
     async def acquire(self) -> Permit:
         """Wait for a slot and room in the windows; take them (not an attempt, no timeout)."""
         stats = self.stats
-        # the uncontended path: a free slot, no window, no await
-        if self._free != 0 and not self._slot_waiters and not self.rated and self._lock is None:
+        # the uncontended path: a free slot, no window, nothing shared, no await
+        if (
+            self._free != 0
+            and not self._slot_waiters
+            and not self.rated
+            and self._shared is None
+            and self._lock is None
+        ):
             if self._free > 0:
                 self._free -= 1
             stats.acquired += 1
@@ -178,28 +191,39 @@ class Limiter:
         clock = self._clock
         started = clock.now()
         stats.queued += 1
+        slot: object | None = None
         try:
-            await self._take_slot()
+            blocked = await self._take_slot()
             try:
+                if self._shared is not None and self.limit.max_concurrent is not None:
+                    slot, paused = await self._take_shared_slot(
+                        self._shared, self.limit.max_concurrent
+                    )
+                    blocked |= paused
                 if self.rated:
-                    await self._take_rate()
+                    blocked |= await self._take_rate()
             except BaseException:
+                if slot is not None and self._shared is not None:
+                    self._shared.release_limit_slot(slot)
                 self._give_slot()
                 raise
         finally:
             stats.queued -= 1
-        waited = clock.now() - started
+        # a wait is one that blocked: a trip to a shared store's budget is no wait
+        waited = max(clock.now() - started, 0.0) if blocked else 0.0
         stats.acquired += 1
         stats.running += 1
-        if waited > 0:
+        if blocked:
             stats.waited += 1
             stats.wait_seconds += waited
-        return Permit(self, waited)
+        return Permit(self, waited, slot)
 
-    def release(self, tokens: float) -> None:
+    def release(self, tokens: float, slot: object | None = None) -> None:
         """Give a slot back and count ``tokens`` (``Permit.release`` calls it)."""
         self.stats.running -= 1
-        if tokens > 0:
+        if slot is not None and self._shared is not None:
+            self._shared.release_limit_slot(slot)
+        if tokens > 0 and self.limit.tokens_per_minute is not None:
             now = self._clock.now()
             if self._shared is not None:
                 self._unsent.append(tokens)
@@ -216,12 +240,13 @@ class Limiter:
         spent, self._unsent = sum(self._unsent), []
         await shared.spend_limit_tokens(self.limit.name, spent, now=self._clock.now())
 
-    async def _take_slot(self) -> None:
+    async def _take_slot(self) -> bool:
+        """Take a slot of this process; whether that meant waiting."""
         if self._free < 0:
-            return
+            return False
         if self._free > 0 and not self._slot_waiters:
             self._free -= 1
-            return
+            return False
         event = anyio.Event()
         self._slot_waiters.append(event)
         try:
@@ -232,6 +257,7 @@ class Limiter:
             else:
                 self._slot_waiters.remove(event)
             raise
+        return True
 
     def _give_slot(self) -> None:
         if self._free < 0:
@@ -241,9 +267,24 @@ class Limiter:
         else:
             self._free += 1
 
-    async def _take_rate(self) -> None:
+    async def _take_shared_slot(self, shared: SharedLimits, slots: int) -> tuple[object, bool]:
+        """Take a slot of the store's; whether that meant waiting."""
+        # other processes give slots back unseen: look again, less and less often
+        pause = SLOT_POLL
+        paused = False
+        while True:
+            slot = await shared.take_limit_slot(self.limit.name, slots)
+            if slot is not None:
+                return slot, paused
+            await self._clock.sleep(pause)
+            paused = True
+            pause = min(pause * 2, MAX_SLOT_POLL)
+
+    async def _take_rate(self) -> bool:
+        """Take a request from the windows; whether that meant waiting."""
         if self._lock is None:
             self._lock = anyio.Lock()
+        blocked = self._lock.locked()
         async with self._lock:  # one waiter at a time watches the window, the rest queue
             clock = self._clock
             while True:
@@ -258,8 +299,9 @@ class Limiter:
                 else:
                     wait = self._take_local(clock.now())
                 if wait <= 0:
-                    return
+                    return blocked
                 await clock.sleep(wait)
+                blocked = True
 
     def _take_local(self, now: float) -> float:
         wait, self._token_sum = take_window(

@@ -1,6 +1,8 @@
 """A file store's shared rate budgets (``SharedLimits``): one small file per limit key.
 
-``limits/<key>`` holds the key's sliding minute (request start times and
+``limits/<key>.slot-<n>`` are its concurrency slots: a slot is the flock
+on its file, which the operating system drops with a process that dies
+holding it. ``limits/<key>`` holds the key's sliding minute (request start times and
 token spends); every reader and writer holds the flock of ``limits/<key>.lock``
 while it reads, decides and writes, so the processes of one machine sharing
 the store take from one budget. A new window is written beside the old one and
@@ -76,6 +78,19 @@ class LimitFiles:
             self._write(path, window)
         finally:
             self._fs.unlock(handle)
+
+    def take_slot(self, key: str, slots: int) -> int | None:
+        """Hold the flock of one of ``key``'s slot files: its handle, or None if all are held."""
+        path = self._path(key)
+        for n in range(slots):
+            handle = self._fs.try_lock(f"{path}.slot-{n}")
+            if handle is not None:
+                return handle
+        return None
+
+    def release_slot(self, handle: int) -> None:
+        """Drop a slot's flock (no wait: it closes a descriptor)."""
+        self._fs.unlock(handle)
 
     def _path(self, key: str) -> str:
         if not self._ready:

@@ -129,6 +129,15 @@ class FileStore(StoreContext):
         """See :meth:`SharedLimits.spend_limit_tokens`."""
         await self._folders.call("spend limit tokens", self._limits.spend, key, tokens, now)
 
+    async def take_limit_slot(self, key: str, slots: int) -> object | None:
+        """See :meth:`SharedLimits.take_limit_slot`: the flock of ``limits/<key>.slot-<n>``."""
+        return await self._folders.call("take a limit slot", self._limits.take_slot, key, slots)
+
+    def release_limit_slot(self, handle: object) -> None:
+        """See :meth:`SharedLimits.release_limit_slot`."""
+        assert isinstance(handle, int)
+        self._limits.release_slot(handle)
+
     async def aclose(self) -> None:
         """Close log files and release every claim this store holds. Idempotent."""
         self._logs.close()

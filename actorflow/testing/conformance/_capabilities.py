@@ -120,3 +120,18 @@ class CapabilityTests:
         # 600 spent in the minute: the next waits until the first spend is a minute old
         assert await take("llm", per_minute=None, tokens_per_minute=500, now=20.0) == 52.0
         assert await take("llm", per_minute=None, tokens_per_minute=500, now=72.0) == 0.0
+
+    async def test_shared_limits_hold_each_slot_once(self, store: Store) -> None:
+        _offers(store, SharedLimits)
+        assert isinstance(store, SharedLimits)
+        first = await store.take_limit_slot("db", 2)
+        second = await store.take_limit_slot("db", 2)
+        assert first is not None
+        assert second is not None
+        assert await store.take_limit_slot("db", 2) is None  # both held
+        assert await store.take_limit_slot("other", 1) is not None  # a key of its own
+        store.release_limit_slot(first)
+        again = await store.take_limit_slot("db", 2)
+        assert again is not None
+        store.release_limit_slot(again)
+        store.release_limit_slot(second)

@@ -109,3 +109,21 @@ def test_the_limit_file_is_left_whole_for_the_next_reader(tmp_path: Path) -> Non
             return await store.take_limit("k", per_minute=1, tokens_per_minute=None, now=30.0)
 
     assert anyio.run(main) == 30.0
+
+
+async def test_three_runtimes_on_one_file_store_share_a_concurrency_cap(tmp_path: Path) -> None:
+    test_limits.calls = calls = Calls()
+    limits = [Limit("db", max_concurrent=2)]
+    async with (
+        Runtime(store=FileStore(tmp_path), limits=limits) as a,
+        Runtime(store=FileStore(tmp_path), limits=limits) as b,
+        Runtime(store=FileStore(tmp_path), limits=limits) as c,
+    ):
+        handles = [
+            await runtime.start(FanOut, Fan("Capped", agents, 10))
+            for runtime, agents in ((a, 3), (b, 3), (c, 2))
+        ]
+        for handle in handles:
+            await handle.result()
+    assert len(calls.starts) == 80
+    assert calls.most_inside <= 2  # each runtime would allow 2 by itself: 6 in all
