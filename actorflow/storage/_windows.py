@@ -29,7 +29,11 @@ def take_window(
     old. A request starts (its time is added to ``starts``) while fewer than
     ``per_minute`` started and fewer than ``tokens_per_minute`` tokens were
     spent in the minute before ``now``. Returns that and the new token sum.
+    A ``now`` before the newest start (a process that read its clock before
+    another took the lock) counts as that start's time: the windows stay in order.
     """
+    if starts and now < starts[-1]:
+        now = starts[-1]
     horizon = now - LIMIT_WINDOW
     while starts and starts[0] <= horizon:
         starts.popleft()

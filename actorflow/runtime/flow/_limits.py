@@ -120,21 +120,28 @@ class LimitStats(msgspec.Struct, kw_only=True):
 class Permit:
     """One ask's hold on a limit: a slot until :meth:`release`, its tokens counted then."""
 
-    __slots__ = ("_limiter", "_released", "_slot", "waited")
+    __slots__ = ("_limiter", "_released", "_slot", "metrics", "waited")
 
     def __init__(self, limiter: Limiter, waited: float, slot: object | None = None) -> None:
         self._limiter = limiter
         self._released = False
         self._slot = slot  # the store's slot, when slots are shared between processes
         self.waited = waited
+        self.metrics: Mapping[str, float] | None = None
+        """Where the handler reports its tokens (the step's metrics), read at release."""
 
-    def release(self, metrics: Mapping[str, float] | None = None) -> None:
-        """Give the slot back and count the tokens in ``metrics``; a second call does nothing."""
+    def release(self) -> None:
+        """Give the slot back and count the reported tokens; a second call does nothing."""
         if self._released:
             return
         self._released = True
+        metrics = self.metrics
         tokens = metrics.get(TOKENS, 0.0) if metrics else 0.0
         self._limiter.release(tokens, self._slot)
+
+    def on_reply(self, _: object) -> None:
+        """``release``, as a reply's ``notify``: the handler is done."""
+        self.release()
 
 
 class Limiter:
@@ -168,6 +175,11 @@ class Limiter:
         self._lock: anyio.Lock | None = None  # made in the loop; FIFO among rate waiters
 
     @property
+    def owes(self) -> bool:
+        """Whether released tokens wait to be counted in the shared budget (``settle``)."""
+        return bool(self._unsent)
+
+    @property
     def rated(self) -> bool:
         """Whether requests or tokens per minute are capped."""
         return self.limit.per_minute is not None or self.limit.tokens_per_minute is not None
@@ -189,6 +201,19 @@ class Limiter:
             stats.running += 1
             return Permit(self, 0.0)
         clock = self._clock
+        if (
+            self._shared is None
+            and self._free != 0
+            and not self._slot_waiters
+            and (self._lock is None or not self._lock.locked())
+            and self._take_local(clock.now()) <= 0
+        ):
+            # room in the windows and nobody queued before us: taken without an await
+            if self._free > 0:
+                self._free -= 1
+            stats.acquired += 1
+            stats.running += 1
+            return Permit(self, 0.0)
         started = clock.now()
         stats.queued += 1
         slot: object | None = None
@@ -350,15 +375,15 @@ class Limiters:
         if name not in self._by_name:
             raise UnknownLimitError(name, used_by, self.names)
 
-    def get(self, name: str, used_by: str) -> Limiter:
-        """The limiter of ``name``, made on first use.
+    def get(self, name: str, used_by: type) -> Limiter:
+        """The limiter of ``name`` for an agent class ``used_by``, made on first use.
 
         Raises:
             UnknownLimitError: ``name`` is not one of the declared limits.
         """
         found = self._by_name.get(name)
         if found is None:
-            raise UnknownLimitError(name, used_by, self.names)
+            raise UnknownLimitError(name, f"agent class {used_by.__qualname__}", self.names)
         if isinstance(found, Limit):
             found = self._by_name[name] = Limiter(found, self._clock, self._shared)
         return found

@@ -109,12 +109,12 @@ class FanOut(Orchestrator):
         return await ctx.gather(*prompts)
 
 
-def _most_in_a_minute(times: list[float]) -> int:
-    """The most start times in any half-open window of sixty seconds."""
+def _most_in_a_minute(times: list[float], window: float = 60.0) -> int:
+    """The most start times in any half-open window of sixty seconds (or ``window``)."""
     times = sorted(times)
     most, j = 0, 0
     for i, t in enumerate(times):
-        while times[j] <= t - 60.0:
+        while times[j] <= t - window:
             j += 1
         most = max(most, i - j + 1)
     return most

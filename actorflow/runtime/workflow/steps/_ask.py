@@ -162,9 +162,7 @@ class AskStep(Step[T]):
         permit: Permit | None = None
         if limit is not None:
             # waiting here is no attempt, and no ask_timeout runs yet
-            limiter = self._limiter = self.env.flow.limiters.get(
-                limit, f"agent class {self.ref.actor_type.__qualname__}"
-            )
+            limiter = self._limiter = self.env.flow.limiters.get(limit, self.ref.actor_type)
             permit = await limiter.acquire()
         turnstile = self.turnstile = _turnstile(self.env, self.ref.name)
         self.ticket = turnstile.take()
@@ -182,16 +180,13 @@ class AskStep(Step[T]):
     def _hold(self, pending: AgentReply, permit: Permit) -> None:
         """Give ``permit`` back, with the tokens the handler reported, once the reply is in."""
         meta = self._meta
-        metrics = meta.metrics if meta is not None else {}
-        if permit.waited > 0:
-            metrics["limit_wait"] = metrics.get("limit_wait", 0.0) + permit.waited
-
-        def done(_: AgentReply) -> None:
-            permit.release(metrics)
-
-        pending.notify = done
+        if meta is not None:
+            permit.metrics = meta.metrics
+            if permit.waited > 0:
+                meta.metrics["limit_wait"] = meta.metrics.get("limit_wait", 0.0) + permit.waited
+        pending.notify = permit.on_reply
         if pending.event.is_set():
-            permit.release(metrics)
+            permit.release()
 
     def _release(self, turnstile: Turnstile) -> None:
         if self.ticket >= 0:
@@ -316,7 +311,7 @@ class AskStep(Step[T]):
 
     async def _settle(self) -> None:
         limiter = self._limiter
-        if limiter is not None:
+        if limiter is not None and limiter.owes:
             await limiter.settle()
 
     async def _record_success(self, reply: object, state: bytes, attempts: int) -> None:
