@@ -45,8 +45,12 @@ class LimitFiles:
 
     def take(
         self, key: str, per_minute: int | None, tokens_per_minute: int | None, now: float
-    ) -> float:
-        """Take one request from ``key``'s window at ``now``: 0.0, or seconds to wait."""
+    ) -> tuple[float, float]:
+        """Take one request from ``key``'s window at ``now``: 0.0, or seconds to wait.
+
+        And the time the window counts it at: ``now``, or its newest start when
+        that is later (see ``take_window``).
+        """
         path = self._path(key)
         handle = self._fs.lock(path + ".lock")
         try:
@@ -64,7 +68,7 @@ class LimitFiles:
             )
             if (len(starts), len(tokens)) != before or wait <= 0:
                 self._write(path, _Window(list(starts), list(tokens)))
-            return wait
+            return wait, max(now, starts[-1]) if starts else now
         finally:
             self._fs.unlock(handle)
 

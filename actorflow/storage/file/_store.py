@@ -121,9 +121,10 @@ class FileStore(StoreContext):
         now: float,
     ) -> float:
         """See :meth:`SharedLimits.take_limit`: ``limits/<key>``, under its flock."""
-        return await self._folders.call(
+        wait, _ = await self._folders.call(
             "take a limit", self._limits.take, key, per_minute, tokens_per_minute, now
         )
+        return wait
 
     async def spend_limit_tokens(self, key: str, tokens: float, *, now: float) -> None:
         """See :meth:`SharedLimits.spend_limit_tokens`."""

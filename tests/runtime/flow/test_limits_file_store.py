@@ -11,7 +11,8 @@ import anyio
 import pytest
 
 from actorflow import Limit, Runtime
-from actorflow.storage import FileStore
+from actorflow.storage import FileStore, FileSystem
+from actorflow.storage.file._limits import LimitFiles
 from actorflow.testing import FakeClock
 from tests.runtime.flow import test_limits
 from tests.runtime.flow.limit_child import PER_MINUTE
@@ -27,22 +28,26 @@ CHILD_TIMEOUT = 90.0
 LOCK_SLACK = 55.0
 
 
-class AuditedFileStore(FileStore):
-    """Notes the clock time of every request its budget gave out."""
+class AuditedLimitFiles(LimitFiles):
+    """Notes the time the budget counts each request it gave out at, under its lock."""
 
-    def __init__(self, path: Path, given: list[float]) -> None:
-        super().__init__(path)
+    def __init__(self, fs: FileSystem, root: str, given: list[float]) -> None:
+        super().__init__(fs, root)
         self.given = given
 
-    async def take_limit(
-        self, key: str, *, per_minute: int | None, tokens_per_minute: int | None, now: float
-    ) -> float:
-        wait = await super().take_limit(
-            key, per_minute=per_minute, tokens_per_minute=tokens_per_minute, now=now
-        )
+    def take(
+        self, key: str, per_minute: int | None, tokens_per_minute: int | None, now: float
+    ) -> tuple[float, float]:
+        wait, at = super().take(key, per_minute, tokens_per_minute, now)
         if wait <= 0:
-            self.given.append(now)
-        return wait
+            self.given.append(at)
+        return wait, at
+
+
+class AuditedFileStore(FileStore):
+    def __init__(self, path: Path, given: list[float]) -> None:
+        super().__init__(path)
+        self._limits = AuditedLimitFiles(self.fs, str(path / "limits"), given)
 
 
 async def test_three_runtimes_on_one_file_store_share_a_rate(tmp_path: Path) -> None:
