@@ -309,7 +309,19 @@ class Limiter:
         """Take a request from the windows; whether that meant waiting."""
         if self._lock is None:
             self._lock = anyio.Lock()
+        shared = self._shared
         blocked = self._lock.locked()
+        if shared is not None and not blocked:
+            # nobody waits on the window: one try without the lock, queued only if it is full
+            await self.settle()
+            wait = await shared.take_limit(
+                self.limit.name,
+                per_minute=self.limit.per_minute,
+                tokens_per_minute=self.limit.tokens_per_minute,
+                now=self._clock.now(),
+            )
+            if wait <= 0:
+                return False
         async with self._lock:  # one waiter at a time watches the window, the rest queue
             clock = self._clock
             while True:
