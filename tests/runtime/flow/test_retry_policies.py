@@ -237,3 +237,30 @@ def test_runtime_config_takes_only_a_policy() -> None:
     assert RuntimeConfig(step_retries=4).retry_policy.max_attempts == 5
     policy = RetryPolicy(max_attempts=7)
     assert RuntimeConfig(retry=policy, step_retries=1).retry_policy is policy
+
+
+class OnlyConnectionErrors(Specialist):
+    retry = RetryPolicy(max_attempts=4, initial_backoff=0.0, retry_on=(ConnectionError,))
+
+    @handler
+    async def work(self, job: Job) -> int:
+        return await _work(job)
+
+
+AGENTS["OnlyConnectionErrors"] = OnlyConnectionErrors
+
+
+async def test_an_error_retry_on_does_not_match_fails_at_once() -> None:
+    attempts, record = await _attempts("OnlyConnectionErrors", Job(fail_first=10))
+    assert attempts == [1]  # a ValueError: not a ConnectionError
+    assert record.error is not None
+    assert record.error.type == "ValueError"
+
+
+def test_jitter_takes_off_at_most_its_share_and_hints_win() -> None:
+    policy = RetryPolicy(initial_backoff=2.0, max_backoff=5.0, multiplier=3.0, jitter=0.5)
+    for attempt, full in ((1, 2.0), (2, 5.0), (3, 5.0)):  # 2, then capped at 5
+        for _ in range(50):
+            assert full * 0.5 <= policy.backoff(attempt) <= full
+    assert policy.backoff(1, RetryAfter(30.0)) == 30.0
+    assert RetryPolicy(initial_backoff=4.0, max_backoff=4.0).backoff(1, RetryAfter(1.0)) == 4.0
