@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import random
-from typing import ClassVar
 
 import msgspec
 
@@ -31,6 +30,9 @@ class RetryAfter(Exception):
     def __init__(self, retry_after: float, message: str = "") -> None:
         self.retry_after = float(retry_after)
         super().__init__(message or f"retry after {retry_after:g}s")
+
+
+_jitter = random.Random()  # backoffs' jitter: never part of a run's recorded randomness
 
 
 def retry_hint(error: BaseException) -> float | None:
@@ -101,8 +103,6 @@ class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
     retry_on: tuple[type[BaseException], ...] = (Exception,)
     non_retryable: tuple[type[BaseException], ...] = ()
 
-    _random: ClassVar[random.Random] = random.Random()
-
     def __post_init__(self) -> None:
         attempts: object = self.max_attempts
         if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
@@ -133,6 +133,6 @@ class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
         """
         delay = min(self.max_backoff, self.initial_backoff * self.multiplier ** (attempt - 1))
         if self.jitter:
-            delay -= delay * self.jitter * self._random.random()
+            delay -= delay * self.jitter * _jitter.random()
         hint = retry_hint(error) if error is not None else None
         return max(delay, hint) if hint is not None else delay

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import msgspec
 import pytest
 
 from actorflow import (
@@ -264,3 +265,11 @@ def test_jitter_takes_off_at_most_its_share_and_hints_win() -> None:
             assert full * 0.5 <= policy.backoff(attempt) <= full
     assert policy.backoff(1, RetryAfter(30.0)) == 30.0
     assert RetryPolicy(initial_backoff=4.0, max_backoff=4.0).backoff(1, RetryAfter(1.0)) == 4.0
+
+
+def test_a_config_without_a_policy_still_ships_to_cluster_nodes() -> None:
+    # nodes decode the driver's config field by field, each with its type
+    from actorflow.ray._spec import decode_config
+
+    shipped = msgspec.msgpack.encode(RuntimeConfig(step_retries=5))
+    assert decode_config(shipped).retry_policy.max_attempts == 6
