@@ -191,11 +191,12 @@ class SharedLimits(Protocol):
     """A store that keeps rate budgets every process using it shares (``Limit``).
 
     A budget is a sliding window of sixty seconds per key: the start times of
-    requests and the tokens they spent, read and written under one lock, so
-    processes on one machine sharing the store never exceed it together.
-    Times are the callers' clocks (seconds since the epoch). A key's
-    concurrency slots are held the same way, each released by its holder or
-    with its process.
+    requests and the tokens they spent, and a key's concurrency slots. The
+    file store keeps them under one lock, so processes on one machine sharing
+    it never exceed them together; the S3 store gives each process its share
+    (the budget divided by the live workers); the memory store shares them
+    between the runtimes using it. Times are the callers' clocks (seconds
+    since the epoch).
 
     .. versionadded:: 0.5
     """
