@@ -126,15 +126,15 @@ async def test_a_rate_shared_by_eight_agents_in_four_runs_holds_in_every_minute(
     calls = Calls(clock)
     limits = [Limit("openai", per_minute=60)]
     async with Runtime(store=MemoryStore(), limits=limits, clock=clock) as runtime:
-        # 4 runs x 2 agents x 40 asks: 320 asks, one budget
-        handles = [await runtime.start(FanOut, Fan("RateLimited", 2, 40)) for _ in range(4)]
+        # 4 runs x 2 agents x 125 asks: 1,000 asks, one budget
+        handles = [await runtime.start(FanOut, Fan("RateLimited", 2, 125)) for _ in range(4)]
         for handle in handles:
             await handle.result()
         stats = runtime.limit_stats()["openai"]
-    assert len(calls.starts) == 320
+    assert len(calls.starts) == 1000
     assert _most_in_a_minute(calls.starts) == 60
-    assert clock.now() >= 5 * 60.0  # 320 asks at 60 a minute: the fifth minute at least
-    assert stats.acquired == 320
+    assert clock.now() >= 16 * 60.0  # 1,000 asks at 60 a minute: the seventeenth minute
+    assert stats.acquired == 1000
     assert stats.waited > 0
     assert stats.wait_seconds > 0
     assert stats.queued == 0
