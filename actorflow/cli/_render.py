@@ -305,7 +305,12 @@ def print_record(position: int, record: LogRecord, *, as_json: bool) -> None:
             )
             target = f" -> {esc(record.target)}" if record.target else ""
             step = f"[cyan]{esc(record.kind)}[/] {esc(record.step_id)}"
-            out().print(f"{position:>6} {step}{target}: {outcome}{_took(record)}")
+            tries = f" [dim]after {record.attempts} attempts[/]" if record.attempts > 1 else ""
+            out().print(f"{position:>6} {step}{target}: {outcome}{_took(record)}{tries}")
+            for n, failed in enumerate(record.attempt_errors, 1):
+                out().print(
+                    f"       attempt {n} failed: [red]{esc(failed.type)}: {esc(failed.message)}[/]"
+                )
         case PhaseEndRecord():
             out().print(
                 f"{position:>6} [green]phase end[/] {esc(record.phase_id)}: {_cell(data['result'])}"

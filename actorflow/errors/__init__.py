@@ -4,6 +4,9 @@ The tree::
 
     ActorflowError
     ├── ConfigurationError              a bad option value (also ValueError)
+    │   ├── RetryPolicyError            a RetryPolicy with values it cannot use
+    │   └── LimitValueError             a Limit with a zero or negative rate or cap
+    ├── UnknownLimitError               a limit name the runtime did not declare (also LookupError)
     ├── InvalidNameError                a bad actor name (also ValueError)
     │   └── InvalidRunIdError           a bad run id
     ├── ActorError                      something about one actor
@@ -104,6 +107,7 @@ from actorflow.errors._cluster import (
     HostsOutdatedError,
     HostStartError,
 )
+from actorflow.errors._flow import LimitValueError, RetryPolicyError, UnknownLimitError
 from actorflow.errors._runs import (
     ForkEditError,
     InvalidStateEditError,
@@ -186,6 +190,7 @@ __all__ = [
     "InvalidRunIdError",
     "InvalidStateEditError",
     "LeaseLostError",
+    "LimitValueError",
     "LogCorruptedError",
     "LogPrunedError",
     "MailboxClosedError",
@@ -197,6 +202,7 @@ __all__ = [
     "RecoveryFailedError",
     "RegistryError",
     "ReservedInboxNameError",
+    "RetryPolicyError",
     "RunBlockedError",
     "RunEndNotStoredError",
     "RunError",
@@ -219,6 +225,7 @@ __all__ = [
     "UnawaitedStepError",
     "UnhandledMessageError",
     "UnknownEditedAgentError",
+    "UnknownLimitError",
     "UnreadableFileError",
     "UpdateFailedError",
     "UpdateRejectedError",

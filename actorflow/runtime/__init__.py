@@ -27,6 +27,7 @@ from actorflow.runtime.cluster import AgentPlacer as AgentPlacer
 from actorflow.runtime.cluster import Cluster as Cluster
 from actorflow.runtime.cluster import ClusterRuntime as ClusterRuntime
 from actorflow.runtime.cluster import RemoteStep as RemoteStep
+from actorflow.runtime.flow import Clock, Limit, LimitStats, RetryAfter, RetryPolicy, SystemClock
 from actorflow.runtime.registry import class_name as class_name
 from actorflow.runtime.registry import lookup as lookup
 from actorflow.runtime.registry import register
@@ -84,6 +85,7 @@ __all__ = [
     "CheckpointSaved",
     "CheckpointTriggers",
     "ChildRun",
+    "Clock",
     "Compared",
     "ComparedRun",
     "DecisionMade",
@@ -95,12 +97,16 @@ __all__ = [
     "Emitted",
     "EventStream",
     "FieldChange",
+    "Limit",
+    "LimitStats",
     "LocalRef",
     "MailboxStatistics",
     "PendingWait",
     "PhaseEnded",
     "Recorded",
     "Request",
+    "RetryAfter",
+    "RetryPolicy",
     "RunComparison",
     "RunContext",
     "RunEnded",
@@ -114,6 +120,7 @@ __all__ = [
     "StepCompleted",
     "StepInfo",
     "SupervisorPolicy",
+    "SystemClock",
     "WatchEvent",
     "compare_runs",
     "current_message_meta",

@@ -14,6 +14,7 @@ from actorflow.storage._capabilities import (
     RunIndex,
     SealCheck,
     SealChecker,
+    SharedLimits,
     UnreadableLister,
 )
 from actorflow.storage._codec import (
@@ -83,12 +84,14 @@ from actorflow.storage._records import (
 from actorflow.storage._retention import prune, prune_run, run_verifier, verify_store
 from actorflow.storage._sealing import Codec
 from actorflow.storage._state import decode_state, encode_state, state_version
+from actorflow.storage._windows import LIMIT_WINDOW, take_window
 from actorflow.storage.file import FileStore, FileSystem, OSFileSystem
 from actorflow.storage.s3 import S3Store  # aioboto3 is imported only when one is made
 
 __all__ = [
     "ENCODE_ERRORS",
     "FORMAT_VERSION",
+    "LIMIT_WINDOW",
     "AgentSnapshot",
     "ChunkRef",
     "ClaimInfo",
@@ -124,6 +127,7 @@ __all__ = [
     "S3Store",
     "SealCheck",
     "SealChecker",
+    "SharedLimits",
     "Snapshot",
     "SnapshotInfo",
     "SnapshotStatus",
@@ -160,6 +164,7 @@ __all__ = [
     "state_version",
     "sync_blobs",
     "sync_snapshots",
+    "take_window",
     "update_run_unsynced",
     "validate_run_id",
     "verify_store",

@@ -27,6 +27,7 @@ __all__ = [
     "RunIndex",
     "SealCheck",
     "SealChecker",
+    "SharedLimits",
     "UnreadableLister",
 ]
 
@@ -182,4 +183,46 @@ class SealChecker(Protocol):
 
         A torn log tail (the last write of a killed process) is not a problem.
         """
+        ...
+
+
+@runtime_checkable
+class SharedLimits(Protocol):
+    """A store that keeps rate budgets every process using it shares (``Limit``).
+
+    A budget is a sliding window of sixty seconds per key: the start times of
+    requests and the tokens they spent, and a key's concurrency slots. The
+    file store keeps them under one lock, so processes on one machine sharing
+    it never exceed them together; the S3 store gives each process its share
+    (the budget divided by the live workers); the memory store shares them
+    between the runtimes using it. Times are the callers' clocks (seconds
+    since the epoch).
+
+    .. versionadded:: 0.5
+    """
+
+    async def take_limit(
+        self,
+        key: str,
+        *,
+        per_minute: int | None,
+        tokens_per_minute: int | None,
+        now: float,
+    ) -> float:
+        """Take one request from ``key``'s budget at ``now``: 0.0, or the seconds to wait.
+
+        Nothing is taken when it returns more than zero; ask again then.
+        """
+        ...
+
+    async def spend_limit_tokens(self, key: str, tokens: float, *, now: float) -> None:
+        """Count ``tokens`` spent at ``now`` against ``key``'s token budget."""
+        ...
+
+    async def take_limit_slot(self, key: str, slots: int) -> object | None:
+        """Hold one of ``key``'s ``slots`` without waiting: a handle, or None if all are held."""
+        ...
+
+    def release_limit_slot(self, handle: object) -> None:
+        """Give back a slot from :meth:`take_limit_slot` (synchronous: it never waits)."""
         ...

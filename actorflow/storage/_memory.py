@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -56,6 +57,7 @@ from actorflow.storage._protocol import (
 from actorflow.storage._records import SnapshotStatus, validate_run_id
 from actorflow.storage._retention import prune as prune_by_policy
 from actorflow.storage._sealing import Codec
+from actorflow.storage._windows import take_window
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
@@ -108,6 +110,54 @@ class MemoryStore(StoreContext):
         self._created: dict[str, int] = {}
         self._unfinished: set[str] = set()
         self._wakeups = Wakeups()
+        # limit key -> (request starts, token spends, their sum): SharedLimits
+        self._limits: dict[str, tuple[deque[float], deque[tuple[float, float]], list[float]]] = {}
+        self._slots: dict[str, int] = {}  # limit key -> slots held
+
+    async def take_limit(
+        self,
+        key: str,
+        *,
+        per_minute: int | None,
+        tokens_per_minute: int | None,
+        now: float,
+    ) -> float:
+        """See :meth:`SharedLimits.take_limit`: one window per key for every runtime using it."""
+        starts, tokens, total = self._window(key)
+        wait, total[0] = take_window(
+            starts,
+            tokens,
+            total[0],
+            per_minute=per_minute,
+            tokens_per_minute=tokens_per_minute,
+            now=now,
+        )
+        return wait
+
+    async def spend_limit_tokens(self, key: str, tokens: float, *, now: float) -> None:
+        """See :meth:`SharedLimits.spend_limit_tokens`."""
+        _, spent, total = self._window(key)
+        spent.append((now, tokens))
+        total[0] += tokens
+
+    async def take_limit_slot(self, key: str, slots: int) -> object | None:
+        """See :meth:`SharedLimits.take_limit_slot`: slots counted per key."""
+        held = self._slots.get(key, 0)
+        if held >= slots:
+            return None
+        self._slots[key] = held + 1
+        return key
+
+    def release_limit_slot(self, handle: object) -> None:
+        """See :meth:`SharedLimits.release_limit_slot`."""
+        assert isinstance(handle, str)
+        self._slots[handle] -= 1
+
+    def _window(self, key: str) -> tuple[deque[float], deque[tuple[float, float]], list[float]]:
+        window = self._limits.get(key)
+        if window is None:
+            window = self._limits[key] = (deque(), deque(), [0.0])
+        return window
 
     async def aclose(self) -> None:
         """Nothing to release; kept for the protocol."""

@@ -255,8 +255,13 @@ class StepRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag
     their difference is how long it took (``issued`` is 0 in records written
     before it existed).
 
+    ``attempt_errors`` are the errors of its failed attempts, oldest first
+    (a retried ask's; empty in records written before it existed).
+
     .. versionchanged:: 0.4
        ``issued`` added.
+    .. versionchanged:: 0.5
+       ``attempt_errors`` added.
     """
 
     step_id: str
@@ -270,6 +275,7 @@ class StepRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag
     time: float = 0.0
     attempts: int = 1
     issued: float = 0.0
+    attempt_errors: tuple[ErrorInfo, ...] = ()
 
 
 class MilestoneRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="milestone"):

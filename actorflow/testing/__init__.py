@@ -31,12 +31,14 @@ name; see docs/storage.md, "Writing your own store").
 
 from __future__ import annotations
 
+from actorflow.testing._clock import FakeClock
 from actorflow.testing._crash import CrashOutcome, crash_and_recover, run_in_memory
 from actorflow.testing._store import CrashingStore, SimulatedCrashError
 
 __all__ = [
     "CrashOutcome",
     "CrashingStore",
+    "FakeClock",
     "SimulatedCrashError",
     "crash_and_recover",
     "run_in_memory",

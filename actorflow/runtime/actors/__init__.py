@@ -33,6 +33,7 @@ from actorflow.runtime.actors._actor import (
     current_message_meta,
     dispatch_table,
     handler,
+    handler_flow,
     handler_for,
     state_type,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "current_message_meta",
     "dispatch_table",
     "handler",
+    "handler_flow",
     "handler_for",
     "is_abstract",
     "lookup",

@@ -13,12 +13,15 @@ import types
 import typing
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import Any, ClassVar, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, overload
 
 import msgspec
 
 from actorflow.errors import ActorDefinitionError
 from actorflow.runtime.actors._registry import register
+
+if TYPE_CHECKING:
+    from actorflow.runtime.flow import RetryPolicy
 
 __all__ = [
     "Actor",
@@ -27,6 +30,7 @@ __all__ = [
     "current_message_meta",
     "dispatch_table",
     "handler",
+    "handler_flow",
     "handler_for",
     "state_type",
 ]
@@ -35,6 +39,8 @@ R = TypeVar("R")
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 _MARK = "__actorflow_handles__"
+_RETRY = "__actorflow_retry__"
+_LIMIT = "__actorflow_limit__"
 _AUTO = object()  # marks a handler whose message type comes from its annotation
 NoneType = type(None)
 
@@ -65,34 +71,48 @@ class Request(msgspec.Struct, Generic[R], frozen=True):
 @overload
 def handler(fn: F, /) -> F: ...
 @overload
-def handler(message_type: type, /) -> Callable[[F], F]: ...
-def handler(arg: Any, /) -> Any:
+def handler(
+    message_type: type, /, *, retry: RetryPolicy | None = None, limit: str | None = None
+) -> Callable[[F], F]: ...
+@overload
+def handler(*, retry: RetryPolicy | None = None, limit: str | None = None) -> Callable[[F], F]: ...
+def handler(
+    arg: Any = _AUTO, /, *, retry: RetryPolicy | None = None, limit: str | None = None
+) -> Any:
     """Mark an async method as the handler of one message type.
 
     Used bare, the message type is the annotation of the method's first
     parameter after ``self`` (a union registers every member); ``@handler(Add)``
     names it explicitly. A handler also handles subclasses of its type; the
     most specific handler wins. The return value is the reply to ``ask``.
+    ``retry`` (a ``RetryPolicy``) and ``limit`` (a name declared with
+    ``Runtime(limits=...)``) apply when a workflow step asks it.
 
     Raises:
-        ActorDefinitionError: the method is not ``async def``.
+        ActorDefinitionError: the method is not ``async def``, or ``limit`` is not a string.
     """
-    if isinstance(arg, type):
+    if limit is not None and not isinstance(limit, str):
+        raise ActorDefinitionError(repr(limit), "a handler's limit is a limit's name (a str)")
+    if isinstance(arg, type) or arg is _AUTO:
         explicit = arg
 
         def mark(fn: Any) -> Any:
-            return _mark(fn, explicit)
+            return _mark(fn, explicit, retry, limit)
 
         return mark
-    return _mark(arg, _AUTO)
+    return _mark(arg, _AUTO, retry, limit)
 
 
-def _mark(fn: Any, message_type: object) -> Any:
+def _mark(fn: Any, message_type: object, retry: object, limit: str | None) -> Any:
     if not inspect.iscoroutinefunction(fn):
         raise ActorDefinitionError(
             getattr(fn, "__qualname__", repr(fn)), "a handler must be an `async def` method"
         )
     setattr(fn, _MARK, message_type)
+    if retry is not None:
+        setattr(fn, _RETRY, retry)
+    if limit is not None:
+        setattr(fn, _LIMIT, limit)
     return fn
 
 
@@ -311,3 +331,8 @@ def handler_for(actor_cls: type[Actor], message_type: type) -> Callable[..., Awa
         ActorDefinitionError: the class's handlers are declared wrongly.
     """
     return dispatch_table(actor_cls).lookup(message_type)
+
+
+def handler_flow(fn: Callable[..., Awaitable[Any]]) -> tuple[RetryPolicy | None, str | None]:
+    """The retry policy and the limit name ``@handler`` gave ``fn`` (None: not given)."""
+    return getattr(fn, _RETRY, None), getattr(fn, _LIMIT, None)

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._config import RuntimeConfig
     from actorflow.runtime.workflow._env import ChildRuns
     from actorflow.runtime.workflow._export import EmitExporter
+    from actorflow.runtime.workflow._flow import FlowControl
     from actorflow.runtime.workflow._handle import RunTracker
     from actorflow.runtime.workflow._otel import RunTrace
     from actorflow.storage import Lease, RetentionPolicy, Store
@@ -84,6 +85,7 @@ class RunDriver:
         watch_clock: opens the attempts' inbox watches a second in.
         exporter: writes the runs' ephemeral emits to the store's event
             stream (None: they stay in this process).
+        flow: the runtime's clock and limiters.
     """
 
     def __init__(
@@ -99,8 +101,10 @@ class RunDriver:
         placer_for: Callable[[type[Any]], AgentPlacer | None] | None = None,
         watch_clock: WatchClock,
         exporter: EmitExporter | None = None,
+        flow: FlowControl,
     ) -> None:
         self.store = store
+        self.flow = flow
         self._exporter = exporter
         self._watch_clock = watch_clock
         self.config = config
@@ -375,6 +379,7 @@ class RunDriver:
                 task_group=tg,
                 signals=signals,
                 children=self._children,
+                flow=self.flow,
             )
             env.publish = handle.stream.publish
             env.trace = trace

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import os
 import typing
@@ -12,6 +13,7 @@ import msgspec
 
 from actorflow._log import env_level
 from actorflow.errors import ConfigurationError
+from actorflow.runtime.flow import RetryPolicy
 from actorflow.runtime.workflow._determinism import Determinism
 from actorflow.storage import RetentionPolicy
 
@@ -126,8 +128,13 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
             ``0`` starts it at the next turn of the event loop.
         triggers: see :class:`CheckpointTriggers`.
         retention: applied off the run's path after each finished run (``None``: never).
-        step_retries: times a failed agent task is retried before ``StepFailedError``.
-        retry_backoff: first retry delay in seconds; doubles per retry.
+        retry: the default :class:`RetryPolicy` of asks (handlers, agent
+            classes and calls may set their own); ``None``: the policy
+            ``step_retries`` and ``retry_backoff`` make (:attr:`retry_policy`).
+        step_retries: times a failed agent task is retried before
+            ``StepFailedError`` (with no ``retry``: its ``max_attempts`` less one).
+        retry_backoff: first retry delay in seconds; doubles per retry (with
+            no ``retry``: its ``initial_backoff``).
         max_recovery_attempts: recovery attempts of one run in a row that make no
             progress (no record of their own durable) before it is marked failed.
         recovery_timeout: seconds one recovery may take (``None``: unbounded).
@@ -159,13 +166,14 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
     .. versionchanged:: 0.4
        ``max_signal_size``, ``stream_emits``.
     .. versionchanged:: 0.5
-       ``determinism``, ``tracing``.
+       ``determinism``, ``tracing``, ``retry``.
     """
 
     durability: Durability = Durability.BATCHED
     flush_delay: float = 0.02
     triggers: CheckpointTriggers = CheckpointTriggers()
     retention: RetentionPolicy | None = RetentionPolicy()
+    retry: RetryPolicy | None = None
     step_retries: int = 2
     retry_backoff: float = 0.05
     max_recovery_attempts: int = 3
@@ -217,6 +225,9 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
         _check_number(self, "flush_delay", minimum=0.0)
         _check_int(self, "step_retries", minimum=0)
         _check_number(self, "retry_backoff", minimum=0.0)
+        retry: object = self.retry
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise ConfigurationError("retry", retry, "a RetryPolicy or None")
         _check_int(self, "max_recovery_attempts", minimum=1)
         _check_number(self, "recovery_timeout", minimum=0.0, optional=True, positive=True)
         _check_number(self, "ask_timeout", minimum=0.0, optional=True, positive=True)
@@ -227,6 +238,13 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
         code_version: object = self.code_version
         if code_version is not None and not isinstance(code_version, str):
             raise ConfigurationError("code_version", self.code_version, "a string or None")
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """The default retry policy: ``retry``, or from ``step_retries`` and ``retry_backoff``."""
+        if self.retry is not None:
+            return self.retry
+        return _default_policy(self.step_retries, self.retry_backoff)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> RuntimeConfig:
@@ -298,6 +316,15 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
                 raise
             raise ConfigurationError(variable, text, exc.expected) from None
         return msgspec.structs.replace(config, **overrides) if overrides else config
+
+
+@functools.cache
+def _default_policy(step_retries: int, retry_backoff: float) -> RetryPolicy:
+    return RetryPolicy(
+        max_attempts=step_retries + 1,
+        initial_backoff=retry_backoff,
+        max_backoff=max(60.0, retry_backoff),
+    )
 
 
 _VARIABLES = {

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 
     from actorflow.runtime.actors import Actor, ActorRef, AgentRef, Request
+    from actorflow.runtime.flow import RetryPolicy
     from actorflow.runtime.workflow._children import OnParentCancel
     from actorflow.runtime.workflow._env import StepEnv
     from actorflow.runtime.workflow.steps import ChildRun
@@ -101,6 +102,7 @@ class RunContext:
         message: Request[R],
         *,
         timeout: float | None = None,
+        retry: RetryPolicy | None = None,
     ) -> Step[R]: ...
     @overload
     def ask(
@@ -109,6 +111,7 @@ class RunContext:
         message: object,
         *,
         timeout: float | None = None,
+        retry: RetryPolicy | None = None,
     ) -> Step[object]: ...
     def ask(
         self,
@@ -116,17 +119,21 @@ class RunContext:
         message: object,
         *,
         timeout: float | None = None,
+        retry: RetryPolicy | None = None,
     ) -> Step[Any]:
         """Ask an agent and return its reply, recorded; replays return the record.
 
         A ``Request[R]`` message makes the step's result an ``R`` for type
-        checkers; any other message's reply is an ``object`` to narrow. The
-        agent's task is retried ``step_retries`` times with backoff (the same
-        idempotency key); then the step fails with ``StepFailedError``.
+        checkers; any other message's reply is an ``object`` to narrow. A
+        failed task is retried (the same idempotency key) by ``retry``, else
+        the handler's or the agent class's policy, else ``RuntimeConfig.retry``
+        (see :class:`RetryPolicy`); then the step fails with
+        ``StepFailedError``. Each attempt has ``timeout`` (default ``ask_timeout``);
+        waiting for the handler's ``Limit`` does not count.
         """
         if timeout is None:
             timeout = self._env.config.ask_timeout
-        return AskStep(self._env, self._ns(), ref, message, timeout)
+        return AskStep(self._env, self._ns(), ref, message, timeout, retry)
 
     def send(self, ref: AgentRef, message: object) -> Step[None]:
         """Send to an agent without waiting for its reply.

@@ -9,6 +9,7 @@ if TYPE_CHECKING:
 
     from actorflow.runtime.workflow._agents import RunAgents
     from actorflow.runtime.workflow._config import RuntimeConfig
+    from actorflow.runtime.workflow._flow import FlowControl
     from actorflow.runtime.workflow._otel import RunTrace
     from actorflow.runtime.workflow._recorder import Recorder
     from actorflow.runtime.workflow._replay import RunView
@@ -67,12 +68,14 @@ class StepEnv:
             ``handle.events()`` readers), or None.
         turnstiles: per agent, the order its step records keep (``AskStep``).
         trace: the attempt's spans and metrics, or None when tracing is off.
+        flow: the runtime's clock and limiters (retry backoffs, ``Limit``).
     """
 
     __slots__ = (
         "agents",
         "children",
         "config",
+        "flow",
         "publish",
         "recorder",
         "run_id",
@@ -91,6 +94,7 @@ class StepEnv:
         config: RuntimeConfig,
         task_group: TaskGroup,
         signals: SignalDesk,
+        flow: FlowControl,
         children: ChildRuns | None = None,
     ) -> None:
         self.run_id = recorder.run_id
@@ -104,3 +108,4 @@ class StepEnv:
         self.publish: EmitSink | None = None
         self.turnstiles: dict[str, Turnstile] = {}
         self.trace: RunTrace | None = None
+        self.flow = flow

@@ -53,6 +53,7 @@ from actorflow.runtime.workflow._signals import WatchClock, cancel_stored
 from actorflow.storage import (
     RunManifest,
     RunStatus,
+    SharedLimits,
     Store,
     open_store,
     update_run_unsynced,
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._adoption import AdoptionPolicy
     from actorflow.runtime.workflow._cluster import Cluster
     from actorflow.runtime.workflow._config import RuntimeConfig
+    from actorflow.runtime.workflow._flow import FlowControl
 
 __all__ = ["KEPT_FINISHED_HANDLES", "Runs"]
 
@@ -100,8 +102,10 @@ class Runs:
         config: RuntimeConfig,
         owner: str,
         cluster: Cluster | None,
+        flow: FlowControl,
     ) -> None:
         self._system = system
+        self.flow = flow
         self._store_spec = store
         self._store: Store | None = store if isinstance(store, Store) else None
         self.config = config
@@ -583,6 +587,9 @@ class Runs:
     def _run_driver(self) -> RunDriver:
         if self._driver is None:
             system = self._system
+            store = self.store
+            # rate windows live in the store when it shares them between processes
+            self.flow.limiters.share(store if isinstance(store, SharedLimits) else None)
             self._driver = RunDriver(
                 store=self.store,
                 config=self.config,
@@ -594,6 +601,7 @@ class Runs:
                 placer_for=self.cluster.placer_for if self.cluster is not None else None,
                 watch_clock=WatchClock(lambda: system.require_running("watch a run's inbox")),
                 exporter=self.exporter,
+                flow=self.flow,
             )
         return self._driver
 

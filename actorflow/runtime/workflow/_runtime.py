@@ -20,6 +20,7 @@ from actorflow.errors import (
 from actorflow.runtime.actors import Actor, ActorSystem, class_name
 from actorflow.runtime.workflow._adoption import AdoptionPolicy
 from actorflow.runtime.workflow._config import RuntimeConfig
+from actorflow.runtime.workflow._flow import FlowControl
 from actorflow.runtime.workflow._outcomes import (
     decode_result,
     finished_error,
@@ -40,10 +41,11 @@ from actorflow.storage import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+    from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
     from typing import Self
 
     from actorflow.runtime.actors import ActorRef, SupervisorPolicy
+    from actorflow.runtime.flow import Clock, Limit, LimitStats
     from actorflow.runtime.workflow._cluster import Cluster
     from actorflow.runtime.workflow._handle import R, RunHandle
     from actorflow.runtime.workflow._outcomes import Workflow
@@ -70,8 +72,16 @@ class Runtime:
         cluster: where runs and placed agents go (``actorflow.ray.RayCluster``):
             runs it drives elsewhere are stored, handed to it and followed
             through the store; ``None`` (the default): all in this process.
+        limits: the :class:`Limit` budgets its runs' asks share by name
+            (``@handler(limit=...)``, an agent class's ``limit``). See
+            docs/flow-control.md.
+        clock: the time retry backoffs and limits read and wait on (default
+            the system's; ``actorflow.testing.FakeClock`` in tests).
         mailbox_size, supervisor, shutdown_timeout: see the actor runtime
             (:class:`ActorSystem`).
+
+    Raises:
+        LimitValueError: a limit is not a ``Limit``, or two share a name.
 
     It has an :class:`ActorSystem` (no longer is one): its actors' methods
     (``spawn``, ``get``, ``lookup``, ``stop``, ``running``) are the runtime's too.
@@ -79,6 +89,8 @@ class Runtime:
     .. versionchanged:: 0.4
        ``adopt_orphans``, ``cluster``; it has an ``ActorSystem`` rather than
        subclassing it.
+    .. versionchanged:: 0.5
+       ``limits``, ``clock``.
     """
 
     def __init__(
@@ -88,8 +100,12 @@ class Runtime:
         config: RuntimeConfig | None = None,
         adopt_orphans: bool | AdoptionPolicy = False,
         cluster: Cluster | None = None,
+        limits: Iterable[Limit] = (),
+        clock: Clock | None = None,
         **actor_options: Any,
     ) -> None:
+        self.flow = FlowControl(limits, clock)  # first: bad limits fail before anything starts
+        """The runtime's clock and limiters, shared by all its runs."""
         self._system = ActorSystem(**actor_options)
         self.cluster = cluster
         """Where runs and placed agents go; ``None``: this process."""
@@ -104,7 +120,12 @@ class Runtime:
             config=config if config is not None else RuntimeConfig.from_env(),
             owner=self.owner,
             cluster=cluster,
+            flow=self.flow,
         )
+
+    def limit_stats(self) -> dict[str, LimitStats]:
+        """Each declared limit's waits, queue and holders so far, in this process."""
+        return self.flow.limiters.stats()
 
     @property
     def config(self) -> RuntimeConfig:

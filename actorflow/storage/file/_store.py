@@ -37,6 +37,7 @@ from actorflow.storage.file._events import EventFiles
 from actorflow.storage.file._fs import MAX_FILE_BYTES, FileSystem, OSFileSystem
 from actorflow.storage.file._inbox import InboxFiles
 from actorflow.storage.file._layout import RunFolders
+from actorflow.storage.file._limits import LimitFiles
 from actorflow.storage.file._logs import LogFiles
 from actorflow.storage.file._manifests import ManifestFiles
 from actorflow.storage.file._sealcheck import check_run
@@ -101,6 +102,7 @@ class FileStore(StoreContext):
         self._snapshots = SnapshotFiles(self._folders, self._manifests, self.codec)
         self._inbox = InboxFiles(self._folders, self.codec)
         self._events = EventFiles(self._folders, self.codec, event_bytes)
+        self._limits = LimitFiles(self.fs, os.path.join(self.path, "limits"))
 
     def __repr__(self) -> str:
         return f"FileStore({self.path!r}, codec={self.codec.describe()})"
@@ -109,6 +111,33 @@ class FileStore(StoreContext):
     def segment_bytes(self) -> int:
         """A log segment is closed and a new one started past this size."""
         return self._logs.segment_bytes
+
+    async def take_limit(
+        self,
+        key: str,
+        *,
+        per_minute: int | None,
+        tokens_per_minute: int | None,
+        now: float,
+    ) -> float:
+        """See :meth:`SharedLimits.take_limit`: ``limits/<key>``, under its flock."""
+        wait, _ = await self._folders.call(
+            "take a limit", self._limits.take, key, per_minute, tokens_per_minute, now
+        )
+        return wait
+
+    async def spend_limit_tokens(self, key: str, tokens: float, *, now: float) -> None:
+        """See :meth:`SharedLimits.spend_limit_tokens`."""
+        await self._folders.call("spend limit tokens", self._limits.spend, key, tokens, now)
+
+    async def take_limit_slot(self, key: str, slots: int) -> object | None:
+        """See :meth:`SharedLimits.take_limit_slot`: the flock of ``limits/<key>.slot-<n>``."""
+        return await self._folders.call("take a limit slot", self._limits.take_slot, key, slots)
+
+    def release_limit_slot(self, handle: object) -> None:
+        """See :meth:`SharedLimits.release_limit_slot`."""
+        assert isinstance(handle, int)
+        self._limits.release_slot(handle)
 
     async def aclose(self) -> None:
         """Close log files and release every claim this store holds. Idempotent."""

@@ -59,6 +59,7 @@ from actorflow.storage.s3._blobs import BlobObjects
 from actorflow.storage.s3._inbox import InboxObjects
 from actorflow.storage.s3._index import UnfinishedKeys
 from actorflow.storage.s3._lease import LeaseTable
+from actorflow.storage.s3._limits import SplitLimits
 from actorflow.storage.s3._log import SegmentLog
 from actorflow.storage.s3._manifests import ManifestObjects
 from actorflow.storage.s3._objects import S3Objects
@@ -166,10 +167,41 @@ class S3Store(StoreContext):
         self._snapshots = SnapshotObjects(objects, self.codec)
         self._inbox = InboxObjects(objects, self.codec)
         self._unfinished = UnfinishedKeys(objects)
+        self._limits = SplitLimits(self._leases.workers, refresh=self._leases.ttl / 3)
         self.inbox_poll_interval = inbox_poll_interval
 
     def __repr__(self) -> str:
         return f"S3Store({self.bucket!r}, prefix={self.prefix!r})"
+
+    # --- limits (SharedLimits: split across live workers) ----------------------------
+
+    async def take_limit(
+        self,
+        key: str,
+        *,
+        per_minute: int | None,
+        tokens_per_minute: int | None,
+        now: float,
+    ) -> float:
+        """See :meth:`SharedLimits.take_limit`: this process's share of the budget.
+
+        S3 has no lock to share a window under: each process takes the budget
+        divided by the live workers (their worker leases), at least one each.
+        """
+        return await self._limits.take(key, per_minute, tokens_per_minute, now)
+
+    async def spend_limit_tokens(self, key: str, tokens: float, *, now: float) -> None:
+        """See :meth:`SharedLimits.spend_limit_tokens` (this process's window)."""
+        self._limits.spend(key, tokens, now)
+
+    async def take_limit_slot(self, key: str, slots: int) -> object | None:
+        """See :meth:`SharedLimits.take_limit_slot`: this process's share of the slots."""
+        return await self._limits.take_slot(key, slots)
+
+    def release_limit_slot(self, handle: object) -> None:
+        """See :meth:`SharedLimits.release_limit_slot`."""
+        assert isinstance(handle, str)
+        self._limits.release_slot(handle)
 
     async def aclose(self) -> None:
         """End this store's worker lease, close connections and the helper thread. Idempotent."""

@@ -129,6 +129,14 @@ class WorkerLeases:
         lease = await self.read(worker)
         return lease.expires if lease is not None else 0.0
 
+    async def count_live(self) -> int:
+        """How many workers' leases (this store's included) are live now: one LIST, a GET each."""
+        found = await self._objects.list_objects("list workers", self._root)
+        names = [o.key[len(self._root) :] for o in found]
+        leases = await self._objects.gather([functools.partial(self.read, w) for w in names])
+        now = time.time()
+        return sum(1 for lease in leases if lease is not None and lease.expires > now)
+
     async def held_by_live(self) -> set[str]:
         """The runs that live workers (this store included) listed at their last renewal.
 

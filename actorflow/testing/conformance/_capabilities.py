@@ -1,7 +1,8 @@
 """Conformance: the optional capabilities, each tested only where the store offers it.
 
 A store that implements a capability (``UnreadableLister``, ``ClaimInspector``,
-``SealChecker``, ``SupportsBlobSync``) must honour it; one that does not skips these tests.
+``SealChecker``, ``SupportsBlobSync``, ``SharedLimits``) must honour it; one that
+does not skips these tests.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from actorflow.storage import (
     ClaimInspector,
     Codec,
     SealChecker,
+    SharedLimits,
     Store,
     SupportsBlobSync,
     UnreadableLister,
@@ -93,3 +95,43 @@ class CapabilityTests:
         await store.delete_blob("run-1", ref)
         with pytest.raises(StorageError):
             await store.sync_blobs("run-1", [ref])
+
+    async def test_shared_limits_keep_a_sliding_minute_per_key(self, store: Store) -> None:
+        _offers(store, SharedLimits)
+        assert isinstance(store, SharedLimits)
+        take = store.take_limit
+        for i in range(3):
+            assert await take("api", per_minute=3, tokens_per_minute=None, now=100.0 + i) == 0.0
+        # the fourth waits until the first is a minute old; nothing is taken meanwhile
+        assert await take("api", per_minute=3, tokens_per_minute=None, now=110.0) == 50.0
+        assert await take("api", per_minute=3, tokens_per_minute=None, now=159.0) == 1.0
+        assert await take("api", per_minute=3, tokens_per_minute=None, now=160.0) == 0.0
+        # another key has a budget of its own
+        assert await take("other", per_minute=1, tokens_per_minute=None, now=110.0) == 0.0
+
+    async def test_shared_limits_count_spent_tokens(self, store: Store) -> None:
+        _offers(store, SharedLimits)
+        assert isinstance(store, SharedLimits)
+        take = store.take_limit
+        assert await take("llm", per_minute=None, tokens_per_minute=500, now=10.0) == 0.0
+        await store.spend_limit_tokens("llm", 300, now=12.0)
+        assert await take("llm", per_minute=None, tokens_per_minute=500, now=13.0) == 0.0
+        await store.spend_limit_tokens("llm", 300, now=14.0)
+        # 600 spent in the minute: the next waits until the first spend is a minute old
+        assert await take("llm", per_minute=None, tokens_per_minute=500, now=20.0) == 52.0
+        assert await take("llm", per_minute=None, tokens_per_minute=500, now=72.0) == 0.0
+
+    async def test_shared_limits_hold_each_slot_once(self, store: Store) -> None:
+        _offers(store, SharedLimits)
+        assert isinstance(store, SharedLimits)
+        first = await store.take_limit_slot("db", 2)
+        second = await store.take_limit_slot("db", 2)
+        assert first is not None
+        assert second is not None
+        assert await store.take_limit_slot("db", 2) is None  # both held
+        assert await store.take_limit_slot("other", 1) is not None  # a key of its own
+        store.release_limit_slot(first)
+        again = await store.take_limit_slot("db", 2)
+        assert again is not None
+        store.release_limit_slot(again)
+        store.release_limit_slot(second)

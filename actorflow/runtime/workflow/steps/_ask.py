@@ -2,9 +2,13 @@
 
 An ask is delivered when it starts (after the output-commit flush) and
 recorded, with the agent's new state, once its reply is in and every earlier
-message to the agent is recorded (``Turnstile``). A failed task is retried
-(``step_retries``). ``record_as_answered`` is ``ctx.gather``'s fast path:
-plain asks recorded as their replies come in, without a task per step.
+message to the agent is recorded (``Turnstile``). A failed task is retried by
+its ``RetryPolicy``; each failed attempt is recorded (a milestone of the
+step's, ``key#attempts``) before the backoff, so a recovery goes on with the
+next attempt, never one that is recorded. An ask whose handler uses a
+``Limit`` takes it before delivery and gives it back when the reply is in.
+``record_as_answered`` is ``ctx.gather``'s fast path: plain asks recorded as
+their replies come in, without a task per step.
 """
 
 from __future__ import annotations
@@ -12,9 +16,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
+import msgspec
 
 from actorflow.errors import ActorError, ActorFailedError, StepFailedError
 from actorflow.runtime.workflow._agents import reply_type
+from actorflow.runtime.workflow._flow import agent_flow
 from actorflow.runtime.workflow._ids import message_hash
 from actorflow.runtime.workflow._progress import StepInfo, StepMeta, current_step_meta
 from actorflow.runtime.workflow._tracing import traced_handler
@@ -25,7 +31,10 @@ from actorflow.storage import decode_value as decode
 from actorflow.storage import encode_value as encode
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from actorflow.runtime.actors import AgentRef, AgentReply
+    from actorflow.runtime.flow import Limiter, Permit, RetryPolicy
     from actorflow.runtime.workflow._env import StepEnv
     from actorflow.runtime.workflow._ids import Namespace
     from actorflow.runtime.workflow._recorder import Recorder
@@ -34,6 +43,16 @@ if TYPE_CHECKING:
 __all__ = ["AskStep", "SendStep", "record_as_answered"]
 
 T = TypeVar("T")
+
+ATTEMPTS = "#attempts"
+"""The suffix of the milestone key that records a step's failed attempts."""
+
+
+class AttemptLog(msgspec.Struct, frozen=True, kw_only=True):
+    """A retried step's failed attempts so far, and when the next one is due (clock time)."""
+
+    errors: tuple[ErrorInfo, ...]
+    due: float
 
 
 def _turnstile(env: StepEnv, agent: str) -> Turnstile:
@@ -58,6 +77,9 @@ class AskStep(Step[T]):
     turnstile: Turnstile | None = None
     _deliver_error: ActorError | None = None
     _meta: StepMeta | None = None  # dropped once the step is finished (see _done)
+    _errors: tuple[ErrorInfo, ...] = ()  # of the failed attempts so far
+    _due = 0.0  # when a recovered step's next attempt is due (the clock's time)
+    _limiter: Limiter | None = None  # the limit its last delivery took
 
     def __init__(
         self,
@@ -66,10 +88,12 @@ class AskStep(Step[T]):
         ref: AgentRef,
         message: object,
         timeout: float | None,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self.ref = ref
         self.message = message
         self.timeout = timeout
+        self.retry = retry
         # Step.__init__, inlined: a recovery issues thousands of these
         self.env = env
         self.ns = ns
@@ -83,7 +107,11 @@ class AskStep(Step[T]):
             self.span = trace.step(self.kind, step_id, target, record is not None)
         if record is None:  # a replayed step never reaches its agent
             self.issued = wall_clock()
-            self._meta = self._make_meta(1)
+            tried = env.view.milestones.get(f"{env.run_id}/{step_id}{ATTEMPTS}")
+            if tried is not None:  # attempts a crash interrupted: go on after them
+                log = decode(tried.data, AttemptLog, "attempts of step", step_id)
+                self._errors, self._due = log.errors, log.due
+            self._meta = self._make_meta(len(self._errors) + 1)
         ns.pending[step_id] = self
 
     def _make_meta(self, attempt: int) -> StepMeta:
@@ -126,6 +154,9 @@ class AskStep(Step[T]):
         rec = self.env.recorder
         if rec.barrier_needed():
             await rec.output_barrier()
+        if self._due:  # a recovered retry waits out the rest of its backoff
+            clock = self.env.flow.clock
+            await clock.sleep(self._due - clock.now())
         try:
             await self._redeliver()
         except ActorError as exc:
@@ -133,14 +164,35 @@ class AskStep(Step[T]):
             self._deliver_error = exc
 
     async def _redeliver(self) -> None:
+        _, limit = agent_flow(self.ref.actor_type, type(self.message))
+        permit: Permit | None = None
+        if limit is not None:
+            # waiting here is no attempt, and no ask_timeout runs yet
+            limiter = self._limiter = self.env.flow.limiters.get(limit, self.ref.actor_type)
+            permit = await limiter.acquire()
         turnstile = self.turnstile = _turnstile(self.env, self.ref.name)
         self.ticket = turnstile.take()
         self.pending = None
         try:
-            self.pending = await self.ref.deliver(self.message, self._meta)
+            self.pending = pending = await self.ref.deliver(self.message, self._meta)
         except BaseException:
             self._release(turnstile)
+            if permit is not None:
+                permit.release()
             raise
+        if permit is not None:
+            self._hold(pending, permit)
+
+    def _hold(self, pending: AgentReply, permit: Permit) -> None:
+        """Give ``permit`` back, with the tokens the handler reported, once the reply is in."""
+        meta = self._meta
+        if meta is not None:
+            permit.metrics = meta.metrics
+            if permit.waited > 0:
+                meta.metrics["limit_wait"] = meta.metrics.get("limit_wait", 0.0) + permit.waited
+        pending.notify = permit.on_reply
+        if pending.event.is_set():
+            permit.release()
 
     def _release(self, turnstile: Turnstile) -> None:
         if self.ticket >= 0:
@@ -163,7 +215,7 @@ class AskStep(Step[T]):
         So may a delivered ask without a timeout: one whose outcome is its
         reply, whenever that comes in.
         """
-        return not self.timeout and self.pending is not None
+        return not self.timeout and self.pending is not None and not self._errors
 
     def in_turn(self) -> bool:
         """Whether every earlier message to its agent is recorded (or given up)."""
@@ -195,16 +247,25 @@ class AskStep(Step[T]):
         try:
             if not turnstile.ready(self.ticket):
                 await turnstile.wait(self.ticket)
+            await self._settle()
             await self._record_success(pending.value, pending.state, 1)
         finally:
             self._release(turnstile)
             self._done()
         return pending.value  # type: ignore[no-any-return]
 
+    def _policy(self) -> RetryPolicy:
+        """The step's retry policy: the call's, the handler's, the class's or the runtime's."""
+        if self.retry is not None:
+            return self.retry
+        retry, _ = agent_flow(self.ref.actor_type, type(self.message))
+        return retry if retry is not None else self.env.config.retry_policy
+
     async def _outcome(self, turnstile: Turnstile) -> tuple[Any, bytes, int]:
         """The reply and state, retrying a failed task; records the final failure."""
-        config = self.env.config
-        attempt = 1
+        policy = self._policy()
+        errors = list(self._errors)
+        attempt = len(errors) + 1
         handler_error: BaseException | None = None
         while True:
             try:
@@ -222,18 +283,42 @@ class AskStep(Step[T]):
                     await pending.event.wait()
                 if pending.error is not None:
                     raise pending.error
+                await self._settle()
+                self._errors = tuple(errors)
                 return pending.value, pending.state, attempt
             except (ActorError, TimeoutError) as exc:
+                await self._settle()
+                cause: BaseException = exc
                 if isinstance(exc, ActorFailedError):
                     handler_error = exc  # the root cause, worth more than a later "stopped"
-                if attempt > config.step_retries:
+                    cause = exc.error
+                errors.append(ErrorInfo.of(cause))
+                retryable = policy.retries(cause) if cause is not exc else True
+                if not retryable or attempt >= policy.max_attempts:
                     await turnstile.wait(self.ticket)
-                    raise await self._record_failure(handler_error or exc) from exc
+                    self._errors = tuple(errors)
+                    raise await self._record_failure(handler_error or exc, attempt) from exc
                 self._release(turnstile)
                 self.pending = None
-                await anyio.sleep(config.retry_backoff * 2 ** (attempt - 1))
+                clock = self.env.flow.clock
+                delay = policy.backoff(attempt, cause)
+                await self._note_attempts(tuple(errors), clock.now() + delay)
+                await clock.sleep(delay)
                 attempt += 1
                 self._meta = self._make_meta(attempt)
+
+    async def _note_attempts(self, errors: tuple[ErrorInfo, ...], due: float) -> None:
+        """Make the failed attempts durable before the backoff: a recovery goes on after them."""
+        rec = self.env.recorder
+        key = f"{self.env.run_id}/{self.id}{ATTEMPTS}"
+        data = encode(AttemptLog(errors=errors, due=due), "attempts of step", self.id)
+        rec.record(MilestoneRecord(key=key, agent=self.ref.name, data=data))
+        await rec.flush()
+
+    async def _settle(self) -> None:
+        limiter = self._limiter
+        if limiter is not None and limiter.owes:
+            await limiter.settle()
 
     async def _record_success(self, reply: object, state: bytes, attempts: int) -> None:
         """Record the step's reply and the agent's new state (not flushed: see ``_live``)."""
@@ -248,14 +333,20 @@ class AskStep(Step[T]):
             else:
                 ref = agents.inline_state_ref(name, state)
         result = None if self.kind == "send" else encode(reply, "reply of", name)
-        self._record_outcome(result=result, metrics=self._metrics(), state=ref, attempts=attempts)
+        self._record_outcome(
+            result=result,
+            metrics=self._metrics(),
+            state=ref,
+            attempts=attempts,
+            attempt_errors=self._errors,
+        )
 
-    async def _record_failure(self, exc: BaseException) -> StepFailedError:
+    async def _record_failure(self, exc: BaseException, attempts: int) -> StepFailedError:
         cause = exc.__cause__ if exc.__cause__ is not None else exc
         error = ErrorInfo.of(cause)
         rec = self.env.recorder
         self._record_outcome(
-            error=error, metrics=self._metrics(), attempts=self.env.config.step_retries + 1
+            error=error, metrics=self._metrics(), attempts=attempts, attempt_errors=self._errors
         )
         rec.emit("step_failed", step_id=self.id, agent=self.ref.name, error=error.type)
         await rec.after_step()
@@ -359,7 +450,11 @@ class _Watch:
             if pending is not None:
                 if pending.error is not None:
                     self.failed = True
-                pending.notify = self._notify
+                held = pending.notify
+                if held is None:
+                    pending.notify = self._notify
+                else:  # the step's limit is given back with the reply too
+                    pending.notify = _both(held, self._notify)
 
     async def wait_any(self) -> None:
         """Until another reply is in (or failed)."""
@@ -380,3 +475,13 @@ class _Watch:
         self._arrived.append(reply)
         if self._wake is not None:
             self._wake.set()
+
+
+def _both(
+    first: Callable[[AgentReply], object], second: Callable[[AgentReply], object]
+) -> Callable[[AgentReply], object]:
+    def notify(reply: AgentReply) -> None:
+        first(reply)
+        second(reply)
+
+    return notify

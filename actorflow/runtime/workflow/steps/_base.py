@@ -52,6 +52,7 @@ def step_record(
     metrics: dict[str, float] | None = None,
     state: StateRef | None = None,
     attempts: int = 1,
+    attempt_errors: tuple[ErrorInfo, ...] = (),
 ) -> StepRecord:
     """The record of a step finished now (``time``), issued at ``issued``."""
     return StepRecord(
@@ -64,6 +65,7 @@ def step_record(
         metrics={} if metrics is None else metrics,
         state=state,
         attempts=attempts,
+        attempt_errors=attempt_errors,
         time=wall_clock(),
         issued=issued,
     )
@@ -165,6 +167,7 @@ class Step(Generic[T]):
         metrics: dict[str, float] | None = None,
         state: StateRef | None = None,
         attempts: int = 1,
+        attempt_errors: tuple[ErrorInfo, ...] = (),
     ) -> None:
         """Append the live step's record (not flushed: the durability rule says when)."""
         span, trace = self.span, self.env.trace
@@ -183,6 +186,7 @@ class Step(Generic[T]):
                 metrics=metrics,
                 state=state,
                 attempts=attempts,
+                attempt_errors=attempt_errors,
             )
         )
 

@@ -17,6 +17,7 @@ import msgspec
 from actorflow._text import error_message, safe_repr
 from actorflow.errors import DuplicateActorNameError, EncodingError
 from actorflow.runtime.actors import class_name, module_of, state_type
+from actorflow.runtime.workflow._flow import check_limits
 from actorflow.runtime.workflow._ids import args_hash, value_hash
 from actorflow.runtime.workflow._replay import check_replay
 from actorflow.runtime.workflow._stream import EmitPayload
@@ -127,6 +128,7 @@ class SpawnStep(Step["ActorRef[A]"]):
             if ref.actor_type is not self._cls:
                 raise DuplicateActorNameError(self._name)
         else:
+            check_limits(self._cls, self.env.flow.limiters)
             ref = await agents.spawn(self._cls, self._name, self._initial)
             state = await agents.state_ref(self._name, self._state_bytes)
             if state is None:  # same bytes as recorded before: still name the type
