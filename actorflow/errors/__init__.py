@@ -61,6 +61,11 @@ The tree::
     │   │   ├── UnknownEditedAgentError     no such agent at the checkpoint (also LookupError)
     │   │   └── InvalidStateEditError       the new state does not fit the agent's state type
     │   └── MissingResponseError        a test run paused and no response answers it
+    ├── FlowControlError                a queue or schedule argument (also ValueError)
+    │   ├── QueueNotDeclaredError       ``submit`` to an undeclared queue (also LookupError)
+    │   ├── DedupKeyError               a dedup key that is not a string (also TypeError)
+    │   ├── CronExpressionError         a cron expression or interval that does not parse
+    │   └── ScheduleNotFoundError       no schedule with that id (also LookupError)
     ├── RegistryError                   workflow or agent class lookup failed
     ├── ClusterError                    something about the cluster (``actorflow.ray``)
     │   ├── ClusterUnreachableError     its address does not answer (also ConnectionError)
@@ -101,6 +106,13 @@ from actorflow.errors._cluster import (
     ClusterUnreachableError,
     HostsOutdatedError,
     HostStartError,
+)
+from actorflow.errors._flow import (
+    CronExpressionError,
+    DedupKeyError,
+    FlowControlError,
+    QueueNotDeclaredError,
+    ScheduleNotFoundError,
 )
 from actorflow.errors._runs import (
     ForkEditError,
@@ -167,11 +179,14 @@ __all__ = [
     "ClusterUnreachableError",
     "ConfigurationError",
     "CorruptedDataError",
+    "CronExpressionError",
+    "DedupKeyError",
     "DuplicateActorNameError",
     "EncodingError",
     "EncryptionKeyError",
     "EncryptionKeyMissingError",
     "EscalationError",
+    "FlowControlError",
     "ForkEditError",
     "HostStartError",
     "HostsOutdatedError",
@@ -189,6 +204,7 @@ __all__ = [
     "MissingResponseError",
     "NewerFormatError",
     "NonDeterminismError",
+    "QueueNotDeclaredError",
     "RecoveryFailedError",
     "RegistryError",
     "ReservedInboxNameError",
@@ -206,6 +222,7 @@ __all__ = [
     "RunNotPausedError",
     "RunPaused",
     "RuntimeNotRunningError",
+    "ScheduleNotFoundError",
     "SignalTooLargeError",
     "StepFailedError",
     "StorageError",

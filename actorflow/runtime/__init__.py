@@ -55,6 +55,7 @@ from actorflow.runtime.workflow._progress import (
     save_progress,
 )
 from actorflow.runtime.workflow._query import RunQuery
+from actorflow.runtime.workflow._queues import Queue
 from actorflow.runtime.workflow._runtime import Runtime
 from actorflow.runtime.workflow._stream import Emitted, EventStream
 from actorflow.runtime.workflow._update_handlers import update
@@ -97,6 +98,7 @@ __all__ = [
     "MailboxStatistics",
     "PendingWait",
     "PhaseEnded",
+    "Queue",
     "Recorded",
     "Request",
     "RunComparison",

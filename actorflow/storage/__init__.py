@@ -11,6 +11,8 @@ from __future__ import annotations
 from actorflow.storage._capabilities import (
     ClaimInfo,
     ClaimInspector,
+    QueueSlot,
+    QueueSlots,
     RunIndex,
     SealCheck,
     SealChecker,
@@ -117,6 +119,8 @@ __all__ = [
     "OSFileSystem",
     "PhaseEndRecord",
     "PruneReport",
+    "QueueSlot",
+    "QueueSlots",
     "RetentionPolicy",
     "RunIndex",
     "RunManifest",

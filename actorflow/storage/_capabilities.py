@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ClaimInfo",
     "ClaimInspector",
+    "QueueSlot",
+    "QueueSlots",
     "RunIndex",
     "SealCheck",
     "SealChecker",
@@ -182,4 +184,39 @@ class SealChecker(Protocol):
 
         A torn log tail (the last write of a killed process) is not a problem.
         """
+        ...
+
+
+class QueueSlot(msgspec.Struct, frozen=True, kw_only=True):
+    """One of a queue's slots, held by one worker while it drives a run of the queue.
+
+    Attributes:
+        queue: the slot's queue (or a queue's rate key).
+        index: which of the queue's slots.
+        holder: who holds it (a runtime's owner name).
+
+    .. versionadded:: 0.6
+    """
+
+    queue: str
+    index: int
+    holder: str
+
+
+@runtime_checkable
+class QueueSlots(Protocol):
+    """A store whose workers share each queue's slots: what caps a queue across processes.
+
+    A slot is held like a claim: the file store's is a ``flock`` the operating
+    system ends with its process, the memory store's lives with the store.
+
+    .. versionadded:: 0.6
+    """
+
+    async def take_queue_slot(self, queue: str, slots: int, holder: str) -> QueueSlot | None:
+        """Take a free one of the queue's ``slots`` slots at once; ``None`` if all are held."""
+        ...
+
+    async def release_queue_slot(self, slot: QueueSlot) -> None:
+        """Give the slot up. Idempotent."""
         ...

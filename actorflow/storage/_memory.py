@@ -24,7 +24,7 @@ from actorflow.errors import (
     RunNotFoundError,
     StorageError,
 )
-from actorflow.storage._capabilities import ClaimInfo, SealCheck
+from actorflow.storage._capabilities import ClaimInfo, QueueSlot, SealCheck
 from actorflow.storage._envelope import Kind
 from actorflow.storage._event_stream import (
     DEFAULT_EVENT_BYTES,
@@ -108,6 +108,7 @@ class MemoryStore(StoreContext):
         self._created: dict[str, int] = {}
         self._unfinished: set[str] = set()
         self._wakeups = Wakeups()
+        self._slots: set[tuple[str, int]] = set()
 
     async def aclose(self) -> None:
         """Nothing to release; kept for the protocol."""
@@ -513,6 +514,22 @@ class MemoryStore(StoreContext):
     def renew_interval(self) -> float | None:
         """``None``: a memory claim lasts until released."""
         return None
+
+    # --- queue slots -----------------------------------------------------------------
+
+    async def take_queue_slot(self, queue: str, slots: int, holder: str) -> QueueSlot | None:
+        """See :meth:`QueueSlots.take_queue_slot`."""
+        await anyio.lowlevel.checkpoint()
+        for index in range(slots):
+            if (queue, index) not in self._slots:
+                self._slots.add((queue, index))
+                return QueueSlot(queue=queue, index=index, holder=holder)
+        return None
+
+    async def release_queue_slot(self, slot: QueueSlot) -> None:
+        """See :meth:`QueueSlots.release_queue_slot`."""
+        await anyio.lowlevel.checkpoint()
+        self._slots.discard((slot.queue, slot.index))
 
     # --- the index of unfinished runs ---------------------------------------------
 

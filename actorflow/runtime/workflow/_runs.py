@@ -48,6 +48,12 @@ from actorflow.runtime.workflow._outcomes import (
     workflow_class,
 )
 from actorflow.runtime.workflow._pruning import Pruner
+from actorflow.runtime.workflow._queues import (
+    QueueTable,
+    check_dedup_key,
+    run_fields,
+    submit_deduplicated,
+)
 from actorflow.runtime.workflow._recovery import ORPHANS, Recovery
 from actorflow.runtime.workflow._signals import WatchClock, cancel_stored
 from actorflow.storage import (
@@ -90,6 +96,7 @@ class Runs:
         config: the runtime's workflow options.
         owner: the runtime's owner name (what its claims and manifests say).
         cluster: where runs go; ``None``: this process.
+        queues: the queues ``submit`` may name.
     """
 
     def __init__(
@@ -100,8 +107,10 @@ class Runs:
         config: RuntimeConfig,
         owner: str,
         cluster: Cluster | None,
+        queues: QueueTable | None = None,
     ) -> None:
         self._system = system
+        self.queues = queues or QueueTable()
         self._store_spec = store
         self._store: Store | None = store if isinstance(store, Store) else None
         self.config = config
@@ -154,7 +163,9 @@ class Runs:
         Raises:
             ConfigurationError: the store keeps no index of unfinished runs.
         """
-        self.adopter = Adopter(self.store, adoption, self.recovery)
+        self.adopter = Adopter(
+            self.store, adoption, self.recovery, queues=self.queues, owner=self.owner
+        )
         self._adopting = anyio.CancelScope()
         self._system.require_running("adopt runs").start_soon(
             self._adopt_runs, self.adopter, self._adopting
@@ -266,12 +277,16 @@ class Runs:
         queued: bool = False,
         parent_run: str | None = None,
         parent_step: str | None = None,
+        fields: Mapping[str, Any] | None = None,
     ) -> tuple[RunManifest, bool]:
         """Record a new run (or find the one stored under ``run_id``): ``(manifest, created)``.
 
         The one way a run is created: by ``start`` (running, owned here), by
         ``submit`` (``queued``, owned by nobody) and for a child run
         (``parent_run``, ``parent_step``). ``run_id`` ``None``: a new id.
+        ``fields``: more manifest fields (a queued run's queue, priority and
+        dedup key; a scheduled run's schedule). A dedup key's run is created
+        under the key's run id, or the key's unfinished run is found.
 
         Raises:
             InvalidRunIdError: ``run_id`` is not a valid run id.
@@ -293,6 +308,12 @@ class Runs:
         if parent_run is not None:
             manifest = msgspec.structs.replace(
                 manifest, parent_run=parent_run, parent_step=parent_step
+            )
+        if fields:
+            manifest = msgspec.structs.replace(manifest, **fields)
+        if manifest.dedup_key is not None:
+            return await submit_deduplicated(
+                self.store, manifest, manifest.queue, manifest.dedup_key
             )
         stored, created = await self.store.create_run(manifest)
         if not created and stored.input_hash != manifest.input_hash:
@@ -318,10 +339,26 @@ class Runs:
             return await self.launch(workflow, stored)
         return self._ended(stored, workflow)
 
-    async def submit(self, workflow: type[Any], input: Any, run_id: str | None) -> str:
+    async def submit(
+        self,
+        workflow: type[Any],
+        input: Any,
+        run_id: str | None,
+        *,
+        queue: str | None = None,
+        priority: int = 0,
+        dedup_key: str | None = None,
+    ) -> str:
         """See ``Runtime.submit``."""
         _require_concrete(workflow, "submit a subclass of it")
-        stored, created = await self.create(workflow, input, run_id=run_id, queued=True)
+        if queue is not None:
+            self.queues.require(queue)
+        if dedup_key is not None:
+            check_dedup_key(dedup_key, run_id)
+        fields = run_fields(queue, priority, dedup_key)
+        stored, created = await self.create(
+            workflow, input, run_id=run_id, queued=True, fields=fields
+        )
         if created:
             self.adopt_now()
         return stored.run_id

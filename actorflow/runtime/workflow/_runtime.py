@@ -25,6 +25,7 @@ from actorflow.runtime.workflow._outcomes import (
     finished_error,
 )
 from actorflow.runtime.workflow._query import RunQuery, query_run
+from actorflow.runtime.workflow._queues import QueueTable
 from actorflow.runtime.workflow._runs import Runs
 from actorflow.runtime.workflow._signals import (
     send_signal,
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._cluster import Cluster
     from actorflow.runtime.workflow._handle import R, RunHandle
     from actorflow.runtime.workflow._outcomes import Workflow
+    from actorflow.runtime.workflow._queues import Queue
     from actorflow.runtime.workflow._watch import WatchEvent
 
 __all__ = ["Runtime"]
@@ -70,6 +72,9 @@ class Runtime:
         cluster: where runs and placed agents go (``actorflow.ray.RayCluster``):
             runs it drives elsewhere are stored, handed to it and followed
             through the store; ``None`` (the default): all in this process.
+        queues: the :class:`Queue` objects ``submit(..., queue=...)`` may
+            name; a worker starts only runs of the queues it declares. See
+            docs/flow-control-queues.md.
         mailbox_size, supervisor, shutdown_timeout: see the actor runtime
             (:class:`ActorSystem`).
 
@@ -79,6 +84,8 @@ class Runtime:
     .. versionchanged:: 0.4
        ``adopt_orphans``, ``cluster``; it has an ``ActorSystem`` rather than
        subclassing it.
+    .. versionchanged:: 0.6
+       ``queues``.
     """
 
     def __init__(
@@ -88,6 +95,7 @@ class Runtime:
         config: RuntimeConfig | None = None,
         adopt_orphans: bool | AdoptionPolicy = False,
         cluster: Cluster | None = None,
+        queues: Sequence[Queue] = (),
         **actor_options: Any,
     ) -> None:
         self._system = ActorSystem(**actor_options)
@@ -104,6 +112,7 @@ class Runtime:
             config=config if config is not None else RuntimeConfig.from_env(),
             owner=self.owner,
             cluster=cluster,
+            queues=QueueTable(queues),
         )
 
     @property
@@ -565,7 +574,14 @@ class Runtime:
         self._runs.adopt_now()
 
     async def submit(
-        self, workflow: type[Any], input: Any = None, *, run_id: str | None = None
+        self,
+        workflow: type[Any],
+        input: Any = None,
+        *,
+        run_id: str | None = None,
+        queue: str | None = None,
+        priority: int = 0,
+        dedup_key: str | None = None,
     ) -> str:
         """Record a run for a worker to start, and return its id; none of it runs here.
 
@@ -574,15 +590,30 @@ class Runtime:
         input again changes nothing. Follow it with :meth:`watch`,
         :meth:`query` or :meth:`result`.
 
+        With ``queue``, workers that declare that queue start the run in its
+        turn: higher ``priority`` first, oldest first within a priority, as
+        the queue's caps allow. With ``dedup_key``, a submit while a run
+        with the same key (in the same queue) is still unfinished returns
+        that run's id and stores nothing; once it has finished, a new run
+        starts. See docs/flow-control-queues.md.
+
         Raises:
             ActorDefinitionError: ``workflow`` is a base class.
+            QueueNotDeclaredError: ``queue`` is not declared on this runtime.
+            DedupKeyError: ``dedup_key`` is not a non-empty string, or comes
+                with a ``run_id``.
+            ConfigurationError: ``priority`` is not an int.
             RunInputMismatchError: ``run_id`` exists with a different input.
             RunInputTypeError: ``input`` does not fit the workflow's input type
                 (nothing is stored).
 
         .. versionadded:: 0.4
+        .. versionchanged:: 0.6
+           ``queue``, ``priority`` and ``dedup_key``.
         """
-        return await self._runs.submit(workflow, input, run_id)
+        return await self._runs.submit(
+            workflow, input, run_id, queue=queue, priority=priority, dedup_key=dedup_key
+        )
 
     async def query(self, run_id: str) -> RunQuery:
         """What run ``run_id`` has recorded, read now: status, agents, waits, inbox and more.

@@ -39,6 +39,7 @@ from actorflow.storage.file._inbox import InboxFiles
 from actorflow.storage.file._layout import RunFolders
 from actorflow.storage.file._logs import LogFiles
 from actorflow.storage.file._manifests import ManifestFiles
+from actorflow.storage.file._queues import SlotLocks
 from actorflow.storage.file._sealcheck import check_run
 from actorflow.storage.file._snapshots import SnapshotFiles
 from actorflow.storage.file._sweep import sweep
@@ -47,7 +48,7 @@ from actorflow.storage.file._wake import wake, watch
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
 
-    from actorflow.storage._capabilities import ClaimInfo, SealCheck
+    from actorflow.storage._capabilities import ClaimInfo, QueueSlot, SealCheck
     from actorflow.storage._event_stream import EventSlice, EventStreamWriter
     from actorflow.storage._inbox import InboxEntry
     from actorflow.storage._inbox_check import InboxCheck
@@ -101,6 +102,7 @@ class FileStore(StoreContext):
         self._snapshots = SnapshotFiles(self._folders, self._manifests, self.codec)
         self._inbox = InboxFiles(self._folders, self.codec)
         self._events = EventFiles(self._folders, self.codec, event_bytes)
+        self._slots = SlotLocks(self.fs, self.path)
 
     def __repr__(self) -> str:
         return f"FileStore({self.path!r}, codec={self.codec.describe()})"
@@ -114,6 +116,7 @@ class FileStore(StoreContext):
         """Close log files and release every claim this store holds. Idempotent."""
         self._logs.close()
         self._claims.release_all()
+        self._slots.release_all()
 
     # --- manifests ------------------------------------------------------------------
 
@@ -521,6 +524,16 @@ class FileStore(StoreContext):
         return await self._folders.call(
             "reindex runs", self._manifests.unfinished.reset, unfinished
         )
+
+    # --- queue slots ----------------------------------------------------------------
+
+    async def take_queue_slot(self, queue: str, slots: int, holder: str) -> QueueSlot | None:
+        """See :meth:`QueueSlots.take_queue_slot`."""
+        return await self._folders.call("take queue slot", self._slots.take, queue, slots, holder)
+
+    async def release_queue_slot(self, slot: QueueSlot) -> None:
+        """See :meth:`QueueSlots.release_queue_slot`."""
+        await self._folders.call("release queue slot", self._slots.release, slot)
 
     # --- retention ------------------------------------------------------------------
 
