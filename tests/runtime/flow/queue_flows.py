@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import anyio
+import anyio.lowlevel
 
 from actorflow import Orchestrator, RunContext
 
@@ -15,6 +15,6 @@ class Audited(Orchestrator):
 
     async def run(self, ctx: RunContext, priority: int) -> int:
         AUDIT.append(("enter", ctx.run_id, priority))
-        await anyio.sleep(0)  # let a run beside it enter, if any may
+        await anyio.lowlevel.checkpoint()  # let a run beside it enter, if any may
         AUDIT.append(("exit", ctx.run_id, priority))
         return priority

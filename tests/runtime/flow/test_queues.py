@@ -43,7 +43,7 @@ def _fresh_audit() -> None:
 async def _result(rt: Runtime, run_id: str) -> object:
     """The run's result once a worker finished it (following it would keep workers off it)."""
     with anyio.fail_after(DEADLINE):
-        while (await rt.store.read_run(run_id)).status is not RunStatus.COMPLETED:
+        while (await rt.store.read_run(run_id)).status is not RunStatus.COMPLETED:  # noqa: ASYNC110
             await anyio.sleep(0.01)  # a worker's task drives it: nothing to wait on
     return await rt.result(run_id)
 
@@ -69,7 +69,7 @@ def test_a_cap_or_rate_that_is_not_positive_is_refused(kwargs: dict[str, object]
 
 
 def test_a_bad_queue_name_and_a_name_declared_twice_are_refused() -> None:
-    with pytest.raises(ConfigurationError, match="Queue.name"):
+    with pytest.raises(ConfigurationError, match=r"Queue\.name"):
         Queue("no spaces")
     with pytest.raises(ConfigurationError, match="once"):
         Runtime(store=MemoryStore(), queues=[Queue("a"), Queue("a")])
@@ -99,7 +99,8 @@ async def test_a_dedup_key_returns_the_unfinished_run_and_starts_a_new_one_after
         first = await client.submit(Audited, 1, queue="reports", dedup_key="daily")
         again = await client.submit(Audited, 2, queue="reports", dedup_key="daily")
         other = await client.submit(Audited, 3, queue="reports", dedup_key="weekly")
-        assert again == first and other != first
+        assert again == first
+        assert other != first
         stored = await store.read_run(first)
         assert (stored.queue, stored.priority, stored.dedup_key) == ("reports", 0, "daily")
     async with Runtime(store=store, queues=queues, adopt_orphans=FAST) as worker:
@@ -149,10 +150,10 @@ async def _many(stores: list[Store], cap: int) -> dict[str, int]:
             for store in stores
         ]
         with anyio.fail_after(DEADLINE):
-            for run_id, priority in priorities.items():
+            for run_id in priorities:
                 while (await stores[0].read_run(run_id)).status is not RunStatus.COMPLETED:
                     workers[0].adopt_now()
-                    await anyio.sleep(0.02)
+                    await anyio.sleep(0.02)  # workers' tasks drive them
     return priorities
 
 
