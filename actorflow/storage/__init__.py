@@ -14,6 +14,7 @@ from actorflow.storage._capabilities import (
     QueueSlot,
     QueueSlots,
     RunIndex,
+    ScheduleStore,
     SealCheck,
     SealChecker,
     UnreadableLister,
@@ -83,6 +84,12 @@ from actorflow.storage._records import (
     validate_run_id,
 )
 from actorflow.storage._retention import prune, prune_run, run_verifier, verify_store
+from actorflow.storage._schedules import (
+    CatchUp,
+    Schedule,
+    ScheduleProgress,
+    validate_schedule_id,
+)
 from actorflow.storage._sealing import Codec
 from actorflow.storage._state import decode_state, encode_state, state_version
 from actorflow.storage.file import FileStore, FileSystem, OSFileSystem
@@ -92,6 +99,7 @@ __all__ = [
     "ENCODE_ERRORS",
     "FORMAT_VERSION",
     "AgentSnapshot",
+    "CatchUp",
     "ChunkRef",
     "ClaimInfo",
     "ClaimInspector",
@@ -126,6 +134,9 @@ __all__ = [
     "RunManifest",
     "RunStatus",
     "S3Store",
+    "Schedule",
+    "ScheduleProgress",
+    "ScheduleStore",
     "SealCheck",
     "SealChecker",
     "Snapshot",
@@ -166,6 +177,7 @@ __all__ = [
     "sync_snapshots",
     "update_run_unsynced",
     "validate_run_id",
+    "validate_schedule_id",
     "verify_store",
     "watch_messages",
     "with_history",

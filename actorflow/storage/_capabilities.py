@@ -19,6 +19,7 @@ from actorflow.errors import CorruptedDataError
 if TYPE_CHECKING:
     from actorflow.storage._envelope import Kind
     from actorflow.storage._protocol import UnreadableEntry
+    from actorflow.storage._schedules import Schedule, ScheduleProgress
     from actorflow.storage._sealing import Codec
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "QueueSlot",
     "QueueSlots",
     "RunIndex",
+    "ScheduleStore",
     "SealCheck",
     "SealChecker",
     "UnreadableLister",
@@ -219,4 +221,47 @@ class QueueSlots(Protocol):
 
     async def release_queue_slot(self, slot: QueueSlot) -> None:
         """Give the slot up. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class ScheduleStore(Protocol):
+    """A store that keeps schedules, for workers to start their ticks' runs.
+
+    Definitions and progress are separate objects, each replaced whole (see
+    the module's docstring): no write needs a compare-and-swap.
+
+    .. versionadded:: 0.6
+    """
+
+    async def put_schedule(self, schedule: Schedule) -> None:
+        """Store ``schedule``, replacing the one of the same id."""
+        ...
+
+    async def read_schedule(self, schedule_id: str) -> Schedule:
+        """The schedule ``schedule_id``.
+
+        Raises:
+            ScheduleNotFoundError: no such schedule.
+        """
+        ...
+
+    async def list_schedules(self) -> list[Schedule]:
+        """Every schedule, by id (one that cannot be read is skipped)."""
+        ...
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        """Remove the schedule and its progress (its runs stay).
+
+        Raises:
+            ScheduleNotFoundError: no such schedule.
+        """
+        ...
+
+    async def put_schedule_progress(self, progress: ScheduleProgress) -> None:
+        """Store a schedule's progress, replacing what was there."""
+        ...
+
+    async def read_schedule_progress(self, schedule_id: str) -> ScheduleProgress | None:
+        """A schedule's progress; ``None`` if no tick was started (or it cannot be read)."""
         ...

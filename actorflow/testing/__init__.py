@@ -27,16 +27,21 @@ and call ``runtime.recover()`` in a new one (see docs/recovery.md).
 A store of your own runs the conformance suite every store passes:
 ``actorflow.testing.conformance`` (it needs pytest, so it is imported only by
 name; see docs/storage.md, "Writing your own store").
+
+Schedules read the time from the runtime's clock: ``Runtime(clock=FakeClock(...))``
+lets a test move it by hand (see docs/flow-control-queues.md).
 """
 
 from __future__ import annotations
 
+from actorflow.testing._clock import FakeClock
 from actorflow.testing._crash import CrashOutcome, crash_and_recover, run_in_memory
 from actorflow.testing._store import CrashingStore, SimulatedCrashError
 
 __all__ = [
     "CrashOutcome",
     "CrashingStore",
+    "FakeClock",
     "SimulatedCrashError",
     "crash_and_recover",
     "run_in_memory",

@@ -55,10 +55,17 @@ from actorflow.runtime.workflow._queues import (
     submit_deduplicated,
 )
 from actorflow.runtime.workflow._recovery import ORPHANS, Recovery
+from actorflow.runtime.workflow._schedules import (
+    ScheduleClock,
+    Scheduler,
+    SystemClock,
+    schedule_store,
+)
 from actorflow.runtime.workflow._signals import WatchClock, cancel_stored
 from actorflow.storage import (
     RunManifest,
     RunStatus,
+    ScheduleStore,
     Store,
     open_store,
     update_run_unsynced,
@@ -97,6 +104,7 @@ class Runs:
         owner: the runtime's owner name (what its claims and manifests say).
         cluster: where runs go; ``None``: this process.
         queues: the queues ``submit`` may name.
+        clock: where schedules read the time.
     """
 
     def __init__(
@@ -108,9 +116,12 @@ class Runs:
         owner: str,
         cluster: Cluster | None,
         queues: QueueTable | None = None,
+        clock: ScheduleClock | None = None,
     ) -> None:
         self._system = system
         self.queues = queues or QueueTable()
+        self.clock: ScheduleClock = clock or SystemClock()
+        self.scheduler: Scheduler | None = None
         self._store_spec = store
         self._store: Store | None = store if isinstance(store, Store) else None
         self.config = config
@@ -166,19 +177,30 @@ class Runs:
         self.adopter = Adopter(
             self.store, adoption, self.recovery, queues=self.queues, owner=self.owner
         )
+        if isinstance(self.store, ScheduleStore):
+            self.scheduler = Scheduler(
+                schedule_store(self.store), self.store, self.clock, self.adopter.nudge
+            )
         self._adopting = anyio.CancelScope()
         self._system.require_running("adopt runs").start_soon(
-            self._adopt_runs, self.adopter, self._adopting
+            self._adopt_runs, self.adopter, self.scheduler, self._adopting
         )
 
-    async def _adopt_runs(self, adopter: Adopter, scope: anyio.CancelScope) -> None:
+    async def _adopt_runs(
+        self, adopter: Adopter, scheduler: Scheduler | None, scope: anyio.CancelScope
+    ) -> None:
         with scope:
-            await adopter.run()
+            async with anyio.create_task_group() as tg:
+                if scheduler is not None:
+                    tg.start_soon(scheduler.run, adopter.policy.poll_interval)
+                await adopter.run()
 
     def adopt_now(self) -> None:
         """See ``Runtime.adopt_now``."""
         if self.adopter is not None:
             self.adopter.nudge()
+        if self.scheduler is not None:
+            self.scheduler.nudge()
 
     def begin_stop(self) -> None:
         """The runtime begins to stop: no new run, no new adoption (adopted runs stop later)."""

@@ -27,12 +27,20 @@ from actorflow.runtime.workflow._outcomes import (
 from actorflow.runtime.workflow._query import RunQuery, query_run
 from actorflow.runtime.workflow._queues import QueueTable
 from actorflow.runtime.workflow._runs import Runs
+from actorflow.runtime.workflow._schedules import (
+    ScheduleInfo,
+    declare,
+    schedule_info,
+    schedule_store,
+    set_paused,
+)
 from actorflow.runtime.workflow._signals import (
     send_signal,
 )
 from actorflow.runtime.workflow._updates import call_update
 from actorflow.runtime.workflow._watch import DEFAULT_POLL_INTERVAL, watch_run
 from actorflow.storage import (
+    CatchUp,
     InboxEntry,
     RunManifest,
     RunStatus,
@@ -42,6 +50,7 @@ from actorflow.storage import (
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+    from datetime import timedelta
     from typing import Self
 
     from actorflow.runtime.actors import ActorRef, SupervisorPolicy
@@ -49,6 +58,7 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._handle import R, RunHandle
     from actorflow.runtime.workflow._outcomes import Workflow
     from actorflow.runtime.workflow._queues import Queue
+    from actorflow.runtime.workflow._schedules import ScheduleClock
     from actorflow.runtime.workflow._watch import WatchEvent
 
 __all__ = ["Runtime"]
@@ -75,6 +85,9 @@ class Runtime:
         queues: the :class:`Queue` objects ``submit(..., queue=...)`` may
             name; a worker starts only runs of the queues it declares. See
             docs/flow-control-queues.md.
+        clock: where schedules read the time (``now()``: seconds since the
+            epoch); default the system clock, ``actorflow.testing.FakeClock``
+            in tests.
         mailbox_size, supervisor, shutdown_timeout: see the actor runtime
             (:class:`ActorSystem`).
 
@@ -85,7 +98,7 @@ class Runtime:
        ``adopt_orphans``, ``cluster``; it has an ``ActorSystem`` rather than
        subclassing it.
     .. versionchanged:: 0.6
-       ``queues``.
+       ``queues``, ``clock``.
     """
 
     def __init__(
@@ -96,6 +109,7 @@ class Runtime:
         adopt_orphans: bool | AdoptionPolicy = False,
         cluster: Cluster | None = None,
         queues: Sequence[Queue] = (),
+        clock: ScheduleClock | None = None,
         **actor_options: Any,
     ) -> None:
         self._system = ActorSystem(**actor_options)
@@ -113,6 +127,7 @@ class Runtime:
             owner=self.owner,
             cluster=cluster,
             queues=QueueTable(queues),
+            clock=clock,
         )
 
     @property
@@ -614,6 +629,103 @@ class Runtime:
         return await self._runs.submit(
             workflow, input, run_id, queue=queue, priority=priority, dedup_key=dedup_key
         )
+
+    # --- schedules -------------------------------------------------------------
+
+    async def schedule(
+        self,
+        workflow: type[Any],
+        input: Any = None,
+        *,
+        schedule_id: str,
+        cron: str | None = None,
+        every: timedelta | None = None,
+        catch_up: CatchUp = "skip",
+        timezone: str = "UTC",
+    ) -> ScheduleInfo:
+        """Store a schedule: workers of the store start one run of ``workflow`` per tick.
+
+        Ticks come from ``cron`` (five fields, read in ``timezone``) or
+        ``every`` (counted from when the schedule was first declared). Each
+        tick's run is created ``queued`` under the id
+        ``sched-<schedule_id>-<tick>`` (the tick in seconds since the
+        epoch), so it is started once however many workers look. Declaring
+        the same ``schedule_id`` again replaces what it runs and when, and
+        keeps its pause and its progress: an app may declare its schedules
+        each time it starts. ``catch_up`` says what becomes of ticks missed
+        while no worker ran: ``"skip"`` them (a tick still starts up to a
+        minute late), start the ``"latest"``, or ``"all"``. See
+        docs/flow-control-queues.md.
+
+        Raises:
+            CronExpressionError: neither or both of ``cron`` and ``every``,
+                a cron expression that does not parse, or ``every`` under a
+                second (nothing is stored).
+            ConfigurationError: a bad ``schedule_id``, ``timezone`` or
+                ``catch_up``; or a store that keeps no schedules.
+            RunInputTypeError: ``input`` does not fit the workflow's input type.
+
+        .. versionadded:: 0.6
+        """
+        store = schedule_store(self.store)
+        schedule = await declare(
+            store,
+            workflow,
+            input,
+            schedule_id=schedule_id,
+            cron=cron,
+            every=every,
+            catch_up=catch_up,
+            timezone=timezone,
+            code_version=self.config.code_version,
+            now=self._runs.clock.now(),
+        )
+        self._runs.adopt_now()
+        return await schedule_info(store, schedule, self._runs.clock.now())
+
+    async def pause_schedule(self, schedule_id: str) -> ScheduleInfo:
+        """Stop starting the schedule's ticks (a run already started goes on).
+
+        Raises:
+            ScheduleNotFoundError: no such schedule.
+
+        .. versionadded:: 0.6
+        """
+        store = schedule_store(self.store)
+        schedule = await set_paused(store, schedule_id, True)
+        return await schedule_info(store, schedule, self._runs.clock.now())
+
+    async def resume_schedule(self, schedule_id: str) -> ScheduleInfo:
+        """Start the schedule's ticks again from now on (ticks missed while paused are not).
+
+        Raises:
+            ScheduleNotFoundError: no such schedule.
+
+        .. versionadded:: 0.6
+        """
+        store = schedule_store(self.store)
+        schedule = await set_paused(store, schedule_id, False)
+        self._runs.adopt_now()
+        return await schedule_info(store, schedule, self._runs.clock.now())
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        """Remove the schedule (the runs it started stay).
+
+        Raises:
+            ScheduleNotFoundError: no such schedule.
+
+        .. versionadded:: 0.6
+        """
+        await schedule_store(self.store).delete_schedule(schedule_id)
+
+    async def schedules(self) -> list[ScheduleInfo]:
+        """Every schedule in the store, with its last and next ticks.
+
+        .. versionadded:: 0.6
+        """
+        store = schedule_store(self.store)
+        now = self._runs.clock.now()
+        return [await schedule_info(store, s, now) for s in await store.list_schedules()]
 
     async def query(self, run_id: str) -> RunQuery:
         """What run ``run_id`` has recorded, read now: status, agents, waits, inbox and more.
