@@ -692,11 +692,11 @@ class Runtime:
         .. versionadded:: 0.6
         """
         store = schedule_store(self.store)
-        schedule = await set_paused(store, schedule_id, True)
+        schedule = await set_paused(store, schedule_id, True, self._runs.clock.now())
         return await schedule_info(store, schedule, self._runs.clock.now())
 
     async def resume_schedule(self, schedule_id: str) -> ScheduleInfo:
-        """Start the schedule's ticks again from now on (ticks missed while paused are not).
+        """Start the schedule's ticks again from its next tick (those missed while paused never).
 
         Raises:
             ScheduleNotFoundError: no such schedule.
@@ -704,7 +704,7 @@ class Runtime:
         .. versionadded:: 0.6
         """
         store = schedule_store(self.store)
-        schedule = await set_paused(store, schedule_id, False)
+        schedule = await set_paused(store, schedule_id, False, self._runs.clock.now())
         self._runs.adopt_now()
         return await schedule_info(store, schedule, self._runs.clock.now())
 

@@ -387,16 +387,27 @@ async def declare(
     return schedule
 
 
-async def set_paused(store: ScheduleStore, schedule_id: str, paused: bool) -> Schedule:
-    """Pause or resume a schedule; resuming never starts the ticks missed while paused.
+async def set_paused(store: ScheduleStore, schedule_id: str, paused: bool, now: float) -> Schedule:
+    """Pause or resume a schedule; a resumed one starts from its next tick after ``now``.
 
     Raises:
         ScheduleNotFoundError: no such schedule.
     """
     schedule = await store.read_schedule(schedule_id)
-    if schedule.paused != paused:
-        schedule = msgspec.structs.replace(schedule, paused=paused)
-        await store.put_schedule(schedule)
-        if not paused:
-            _log.info("schedule_resumed", schedule_id=schedule_id)
+    if schedule.paused == paused:
+        return schedule
+    if not paused:
+        # the ticks missed while paused are passed over, whatever catch_up says
+        newest = _newest(schedule, now)
+        if newest is not None:
+            old = await store.read_schedule_progress(schedule_id)
+            await store.put_schedule_progress(
+                ScheduleProgress(
+                    schedule_id=schedule_id,
+                    last_tick=max(newest, old.last_tick) if old is not None else newest,
+                    last_run=old.last_run if old is not None else "",
+                )
+            )
+    schedule = msgspec.structs.replace(schedule, paused=paused)
+    await store.put_schedule(schedule)
     return schedule
