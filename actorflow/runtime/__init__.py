@@ -57,6 +57,7 @@ from actorflow.runtime.workflow._progress import (
 from actorflow.runtime.workflow._query import RunQuery
 from actorflow.runtime.workflow._queues import Queue
 from actorflow.runtime.workflow._runtime import Runtime
+from actorflow.runtime.workflow._schedules import ScheduleClock, ScheduleInfo, list_schedules
 from actorflow.runtime.workflow._stream import Emitted, EventStream
 from actorflow.runtime.workflow._update_handlers import update
 from actorflow.runtime.workflow._wait_records import PendingWait
@@ -109,6 +110,8 @@ __all__ = [
     "RunQuery",
     "Runtime",
     "RuntimeConfig",
+    "ScheduleClock",
+    "ScheduleInfo",
     "StatusChanged",
     "Step",
     "StepCompleted",
@@ -119,6 +122,7 @@ __all__ = [
     "current_message_meta",
     "current_step",
     "handler",
+    "list_schedules",
     "load_progress",
     "parse_duration",
     "phase_of",

@@ -30,6 +30,7 @@ from actorflow.runtime.workflow._runs import Runs
 from actorflow.runtime.workflow._schedules import (
     ScheduleInfo,
     declare,
+    list_schedules,
     schedule_info,
     schedule_store,
     set_paused,
@@ -723,9 +724,7 @@ class Runtime:
 
         .. versionadded:: 0.6
         """
-        store = schedule_store(self.store)
-        now = self._runs.clock.now()
-        return [await schedule_info(store, s, now) for s in await store.list_schedules()]
+        return await list_schedules(self.store, self._runs.clock.now())
 
     async def query(self, run_id: str) -> RunQuery:
         """What run ``run_id`` has recorded, read now: status, agents, waits, inbox and more.

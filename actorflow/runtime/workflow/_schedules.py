@@ -64,6 +64,7 @@ __all__ = [
     "check_timing",
     "declare",
     "due_ticks",
+    "list_schedules",
     "next_tick",
     "schedule_info",
     "schedule_store",
@@ -237,6 +238,21 @@ async def schedule_info(store: ScheduleStore, schedule: Schedule, now: float) ->
         last_run=progress.last_run if progress is not None else None,
         next_tick=None if schedule.paused else next_tick(schedule, now),
     )
+
+
+async def list_schedules(store: Store, now: float | None = None) -> list[ScheduleInfo]:
+    """Every schedule of ``store``, with its last and next ticks (after ``now``, default now).
+
+    What ``Runtime.schedules()`` and ``actorflow schedules`` show.
+
+    Raises:
+        ConfigurationError: the store keeps no schedules.
+
+    .. versionadded:: 0.6
+    """
+    schedules = schedule_store(store)
+    when = time.time() if now is None else now
+    return [await schedule_info(schedules, s, when) for s in await schedules.list_schedules()]
 
 
 class Scheduler:
