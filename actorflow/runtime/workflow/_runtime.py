@@ -143,6 +143,16 @@ class Runtime:
     # --- actors (the runtime's actor system) -----------------------------------
 
     @property
+    def queues(self) -> tuple[Queue, ...]:
+        """The queues declared with ``Runtime(queues=...)``."""
+        return tuple(self._runs.queues.by_name.values())
+
+    @property
+    def clock(self) -> ScheduleClock:
+        """Where schedules read the time (``Runtime(clock=...)``)."""
+        return self._runs.clock
+
+    @property
     def mailbox_size(self) -> int:
         """Default mailbox capacity of new actors."""
         return self._system.mailbox_size
