@@ -62,6 +62,7 @@ from actorflow.storage.s3._lease import LeaseTable
 from actorflow.storage.s3._log import SegmentLog
 from actorflow.storage.s3._manifests import ManifestObjects
 from actorflow.storage.s3._objects import S3Objects
+from actorflow.storage.s3._schedules import ScheduleObjects
 from actorflow.storage.s3._sealcheck import check_run
 from actorflow.storage.s3._snapshots import SnapshotObjects, best
 from actorflow.storage.s3._wire import S3Options, S3Wire
@@ -79,6 +80,7 @@ if TYPE_CHECKING:
         Snapshot,
         SnapshotInfo,
     )
+    from actorflow.storage._schedules import Schedule, ScheduleProgress
 
 __all__ = ["S3Store"]
 
@@ -166,6 +168,7 @@ class S3Store(StoreContext):
         self._snapshots = SnapshotObjects(objects, self.codec)
         self._inbox = InboxObjects(objects, self.codec)
         self._unfinished = UnfinishedKeys(objects)
+        self._schedules = ScheduleObjects(objects, self.codec)
         self.inbox_poll_interval = inbox_poll_interval
 
     def __repr__(self) -> str:
@@ -564,6 +567,32 @@ class S3Store(StoreContext):
     def renew_interval(self) -> float | None:
         """A third of ``lease_ttl``: how often the store's one worker lease is renewed."""
         return self._leases.ttl / 3
+
+    # --- schedules --------------------------------------------------------------
+
+    async def put_schedule(self, schedule: Schedule) -> None:
+        """See :meth:`ScheduleStore.put_schedule`."""
+        await self._schedules.put(schedule)
+
+    async def read_schedule(self, schedule_id: str) -> Schedule:
+        """See :meth:`ScheduleStore.read_schedule`."""
+        return await self._schedules.read(schedule_id)
+
+    async def list_schedules(self) -> list[Schedule]:
+        """See :meth:`ScheduleStore.list_schedules`."""
+        return await self._schedules.list()
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        """See :meth:`ScheduleStore.delete_schedule`."""
+        await self._schedules.delete(schedule_id)
+
+    async def put_schedule_progress(self, progress: ScheduleProgress) -> None:
+        """See :meth:`ScheduleStore.put_schedule_progress`."""
+        await self._schedules.put_progress(progress)
+
+    async def read_schedule_progress(self, schedule_id: str) -> ScheduleProgress | None:
+        """See :meth:`ScheduleStore.read_schedule_progress`."""
+        return await self._schedules.read_progress(schedule_id)
 
     # --- the index of unfinished runs ---------------------------------------------
 
