@@ -62,6 +62,7 @@ from actorflow.storage.s3._lease import LeaseTable
 from actorflow.storage.s3._log import SegmentLog
 from actorflow.storage.s3._manifests import ManifestObjects
 from actorflow.storage.s3._objects import S3Objects
+from actorflow.storage.s3._queues import SlotObjects
 from actorflow.storage.s3._schedules import ScheduleObjects
 from actorflow.storage.s3._sealcheck import check_run
 from actorflow.storage.s3._snapshots import SnapshotObjects, best
@@ -70,6 +71,7 @@ from actorflow.storage.s3._wire import S3Options, S3Wire
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
+    from actorflow.storage._capabilities import QueueSlot
     from actorflow.storage._inbox import InboxEntry
     from actorflow.storage._inbox_check import InboxCheck
     from actorflow.storage._inbox_watch import InboxWatch
@@ -169,6 +171,7 @@ class S3Store(StoreContext):
         self._inbox = InboxObjects(objects, self.codec)
         self._unfinished = UnfinishedKeys(objects)
         self._schedules = ScheduleObjects(objects, self.codec)
+        self._slots = SlotObjects(objects, self.codec, self._leases)
         self.inbox_poll_interval = inbox_poll_interval
 
     def __repr__(self) -> str:
@@ -567,6 +570,16 @@ class S3Store(StoreContext):
     def renew_interval(self) -> float | None:
         """A third of ``lease_ttl``: how often the store's one worker lease is renewed."""
         return self._leases.ttl / 3
+
+    # --- queue slots ------------------------------------------------------------
+
+    async def take_queue_slot(self, queue: str, slots: int, holder: str) -> QueueSlot | None:
+        """See :meth:`QueueSlots.take_queue_slot`: held while this store's worker lease lives."""
+        return await self._slots.take(queue, slots, holder)
+
+    async def release_queue_slot(self, slot: QueueSlot) -> None:
+        """See :meth:`QueueSlots.release_queue_slot`."""
+        await self._slots.release(slot)
 
     # --- schedules --------------------------------------------------------------
 
