@@ -125,15 +125,12 @@ async def test_a_worker_leaves_the_runs_of_a_queue_it_does_not_declare_alone() -
 
 # --- many runs over three workers ---------------------------------------------------
 
-RUNS = 200
-"""Runs over the three workers (fewer than a thousand: a shared two-core machine)."""
 
-
-async def _many(stores: list[Store], cap: int) -> dict[str, int]:
+async def _many(stores: list[Store], cap: int, runs: int) -> dict[str, int]:
     queues = [Queue("reports", max_concurrent=cap)]
     async with Runtime(store=stores[0], queues=queues) as client:
         priorities: dict[str, int] = {}
-        for n in range(RUNS):
+        for n in range(runs):
             priority = n % 5
             # every fourth submit repeats a key whose run is still queued
             key = f"k{n - n % 4 if n % 4 == 3 else n}"
@@ -157,12 +154,13 @@ async def _many(stores: list[Store], cap: int) -> dict[str, int]:
     return priorities
 
 
-@pytest.mark.parametrize("cap", [1, 3])
+@pytest.mark.slow
+@pytest.mark.parametrize(("cap", "runs"), [(1, 200), (3, 1000)])
 async def test_queued_runs_over_three_workers_finish_once_in_order_within_the_cap(
-    tmp_path: Path, cap: int
+    tmp_path: Path, cap: int, runs: int
 ) -> None:
     stores: list[Store] = [FileStore(tmp_path / "store") for _ in range(3)]
-    priorities = await _many(stores, cap)
+    priorities = await _many(stores, cap, runs)
     entered = [(run_id, p) for kind, run_id, p in queue_flows.AUDIT if kind == "enter"]
     assert sorted(r for r, _ in entered) == sorted(priorities)  # each exactly once
     assert _most_at_once() <= cap
