@@ -8,9 +8,9 @@ starts the highest priority first (oldest first within a priority) once it
 holds one of the queue's slots.
 
 The cap across processes is the store's :class:`~actorflow.storage.QueueSlots`
-(a ``flock`` per slot on the file store, the store itself in memory): a
-worker drives a run of the queue only while it holds a slot. A store without
-them (S3) caps each worker on its own. ``per_minute`` is a second set of
+(a ``flock`` per slot on the file store, an object naming the worker lease
+on S3, the store itself in memory): a worker drives a run of the queue only
+while it holds a slot. A store without them caps each worker on its own. ``per_minute`` is a second set of
 slots, each held for a minute from a start, so no more than that many runs
 of the queue start in any minute.
 
@@ -71,7 +71,7 @@ class Queue(msgspec.Struct, frozen=True):
             ``-`` and ``_``).
         max_concurrent: runs of the queue driven at once, across every
             worker of the store (each worker on its own on a store without
-            queue slots, such as S3); ``None``: no cap.
+            queue slots); ``None``: no cap.
         per_minute: runs of the queue started in any minute, counted like
             ``max_concurrent``; ``None``: no rate.
 
