@@ -10,9 +10,9 @@ holds one of the queue's slots.
 The cap across processes is the store's :class:`~actorflow.storage.QueueSlots`
 (a ``flock`` per slot on the file store, an object naming the worker lease
 on S3, the store itself in memory): a worker drives a run of the queue only
-while it holds a slot. A store without them caps each worker on its own. ``per_minute`` is a second set of
-slots, each held for a minute from a start, so no more than that many runs
-of the queue start in any minute.
+while it holds a slot. A store without them caps each worker on its own.
+``per_minute`` is a second set of slots, each held for a minute from a
+start, so no more than that many runs of the queue start in any minute.
 
 Deduplication needs no capability: the run id of a submit with a dedup key
 derives from the queue, the key and a generation, and a run is created with
