@@ -11,6 +11,7 @@ from actorflow.storage import (
     ScheduleProgress,
     ScheduleStore,
     Store,
+    UnreadableLister,
 )
 
 __all__ = ["FlowControlTests"]
@@ -83,3 +84,15 @@ class FlowControlTests:
         assert await store.read_schedule_progress("nightly") == progress
         await store.delete_schedule("nightly")
         assert await store.read_schedule_progress("nightly") is None
+
+    async def test_schedules_and_slots_are_no_unreadable_runs(self, store: Store) -> None:
+        _offers(store, UnreadableLister)
+        assert isinstance(store, UnreadableLister)
+        if isinstance(store, ScheduleStore):
+            await store.put_schedule(_schedule())
+            progress = ScheduleProgress(schedule_id="nightly", last_tick=1_060.0, last_run="r")
+            await store.put_schedule_progress(progress)
+        if isinstance(store, QueueSlots):
+            assert await store.take_queue_slot("reports", 1, "a") is not None
+        assert await store.list_runs() == []
+        assert await store.list_unreadable() == []
