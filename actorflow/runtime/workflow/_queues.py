@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -190,21 +191,25 @@ def _order(manifest: RunManifest) -> tuple[int, float, str]:
 
 
 class _Lane:
-    """One queue's runs waiting in this worker, and its local cap."""
+    """One queue's runs waiting in this worker, and its local cap and rate."""
 
     def __init__(self, queue: Queue) -> None:
         self.queue = queue
         self.pending: dict[str, RunManifest] = {}
         self.local = anyio.CapacityLimiter(queue.max_concurrent or math.inf)
+        self.rate = anyio.CapacityLimiter(queue.per_minute or math.inf)
         self.wake = anyio.Event()
 
     def nudge(self) -> None:
         self.wake.set()
 
     async def wait(self, seconds: float) -> None:
+        """Until nudged, or ``seconds`` passed; several tasks may wait at once."""
+        event = self.wake
         with anyio.move_on_after(seconds):
-            await self.wake.wait()
-        self.wake = anyio.Event()
+            await event.wait()
+        if self.wake is event and event.is_set():
+            self.wake = anyio.Event()
 
 
 class QueueDispatcher:
@@ -217,6 +222,8 @@ class QueueDispatcher:
         worker_slots: the worker's own cap (``AdoptionPolicy.max_concurrent``).
         adopt: drives one run to its end (the adopter's adoption).
         poll_interval: seconds between tries for a slot other workers hold.
+        clock: what a ``per_minute`` window is measured by (``time.time()``
+            if ``None``).
     """
 
     def __init__(
@@ -228,8 +235,10 @@ class QueueDispatcher:
         worker_slots: anyio.CapacityLimiter,
         adopt: Callable[[RunManifest], Awaitable[None]],
         poll_interval: float,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self._store = store
+        self._now = clock or time.time
         self._slots: QueueSlots | None = store if isinstance(store, QueueSlots) else None
         self._owner = owner
         self._worker_slots = worker_slots
@@ -303,67 +312,90 @@ class QueueDispatcher:
 
     async def _serve(self, lane: _Lane, tg: TaskGroup) -> None:
         queue = lane.queue
-        keys = ((queue.name, queue.max_concurrent), (f"{queue.name}@rate", queue.per_minute))
         while True:
             if not lane.pending:
                 await lane.wait(math.inf)
                 continue
             await self._read.wait()
-            token = object()
-            held: list[QueueSlot] = []
-            await lane.local.acquire_on_behalf_of(token)
+            taken = _Taken()
             try:
-                await self._worker_slots.acquire_on_behalf_of(token)
+                for limiter in (lane.local, self._worker_slots):
+                    await limiter.acquire_on_behalf_of(taken.token)
+                    taken.limiters.append(limiter)
+                if queue.per_minute is not None:
+                    await lane.rate.acquire_on_behalf_of(taken.token)
+                    taken.rate_limiter = lane.rate
+                slot = await self._slot(lane, queue.name, queue.max_concurrent)
+                taken.slots += [slot] if slot is not None else []
+                slot = await self._slot(lane, f"{queue.name}@rate", queue.per_minute)
+                taken.rate += [slot] if slot is not None else []
             except BaseException:
-                lane.local.release_on_behalf_of(token)
-                raise
-            try:
-                for key, slots in keys:
-                    slot = await self._slot(lane, key, slots)
-                    if slot is not None:
-                        held.append(slot)
-            except BaseException:
-                await self._let_go(lane, token, held)
+                await self._let_go(lane, taken)
+                await self._end_window(lane, taken)
                 raise
             if not lane.pending:  # every waiting run left meanwhile
-                await self._let_go(lane, token, held)
+                await self._let_go(lane, taken)
+                await self._end_window(lane, taken)
                 continue
             # the best run is chosen once the slots are held: what waits now, not before
             manifest = min(lane.pending.values(), key=_order)
             del lane.pending[manifest.run_id]
-            tg.start_soon(self._start, lane, token, held, manifest)
+            tg.start_soon(self._start, lane, taken, manifest)
 
-    async def _start(
-        self, lane: _Lane, token: object, held: list[QueueSlot], manifest: RunManifest
-    ) -> None:
-        rate = [slot for slot in held if slot.queue.endswith("@rate")]
+    async def _start(self, lane: _Lane, taken: _Taken, manifest: RunManifest) -> None:
+        started = self._now()
         try:
             await self._adopt(manifest)
         finally:
             self._busy.discard(manifest.run_id)
-            await self._let_go(lane, token, [slot for slot in held if slot not in rate])
-            if rate:
-                # a start holds its rate slot for the window, even once the run ended
-                await self._hold_rate(lane, rate)
+            await self._let_go(lane, taken)
+            # a start holds its share of the rate for the window, even once the run ended
+            await self._hold_window(lane, taken, started + RATE_WINDOW)
 
-    async def _hold_rate(self, lane: _Lane, rate: list[QueueSlot]) -> None:
+    async def _hold_window(self, lane: _Lane, taken: _Taken, until: float) -> None:
+        if taken.rate_limiter is None and not taken.rate:
+            return
         try:
-            await anyio.sleep(RATE_WINDOW)
+            # the clock may be a test's: read it again at each poll or nudge
+            while (left := until - self._now()) > 0:
+                await lane.wait(min(left, self._poll))
         finally:
-            await self._release(rate)
-            lane.nudge()
+            await self._end_window(lane, taken)
 
     async def _release(self, slots: list[QueueSlot]) -> None:
-        if self._slots is not None:
+        if self._slots is not None and slots:
             with anyio.CancelScope(shield=True):
                 for slot in slots:
                     await self._slots.release_queue_slot(slot)
 
-    async def _let_go(self, lane: _Lane, token: object, held: list[QueueSlot]) -> None:
-        await self._release(held)
-        lane.local.release_on_behalf_of(token)
-        self._worker_slots.release_on_behalf_of(token)
+    async def _let_go(self, lane: _Lane, taken: _Taken) -> None:
+        """Give up what a start holds while its run runs: the cap's slot and local shares."""
+        await self._release(taken.slots)
+        taken.slots = []
+        for limiter in taken.limiters:
+            limiter.release_on_behalf_of(taken.token)
+        taken.limiters = []
         lane.nudge()
+
+    async def _end_window(self, lane: _Lane, taken: _Taken) -> None:
+        """Give up a start's share of the queue's rate."""
+        await self._release(taken.rate)
+        taken.rate = []
+        if taken.rate_limiter is not None:
+            taken.rate_limiter.release_on_behalf_of(taken.token)
+            taken.rate_limiter = None
+        lane.nudge()
+
+
+class _Taken:
+    """What one start of a queued run holds: shares of local caps, and the store's slots."""
+
+    def __init__(self) -> None:
+        self.token = object()
+        self.limiters: list[anyio.CapacityLimiter] = []
+        self.rate_limiter: anyio.CapacityLimiter | None = None
+        self.slots: list[QueueSlot] = []
+        self.rate: list[QueueSlot] = []
 
 
 def run_fields(queue: str | None, priority: Any, dedup_key: str | None) -> dict[str, Any]:

@@ -175,7 +175,12 @@ class Runs:
             ConfigurationError: the store keeps no index of unfinished runs.
         """
         self.adopter = Adopter(
-            self.store, adoption, self.recovery, queues=self.queues, owner=self.owner
+            self.store,
+            adoption,
+            self.recovery,
+            queues=self.queues,
+            owner=self.owner,
+            clock=self.clock.now,
         )
         if isinstance(self.store, ScheduleStore):
             self.scheduler = Scheduler(

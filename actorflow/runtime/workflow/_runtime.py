@@ -86,9 +86,9 @@ class Runtime:
         queues: the :class:`Queue` objects ``submit(..., queue=...)`` may
             name; a worker starts only runs of the queues it declares. See
             docs/flow-control-queues.md.
-        clock: where schedules read the time (``now()``: seconds since the
-            epoch); default the system clock, ``actorflow.testing.FakeClock``
-            in tests.
+        clock: where schedules and queues' ``per_minute`` windows read the
+            time (``now()``: seconds since the epoch); default the system
+            clock, ``actorflow.testing.FakeClock`` in tests.
         mailbox_size, supervisor, shutdown_timeout: see the actor runtime
             (:class:`ActorSystem`).
 
@@ -149,7 +149,7 @@ class Runtime:
 
     @property
     def clock(self) -> ScheduleClock:
-        """Where schedules read the time (``Runtime(clock=...)``)."""
+        """Where schedules and ``per_minute`` windows read the time (``Runtime(clock=...)``)."""
         return self._runs.clock
 
     @property

@@ -22,6 +22,7 @@ from actorflow.errors import (
     QueueNotDeclaredError,
 )
 from actorflow.storage import FileStore, MemoryStore, RunStatus
+from actorflow.testing import FakeClock
 from tests.runtime.flow import queue_flows
 from tests.runtime.flow.queue_flows import Audited
 
@@ -168,3 +169,31 @@ async def test_queued_runs_over_three_workers_finish_once_in_order_within_the_ca
     # a run enters before every run of a lower priority, up to the runs beside it
     for i, p in enumerate(order):
         assert all(later <= p for later in order[i + cap :]), (i, order)
+
+
+# --- per_minute ------------------------------------------------------------------------
+
+
+async def test_per_minute_lets_no_more_runs_start_in_any_minute_of_the_clock() -> None:
+    clock = FakeClock(1_800_000_000)
+    store = MemoryStore()
+    queues = [Queue("mail", per_minute=2)]
+    async with Runtime(store=store, queues=queues, clock=clock, adopt_orphans=FAST) as worker:
+        run_ids = [await worker.submit(Audited, n, queue="mail") for n in range(5)]
+        for done in (2, 4, 5):
+            with anyio.fail_after(DEADLINE):
+                while (  # noqa: ASYNC110
+                    sum([(await store.read_run(r)).status is RunStatus.COMPLETED for r in run_ids])
+                    < done
+                ):
+                    await anyio.sleep(0.01)  # the worker's tasks drive them
+            queue_flows.AUDIT.append(("minute", "", 0))  # the clock moves on from here
+            clock.advance(61)
+            worker.adopt_now()
+    starts_per_minute = [0]
+    for kind, _, _ in queue_flows.AUDIT:
+        if kind == "minute":
+            starts_per_minute.append(0)
+        elif kind == "enter":
+            starts_per_minute[-1] += 1
+    assert starts_per_minute == [2, 2, 1, 0]
