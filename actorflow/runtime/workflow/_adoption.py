@@ -47,6 +47,8 @@ from actorflow.runtime.workflow._queues import QueueDispatcher, QueueTable
 from actorflow.storage import EventRecord, RunIndex, RunManifest, RunStatus
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from actorflow.storage import Store
 
 __all__ = ["ADOPTED", "Adopted", "Adopter", "AdoptionPolicy", "Adopts", "adoption_record"]
@@ -159,6 +161,7 @@ class Adopter:
         *,
         queues: QueueTable | None = None,
         owner: str = "",
+        clock: Callable[[], float] | None = None,
     ) -> None:
         if not isinstance(store, RunIndex):
             raise ConfigurationError(
@@ -177,6 +180,8 @@ class Adopter:
         self._failures: dict[str, int] = {}
         self._adopting: set[str] = set()
         self._told: set[tuple[str, str]] = set()
+        # runs the index lists whose manifest was missing at the last look
+        self._missing: set[str] = set()
         self.adopted = 0
         """Runs this worker took over (driven or found finished meanwhile)."""
         self.queues = QueueDispatcher(
@@ -186,6 +191,7 @@ class Adopter:
             worker_slots=self._slots,
             adopt=self._adopt,
             poll_interval=policy.poll_interval,
+            clock=clock,
         )
         """Where runs submitted to a queue wait for their turn and a slot."""
 
@@ -264,6 +270,7 @@ class Adopter:
             for run_id in [r for r in kept if r not in unfinished]:
                 del kept[run_id]
         self._told = {told for told in self._told if told[0] in unfinished}
+        self._missing &= unfinished
 
     def _later(self, run_id: str, seconds: float) -> None:
         self._not_before[run_id] = time.monotonic() + seconds
@@ -280,12 +287,20 @@ class Adopter:
         try:
             manifest = await self._reader.read_run(run_id)
         except RunNotFoundError:
-            await self._store.unindex(run_id)  # deleted, or a creation that never finished
+            if run_id in self._missing:
+                self._missing.discard(run_id)
+                await self._store.unindex(run_id)  # deleted, or a creation that never finished
+            else:
+                # a store indexes a run before its manifest exists: it may be being
+                # created right now, so it is dropped only if still missing next time
+                self._missing.add(run_id)
+                self._later(run_id, self.policy.recheck_interval)
             return None
         except (CorruptedDataError, EncryptionKeyError) as exc:
             # a newer actorflow's status, damage, or another key: nothing to do here
             self._leave(run_id, type(exc).__name__, error=describe(exc))
             return None
+        self._missing.discard(run_id)
         if manifest.status.finished or manifest.tombstone:
             await self._store.unindex(run_id)
             return None
