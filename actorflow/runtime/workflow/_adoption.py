@@ -294,7 +294,7 @@ class Adopter:
                 # a store indexes a run before its manifest exists: it may be being
                 # created right now, so it is dropped only if still missing next time
                 self._missing.add(run_id)
-                self._later(run_id, self.policy.recheck_interval)
+                self._later(run_id, self.policy.poll_interval)
             return None
         except (CorruptedDataError, EncryptionKeyError) as exc:
             # a newer actorflow's status, damage, or another key: nothing to do here
