@@ -45,10 +45,15 @@ class Stamped(Orchestrator):
         return n
 
 
+LEASE_TTL = 2.0
+"""The S3 lease of these workers: short, so a killed one's runs are free soon."""
+
+
 def runtime(store: str) -> Runtime:
     """A runtime on ``store`` whose schedules read the test's clock."""
+    options = {"lease_ttl": LEASE_TTL} if store.startswith("s3://") else {}
     return Runtime(
-        store=open_store(store),
+        store=open_store(store, **options),
         config=RuntimeConfig(durability=Durability.SYNC),
         clock=FileClock(os.environ["ACTORFLOW_TEST_CLOCK"]),
     )

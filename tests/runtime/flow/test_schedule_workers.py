@@ -1,6 +1,6 @@
 """A schedule over a simulated hour, worker processes killed twice: each tick starts one run.
 
-Two ``actorflow worker`` processes share a file store and a clock the test
+Two ``actorflow worker`` processes share a store (file, or S3) and a clock the test
 moves a minute at a time; at two ticks one worker is killed with SIGKILL
 right as the clock reaches the tick (while it may be creating the tick's
 run, or driving it) and a new one started. Each tick of the hour must have
@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,9 +27,13 @@ from actorflow.runtime.workflow._schedules import tick_run_id
 from actorflow.storage import FileStore, RunStatus
 from actorflow.testing import FakeClock
 from tests.runtime.flow import schedule_app
+from tests.storage.factories_s3 import open_s3_store
 
 if TYPE_CHECKING:
     from anyio.abc import Process
+
+    from actorflow.storage import Store
+    from tests.storage.s3_servers import S3Server
 
 ROOT = Path(__file__).resolve().parents[3]
 START = 1_800_000_000.0
@@ -60,7 +65,23 @@ async def _stop(*workers: Process) -> None:
                 await w.wait()
 
 
-async def _completed(store: FileStore, run_id: str) -> None:
+@pytest.fixture(params=["file", "s3"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Store, dict[str, str]]:
+    """The workers' ``--store``, a store object of the test's on it, and their environment."""
+    if request.param == "file":
+        return str(tmp_path / "store"), FileStore(tmp_path / "store"), {}
+    server: S3Server = request.getfixturevalue("seaweed_server")
+    prefix = f"t-{uuid.uuid4().hex[:12]}"
+    env = {
+        "ACTORFLOW_S3_ENDPOINT": server.url,
+        "AWS_ACCESS_KEY_ID": server.access_key,
+        "AWS_SECRET_ACCESS_KEY": server.secret_key,
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    return f"s3://{server.bucket}/{prefix}", open_s3_store(server, prefix=prefix), env
+
+
+async def _completed(store: Store, run_id: str) -> None:
     while True:
         try:
             if (await store.read_run(run_id)).status is RunStatus.COMPLETED:
@@ -72,12 +93,12 @@ async def _completed(store: FileStore, run_id: str) -> None:
 
 @pytest.mark.slow
 async def test_a_schedule_over_an_hour_with_workers_killed_starts_each_tick_once(
-    tmp_path: Path,
+    tmp_path: Path, where: tuple[str, Store, dict[str, str]]
 ) -> None:
-    path = str(tmp_path / "store")
+    path, store, store_env = where
     clock_file, side = str(tmp_path / "clock"), tmp_path / "side"
     schedule_app.set_time(clock_file, START)
-    async with Runtime(store=path, clock=FakeClock(START)) as client:
+    async with Runtime(store=store, clock=FakeClock(START)) as client:
         await client.schedule(
             schedule_app.Stamped,
             1,
@@ -87,12 +108,12 @@ async def test_a_schedule_over_an_hour_with_workers_killed_starts_each_tick_once
         )
     env = {
         **os.environ,
+        **store_env,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         "ACTORFLOW_TEST_CLOCK": clock_file,
         "ACTORFLOW_TEST_SIDE": str(side),
         "ACTORFLOW_LOG_LEVEL": "warning",
     }
-    store = FileStore(path)
     expected = [tick_run_id("five", START)]
     workers: list[Process] = []
     try:
