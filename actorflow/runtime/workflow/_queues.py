@@ -175,7 +175,7 @@ async def submit_deduplicated(
     """Create ``manifest`` under the key's next run id, or find its unfinished run.
 
     Returns ``(stored, created)`` like ``create_run``: ``created`` ``False``
-    when a run of the key is still queued or running (or paused...).
+    when a run of the key is still unfinished (that run comes back).
     """
     generation = max(0, await _newest_generation(store, queue, key))
     while True:
