@@ -82,6 +82,7 @@ def runs_command(
         list[str] | None, typer.Option("--status", help="Only runs with this status (repeatable).")
     ] = None,
     workflow: Annotated[str | None, typer.Option(help="Only runs of this workflow.")] = None,
+    queue: Annotated[str | None, typer.Option(help="Only runs submitted to this queue.")] = None,
     store: StoreOpt = None,
     key_file: KeyFileOpt = None,
     as_json: JsonOpt = False,
@@ -89,22 +90,24 @@ def runs_command(
 ) -> None:
     """List runs: id, workflow, status, phase, started, last activity, owner, checkpoints, size.
 
-    The owner is the process that holds the run (host:pid), alive or gone.
+    The owner is the process that holds the run (host:pid), alive or gone. Each
+    queue's depth (its runs queued, and running) follows the table.
     """
     spec = reader_store(store)
     wanted = _statuses(status)
 
     async def body(s: Store) -> tuple[list[ListedRun], list[SealedRun]]:
-        return await list_runs(s, status=wanted, workflow=workflow)
+        return await list_runs(s, status=wanted, workflow=workflow, queue=queue)
 
     runs, sealed = run_command(lambda: with_store(spec, body, key_file=key_file), debug=debug)
     # a sealed run's status and workflow are sealed too: no filter can pick it
-    filtered = wanted is not None or workflow is not None
+    filtered = wanted is not None or workflow is not None or queue is not None
     rows = [run_row(r) for r in runs] + ([] if filtered else [sealed_row(r) for r in sealed])
     if as_json:
         print_json(rows)
     else:
         _print_runs(spec, rows)
+        _print_depths(rows)
     if sealed:
         keys = ", ".join(sorted({repr(r.key_id) for r in sealed}))
         shown = "not shown" if filtered else "shown as encrypted"
@@ -157,6 +160,17 @@ def _print_runs(store: str, rows: list[dict[str, Any]]) -> None:
             *([_blocked_by(r)] if blocked else []),
         )
     out().print(table if rows else f"no runs in {esc(store)}")
+
+
+def _print_depths(rows: list[dict[str, Any]]) -> None:
+    """Each queue's depth among the runs listed: how many wait, how many run."""
+    depths: dict[str, list[int]] = {}
+    for r in rows:
+        if r.get("queue") is not None and r["status"] in (RunStatus.QUEUED, RunStatus.RUNNING):
+            counts = depths.setdefault(r["queue"], [0, 0])
+            counts[r["status"] == RunStatus.RUNNING] += 1
+    for name, (waiting, running) in sorted(depths.items()):
+        out().print(f"queue {esc(name)}: {waiting} queued, {running} running")
 
 
 def _blocked_by(row: dict[str, Any]) -> str:

@@ -94,6 +94,8 @@ async def serve(loaded: Runtime, policy: AdoptionPolicy) -> None:
         store=store,
         config=loaded.config,
         adopt_orphans=policy,
+        queues=loaded.queues,
+        clock=loaded.clock,
         mailbox_size=loaded.mailbox_size,
         supervisor=loaded.supervisor,
         shutdown_timeout=loaded.shutdown_timeout,

@@ -155,6 +155,10 @@ def run_row(run: ListedRun) -> dict[str, Any]:
         "prompt": m.prompt,
         "deadline": m.deadline,
         "blocked_code_version": m.blocked_code_version,
+        "queue": m.queue,
+        "priority": m.priority,
+        "dedup_key": m.dedup_key,
+        "schedule": m.schedule,
         "encrypted_with": None,
     }
 
@@ -181,6 +185,10 @@ def sealed_row(run: SealedRun) -> dict[str, Any]:
         "prompt": None,
         "deadline": None,
         "blocked_code_version": None,
+        "queue": None,
+        "priority": None,
+        "dedup_key": None,
+        "schedule": None,
         "encrypted_with": run.key_id,
     }
 

@@ -66,6 +66,11 @@ The tree::
     │   │   ├── UnknownEditedAgentError     no such agent at the checkpoint (also LookupError)
     │   │   └── InvalidStateEditError       the new state does not fit the agent's state type
     │   └── MissingResponseError        a test run paused and no response answers it
+    ├── FlowControlError                a queue or schedule argument (also ValueError)
+    │   ├── QueueNotDeclaredError       ``submit`` to an undeclared queue (also LookupError)
+    │   ├── DedupKeyError               a dedup key that is not a string (also TypeError)
+    │   ├── CronExpressionError         a cron expression or interval that does not parse
+    │   └── ScheduleNotFoundError       no schedule with that id (also LookupError)
     ├── RegistryError                   workflow or agent class lookup failed
     ├── ClusterError                    something about the cluster (``actorflow.ray``)
     │   ├── ClusterUnreachableError     its address does not answer (also ConnectionError)
@@ -107,7 +112,16 @@ from actorflow.errors._cluster import (
     HostsOutdatedError,
     HostStartError,
 )
-from actorflow.errors._flow import LimitValueError, RetryPolicyError, UnknownLimitError
+from actorflow.errors._flow import (
+    CronExpressionError,
+    DedupKeyError,
+    FlowControlError,
+    LimitValueError,
+    QueueNotDeclaredError,
+    RetryPolicyError,
+    ScheduleNotFoundError,
+    UnknownLimitError,
+)
 from actorflow.errors._runs import (
     ForkEditError,
     InvalidStateEditError,
@@ -175,11 +189,14 @@ __all__ = [
     "ClusterUnreachableError",
     "ConfigurationError",
     "CorruptedDataError",
+    "CronExpressionError",
+    "DedupKeyError",
     "DuplicateActorNameError",
     "EncodingError",
     "EncryptionKeyError",
     "EncryptionKeyMissingError",
     "EscalationError",
+    "FlowControlError",
     "ForkEditError",
     "HostStartError",
     "HostsOutdatedError",
@@ -199,6 +216,7 @@ __all__ = [
     "NewerFormatError",
     "NonDeterminismError",
     "NondeterministicCallError",
+    "QueueNotDeclaredError",
     "RecoveryFailedError",
     "RegistryError",
     "ReservedInboxNameError",
@@ -217,6 +235,7 @@ __all__ = [
     "RunNotPausedError",
     "RunPaused",
     "RuntimeNotRunningError",
+    "ScheduleNotFoundError",
     "SignalTooLargeError",
     "StepFailedError",
     "StorageError",

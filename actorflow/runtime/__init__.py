@@ -57,7 +57,9 @@ from actorflow.runtime.workflow._progress import (
     save_progress,
 )
 from actorflow.runtime.workflow._query import RunQuery
+from actorflow.runtime.workflow._queues import Queue
 from actorflow.runtime.workflow._runtime import Runtime
+from actorflow.runtime.workflow._schedules import ScheduleInfo, list_schedules
 from actorflow.runtime.workflow._stream import Emitted, EventStream
 from actorflow.runtime.workflow._update_handlers import update
 from actorflow.runtime.workflow._wait_records import PendingWait
@@ -103,6 +105,7 @@ __all__ = [
     "MailboxStatistics",
     "PendingWait",
     "PhaseEnded",
+    "Queue",
     "Recorded",
     "Request",
     "RetryAfter",
@@ -115,6 +118,7 @@ __all__ = [
     "RunQuery",
     "Runtime",
     "RuntimeConfig",
+    "ScheduleInfo",
     "StatusChanged",
     "Step",
     "StepCompleted",
@@ -126,6 +130,7 @@ __all__ = [
     "current_message_meta",
     "current_step",
     "handler",
+    "list_schedules",
     "load_progress",
     "parse_duration",
     "phase_of",

@@ -11,7 +11,10 @@ from __future__ import annotations
 from actorflow.storage._capabilities import (
     ClaimInfo,
     ClaimInspector,
+    QueueSlot,
+    QueueSlots,
     RunIndex,
+    ScheduleStore,
     SealCheck,
     SealChecker,
     SharedLimits,
@@ -82,6 +85,12 @@ from actorflow.storage._records import (
     validate_run_id,
 )
 from actorflow.storage._retention import prune, prune_run, run_verifier, verify_store
+from actorflow.storage._schedules import (
+    CatchUp,
+    Schedule,
+    ScheduleProgress,
+    validate_schedule_id,
+)
 from actorflow.storage._sealing import Codec
 from actorflow.storage._state import decode_state, encode_state, state_version
 from actorflow.storage._windows import LIMIT_WINDOW, take_window
@@ -93,6 +102,7 @@ __all__ = [
     "FORMAT_VERSION",
     "LIMIT_WINDOW",
     "AgentSnapshot",
+    "CatchUp",
     "ChunkRef",
     "ClaimInfo",
     "ClaimInspector",
@@ -120,11 +130,16 @@ __all__ = [
     "OSFileSystem",
     "PhaseEndRecord",
     "PruneReport",
+    "QueueSlot",
+    "QueueSlots",
     "RetentionPolicy",
     "RunIndex",
     "RunManifest",
     "RunStatus",
     "S3Store",
+    "Schedule",
+    "ScheduleProgress",
+    "ScheduleStore",
     "SealCheck",
     "SealChecker",
     "SharedLimits",
@@ -167,6 +182,7 @@ __all__ = [
     "take_window",
     "update_run_unsynced",
     "validate_run_id",
+    "validate_schedule_id",
     "verify_store",
     "watch_messages",
     "with_history",

@@ -19,12 +19,16 @@ from actorflow.errors import CorruptedDataError
 if TYPE_CHECKING:
     from actorflow.storage._envelope import Kind
     from actorflow.storage._protocol import UnreadableEntry
+    from actorflow.storage._schedules import Schedule, ScheduleProgress
     from actorflow.storage._sealing import Codec
 
 __all__ = [
     "ClaimInfo",
     "ClaimInspector",
+    "QueueSlot",
+    "QueueSlots",
     "RunIndex",
+    "ScheduleStore",
     "SealCheck",
     "SealChecker",
     "SharedLimits",
@@ -225,4 +229,81 @@ class SharedLimits(Protocol):
 
     def release_limit_slot(self, handle: object) -> None:
         """Give back a slot from :meth:`take_limit_slot` (synchronous: it never waits)."""
+
+
+class QueueSlot(msgspec.Struct, frozen=True, kw_only=True):
+    """One of a queue's slots, held by one worker while it drives a run of the queue.
+
+    Attributes:
+        queue: the slot's queue (or a queue's rate key).
+        index: which of the queue's slots.
+        holder: who holds it (a runtime's owner name).
+
+    .. versionadded:: 0.6
+    """
+
+    queue: str
+    index: int
+    holder: str
+
+
+@runtime_checkable
+class QueueSlots(Protocol):
+    """A store whose workers share each queue's slots: what caps a queue across processes.
+
+    A slot is held like a claim: the file store's is a ``flock`` the operating
+    system ends with its process, the memory store's lives with the store.
+
+    .. versionadded:: 0.6
+    """
+
+    async def take_queue_slot(self, queue: str, slots: int, holder: str) -> QueueSlot | None:
+        """Take a free one of the queue's ``slots`` slots at once; ``None`` if all are held."""
+        ...
+
+    async def release_queue_slot(self, slot: QueueSlot) -> None:
+        """Give the slot up. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class ScheduleStore(Protocol):
+    """A store that keeps schedules, for workers to start their ticks' runs.
+
+    Definitions and progress are separate objects, each replaced whole (see
+    the module's docstring): no write needs a compare-and-swap.
+
+    .. versionadded:: 0.6
+    """
+
+    async def put_schedule(self, schedule: Schedule) -> None:
+        """Store ``schedule``, replacing the one of the same id."""
+        ...
+
+    async def read_schedule(self, schedule_id: str) -> Schedule:
+        """The schedule ``schedule_id``.
+
+        Raises:
+            ScheduleNotFoundError: no such schedule.
+        """
+        ...
+
+    async def list_schedules(self) -> list[Schedule]:
+        """Every schedule, by id (one that cannot be read is skipped)."""
+        ...
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        """Remove the schedule and its progress (its runs stay).
+
+        Raises:
+            ScheduleNotFoundError: no such schedule.
+        """
+        ...
+
+    async def put_schedule_progress(self, progress: ScheduleProgress) -> None:
+        """Store a schedule's progress, replacing what was there."""
+        ...
+
+    async def read_schedule_progress(self, schedule_id: str) -> ScheduleProgress | None:
+        """A schedule's progress; ``None`` if no tick was started (or it cannot be read)."""
         ...

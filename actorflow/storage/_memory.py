@@ -23,9 +23,10 @@ from actorflow.errors import (
     LogPrunedError,
     RunLockedError,
     RunNotFoundError,
+    ScheduleNotFoundError,
     StorageError,
 )
-from actorflow.storage._capabilities import ClaimInfo, SealCheck
+from actorflow.storage._capabilities import ClaimInfo, QueueSlot, SealCheck
 from actorflow.storage._envelope import Kind
 from actorflow.storage._event_stream import (
     DEFAULT_EVENT_BYTES,
@@ -56,6 +57,15 @@ from actorflow.storage._protocol import (
 )
 from actorflow.storage._records import SnapshotStatus, validate_run_id
 from actorflow.storage._retention import prune as prune_by_policy
+from actorflow.storage._schedules import (
+    Schedule,
+    ScheduleProgress,
+    dump_progress,
+    dump_schedule,
+    load_progress,
+    load_schedule,
+    validate_schedule_id,
+)
 from actorflow.storage._sealing import Codec
 from actorflow.storage._windows import take_window
 
@@ -113,6 +123,10 @@ class MemoryStore(StoreContext):
         # limit key -> (request starts, token spends, their sum): SharedLimits
         self._limits: dict[str, tuple[deque[float], deque[tuple[float, float]], list[float]]] = {}
         self._slots: dict[str, int] = {}  # limit key -> slots held
+
+        self._queue_slots: set[tuple[str, int]] = set()
+        self._schedules: dict[str, bytes] = {}
+        self._progress: dict[str, bytes] = {}
 
     async def take_limit(
         self,
@@ -563,6 +577,65 @@ class MemoryStore(StoreContext):
     def renew_interval(self) -> float | None:
         """``None``: a memory claim lasts until released."""
         return None
+
+    # --- queue slots -----------------------------------------------------------------
+
+    async def take_queue_slot(self, queue: str, slots: int, holder: str) -> QueueSlot | None:
+        """See :meth:`QueueSlots.take_queue_slot`."""
+        await anyio.lowlevel.checkpoint()
+        for index in range(slots):
+            if (queue, index) not in self._queue_slots:
+                self._queue_slots.add((queue, index))
+                return QueueSlot(queue=queue, index=index, holder=holder)
+        return None
+
+    async def release_queue_slot(self, slot: QueueSlot) -> None:
+        """See :meth:`QueueSlots.release_queue_slot`."""
+        await anyio.lowlevel.checkpoint()
+        self._queue_slots.discard((slot.queue, slot.index))
+
+    # --- schedules -------------------------------------------------------------------
+
+    async def put_schedule(self, schedule: Schedule) -> None:
+        """See :meth:`ScheduleStore.put_schedule`."""
+        await anyio.lowlevel.checkpoint()
+        schedule_id = validate_schedule_id(schedule.schedule_id)
+        self._schedules[schedule_id] = dump_schedule(self.codec, schedule)
+
+    async def read_schedule(self, schedule_id: str) -> Schedule:
+        """See :meth:`ScheduleStore.read_schedule`."""
+        await anyio.lowlevel.checkpoint()
+        try:
+            data = self._schedules[schedule_id]
+        except KeyError:
+            raise ScheduleNotFoundError(schedule_id) from None
+        location = f"memory:schedule/{schedule_id}"
+        return load_schedule(self.codec, data, schedule_id=schedule_id, location=location)
+
+    async def list_schedules(self) -> list[Schedule]:
+        """See :meth:`ScheduleStore.list_schedules`."""
+        return [await self.read_schedule(schedule_id) for schedule_id in sorted(self._schedules)]
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        """See :meth:`ScheduleStore.delete_schedule`."""
+        await anyio.lowlevel.checkpoint()
+        if self._schedules.pop(schedule_id, None) is None:
+            raise ScheduleNotFoundError(schedule_id)
+        self._progress.pop(schedule_id, None)
+
+    async def put_schedule_progress(self, progress: ScheduleProgress) -> None:
+        """See :meth:`ScheduleStore.put_schedule_progress`."""
+        await anyio.lowlevel.checkpoint()
+        self._progress[progress.schedule_id] = dump_progress(self.codec, progress)
+
+    async def read_schedule_progress(self, schedule_id: str) -> ScheduleProgress | None:
+        """See :meth:`ScheduleStore.read_schedule_progress`."""
+        await anyio.lowlevel.checkpoint()
+        data = self._progress.get(schedule_id)
+        if data is None:
+            return None
+        location = f"memory:schedule/{schedule_id}.progress"
+        return load_progress(self.codec, data, schedule_id=schedule_id, location=location)
 
     # --- the index of unfinished runs ---------------------------------------------
 

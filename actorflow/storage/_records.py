@@ -181,6 +181,11 @@ class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", ta
     ``fork_edits`` lists the agents whose state a fork was started with
     edited, in the order given (empty for any other run).
 
+    ``queue``, ``priority`` and ``dedup_key`` are what ``Runtime.submit``
+    was given: the queue a worker takes the run from (``None``: none),
+    its priority there (higher first) and its deduplication key.
+    ``schedule`` names the schedule whose tick started the run.
+
     .. versionchanged:: 0.2
        ``epoch`` added.
     .. versionchanged:: 0.3
@@ -193,6 +198,8 @@ class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", ta
 
     .. versionchanged:: 0.5
        ``fork_edits`` and ``trace_context`` added.
+    .. versionchanged:: 0.6
+       ``queue``, ``priority``, ``dedup_key`` and ``schedule`` added.
     """
 
     run_id: str
@@ -223,6 +230,10 @@ class RunManifest(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", ta
     workflow_module: str | None = None
     fork_edits: tuple[ForkEdit, ...] = ()
     trace_context: str | None = None
+    queue: str | None = None
+    priority: int = 0
+    dedup_key: str | None = None
+    schedule: str | None = None
 
 
 class StateRef(msgspec.Struct, frozen=True, kw_only=True):

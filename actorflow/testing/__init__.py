@@ -27,6 +27,9 @@ and call ``runtime.recover()`` in a new one (see docs/recovery.md).
 A store of your own runs the conformance suite every store passes:
 ``actorflow.testing.conformance`` (it needs pytest, so it is imported only by
 name; see docs/storage.md, "Writing your own store").
+
+Schedules read the time from the runtime's clock: ``Runtime(clock=FakeClock(...))``
+lets a test move it by hand (see docs/flow-control.md).
 """
 
 from __future__ import annotations

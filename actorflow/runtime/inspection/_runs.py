@@ -127,13 +127,17 @@ async def list_runs(
     *,
     status: Sequence[RunStatus] | None = None,
     workflow: str | None = None,
+    queue: str | None = None,
 ) -> tuple[list[ListedRun], list[SealedRun]]:
     """The runs that match, oldest first, and the runs sealed with a key the store lacks.
 
     Sealed runs cannot be filtered (their status and workflow are sealed);
     they are returned whatever the filters, for the caller to say so.
+    ``queue``: only runs submitted to that queue.
     """
     manifests = await store.list_runs(status=status, workflow=workflow)
+    if queue is not None:
+        manifests = [m for m in manifests if m.queue == queue]
     unreadable = await store.list_unreadable() if isinstance(store, UnreadableLister) else []
     sealed = [(e.run_id, e.key_id) for e in unreadable if e.run_id and e.key_id]
     listed: dict[str, ListedRun] = {}

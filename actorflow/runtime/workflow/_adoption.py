@@ -14,6 +14,10 @@ cheaply is owned, never every manifest. A run it cannot or should not take
 a newer actorflow, a paused run still waiting) is looked at again only after
 ``recheck_interval``; a run whose adoption failed, after a backoff that
 doubles. Leaving a run alone never spends one of its recovery attempts.
+
+A run submitted to a queue goes to the worker's :class:`QueueDispatcher`,
+which starts it in its turn within the queue's caps; a run of a queue this
+worker does not declare is left alone.
 """
 
 from __future__ import annotations
@@ -39,9 +43,12 @@ from actorflow.errors import (
     StoreUnavailableError,
 )
 from actorflow.runtime.actors import lookup
+from actorflow.runtime.workflow._queues import QueueDispatcher, QueueTable
 from actorflow.storage import EventRecord, RunIndex, RunManifest, RunStatus
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from actorflow.storage import Store
 
 __all__ = ["ADOPTED", "Adopted", "Adopter", "AdoptionPolicy", "Adopts", "adoption_record"]
@@ -146,7 +153,16 @@ class Adopts(Protocol):
 class Adopter:
     """The loop of one worker: look, pick, recover; see the module's docstring."""
 
-    def __init__(self, store: Store, policy: AdoptionPolicy, recovery: Adopts) -> None:
+    def __init__(
+        self,
+        store: Store,
+        policy: AdoptionPolicy,
+        recovery: Adopts,
+        *,
+        queues: QueueTable | None = None,
+        owner: str = "",
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         if not isinstance(store, RunIndex):
             raise ConfigurationError(
                 "adopt_orphans",
@@ -164,12 +180,25 @@ class Adopter:
         self._failures: dict[str, int] = {}
         self._adopting: set[str] = set()
         self._told: set[tuple[str, str]] = set()
+        # runs the index lists whose manifest was missing at the last look
+        self._missing: set[str] = set()
         self.adopted = 0
         """Runs this worker took over (driven or found finished meanwhile)."""
+        self.queues = QueueDispatcher(
+            store,
+            queues or QueueTable(),
+            owner=owner,
+            worker_slots=self._slots,
+            adopt=self._adopt,
+            poll_interval=policy.poll_interval,
+            clock=clock,
+        )
+        """Where runs submitted to a queue wait for their turn and a slot."""
 
     def nudge(self) -> None:
         """Look at once instead of at the next poll."""
         self._wake.set()
+        self.queues.nudge()
 
     async def run(self) -> None:
         """Look for runs until cancelled; each adoption runs in its own task.
@@ -183,6 +212,7 @@ class Adopter:
         next_reindex = time.monotonic()
         first = True
         async with anyio.create_task_group() as tg:
+            tg.start_soon(self.queues.run, tg)
             while True:
                 if policy.reindex_interval is not None and time.monotonic() >= next_reindex:
                     next_reindex = time.monotonic() + policy.reindex_interval
@@ -222,12 +252,16 @@ class Adopter:
         now = time.monotonic()
         found = await self._store.list_unfinished(unowned=True)
         self._forget_all_but(set(found))
+        self.queues.retain(set(found))
         for run_id in found:
-            if run_id in self._adopting or self._recovery.drives(run_id):
+            if run_id in self._adopting or self.queues.holds(run_id):
+                continue
+            if self._recovery.drives(run_id):
                 continue
             if self._not_before.get(run_id, 0.0) > now:
                 continue
             self._adopting.add(run_id)
+            self.queues.reading(+1)
             tg.start_soon(self._consider, run_id)
 
     def _forget_all_but(self, unfinished: set[str]) -> None:
@@ -236,6 +270,7 @@ class Adopter:
             for run_id in [r for r in kept if r not in unfinished]:
                 del kept[run_id]
         self._told = {told for told in self._told if told[0] in unfinished}
+        self._missing &= unfinished
 
     def _later(self, run_id: str, seconds: float) -> None:
         self._not_before[run_id] = time.monotonic() + seconds
@@ -252,12 +287,20 @@ class Adopter:
         try:
             manifest = await self._reader.read_run(run_id)
         except RunNotFoundError:
-            await self._store.unindex(run_id)  # deleted, or a creation that never finished
+            if run_id in self._missing:
+                self._missing.discard(run_id)
+                await self._store.unindex(run_id)  # deleted, or a creation that never finished
+            else:
+                # a store indexes a run before its manifest exists: it may be being
+                # created right now, so it is dropped only if still missing next time
+                self._missing.add(run_id)
+                self._later(run_id, self.policy.poll_interval)
             return None
         except (CorruptedDataError, EncryptionKeyError) as exc:
             # a newer actorflow's status, damage, or another key: nothing to do here
             self._leave(run_id, type(exc).__name__, error=describe(exc))
             return None
+        self._missing.discard(run_id)
         if manifest.status.finished or manifest.tombstone:
             await self._store.unindex(run_id)
             return None
@@ -272,6 +315,9 @@ class Adopter:
             lookup(manifest.workflow, manifest.workflow_module)
         except RegistryError:
             self._leave(run_id, "class_not_imported", workflow=manifest.workflow)
+            return None
+        if manifest.queue is not None and not self.queues.knows(manifest.queue):
+            self._leave(run_id, "queue_not_declared", queue=manifest.queue)
             return None
         if manifest.status is RunStatus.PAUSED:
             manifest = await self._recovery.wake_paused(manifest)
@@ -292,6 +338,7 @@ class Adopter:
 
     async def _consider(self, run_id: str) -> None:
         """With a slot: read the run, and adopt it if this worker should."""
+        read = True
         try:
             async with self._slots:
                 try:
@@ -300,9 +347,15 @@ class Adopter:
                     self._later(run_id, self.policy.poll_interval)
                     _log.warning("adoption_scan_failed", run_id=run_id, error=describe(exc))
                     return
-                if manifest is not None:
+                if manifest is not None and manifest.queue is not None:
+                    self.queues.offer(manifest)  # started in its turn, with a slot of its own
+                read = False
+                self.queues.reading(-1)
+                if manifest is not None and manifest.queue is None:
                     await self._adopt(manifest)
         finally:
+            if read:  # its read failed or was cancelled
+                self.queues.reading(-1)
             self._adopting.discard(run_id)
 
     async def _adopt(self, manifest: RunManifest) -> None:

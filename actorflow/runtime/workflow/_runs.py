@@ -48,11 +48,22 @@ from actorflow.runtime.workflow._outcomes import (
     workflow_class,
 )
 from actorflow.runtime.workflow._pruning import Pruner
+from actorflow.runtime.workflow._queues import (
+    QueueTable,
+    check_dedup_key,
+    run_fields,
+    submit_deduplicated,
+)
 from actorflow.runtime.workflow._recovery import ORPHANS, Recovery
+from actorflow.runtime.workflow._schedules import (
+    Scheduler,
+    schedule_store,
+)
 from actorflow.runtime.workflow._signals import WatchClock, cancel_stored
 from actorflow.storage import (
     RunManifest,
     RunStatus,
+    ScheduleStore,
     SharedLimits,
     Store,
     open_store,
@@ -92,6 +103,8 @@ class Runs:
         config: the runtime's workflow options.
         owner: the runtime's owner name (what its claims and manifests say).
         cluster: where runs go; ``None``: this process.
+        queues: the queues ``submit`` may name.
+        clock: where schedules read the time.
     """
 
     def __init__(
@@ -103,9 +116,12 @@ class Runs:
         owner: str,
         cluster: Cluster | None,
         flow: FlowControl,
+        queues: QueueTable | None = None,
     ) -> None:
         self._system = system
         self.flow = flow
+        self.queues = queues or QueueTable()
+        self.scheduler: Scheduler | None = None
         self._store_spec = store
         self._store: Store | None = store if isinstance(store, Store) else None
         self.config = config
@@ -158,20 +174,38 @@ class Runs:
         Raises:
             ConfigurationError: the store keeps no index of unfinished runs.
         """
-        self.adopter = Adopter(self.store, adoption, self.recovery)
+        self.adopter = Adopter(
+            self.store,
+            adoption,
+            self.recovery,
+            queues=self.queues,
+            owner=self.owner,
+            clock=self.flow.clock.now,
+        )
+        if isinstance(self.store, ScheduleStore):
+            self.scheduler = Scheduler(
+                schedule_store(self.store), self.store, self.flow.clock, self.adopter.nudge
+            )
         self._adopting = anyio.CancelScope()
         self._system.require_running("adopt runs").start_soon(
-            self._adopt_runs, self.adopter, self._adopting
+            self._adopt_runs, self.adopter, self.scheduler, self._adopting
         )
 
-    async def _adopt_runs(self, adopter: Adopter, scope: anyio.CancelScope) -> None:
+    async def _adopt_runs(
+        self, adopter: Adopter, scheduler: Scheduler | None, scope: anyio.CancelScope
+    ) -> None:
         with scope:
-            await adopter.run()
+            async with anyio.create_task_group() as tg:
+                if scheduler is not None:
+                    tg.start_soon(scheduler.run, adopter.policy.poll_interval)
+                await adopter.run()
 
     def adopt_now(self) -> None:
         """See ``Runtime.adopt_now``."""
         if self.adopter is not None:
             self.adopter.nudge()
+        if self.scheduler is not None:
+            self.scheduler.nudge()
 
     def begin_stop(self) -> None:
         """The runtime begins to stop: no new run, no new adoption (adopted runs stop later)."""
@@ -270,12 +304,16 @@ class Runs:
         queued: bool = False,
         parent_run: str | None = None,
         parent_step: str | None = None,
+        fields: Mapping[str, Any] | None = None,
     ) -> tuple[RunManifest, bool]:
         """Record a new run (or find the one stored under ``run_id``): ``(manifest, created)``.
 
         The one way a run is created: by ``start`` (running, owned here), by
         ``submit`` (``queued``, owned by nobody) and for a child run
         (``parent_run``, ``parent_step``). ``run_id`` ``None``: a new id.
+        ``fields``: more manifest fields (a queued run's queue, priority and
+        dedup key; a scheduled run's schedule). A dedup key's run is created
+        under the key's run id, or the key's unfinished run is found.
 
         Raises:
             InvalidRunIdError: ``run_id`` is not a valid run id.
@@ -297,6 +335,12 @@ class Runs:
         if parent_run is not None:
             manifest = msgspec.structs.replace(
                 manifest, parent_run=parent_run, parent_step=parent_step
+            )
+        if fields:
+            manifest = msgspec.structs.replace(manifest, **fields)
+        if manifest.dedup_key is not None:
+            return await submit_deduplicated(
+                self.store, manifest, manifest.queue, manifest.dedup_key
             )
         stored, created = await self.store.create_run(manifest)
         if not created and stored.input_hash != manifest.input_hash:
@@ -322,10 +366,26 @@ class Runs:
             return await self.launch(workflow, stored)
         return self._ended(stored, workflow)
 
-    async def submit(self, workflow: type[Any], input: Any, run_id: str | None) -> str:
+    async def submit(
+        self,
+        workflow: type[Any],
+        input: Any,
+        run_id: str | None,
+        *,
+        queue: str | None = None,
+        priority: int = 0,
+        dedup_key: str | None = None,
+    ) -> str:
         """See ``Runtime.submit``."""
         _require_concrete(workflow, "submit a subclass of it")
-        stored, created = await self.create(workflow, input, run_id=run_id, queued=True)
+        if queue is not None:
+            self.queues.require(queue)
+        if dedup_key is not None:
+            check_dedup_key(dedup_key, run_id)
+        fields = run_fields(queue, priority, dedup_key)
+        stored, created = await self.create(
+            workflow, input, run_id=run_id, queued=True, fields=fields
+        )
         if created:
             self.adopt_now()
         return stored.run_id

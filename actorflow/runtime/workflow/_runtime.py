@@ -26,13 +26,23 @@ from actorflow.runtime.workflow._outcomes import (
     finished_error,
 )
 from actorflow.runtime.workflow._query import RunQuery, query_run
+from actorflow.runtime.workflow._queues import QueueTable
 from actorflow.runtime.workflow._runs import Runs
+from actorflow.runtime.workflow._schedules import (
+    ScheduleInfo,
+    declare,
+    list_schedules,
+    schedule_info,
+    schedule_store,
+    set_paused,
+)
 from actorflow.runtime.workflow._signals import (
     send_signal,
 )
 from actorflow.runtime.workflow._updates import call_update
 from actorflow.runtime.workflow._watch import DEFAULT_POLL_INTERVAL, watch_run
 from actorflow.storage import (
+    CatchUp,
     InboxEntry,
     RunManifest,
     RunStatus,
@@ -42,6 +52,7 @@ from actorflow.storage import (
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
+    from datetime import timedelta
     from typing import Self
 
     from actorflow.runtime.actors import ActorRef, SupervisorPolicy
@@ -49,6 +60,7 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._cluster import Cluster
     from actorflow.runtime.workflow._handle import R, RunHandle
     from actorflow.runtime.workflow._outcomes import Workflow
+    from actorflow.runtime.workflow._queues import Queue
     from actorflow.runtime.workflow._watch import WatchEvent
 
 __all__ = ["Runtime"]
@@ -75,8 +87,12 @@ class Runtime:
         limits: the :class:`Limit` budgets its runs' asks share by name
             (``@handler(limit=...)``, an agent class's ``limit``). See
             docs/flow-control.md.
-        clock: the time retry backoffs and limits read and wait on (default
-            the system's; ``actorflow.testing.FakeClock`` in tests).
+        queues: the :class:`Queue` objects ``submit(..., queue=...)`` may
+            name; a worker starts only runs of the queues it declares. See
+            docs/flow-control.md.
+        clock: the time retry backoffs, limits, schedules and queues'
+            ``per_minute`` windows read and wait on (default the system's;
+            ``actorflow.testing.FakeClock`` in tests).
         mailbox_size, supervisor, shutdown_timeout: see the actor runtime
             (:class:`ActorSystem`).
 
@@ -90,7 +106,7 @@ class Runtime:
        ``adopt_orphans``, ``cluster``; it has an ``ActorSystem`` rather than
        subclassing it.
     .. versionchanged:: 0.5
-       ``limits``, ``clock``.
+       ``limits``, ``queues``, ``clock``.
     """
 
     def __init__(
@@ -101,6 +117,7 @@ class Runtime:
         adopt_orphans: bool | AdoptionPolicy = False,
         cluster: Cluster | None = None,
         limits: Iterable[Limit] = (),
+        queues: Sequence[Queue] = (),
         clock: Clock | None = None,
         **actor_options: Any,
     ) -> None:
@@ -121,6 +138,7 @@ class Runtime:
             owner=self.owner,
             cluster=cluster,
             flow=self.flow,
+            queues=QueueTable(queues),
         )
 
     def limit_stats(self) -> dict[str, LimitStats]:
@@ -137,6 +155,16 @@ class Runtime:
         self._runs.config = config
 
     # --- actors (the runtime's actor system) -----------------------------------
+
+    @property
+    def queues(self) -> tuple[Queue, ...]:
+        """The queues declared with ``Runtime(queues=...)``."""
+        return tuple(self._runs.queues.by_name.values())
+
+    @property
+    def clock(self) -> Clock:
+        """What retries, limits, schedules and rate windows read (``Runtime(clock=...)``)."""
+        return self.flow.clock
 
     @property
     def mailbox_size(self) -> int:
@@ -586,7 +614,14 @@ class Runtime:
         self._runs.adopt_now()
 
     async def submit(
-        self, workflow: type[Any], input: Any = None, *, run_id: str | None = None
+        self,
+        workflow: type[Any],
+        input: Any = None,
+        *,
+        run_id: str | None = None,
+        queue: str | None = None,
+        priority: int = 0,
+        dedup_key: str | None = None,
     ) -> str:
         """Record a run for a worker to start, and return its id; none of it runs here.
 
@@ -595,15 +630,125 @@ class Runtime:
         input again changes nothing. Follow it with :meth:`watch`,
         :meth:`query` or :meth:`result`.
 
+        With ``queue``, workers that declare that queue start the run in its
+        turn: higher ``priority`` first, oldest first within a priority, as
+        the queue's caps allow. With ``dedup_key``, a submit while a run
+        with the same key (in the same queue) is still unfinished returns
+        that run's id and stores nothing; once it has finished, a new run
+        starts. See docs/flow-control.md.
+
         Raises:
             ActorDefinitionError: ``workflow`` is a base class.
+            QueueNotDeclaredError: ``queue`` is not declared on this runtime.
+            DedupKeyError: ``dedup_key`` is not a non-empty string, or comes
+                with a ``run_id``.
+            ConfigurationError: ``priority`` is not an int.
             RunInputMismatchError: ``run_id`` exists with a different input.
             RunInputTypeError: ``input`` does not fit the workflow's input type
                 (nothing is stored).
 
         .. versionadded:: 0.4
+        .. versionchanged:: 0.6
+           ``queue``, ``priority`` and ``dedup_key``.
         """
-        return await self._runs.submit(workflow, input, run_id)
+        return await self._runs.submit(
+            workflow, input, run_id, queue=queue, priority=priority, dedup_key=dedup_key
+        )
+
+    # --- schedules -------------------------------------------------------------
+
+    async def schedule(
+        self,
+        workflow: type[Any],
+        input: Any = None,
+        *,
+        schedule_id: str,
+        cron: str | None = None,
+        every: timedelta | None = None,
+        catch_up: CatchUp = "skip",
+        timezone: str = "UTC",
+    ) -> ScheduleInfo:
+        """Store a schedule: workers of the store start one run of ``workflow`` per tick.
+
+        Ticks come from ``cron`` (five fields, read in ``timezone``) or
+        ``every`` (counted from when the schedule was first declared). Each
+        tick's run is created ``queued`` under the id
+        ``sched-<schedule_id>-<tick>`` (the tick in seconds since the
+        epoch), so it is started once however many workers look. Declaring
+        the same ``schedule_id`` again replaces what it runs and when, and
+        keeps its pause and its progress: an app may declare its schedules
+        each time it starts. ``catch_up`` says what becomes of ticks missed
+        while no worker ran: ``"skip"`` them (a tick still starts up to a
+        minute late), start the ``"latest"``, or ``"all"``. See
+        docs/flow-control.md.
+
+        Raises:
+            CronExpressionError: neither or both of ``cron`` and ``every``,
+                a cron expression that does not parse, or ``every`` under a
+                second (nothing is stored).
+            ConfigurationError: a bad ``schedule_id``, ``timezone`` or
+                ``catch_up``; or a store that keeps no schedules.
+            RunInputTypeError: ``input`` does not fit the workflow's input type.
+
+        .. versionadded:: 0.6
+        """
+        store = schedule_store(self.store)
+        schedule = await declare(
+            store,
+            workflow,
+            input,
+            schedule_id=schedule_id,
+            cron=cron,
+            every=every,
+            catch_up=catch_up,
+            timezone=timezone,
+            code_version=self.config.code_version,
+            now=self.flow.clock.now(),
+        )
+        self._runs.adopt_now()
+        return await schedule_info(store, schedule, self.flow.clock.now())
+
+    async def pause_schedule(self, schedule_id: str) -> ScheduleInfo:
+        """Stop starting the schedule's ticks (a run already started goes on).
+
+        Raises:
+            ScheduleNotFoundError: no such schedule.
+
+        .. versionadded:: 0.6
+        """
+        store = schedule_store(self.store)
+        schedule = await set_paused(store, schedule_id, True, self.flow.clock.now())
+        return await schedule_info(store, schedule, self.flow.clock.now())
+
+    async def resume_schedule(self, schedule_id: str) -> ScheduleInfo:
+        """Start the schedule's ticks again from its next tick (those missed while paused never).
+
+        Raises:
+            ScheduleNotFoundError: no such schedule.
+
+        .. versionadded:: 0.6
+        """
+        store = schedule_store(self.store)
+        schedule = await set_paused(store, schedule_id, False, self.flow.clock.now())
+        self._runs.adopt_now()
+        return await schedule_info(store, schedule, self.flow.clock.now())
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        """Remove the schedule (the runs it started stay).
+
+        Raises:
+            ScheduleNotFoundError: no such schedule.
+
+        .. versionadded:: 0.6
+        """
+        await schedule_store(self.store).delete_schedule(schedule_id)
+
+    async def schedules(self) -> list[ScheduleInfo]:
+        """Every schedule in the store, with its last and next ticks.
+
+        .. versionadded:: 0.6
+        """
+        return await list_schedules(self.store, self.flow.clock.now())
 
     async def query(self, run_id: str) -> RunQuery:
         """What run ``run_id`` has recorded, read now: status, agents, waits, inbox and more.

@@ -40,6 +40,8 @@ from actorflow.storage.file._layout import RunFolders
 from actorflow.storage.file._limits import LimitFiles
 from actorflow.storage.file._logs import LogFiles
 from actorflow.storage.file._manifests import ManifestFiles
+from actorflow.storage.file._queues import SlotLocks
+from actorflow.storage.file._schedules import ScheduleFiles
 from actorflow.storage.file._sealcheck import check_run
 from actorflow.storage.file._snapshots import SnapshotFiles
 from actorflow.storage.file._sweep import sweep
@@ -48,7 +50,7 @@ from actorflow.storage.file._wake import wake, watch
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
 
-    from actorflow.storage._capabilities import ClaimInfo, SealCheck
+    from actorflow.storage._capabilities import ClaimInfo, QueueSlot, SealCheck
     from actorflow.storage._event_stream import EventSlice, EventStreamWriter
     from actorflow.storage._inbox import InboxEntry
     from actorflow.storage._inbox_check import InboxCheck
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
         Snapshot,
         SnapshotInfo,
     )
+    from actorflow.storage._schedules import Schedule, ScheduleProgress
 
 __all__ = ["FileStore"]
 
@@ -103,6 +106,8 @@ class FileStore(StoreContext):
         self._inbox = InboxFiles(self._folders, self.codec)
         self._events = EventFiles(self._folders, self.codec, event_bytes)
         self._limits = LimitFiles(self.fs, os.path.join(self.path, "limits"))
+        self._slots = SlotLocks(self.fs, self.path)
+        self._schedules = ScheduleFiles(self.fs, self.path, self.codec)
 
     def __repr__(self) -> str:
         return f"FileStore({self.path!r}, codec={self.codec.describe()})"
@@ -143,6 +148,7 @@ class FileStore(StoreContext):
         """Close log files and release every claim this store holds. Idempotent."""
         self._logs.close()
         self._claims.release_all()
+        self._slots.release_all()
 
     # --- manifests ------------------------------------------------------------------
 
@@ -553,6 +559,44 @@ class FileStore(StoreContext):
         unfinished = {m.run_id for m in manifests if not m.status.finished and not m.tombstone}
         return await self._folders.call(
             "reindex runs", self._manifests.unfinished.reset, unfinished
+        )
+
+    # --- queue slots ----------------------------------------------------------------
+
+    async def take_queue_slot(self, queue: str, slots: int, holder: str) -> QueueSlot | None:
+        """See :meth:`QueueSlots.take_queue_slot`."""
+        return await self._folders.call("take queue slot", self._slots.take, queue, slots, holder)
+
+    async def release_queue_slot(self, slot: QueueSlot) -> None:
+        """See :meth:`QueueSlots.release_queue_slot`."""
+        await self._folders.call("release queue slot", self._slots.release, slot)
+
+    # --- schedules ------------------------------------------------------------------
+
+    async def put_schedule(self, schedule: Schedule) -> None:
+        """See :meth:`ScheduleStore.put_schedule`."""
+        await self._folders.call("store schedule", self._schedules.put, schedule)
+
+    async def read_schedule(self, schedule_id: str) -> Schedule:
+        """See :meth:`ScheduleStore.read_schedule`."""
+        return await self._folders.call("read schedule", self._schedules.read, schedule_id)
+
+    async def list_schedules(self) -> list[Schedule]:
+        """See :meth:`ScheduleStore.list_schedules`."""
+        return await self._folders.call("list schedules", self._schedules.list)
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        """See :meth:`ScheduleStore.delete_schedule`."""
+        await self._folders.call("delete schedule", self._schedules.delete, schedule_id)
+
+    async def put_schedule_progress(self, progress: ScheduleProgress) -> None:
+        """See :meth:`ScheduleStore.put_schedule_progress`."""
+        await self._folders.call("store schedule progress", self._schedules.put_progress, progress)
+
+    async def read_schedule_progress(self, schedule_id: str) -> ScheduleProgress | None:
+        """See :meth:`ScheduleStore.read_schedule_progress`."""
+        return await self._folders.call(
+            "read schedule progress", self._schedules.read_progress, schedule_id
         )
 
     # --- retention ------------------------------------------------------------------

@@ -73,6 +73,10 @@ class LeaseTable:
     def _held_runs(self) -> tuple[str, ...]:
         return tuple(self._held)
 
+    async def keep_worker_alive(self, owner: str) -> None:
+        """Make sure this store's worker lease is live (renewed if due): what a queue slot names."""
+        await self._keep_alive(owner)
+
     async def _keep_alive(self, owner: str | None = None) -> None:
         """Renew this store's worker lease if due; if it had run out, check every held run."""
         if await self.workers.keep_alive(owner, self._held_runs):

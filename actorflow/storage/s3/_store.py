@@ -63,6 +63,8 @@ from actorflow.storage.s3._limits import SplitLimits
 from actorflow.storage.s3._log import SegmentLog
 from actorflow.storage.s3._manifests import ManifestObjects
 from actorflow.storage.s3._objects import S3Objects
+from actorflow.storage.s3._queues import SlotObjects
+from actorflow.storage.s3._schedules import ScheduleObjects
 from actorflow.storage.s3._sealcheck import check_run
 from actorflow.storage.s3._snapshots import SnapshotObjects, best
 from actorflow.storage.s3._wire import S3Options, S3Wire
@@ -70,6 +72,7 @@ from actorflow.storage.s3._wire import S3Options, S3Wire
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
+    from actorflow.storage._capabilities import QueueSlot
     from actorflow.storage._inbox import InboxEntry
     from actorflow.storage._inbox_check import InboxCheck
     from actorflow.storage._inbox_watch import InboxWatch
@@ -80,6 +83,7 @@ if TYPE_CHECKING:
         Snapshot,
         SnapshotInfo,
     )
+    from actorflow.storage._schedules import Schedule, ScheduleProgress
 
 __all__ = ["S3Store"]
 
@@ -168,6 +172,8 @@ class S3Store(StoreContext):
         self._inbox = InboxObjects(objects, self.codec)
         self._unfinished = UnfinishedKeys(objects)
         self._limits = SplitLimits(self._leases.workers, refresh=self._leases.ttl / 3)
+        self._schedules = ScheduleObjects(objects, self.codec)
+        self._slots = SlotObjects(objects, self.codec, self._leases)
         self.inbox_poll_interval = inbox_poll_interval
 
     def __repr__(self) -> str:
@@ -596,6 +602,42 @@ class S3Store(StoreContext):
     def renew_interval(self) -> float | None:
         """A third of ``lease_ttl``: how often the store's one worker lease is renewed."""
         return self._leases.ttl / 3
+
+    # --- queue slots ------------------------------------------------------------
+
+    async def take_queue_slot(self, queue: str, slots: int, holder: str) -> QueueSlot | None:
+        """See :meth:`QueueSlots.take_queue_slot`: held while this store's worker lease lives."""
+        return await self._slots.take(queue, slots, holder)
+
+    async def release_queue_slot(self, slot: QueueSlot) -> None:
+        """See :meth:`QueueSlots.release_queue_slot`."""
+        await self._slots.release(slot)
+
+    # --- schedules --------------------------------------------------------------
+
+    async def put_schedule(self, schedule: Schedule) -> None:
+        """See :meth:`ScheduleStore.put_schedule`."""
+        await self._schedules.put(schedule)
+
+    async def read_schedule(self, schedule_id: str) -> Schedule:
+        """See :meth:`ScheduleStore.read_schedule`."""
+        return await self._schedules.read(schedule_id)
+
+    async def list_schedules(self) -> list[Schedule]:
+        """See :meth:`ScheduleStore.list_schedules`."""
+        return await self._schedules.list()
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        """See :meth:`ScheduleStore.delete_schedule`."""
+        await self._schedules.delete(schedule_id)
+
+    async def put_schedule_progress(self, progress: ScheduleProgress) -> None:
+        """See :meth:`ScheduleStore.put_schedule_progress`."""
+        await self._schedules.put_progress(progress)
+
+    async def read_schedule_progress(self, schedule_id: str) -> ScheduleProgress | None:
+        """See :meth:`ScheduleStore.read_schedule_progress`."""
+        return await self._schedules.read_progress(schedule_id)
 
     # --- the index of unfinished runs ---------------------------------------------
 

@@ -8,6 +8,7 @@ import pytest
 
 from actorflow.testing.conformance._capabilities import CapabilityTests
 from actorflow.testing.conformance._event_stream import EventStreamTests
+from actorflow.testing.conformance._flow import FlowControlTests
 from actorflow.testing.conformance._inbox import InboxTests
 from actorflow.testing.conformance._inbox_watch import InboxWatchTests
 from actorflow.testing.conformance._log import LogTests
@@ -32,13 +33,14 @@ class StoreConformance(
     InboxTests,
     InboxWatchTests,
     EventStreamTests,
+    FlowControlTests,
 ):
     """Every behaviour the ``Store`` protocol promises, as pytest tests on asyncio and trio.
 
     The optional capabilities (``UnreadableLister``, ``ClaimInspector``,
     ``SealChecker``, ``SupportsInbox``, ``SupportsInboxWatch``,
-    ``SupportsEventStream``) are tested where the store offers them, skipped
-    elsewhere. Override the ``reopen`` fixture (see
+    ``SupportsEventStream``, ``QueueSlots``, ``ScheduleStore``) are tested
+    where the store offers them, skipped elsewhere. Override the ``reopen`` fixture (see
     :meth:`InboxTests.reopen`) to test that data outlives the store object,
     and ``damage_inbox_entry`` (see :meth:`InboxTests.damage_inbox_entry`) to
     test that a damaged inbox entry is skipped.

@@ -1,0 +1,115 @@
+"""An S3 store's queue slots: ``queues/<queue>.<n>``, each naming the worker lease that holds it.
+
+A slot is taken by creating its object (``If-None-Match: *``), or, when the
+worker it names has a lease that ran out, by replacing it under its ETag
+(``If-Match``): of racing takers one wins. A slot is held as long as its
+worker's lease (``_workers.py``) lives, the same clock that decides when a
+run's claim may be taken, so a killed worker's slots come free with its
+runs. Releasing deletes the object after checking it still names this
+store's worker.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from actorflow.errors import CorruptedDataError, EncryptionKeyError
+from actorflow.storage._capabilities import QueueSlot
+from actorflow.storage._envelope import Kind
+from actorflow.storage.s3._wire import PreconditionFailed
+
+if TYPE_CHECKING:
+    from actorflow.storage._sealing import Codec
+    from actorflow.storage.s3._lease import LeaseTable
+    from actorflow.storage.s3._objects import S3Objects
+
+__all__ = ["SlotObjects"]
+
+_FOLDER = "queues"
+_SLOT = "queue-slot"
+
+
+class _Holder(msgspec.Struct, frozen=True):
+    worker: str
+    holder: str
+
+
+_decoder = msgspec.msgpack.Decoder(_Holder)
+
+
+class SlotObjects:
+    """The slot objects under ``<prefix>queues/``."""
+
+    def __init__(self, objects: S3Objects, codec: Codec, leases: LeaseTable) -> None:
+        self._objects = objects
+        self._codec = codec
+        self._leases = leases
+        self._root = objects.store_key(_FOLDER, "")
+
+    def _key(self, queue: str, index: int) -> str:
+        return f"{self._root}{queue}.{index}"
+
+    def _place(self, queue: str, index: int) -> str:
+        return f"slot.{queue}.{index}"
+
+    async def _read(self, queue: str, index: int) -> tuple[_Holder | None, str] | None:
+        """Who holds the slot (``None``: unreadable) and the object's ETag; ``None`` if free."""
+        key = self._key(queue, index)
+        got = await self._objects.get_or_none_with_etag("read queue slot", key)
+        if got is None:
+            return None
+        data, etag = got
+        try:
+            raw = self._codec.open(
+                data,
+                kind=Kind.LEASE,
+                run_id=self._place(queue, index),
+                slot=_SLOT,
+                location=self._objects.location(key),
+            )
+            return _decoder.decode(raw), etag
+        except (CorruptedDataError, EncryptionKeyError, msgspec.DecodeError):
+            return None, etag  # another key's, or damaged: held, to be safe
+
+    async def take(self, queue: str, slots: int, holder: str) -> QueueSlot | None:
+        """Take a free slot (or one whose worker's lease ran out); ``None`` if all are held."""
+        await self._leases.keep_worker_alive(holder)  # the lease the slot names must be live
+        worker = self._leases.workers.worker
+        for index in range(slots):
+            body = self._codec.seal(
+                msgspec.msgpack.encode(_Holder(worker=worker, holder=holder)),
+                kind=Kind.LEASE,
+                run_id=self._place(queue, index),
+                slot=_SLOT,
+            )
+            key = self._key(queue, index)
+            try:
+                await self._objects.put("take queue slot", key, body, token=uuid.uuid4().hex)
+            except PreconditionFailed:
+                current = await self._read(queue, index)
+                if current is None:
+                    continue  # released meanwhile: the next look takes it
+                found, etag = current
+                if found is None:
+                    continue  # unreadable: held, to be safe
+                if await self._leases.workers.expiry(found.worker) > time.time():
+                    continue  # held by a live worker (this one included)
+                try:
+                    await self._objects.put(
+                        "take queue slot", key, body, token=uuid.uuid4().hex, if_match=etag
+                    )
+                except PreconditionFailed:
+                    continue  # another taker won
+            return QueueSlot(queue=queue, index=index, holder=holder)
+        return None
+
+    async def release(self, slot: QueueSlot) -> None:
+        """Delete the slot's object if it still names this store's worker."""
+        current = await self._read(slot.queue, slot.index)
+        found = current[0] if current is not None else None
+        if found is not None and found.worker == self._leases.workers.worker:
+            await self._objects.delete("release queue slot", [self._key(slot.queue, slot.index)])

@@ -1,0 +1,43 @@
+"""``actorflow schedules``: each schedule with its last and next ticks."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from typing import TYPE_CHECKING
+
+import anyio
+from typer.testing import CliRunner
+
+from actorflow import Runtime
+from actorflow.cli import app
+from actorflow.testing import FakeClock
+from tests.runtime.flow.queue_flows import Audited
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+async def _declare(path: str) -> None:
+    async with Runtime(store=path, clock=FakeClock(1_800_000_000)) as rt:
+        await rt.schedule(Audited, 1, schedule_id="nightly", cron="0 2 * * *", timezone="UTC")
+        await rt.schedule(
+            Audited, 2, schedule_id="often", every=datetime.timedelta(minutes=5), catch_up="all"
+        )
+        await rt.pause_schedule("often")
+
+
+def test_schedules_lists_timing_state_and_next_tick(tmp_path: Path) -> None:
+    path = str(tmp_path / "store")
+    anyio.run(_declare, path)
+    runner = CliRunner()
+    rows = json.loads(runner.invoke(app, ["schedules", "--store", path, "--json"]).stdout)
+    by_id = {r["schedule_id"]: r for r in rows}
+    assert by_id["nightly"]["cron"] == "0 2 * * *"
+    assert by_id["nightly"]["next_tick"] is not None
+    assert by_id["often"]["paused"] is True
+    assert by_id["often"]["every"] == 300.0
+    table = runner.invoke(app, ["schedules", "--store", path], env={"COLUMNS": "200"})
+    assert table.exit_code == 0, table.output
+    assert "nightly" in table.output
+    assert "paused" in table.output
