@@ -32,6 +32,7 @@ name; see docs/storage.md, "Writing your own store").
 from __future__ import annotations
 
 from actorflow.testing._crash import CrashOutcome, crash_and_recover, run_in_memory
+from actorflow.testing._replay import replay
 from actorflow.testing._store import CrashingStore, SimulatedCrashError
 
 __all__ = [
@@ -39,5 +40,6 @@ __all__ = [
     "CrashingStore",
     "SimulatedCrashError",
     "crash_and_recover",
+    "replay",
     "run_in_memory",
 ]

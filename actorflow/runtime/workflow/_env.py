@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._stream import EmitSink
     from actorflow.runtime.workflow.steps._turnstile import Turnstile
 
-__all__ = ["ChildRuns", "StepEnv"]
+__all__ = ["ChildRuns", "HistoryEnd", "StepEnv"]
 
 
 class ChildRuns(Protocol):
@@ -50,6 +50,20 @@ class ChildRuns(Protocol):
         ...
 
 
+class HistoryEnd(BaseException):  # not an error: where a replay stops
+    """A replay reached a step its history has no record of: a recovery would go on live here.
+
+    A ``BaseException``, like a cancellation, so orchestrator code catching
+    ``Exception`` cannot swallow it.
+    """
+
+    def __init__(self, step_id: str, kind: str, where: str) -> None:
+        self.step_id = step_id
+        self.kind = kind
+        self.where = where
+        super().__init__(f"no record of {kind} step {step_id} ({where}): the history ends here")
+
+
 class StepEnv:
     """What a step needs of its run: records, the replay view, agents, options, a task group.
 
@@ -65,6 +79,8 @@ class StepEnv:
         publish: where the orchestrator's emitted events go (the run's
             ``handle.events()`` readers), or None.
         turnstiles: per agent, the order its step records keep (``AskStep``).
+        replaying: a replay of a stored history (``actorflow replay``): a step
+            with no record raises ``HistoryEnd`` instead of running live.
     """
 
     __slots__ = (
@@ -73,6 +89,7 @@ class StepEnv:
         "config",
         "publish",
         "recorder",
+        "replaying",
         "run_id",
         "signals",
         "task_group",
@@ -100,3 +117,4 @@ class StepEnv:
         self.children = children
         self.publish: EmitSink | None = None
         self.turnstiles: dict[str, Turnstile] = {}
+        self.replaying = False
