@@ -69,6 +69,7 @@ def export_command(
     ] = False,
     store: StoreOpt = None,
     key_file: KeyFileOpt = None,
+    as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Write a run's history to a portable, self-checking file for `actorflow replay --history`.
@@ -87,6 +88,9 @@ def export_command(
             raise BadValueError("--output", output, f"a file that can be written ({exc})") from exc
 
     run_command(lambda: with_store(spec, body, key_file=key_file), debug=debug)
+    if as_json:
+        print_json({"run_id": run_id, "output": output, "redacted": redact_payloads})
+        return
     what = "redacted history" if redact_payloads else "history"
     err().print(f"wrote the {what} of run {esc(run_id)} to {esc(output)}")
 
