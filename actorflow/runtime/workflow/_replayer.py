@@ -35,7 +35,7 @@ from actorflow.runtime.workflow._determinism import Determinism, guarded
 from actorflow.runtime.workflow._env import HistoryEnd, StepEnv
 from actorflow.runtime.workflow._outcomes import run_signature
 from actorflow.runtime.workflow._recorder import Recorder
-from actorflow.runtime.workflow._replay import RunView
+from actorflow.runtime.workflow._replay import RunView, call_site
 from actorflow.runtime.workflow._replay_agents import ReplayPlacer, replay_ref
 from actorflow.runtime.workflow._signals import SignalDesk
 from actorflow.runtime.workflow._updates import UpdateRunner
@@ -192,6 +192,31 @@ async def read_run_history(store: Store, run_id: str) -> RunHistory:
     return msgspec.structs.replace(history, blobs=blobs, inbox=inbox)
 
 
+class _ReplayedChildren:
+    """A replay's child runs: recorded starts are looked at, never driven or adopted.
+
+    A child run is a run of its own, replayed on its own (``actorflow replay``
+    of its id); a start with no record never gets here (``HistoryEnd``).
+    """
+
+    async def start(
+        self,
+        workflow: type[object],
+        input: object,
+        *,
+        child_id: str,
+        parent_run: str,
+        parent_step: str,
+    ) -> None:
+        raise HistoryEnd(parent_step, "child", call_site())
+
+    async def reattach(self, child_id: str, parent_run: str, *, post: bool) -> None:
+        """Nothing to drive: the child's own history is its own replay's."""
+
+    def adopt(self, parent_run: str, child_id: str) -> None:
+        """Nothing to cancel: no child runs here."""
+
+
 def _quiet(*args: object, **kwargs: object) -> None:
     """A replay's engine events: nobody drives the run, nothing is reported."""
 
@@ -281,7 +306,12 @@ async def _orchestrate(
             task_group=tg,
         )
         env = StepEnv(
-            recorder=recorder, agents=agents, config=config, task_group=tg, signals=signals
+            recorder=recorder,
+            agents=agents,
+            config=config,
+            task_group=tg,
+            signals=signals,
+            children=_ReplayedChildren(),
         )
         env.replaying = True
         ctx = RunContext(env)

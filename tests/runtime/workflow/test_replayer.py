@@ -234,3 +234,55 @@ async def test_bad_history_files_are_named_errors(tmp_path: Path) -> None:
     with pytest.raises(HistoryFileNewerError, match="upgrade actorflow") as info:
         read_history_file(newer)
     assert info.value.written_by == "9.0"
+
+
+# --- every kind of step --------------------------------------------------------------
+
+
+class Big(msgspec.Struct):
+    text: str = ""
+
+
+class Hoarder(Specialist):
+    state: Big
+
+    @handler
+    async def grow(self, note: Note) -> int:
+        self.state.text += note.text * 3000  # a state stored as a blob
+        return len(self.state.text)
+
+
+class Approve(msgspec.Struct, frozen=True):
+    by: str
+
+
+class ReplayedChild(Orchestrator):
+    async def run(self, ctx: RunContext, n: int) -> int:
+        return n * 2
+
+
+class Everything(Orchestrator):
+    async def run(self, ctx: RunContext, _: None) -> list[object]:
+        scribe = await ctx.spawn(Counted, name="scribe")
+        hoarder = await ctx.spawn(Hoarder, name="hoarder")
+        asked = await ctx.gather(ctx.ask(scribe, Note("a")), ctx.ask(hoarder, Note("b")))
+        await ctx.send(scribe, Note("sent"))
+        child = await ctx.start_child(ReplayedChild, 21)
+        doubled = await child.result()
+        approve = await ctx.wait_for(Approve)
+        now = await ctx.now()
+        return [*asked, doubled, approve.by, now > 0]
+
+
+async def test_every_kind_of_step_replays_from_its_record() -> None:
+    store = MemoryStore()
+    async with Runtime(store=store) as runtime:
+        handle = await runtime.start(Everything, None, run_id="all")
+        await runtime.signal("all", Approve(by="ann"))
+        result = await handle.result()
+    assert result[2] == 42
+    before = Counted.started
+    report = await replay_run(store, "all", Everything)
+    assert report.ok, report.describe()
+    assert report.finished
+    assert Counted.started == before
