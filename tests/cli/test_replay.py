@@ -182,3 +182,13 @@ def test_a_sealed_store_without_its_key_is_a_named_error_per_run(tmp_path: Path)
 def test_replay_needs_runs_or_histories(deployed: Path) -> None:
     result = cli("replay", "--app", APP, "--store", str(deployed))
     assert result.exit_code == 2
+
+
+def test_since_takes_an_age_with_all(deployed: Path) -> None:
+    recent = cli("replay", "--app", APP, "--store", str(deployed), "--all", "--since", "1d")
+    assert recent.exit_code == 0, recent.output
+    assert "3 run(s)" in recent.output
+    bad = cli("replay", "--app", APP, "--store", str(deployed), "--all", "--since", "soon")
+    assert bad.exit_code == 2
+    alone = cli("replay", "--app", APP, "--store", str(deployed), "done-1", "--since", "1d")
+    assert alone.exit_code == 2

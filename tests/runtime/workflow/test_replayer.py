@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -286,3 +287,38 @@ async def test_every_kind_of_step_replays_from_its_record() -> None:
     assert report.ok, report.describe()
     assert report.finished
     assert Counted.started == before
+
+
+async def test_a_call_outside_ctx_is_a_divergence_in_replays_strict_mode() -> None:
+    store = MemoryStore()
+    async with Runtime(store=store) as runtime:
+        await runtime.run(define_flow(1), None, run_id="clean")
+
+    class Clocked(define_flow(1)):  # type: ignore[misc]
+        async def run(self, ctx: RunContext, _: None) -> list[int]:
+            time.time()  # what a replay after a crash would get another value from
+            out: list[int] = await super().run(ctx, _)
+            return out
+
+    report = await replay_run(store, "clean", Clocked)
+    d = report.divergence
+    assert d is not None
+    assert d.error == "NondeterministicCallError"
+    assert "time.time" in d.got
+    assert "test_replayer.py" in d.where
+
+
+async def test_a_different_result_is_a_divergence() -> None:
+    store = MemoryStore()
+    async with Runtime(store=store) as runtime:
+        await runtime.run(define_flow(1), None, run_id="result")
+
+    class Reversed(define_flow(1)):  # type: ignore[misc]
+        async def run(self, ctx: RunContext, _: None) -> list[int]:
+            return list(reversed(await super().run(ctx, _)))
+
+    report = await replay_run(store, "result", Reversed)
+    assert not report.ok
+    assert report.finished
+    assert report.divergence is not None
+    assert "result" in report.divergence.recorded
