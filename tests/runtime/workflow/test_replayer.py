@@ -322,3 +322,26 @@ async def test_a_different_result_is_a_divergence() -> None:
     assert report.finished
     assert report.divergence is not None
     assert "result" in report.divergence.recorded
+
+
+async def test_a_long_run_replays_from_its_snapshot_and_history_chunks(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from actorflow.storage import FileStore
+    from actorflow.storage import _history as chunks
+    from tests.runtime.workflow.test_long_runs import Long
+
+    monkeypatch.setattr(chunks, "FLUSH_ENTRIES", 2)
+    monkeypatch.setattr(chunks, "FANOUT", 2)
+    store = FileStore(str(tmp_path / "store"))
+    async with Runtime(store=store) as runtime:
+        await runtime.run(Long, 14, run_id="long")
+    history = await read_run_history(store, "long")
+    assert history.snapshot is not None
+    assert history.snapshot.history is None  # its chunks put back inline
+    assert (await store.read_snapshot("long", history.snapshot.snapshot_id)).history is not None
+    path = tmp_path / "long.afh"
+    write_history_file(history, path)
+    report = await replay(path, Long)
+    assert report.ok, report.describe()
+    assert report.finished
