@@ -192,3 +192,16 @@ def test_since_takes_an_age_with_all(deployed: Path) -> None:
     assert bad.exit_code == 2
     alone = cli("replay", "--app", APP, "--store", str(deployed), "done-1", "--since", "1d")
     assert alone.exit_code == 2
+
+
+def test_a_redacted_export_replays_and_holds_no_payload(deployed: Path, tmp_path: Path) -> None:
+    path = tmp_path / "redacted.afh"
+    result = cli("export", "done-1", "-o", str(path), "--redact", "--store", str(deployed))
+    assert result.exit_code == 0, result.output
+    plain = tmp_path / "plain.afh"
+    assert cli("export", "done-1", "-o", str(plain), "--store", str(deployed)).exit_code == 0
+    assert b"last" in plain.read_bytes()  # a message's text, in the agent's state
+    assert b"last" not in path.read_bytes()
+    assert cli("replay", "--app", APP, "--history", str(path)).exit_code == 0
+    replay_app.CHANGE = "inserted"
+    assert cli("replay", "--app", APP, "--history", str(path)).exit_code == 1
