@@ -86,11 +86,20 @@ class RunHistory(msgspec.Struct, frozen=True, kw_only=True):
         return self.manifest.run_id
 
     def view(self) -> RunView:
-        """The run as recovery sees it: the snapshot, then every record after it."""
+        """The run as recovery sees it: the snapshot, then every record after it.
+
+        Agents' states kept in blobs come inline: a blob's address depends on
+        the store it was written to (a keyed hash in a sealed one).
+        """
         run_id = self.manifest.run_id
         view = RunView.from_snapshot(self.snapshot) if self.snapshot else RunView(run_id)
         for record in self.records:
             view.apply(record)
+        for name, agent in view.agents.items():
+            ref = agent.state
+            if ref is not None and ref.data is None and ref.blob in self.blobs:
+                inline = msgspec.structs.replace(ref, data=self.blobs[ref.blob], blob="")
+                view.agents[name] = msgspec.structs.replace(agent, state=inline)
         return view
 
 
@@ -222,12 +231,9 @@ def _quiet(*args: object, **kwargs: object) -> None:
 
 
 async def _scratch(history: RunHistory) -> MemoryStore:
-    """Where the engine's writes during a replay go: the run's manifest and blobs, in memory."""
+    """Where the engine's writes during a replay go: a store in memory holding the run."""
     scratch = MemoryStore()
-    manifest = history.manifest
-    await scratch.create_run(manifest)
-    for data in history.blobs.values():
-        await scratch.put_blob(manifest.run_id, data)
+    await scratch.create_run(history.manifest)
     return scratch
 
 

@@ -249,7 +249,7 @@ class Hoarder(Specialist):
 
     @handler
     async def grow(self, note: Note) -> int:
-        self.state.text += note.text * 3000  # a state stored as a blob
+        self.state.text += note.text * 5000  # a state stored as a blob
         return len(self.state.text)
 
 
@@ -345,3 +345,19 @@ async def test_a_long_run_replays_from_its_snapshot_and_history_chunks(
     report = await replay(path, Long)
     assert report.ok, report.describe()
     assert report.finished
+
+
+async def test_a_run_of_a_sealed_store_replays_with_its_states_in_blobs(tmp_path: Path) -> None:
+    from actorflow.storage import Codec, FileStore
+
+    store = FileStore(str(tmp_path / "sealed"), codec=Codec(keys={"k1": bytes(range(32))}))
+    async with Runtime(store=store) as runtime:
+        handle = await runtime.start(Everything, None, run_id="sealed")
+        await runtime.signal("sealed", Approve(by="bo"))
+        await handle.result()
+    history = await read_run_history(store, "sealed")
+    assert history.blobs  # the hoarder's state is too large to travel inline
+    assert (await replay_run(store, "sealed", Everything)).ok
+    path = tmp_path / "sealed.afh"
+    write_history_file(history, path)
+    assert (await replay(path, Everything)).ok
