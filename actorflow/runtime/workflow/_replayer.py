@@ -135,8 +135,9 @@ class ReplayReport(msgspec.Struct, frozen=True, kw_only=True):
             live from there), or None when the orchestrator returned (or failed).
         finished: the run's end was replayed (it returned or raised).
         divergence: the first divergence, if any.
-        redacted: the history's payloads were redacted: the replay stopped
-            where the code first needed one (``stopped_at`` says the error).
+        redacted: the history's payloads were redacted (``actorflow export --redact``).
+        short: why a redacted history's replay stopped before its end (the
+            code needed a blanked value: the error it met), or None.
     """
 
     run_id: str
@@ -147,6 +148,7 @@ class ReplayReport(msgspec.Struct, frozen=True, kw_only=True):
     finished: bool = False
     divergence: Divergence | None = None
     redacted: bool = False
+    short: str | None = None
 
     def describe(self) -> str:
         """One line for people: ok and where it stopped, or the divergence."""
@@ -156,6 +158,11 @@ class ReplayReport(msgspec.Struct, frozen=True, kw_only=True):
             return (
                 f"{self.run_id}: DIVERGED at{where} {d.where}: the history recorded "
                 f"{d.recorded}, the code {d.got}"
+            )
+        if self.short is not None:
+            return (
+                f"{self.run_id}: ok as far as a redacted history checks: {self.steps} steps, "
+                f"then {self.short}"
             )
         if self.stopped_at is not None:
             return (
@@ -368,7 +375,7 @@ def _ended(report: ReplayReport, manifest: RunManifest, exc: BaseException) -> R
     if report.redacted:
         # a placeholder where the code needed a value: as far as a redacted history checks
         return msgspec.structs.replace(
-            report, stopped_at=f"(a redacted value was needed: {type(first).__name__})"
+            report, short=f"the code needed a redacted value ({type(first).__name__})"
         )
     error = manifest.error
     if (

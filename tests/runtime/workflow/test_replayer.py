@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 import pytest
@@ -361,3 +361,30 @@ async def test_a_run_of_a_sealed_store_replays_with_its_states_in_blobs(tmp_path
     path = tmp_path / "sealed.afh"
     write_history_file(history, path)
     assert (await replay(path, Everything)).ok
+
+
+class Verdict(Request[Literal["yes", "no"]], frozen=True):
+    text: str
+
+
+class Judge(Specialist):
+    @handler
+    async def judge(self, verdict: Verdict) -> Literal["yes", "no"]:
+        return "yes" if verdict.text else "no"
+
+
+class Judged(Orchestrator):
+    async def run(self, ctx: RunContext, _: None) -> str:
+        judge = await ctx.spawn(Judge, name="judge")
+        said = await ctx.ask(judge, Verdict("fine"))
+        return f"judged {said}"
+
+
+async def test_a_redacted_history_stops_where_the_code_needs_a_blanked_value() -> None:
+    store = MemoryStore()
+    async with Runtime(store=store) as runtime:
+        await runtime.run(Judged, None, run_id="judged")
+    report = await replay(redact(await read_run_history(store, "judged")), Judged)
+    assert report.ok
+    assert report.short is not None
+    assert "redacted value" in report.describe()
