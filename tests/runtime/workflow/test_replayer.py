@@ -43,6 +43,7 @@ class Notes(msgspec.Struct):
 
 
 class Counted(Specialist):
+    __actorflow_name__ = "tests.replayer.Counted"
     state: Notes
     started = 0
 
@@ -245,6 +246,7 @@ class Big(msgspec.Struct):
 
 
 class Hoarder(Specialist):
+    __actorflow_name__ = "tests.replayer.Hoarder"
     state: Big
 
     @handler
@@ -254,15 +256,18 @@ class Hoarder(Specialist):
 
 
 class Approve(msgspec.Struct, frozen=True):
+    __actorflow_name__ = "tests.replayer.Approve"
     by: str
 
 
 class ReplayedChild(Orchestrator):
+    __actorflow_name__ = "tests.replayer.ReplayedChild"
     async def run(self, ctx: RunContext, n: int) -> int:
         return n * 2
 
 
 class Everything(Orchestrator):
+    __actorflow_name__ = "tests.replayer.Everything"
     async def run(self, ctx: RunContext, _: None) -> list[object]:
         scribe = await ctx.spawn(Counted, name="scribe")
         hoarder = await ctx.spawn(Hoarder, name="hoarder")
@@ -368,12 +373,14 @@ class Verdict(Request[Literal["yes", "no"]], frozen=True):
 
 
 class Judge(Specialist):
+    __actorflow_name__ = "tests.replayer.Judge"
     @handler
     async def judge(self, verdict: Verdict) -> Literal["yes", "no"]:
         return "yes" if verdict.text else "no"
 
 
 class Judged(Orchestrator):
+    __actorflow_name__ = "tests.replayer.Judged"
     async def run(self, ctx: RunContext, _: None) -> str:
         judge = await ctx.spawn(Judge, name="judge")
         said = await ctx.ask(judge, Verdict("fine"))
