@@ -262,12 +262,14 @@ class Approve(msgspec.Struct, frozen=True):
 
 class ReplayedChild(Orchestrator):
     __actorflow_name__ = "tests.replayer.ReplayedChild"
+
     async def run(self, ctx: RunContext, n: int) -> int:
         return n * 2
 
 
 class Everything(Orchestrator):
     __actorflow_name__ = "tests.replayer.Everything"
+
     async def run(self, ctx: RunContext, _: None) -> list[object]:
         scribe = await ctx.spawn(Counted, name="scribe")
         hoarder = await ctx.spawn(Hoarder, name="hoarder")
@@ -374,6 +376,7 @@ class Verdict(Request[Literal["yes", "no"]], frozen=True):
 
 class Judge(Specialist):
     __actorflow_name__ = "tests.replayer.Judge"
+
     @handler
     async def judge(self, verdict: Verdict) -> Literal["yes", "no"]:
         return "yes" if verdict.text else "no"
@@ -381,6 +384,7 @@ class Judge(Specialist):
 
 class Judged(Orchestrator):
     __actorflow_name__ = "tests.replayer.Judged"
+
     async def run(self, ctx: RunContext, _: None) -> str:
         judge = await ctx.spawn(Judge, name="judge")
         said = await ctx.ask(judge, Verdict("fine"))
