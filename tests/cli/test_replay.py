@@ -104,8 +104,10 @@ def test_the_same_change_behind_patched_passes(deployed: Path) -> None:
 
 def test_export_then_replay_the_history_file(deployed: Path, tmp_path: Path) -> None:
     path = tmp_path / "done-1.afh"
+    before = fingerprint(deployed)
     result = cli("export", "done-1", "-o", str(path), "--store", str(deployed))
     assert result.exit_code == 0, result.output
+    assert fingerprint(deployed) == before
     ok = cli("replay", "--app", APP, "--history", str(path))
     assert ok.exit_code == 0, ok.output
     replay_app.CHANGE = "inserted"
