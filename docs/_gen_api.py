@@ -19,6 +19,7 @@ MODULES = (
     "actorflow.runtime.cluster",
     "actorflow.runtime.registry",
     "actorflow.runtime.reading",
+    "actorflow.runtime.replaying",
     "actorflow.agents",
     "actorflow.storage",
     "actorflow.testing",

@@ -24,6 +24,7 @@ PUBLIC = (
     "actorflow.runtime.cluster",
     "actorflow.runtime.registry",
     "actorflow.runtime.reading",
+    "actorflow.runtime.replaying",
     "actorflow.agents",
     "actorflow.storage",
     "actorflow.errors",

@@ -15,7 +15,7 @@ from actorflow.cli._app import EXIT_CODES, app, exit_code_for, main
 # isort: off
 from actorflow.cli import _commands_store, _commands_demo, _commands_run  # noqa: F401
 from actorflow.cli import _commands_worker, _commands_inbox, _commands_ui  # noqa: F401
-from actorflow.cli import _commands_schedules  # noqa: F401
+from actorflow.cli import _commands_replay, _commands_schedules  # noqa: F401
 # isort: on
 
 __all__ = ["EXIT_CODES", "app", "exit_code_for", "main"]

@@ -26,6 +26,10 @@ The tree::
     │   ├── StoreReadOnlyError          a write to a store this process may only read
     │   ├── CorruptedDataError          stored bytes fail their checksum or do not decode
     │   │   ├── CheckpointCorruptedError    a snapshot is corrupt
+    │   │   ├── HistoryFileError            an exported run history cannot be read:
+    │   │   │   ├── HistoryFileTruncatedError   it ends early
+    │   │   │   ├── HistoryFileCorruptedError   it fails its checksum
+    │   │   │   └── HistoryFileNewerError       a newer actorflow wrote it
     │   │   ├── LogCorruptedError           a log record a reader needs is corrupt
     │   │   ├── InboxCorruptedError         an entry of a run's inbox is corrupt
     │   │   ├── NewerFormatError            sound, but written by a newer actorflow
@@ -157,6 +161,10 @@ from actorflow.errors._storage import (
     EncodingError,
     EncryptionKeyError,
     EncryptionKeyMissingError,
+    HistoryFileCorruptedError,
+    HistoryFileError,
+    HistoryFileNewerError,
+    HistoryFileTruncatedError,
     InboxCorruptedError,
     InboxUnsupportedError,
     IncompatibleStateError,
@@ -198,6 +206,10 @@ __all__ = [
     "EscalationError",
     "FlowControlError",
     "ForkEditError",
+    "HistoryFileCorruptedError",
+    "HistoryFileError",
+    "HistoryFileNewerError",
+    "HistoryFileTruncatedError",
     "HostStartError",
     "HostsOutdatedError",
     "InboxCorruptedError",

@@ -12,6 +12,10 @@ __all__ = [
     "EncodingError",
     "EncryptionKeyError",
     "EncryptionKeyMissingError",
+    "HistoryFileCorruptedError",
+    "HistoryFileError",
+    "HistoryFileNewerError",
+    "HistoryFileTruncatedError",
     "InboxCorruptedError",
     "InboxUnsupportedError",
     "IncompatibleStateError",
@@ -88,6 +92,60 @@ class NewerFormatError(CorruptedDataError):
         "A newer actorflow wrote it: upgrade this process (or let a newer worker take the "
         "run); the data is sound and was left as it is."
     )
+
+
+class HistoryFileError(CorruptedDataError):
+    """An exported run history (``actorflow export``'s ``.afh`` file) cannot be read.
+
+    .. versionadded:: 0.5
+    """
+
+    advice = "Export the run again with `actorflow export RUN -o FILE`."
+
+
+class HistoryFileTruncatedError(HistoryFileError):
+    """A history file ends before its last byte: an interrupted copy or download.
+
+    .. versionadded:: 0.5
+    """
+
+    advice = (
+        "The file ends early (an interrupted copy or download?): copy it again, or export "
+        "the run again with `actorflow export RUN -o FILE`."
+    )
+
+
+class HistoryFileCorruptedError(HistoryFileError):
+    """A history file fails its checksum, or is no history file at all.
+
+    .. versionadded:: 0.5
+    """
+
+    advice = (
+        "Its bytes changed since it was exported (or it is another kind of file): export "
+        "the run again with `actorflow export RUN -o FILE`."
+    )
+
+
+class HistoryFileNewerError(HistoryFileError):
+    """A history file was written by a newer actorflow, in a format version this one cannot read.
+
+    .. versionadded:: 0.5
+    """
+
+    def __init__(self, location: str, version: int, supported: int, written_by: str) -> None:
+        self.version = version
+        self.supported = supported
+        self.written_by = written_by
+        self.location = location
+        self.cause_text = f"history format version {version}"
+        StorageError.__init__(
+            self,
+            "read",
+            f"{location} was written by actorflow {written_by} in history format version "
+            f"{version}; this actorflow reads versions up to {supported}: upgrade actorflow "
+            "where you replay it (the file is sound)",
+        )
 
 
 class CheckpointCorruptedError(CorruptedDataError):

@@ -24,6 +24,16 @@ dead process's locks, and the runtime is torn down. Recovery then runs on the
 same data. For crashes of real processes, kill a child process with SIGKILL
 and call ``runtime.recover()`` in a new one (see docs/recovery.md).
 
+Check that today's code still replays stored runs, or production histories
+exported with ``actorflow export`` (see docs/deploying.md)::
+
+    from actorflow.testing import replay
+
+
+    async def test_production_histories_still_replay():
+        report = await replay("tests/histories/order-17.afh", MyWorkflow)
+        assert report.ok, report.describe()
+
 A store of your own runs the conformance suite every store passes:
 ``actorflow.testing.conformance`` (it needs pytest, so it is imported only by
 name; see docs/storage.md, "Writing your own store").
@@ -36,6 +46,7 @@ from __future__ import annotations
 
 from actorflow.testing._clock import FakeClock
 from actorflow.testing._crash import CrashOutcome, crash_and_recover, run_in_memory
+from actorflow.testing._replay import replay
 from actorflow.testing._store import CrashingStore, SimulatedCrashError
 
 __all__ = [
@@ -44,5 +55,6 @@ __all__ = [
     "FakeClock",
     "SimulatedCrashError",
     "crash_and_recover",
+    "replay",
     "run_in_memory",
 ]

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._stream import EmitSink
     from actorflow.runtime.workflow.steps._turnstile import Turnstile
 
-__all__ = ["ChildRuns", "StepEnv"]
+__all__ = ["ChildRuns", "HistoryEnd", "StepEnv"]
 
 
 class ChildRuns(Protocol):
@@ -52,6 +52,20 @@ class ChildRuns(Protocol):
         ...
 
 
+class HistoryEnd(BaseException):  # not an error: where a replay stops
+    """A replay reached a step its history has no record of: a recovery would go on live here.
+
+    A ``BaseException``, like a cancellation, so orchestrator code catching
+    ``Exception`` cannot swallow it.
+    """
+
+    def __init__(self, step_id: str, kind: str, where: str) -> None:
+        self.step_id = step_id
+        self.kind = kind
+        self.where = where
+        super().__init__(f"no record of {kind} step {step_id} ({where}): the history ends here")
+
+
 class StepEnv:
     """What a step needs of its run: records, the replay view, agents, options, a task group.
 
@@ -69,6 +83,8 @@ class StepEnv:
         turnstiles: per agent, the order its step records keep (``AskStep``).
         trace: the attempt's spans and metrics, or None when tracing is off.
         flow: the runtime's clock and limiters (retry backoffs, ``Limit``).
+        replaying: a replay of a stored history (``actorflow replay``): a step
+            with no record raises ``HistoryEnd`` instead of running live.
     """
 
     __slots__ = (
@@ -78,6 +94,7 @@ class StepEnv:
         "flow",
         "publish",
         "recorder",
+        "replaying",
         "run_id",
         "signals",
         "task_group",
@@ -109,3 +126,4 @@ class StepEnv:
         self.turnstiles: dict[str, Turnstile] = {}
         self.trace: RunTrace | None = None
         self.flow = flow
+        self.replaying = False

@@ -263,7 +263,9 @@ class RunView:
     def recorded(self, step_id: str) -> tuple[str, str | None, str] | None:
         """``(kind, target, args_hash)`` of what the log holds at ``step_id``, if anything.
 
-        Decisions count as kind ``decision`` with their type as the hash.
+        Decisions count as kind ``decision`` with their type as the hash, a
+        ``ctx.patched`` marker as kind ``patch`` with its change id: code
+        issuing a step where the run took a patch is code from before it.
         """
         step = self.steps.get(step_id)
         if step is not None:
@@ -271,6 +273,9 @@ class RunView:
         decision = self.decided.get(step_id)
         if decision is not None:
             return "decision", None, decision.type
+        marker = self.events.get(step_id)
+        if marker is not None and marker.kind == "patch":
+            return "patch", None, (marker.data or b"").decode(errors="replace")
         return None
 
     def state_of(self, agent: str) -> StateRef | None:
@@ -333,6 +338,8 @@ def check_replay(view: RunView, step_id: str, kind: str, target: str | None, dig
 def _describe(kind: str, target: str | None, digest: str) -> str:
     if kind == "decision":
         return f"decision {digest}"
+    if kind == "patch":
+        return f"a ctx.patched({digest!r}) marker"
     return f"{kind} {target or ''} (args {digest})"
 
 

@@ -11,7 +11,8 @@ import time
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from actorflow.errors import StepFailedError, UnawaitedStepError
-from actorflow.runtime.workflow._replay import check_replay
+from actorflow.runtime.workflow._env import HistoryEnd
+from actorflow.runtime.workflow._replay import call_site, check_replay
 from actorflow.storage import StepRecord
 from actorflow.storage import decode_value as decode
 
@@ -80,7 +81,8 @@ def lookup(
     if record is not None:
         if record.kind != kind or record.target != target or record.args_hash != digest:
             check_replay(view, step_id, kind, target, digest)
-    elif step_id in view.decided:
+    elif step_id in view.decided or step_id in view.events:
+        # a decision, or a ctx.patched marker, where the code now issues this step
         check_replay(view, step_id, kind, target, digest)
     return record
 
@@ -139,6 +141,9 @@ class Step(Generic[T]):
         """Claim the step and, if it runs live, hand its work out."""
         self.claim()
         if not self.recorded:
+            if self.env.replaying:
+                # the one gate of a replay: every live step of any kind starts here
+                raise HistoryEnd(self.id, self.kind, call_site())
             await self._deliver()
 
     async def finish(self) -> T:
