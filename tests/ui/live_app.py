@@ -18,7 +18,7 @@ from actorflow import Orchestrator, RunContext, Runtime, update
 from actorflow.errors import RunPaused
 
 
-class Go(msgspec.Struct, frozen=True):
+class ChatGo(msgspec.Struct, frozen=True):
     """What the run waits for first: a person's go-ahead, with how many tokens to stream."""
 
     topic: str
@@ -26,28 +26,28 @@ class Go(msgspec.Struct, frozen=True):
     loud: bool = False
 
 
-class Finish(msgspec.Struct, frozen=True):
+class ChatFinish(msgspec.Struct, frozen=True):
     """What the run waits for last."""
 
     verdict: str
 
 
-class Note(msgspec.Struct, frozen=True):
+class ChatNote(msgspec.Struct, frozen=True):
     text: str
 
 
 class Chat(Orchestrator):
     @update
-    async def note(self, ctx: RunContext, message: Note) -> str:
+    async def note(self, ctx: RunContext, message: ChatNote) -> str:
         return f"noted: {message.text}"
 
     async def run(self, ctx: RunContext, title: str) -> str:
-        go = await ctx.wait_for(Go)
+        go = await ctx.wait_for(ChatGo)
         for i in range(go.tokens):
             word = f"{go.topic.upper() if go.loud else go.topic}-{i} "
             await ctx.emit({"text": word})
         await ctx.now()
-        done = await ctx.wait_for(Finish)
+        done = await ctx.wait_for(ChatFinish)
         return f"{title}: {done.verdict}"
 
 

@@ -34,7 +34,7 @@ async def session(app: Starlette, *, login: bool = True) -> AsyncIterator[httpx.
 
 @contextlib.asynccontextmanager
 async def live_chat(run_id: str = "chat") -> AsyncIterator[tuple[Runtime, Starlette]]:
-    """A Chat run live in this process, waiting for its Go; an inspector over its store."""
+    """A Chat run live in this process, waiting for its ChatGo; an inspector over its store."""
     store = MemoryStore()
     async with Runtime(store=store) as runtime:
         await runtime.start(Chat, "chat", run_id=run_id)
@@ -75,7 +75,7 @@ async def test_a_wait_is_answered_from_a_form_built_from_its_type() -> None:
         await _until(
             runtime, "chat", lambda e: isinstance(e, StepCompleted) and e.record.kind == "now"
         )
-        assert (await runtime.query("chat")).waits[0].type == "Finish"
+        assert (await runtime.query("chat")).waits[0].type == "ChatFinish"
 
 
 async def test_an_answer_that_does_not_fit_its_type_is_refused_naming_the_field() -> None:
@@ -126,13 +126,13 @@ async def test_read_only_has_no_actions() -> None:
 async def test_an_update_gets_the_runs_reply() -> None:
     async with live_chat() as (_, app), session(app) as client:
         page = (await client.get("/runs/chat")).text
-        data = {"csrf": _csrf(page), "type": "Note", "json": '{"text": "hi <b>"}'}
+        data = {"csrf": _csrf(page), "type": "ChatNote", "json": '{"text": "hi <b>"}'}
         reply = await client.post("/runs/chat/update", data=data)
         assert reply.status_code == 200
         assert "the run replied" in reply.text
         assert "noted: hi &lt;b&gt;" in reply.text
         bad = await client.post("/runs/chat/update", data={**data, "json": '{"txt": 1}'})
-        assert "JSON for a Note" in bad.text
+        assert "JSON for a ChatNote" in bad.text
 
 
 async def test_cancel_with_a_reason() -> None:

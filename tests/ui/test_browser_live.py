@@ -51,7 +51,7 @@ async def _until_waiting(path: str) -> None:
 
 @contextlib.contextmanager
 def live_run(path: str, loop: str) -> Iterator[subprocess.Popen[bytes]]:
-    """``Chat`` running in its own process, waiting for its Go."""
+    """``Chat`` running in its own process, waiting for its ChatGo."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.ui.live_app", path, RUN, loop],

@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 async def ledger(tmp_path: Path) -> AsyncIterator[tuple[Runtime, Starlette, str]]:
     """A finished Ledger run, a running runtime to drive forks, an inspector with both."""
     async with Runtime(store=FileStore(str(tmp_path / "store"))) as runtime:
-        await runtime.run(Ledger, "a", run_id="books")
+        handle = await runtime.start(Ledger, "a", run_id="books")
+        await handle.result()
+        await handle.checkpointed()  # its phase ends may still be queued after it returned
         rows = await runtime.store.list_snapshots("books")
         # the first phase's end (its phase label may be the next one's, when they coalesce)
         opened = next(s.snapshot_id for s in rows if s.trigger == "phase_end")

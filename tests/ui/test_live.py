@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from actorflow.runtime import RunEnded
-from tests.ui.live_app import Finish, Go
+from tests.ui.live_app import ChatFinish, ChatGo
 from tests.ui.test_actions import _until, live_chat, session
 
 
@@ -21,8 +21,8 @@ def _events(text: str) -> list[tuple[str, str, dict[str, object]]]:
 
 async def test_the_stream_carries_records_tokens_and_status_to_the_end() -> None:
     async with live_chat() as (runtime, app), session(app) as client:
-        await runtime.signal("chat", Go("tide", 3))
-        await runtime.signal("chat", Finish("ok <script>"))
+        await runtime.signal("chat", ChatGo("tide", 3))
+        await runtime.signal("chat", ChatFinish("ok <script>"))
         await _until(runtime, "chat", lambda e: isinstance(e, RunEnded))
         reply = await client.get("/runs/chat/events?from=0&events_from=0")
         assert reply.headers["content-type"].startswith("text/event-stream")
@@ -42,8 +42,8 @@ async def test_the_stream_carries_records_tokens_and_status_to_the_end() -> None
 
 async def test_a_dropped_connection_resumes_after_the_last_event_it_saw() -> None:
     async with live_chat() as (runtime, app), session(app) as client:
-        await runtime.signal("chat", Go("tide", 3))
-        await runtime.signal("chat", Finish("ok"))
+        await runtime.signal("chat", ChatGo("tide", 3))
+        await runtime.signal("chat", ChatFinish("ok"))
         await _until(runtime, "chat", lambda e: isinstance(e, RunEnded))
         whole = _events((await client.get("/runs/chat/events")).text)
         cut = next(i for i, (_, e, _) in enumerate(whole) if e == "token")

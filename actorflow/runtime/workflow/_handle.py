@@ -284,6 +284,21 @@ class RunHandle(Generic[R], metaclass=_NoPublicConstructor):
         result: R = tracker.result
         return result
 
+    async def checkpointed(self) -> None:
+        """Wait until the run has ended and every checkpoint it asked for is written.
+
+        A run returns once its outcome is stored; the checkpoints of its phase
+        ends still queued then are written after it (they never hold the
+        caller up). Await this before listing them, forking from the last
+        one or handing the store to another process.
+
+        .. versionadded:: 0.5
+        """
+        tracker = self._tracker
+        await tracker.ended.wait()
+        if tracker.checkpoints_written is not None:
+            await tracker.checkpoints_written()
+
     def cancel(self, reason: str | None = None) -> None:
         """Stop the run; it is marked cancelled (``reason`` is recorded) and not recovered."""
         self._tracker.cancel(reason)

@@ -33,6 +33,7 @@ from actorflow.runtime.workflow._config import RuntimeConfig
 from actorflow.runtime.workflow._context import RunContext
 from actorflow.runtime.workflow._determinism import Determinism, guarded
 from actorflow.runtime.workflow._env import HistoryEnd, StepEnv
+from actorflow.runtime.workflow._flow import FlowControl
 from actorflow.runtime.workflow._outcomes import run_signature
 from actorflow.runtime.workflow._recorder import Recorder
 from actorflow.runtime.workflow._replay import RunView, call_site
@@ -324,6 +325,8 @@ async def _orchestrate(
             config=config,
             task_group=tg,
             signals=signals,
+            # no limits: a replayed step never takes one, and no live step runs
+            flow=FlowControl(),
             children=_ReplayedChildren(),
         )
         env.replaying = True

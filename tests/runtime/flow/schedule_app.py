@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+import anyio
+
 from actorflow import Durability, Orchestrator, RunContext, Runtime, RuntimeConfig
 from actorflow.storage import open_store
 
@@ -22,6 +24,10 @@ class FileClock:
     def now(self) -> float:
         with open(self._path) as f:
             return float(f.read())
+
+    async def sleep(self, seconds: float) -> None:
+        """Real time: nothing in these workers backs off or waits for a limit."""
+        await anyio.sleep(max(seconds, 0.0))
 
 
 def set_time(path: str, now: float) -> None:

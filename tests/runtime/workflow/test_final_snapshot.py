@@ -125,3 +125,26 @@ async def test_a_fork_waits_for_the_phase_ends_still_queued_after_its_run_return
         assert forked == [], "the fork read the checkpoints before they were written"
         store.gate.set()
     assert forked == [[0, 1, 2]]
+
+
+async def test_checkpointed_waits_for_the_phase_ends_queued_after_the_run_returned() -> None:
+    plain = MemoryStore()
+    async with Runtime(store=plain) as runtime:
+        await runtime.run(ThreeUnits, None, run_id="units")
+    expected = [i.snapshot_id for i in await plain.list_snapshots("units")]
+    store = Gated()
+    async with Runtime(store=store) as runtime, anyio.create_task_group() as tg:
+        handle = await runtime.start(ThreeUnits, None, run_id="units")
+        assert await handle.result() == [0, 1, 2]
+        written = anyio.Event()
+
+        async def wait() -> None:
+            await handle.checkpointed()
+            written.set()
+
+        tg.start_soon(wait)
+        await anyio.wait_all_tasks_blocked()
+        assert not written.is_set(), "the phase ends are still queued"
+        store.gate.set()
+        await written.wait()
+        assert [i.snapshot_id for i in await store.list_snapshots("units")] == expected
