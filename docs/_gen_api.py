@@ -7,6 +7,7 @@ that the page names every one of them.
 from __future__ import annotations
 
 import enum
+import functools
 import importlib
 import inspect
 import re
@@ -65,7 +66,7 @@ def _members(cls: type) -> list[str]:
         if name.startswith("_") or name in seen or not (member.__doc__ or "").strip():
             continue
         seen.add(name)
-        if isinstance(member, property):
+        if isinstance(member, property | functools.cached_property):
             lines.append(f"- `{name}` (property): {_doc(member).splitlines()[0]}")
         elif inspect.isfunction(member) or isinstance(member, classmethod | staticmethod):
             fn = member.__func__ if isinstance(member, classmethod | staticmethod) else member

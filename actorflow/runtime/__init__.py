@@ -59,7 +59,7 @@ from actorflow.runtime.workflow._progress import (
 from actorflow.runtime.workflow._query import RunQuery
 from actorflow.runtime.workflow._queues import Queue
 from actorflow.runtime.workflow._runtime import Runtime
-from actorflow.runtime.workflow._schedules import ScheduleInfo, list_schedules
+from actorflow.runtime.workflow._schedules import ScheduleInfo, Schedules, list_schedules
 from actorflow.runtime.workflow._stream import Emitted, EventStream
 from actorflow.runtime.workflow._update_handlers import update
 from actorflow.runtime.workflow._wait_records import PendingWait
@@ -119,6 +119,7 @@ __all__ = [
     "Runtime",
     "RuntimeConfig",
     "ScheduleInfo",
+    "Schedules",
     "StatusChanged",
     "Step",
     "StepCompleted",

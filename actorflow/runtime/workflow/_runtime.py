@@ -7,6 +7,7 @@ method checks its arguments, documents what the user sees and hands on.
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import uuid
@@ -28,13 +29,10 @@ from actorflow.runtime.workflow._outcomes import (
 from actorflow.runtime.workflow._query import RunQuery, query_run
 from actorflow.runtime.workflow._queues import QueueTable
 from actorflow.runtime.workflow._runs import Runs
+from actorflow.runtime.workflow._runtime_actors import RuntimeActors
 from actorflow.runtime.workflow._schedules import (
     ScheduleInfo,
-    declare,
-    list_schedules,
-    schedule_info,
-    schedule_store,
-    set_paused,
+    Schedules,
 )
 from actorflow.runtime.workflow._signals import (
     send_signal,
@@ -55,7 +53,6 @@ if TYPE_CHECKING:
     from datetime import timedelta
     from typing import Self
 
-    from actorflow.runtime.actors import ActorRef, SupervisorPolicy
     from actorflow.runtime.flow import Clock, Limit, LimitStats
     from actorflow.runtime.workflow._cluster import Cluster
     from actorflow.runtime.workflow._handle import R, RunHandle
@@ -68,7 +65,7 @@ __all__ = ["Runtime"]
 A = TypeVar("A", bound=Actor)
 
 
-class Runtime:
+class Runtime(RuntimeActors):
     """Runs actors and durable workflow runs: ``async with Runtime(store=...) as rt``.
 
     Args:
@@ -123,7 +120,7 @@ class Runtime:
     ) -> None:
         self.flow = FlowControl(limits, clock)  # first: bad limits fail before anything starts
         """The runtime's clock and limiters, shared by all its runs."""
-        self._system = ActorSystem(**actor_options)
+        super().__init__(ActorSystem(**actor_options))
         self.cluster = cluster
         """Where runs and placed agents go; ``None``: this process."""
         if adopt_orphans is True:
@@ -154,7 +151,7 @@ class Runtime:
     def config(self, config: RuntimeConfig) -> None:
         self._runs.config = config
 
-    # --- actors (the runtime's actor system) -----------------------------------
+    # --- flow control ------------------------------------------------------------
 
     @property
     def queues(self) -> tuple[Queue, ...]:
@@ -165,91 +162,6 @@ class Runtime:
     def clock(self) -> Clock:
         """What retries, limits, schedules and rate windows read (``Runtime(clock=...)``)."""
         return self.flow.clock
-
-    @property
-    def mailbox_size(self) -> int:
-        """Default mailbox capacity of new actors."""
-        return self._system.mailbox_size
-
-    @mailbox_size.setter
-    def mailbox_size(self, size: int) -> None:
-        self._system.mailbox_size = size
-
-    @property
-    def supervisor(self) -> SupervisorPolicy:
-        """Default supervisor policy of new actors."""
-        return self._system.supervisor
-
-    @supervisor.setter
-    def supervisor(self, policy: SupervisorPolicy) -> None:
-        self._system.supervisor = policy
-
-    @property
-    def shutdown_timeout(self) -> float:
-        """Seconds actors (and runs) get to stop at exit before cancellation."""
-        return self._system.shutdown_timeout
-
-    @shutdown_timeout.setter
-    def shutdown_timeout(self, seconds: float) -> None:
-        self._system.shutdown_timeout = seconds
-
-    @property
-    def running(self) -> bool:
-        """Whether the runtime is inside its ``async with`` block and has not failed."""
-        return self._system.running
-
-    async def spawn(
-        self,
-        actor_cls: type[A],
-        *,
-        name: str,
-        state: Any = None,
-        supervisor: SupervisorPolicy | None = None,
-        mailbox_size: int | None = None,
-    ) -> ActorRef[A]:
-        """Start an actor and return its ref; its ``on_start`` runs soon after.
-
-        Args:
-            actor_cls: the Actor subclass.
-            name: unique among the runtime's actors; letters, digits, ``-_.``.
-            state: the initial state (a private copy is made); default
-                ``StateType()``.
-            supervisor: overrides the runtime's default policy.
-            mailbox_size: overrides the runtime's default capacity.
-
-        Raises:
-            InvalidNameError: ``name`` is not a valid actor name.
-            DuplicateActorNameError: a live actor already has this name.
-            ActorDefinitionError: the class is declared wrongly.
-            RuntimeNotRunningError: outside ``async with Runtime()``.
-        """
-        return await self._system.spawn(
-            actor_cls, name=name, state=state, supervisor=supervisor, mailbox_size=mailbox_size
-        )
-
-    def get(self, name: str) -> ActorRef[Any] | None:
-        """The ref of the live root-scope actor called ``name``, or None."""
-        return self._system.get(name)
-
-    def lookup(self, name: str) -> ActorRef[Any]:
-        """The ref of the live root-scope actor called ``name``.
-
-        Raises:
-            ActorNotFoundError: no live actor has that name.
-        """
-        return self._system.lookup(name)
-
-    async def stop(self, ref: ActorRef[Any], *, timeout: float | None = None) -> None:  # noqa: ASYNC109
-        """Stop one actor and wait until it has stopped.
-
-        It handles the messages already queued and runs ``on_stop``; after
-        ``timeout`` seconds it is cancelled instead. Stopping a stopped actor
-        does nothing.
-
-        Raises:
-            ActorNotFoundError: ``ref`` is not a ref to an actor in this process.
-        """
-        await self._system.stop(ref, timeout=timeout)
 
     # --- runs --------------------------------------------------------------------
 
@@ -670,31 +582,13 @@ class Runtime:
     ) -> ScheduleInfo:
         """Store a schedule: workers of the store start one run of ``workflow`` per tick.
 
-        Ticks come from ``cron`` (five fields, read in ``timezone``) or
-        ``every`` (counted from when the schedule was first declared). Each
-        tick's run is created ``queued`` under the id
-        ``sched-<schedule_id>-<tick>`` (the tick in seconds since the
-        epoch), so it is started once however many workers look. Declaring
-        the same ``schedule_id`` again replaces what it runs and when, and
-        keeps its pause and its progress: an app may declare its schedules
-        each time it starts. ``catch_up`` says what becomes of ticks missed
-        while no worker ran: ``"skip"`` them (a tick still starts up to a
-        minute late), start the ``"latest"``, or ``"all"``. See
-        docs/flow-control.md.
+        The same as ``runtime.schedules.add(...)``, where the arguments and
+        errors are described; :attr:`schedules` also pauses, resumes,
+        deletes and lists them. See docs/flow-control.md.
 
-        Raises:
-            CronExpressionError: neither or both of ``cron`` and ``every``,
-                a cron expression that does not parse, or ``every`` under a
-                second (nothing is stored).
-            ConfigurationError: a bad ``schedule_id``, ``timezone`` or
-                ``catch_up``; or a store that keeps no schedules.
-            RunInputTypeError: ``input`` does not fit the workflow's input type.
-
-        .. versionadded:: 0.6
+        .. versionadded:: 0.5
         """
-        store = schedule_store(self.store)
-        schedule = await declare(
-            store,
+        return await self.schedules.add(
             workflow,
             input,
             schedule_id=schedule_id,
@@ -702,53 +596,15 @@ class Runtime:
             every=every,
             catch_up=catch_up,
             timezone=timezone,
-            code_version=self.config.code_version,
-            now=self.flow.clock.now(),
         )
-        self._runs.adopt_now()
-        return await schedule_info(store, schedule, self.flow.clock.now())
 
-    async def pause_schedule(self, schedule_id: str) -> ScheduleInfo:
-        """Stop starting the schedule's ticks (a run already started goes on).
+    @functools.cached_property
+    def schedules(self) -> Schedules:
+        """The store's schedules: ``add``, ``pause``, ``resume``, ``delete``, ``list``.
 
-        Raises:
-            ScheduleNotFoundError: no such schedule.
-
-        .. versionadded:: 0.6
+        .. versionadded:: 0.5
         """
-        store = schedule_store(self.store)
-        schedule = await set_paused(store, schedule_id, True, self.flow.clock.now())
-        return await schedule_info(store, schedule, self.flow.clock.now())
-
-    async def resume_schedule(self, schedule_id: str) -> ScheduleInfo:
-        """Start the schedule's ticks again from its next tick (those missed while paused never).
-
-        Raises:
-            ScheduleNotFoundError: no such schedule.
-
-        .. versionadded:: 0.6
-        """
-        store = schedule_store(self.store)
-        schedule = await set_paused(store, schedule_id, False, self.flow.clock.now())
-        self._runs.adopt_now()
-        return await schedule_info(store, schedule, self.flow.clock.now())
-
-    async def delete_schedule(self, schedule_id: str) -> None:
-        """Remove the schedule (the runs it started stay).
-
-        Raises:
-            ScheduleNotFoundError: no such schedule.
-
-        .. versionadded:: 0.6
-        """
-        await schedule_store(self.store).delete_schedule(schedule_id)
-
-    async def schedules(self) -> list[ScheduleInfo]:
-        """Every schedule in the store, with its last and next ticks.
-
-        .. versionadded:: 0.6
-        """
-        return await list_schedules(self.store, self.flow.clock.now())
+        return Schedules(lambda: self.store, self.flow.clock, self.config, self._runs.adopt_now)
 
     async def query(self, run_id: str) -> RunQuery:
         """What run ``run_id`` has recorded, read now: status, agents, waits, inbox and more.

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from actorflow.runtime.flow import Clock
+    from actorflow.runtime.workflow._config import RuntimeConfig
     from actorflow.storage import Store
 
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "SKIP_GRACE",
     "ScheduleInfo",
     "Scheduler",
+    "Schedules",
     "check_timing",
     "declare",
     "due_ticks",
@@ -195,7 +197,7 @@ def due_ticks(
 
 
 class ScheduleInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """A schedule as ``Runtime.schedules()`` and ``actorflow schedules`` show it.
+    """A schedule as ``runtime.schedules.list()`` and ``actorflow schedules`` show it.
 
     Attributes:
         schedule: its stored definition.
@@ -226,7 +228,7 @@ async def schedule_info(store: ScheduleStore, schedule: Schedule, now: float) ->
 async def list_schedules(store: Store, now: float | None = None) -> list[ScheduleInfo]:
     """Every schedule of ``store``, with its last and next ticks (after ``now``, default now).
 
-    What ``Runtime.schedules()`` and ``actorflow schedules`` show.
+    What ``runtime.schedules.list()`` and ``actorflow schedules`` show.
 
     Raises:
         ConfigurationError: the store keeps no schedules.
@@ -410,3 +412,106 @@ async def set_paused(store: ScheduleStore, schedule_id: str, paused: bool, now: 
     schedule = msgspec.structs.replace(schedule, paused=paused)
     await store.put_schedule(schedule)
     return schedule
+
+
+class Schedules:
+    """A runtime's verbs for the schedules of its store (``runtime.schedules``).
+
+    Every worker of the store starts the ticks' runs; these only store what
+    the workers read. Times are the runtime's clock's (``Runtime(clock=...)``).
+
+    .. versionadded:: 0.5
+    """
+
+    def __init__(
+        self,
+        store: Callable[[], Store],
+        clock: Clock,
+        config: RuntimeConfig,
+        look_now: Callable[[], None],
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._config = config
+        self._look_now = look_now
+
+    async def add(
+        self,
+        workflow: type[Any],
+        input: Any = None,
+        *,
+        schedule_id: str,
+        cron: str | None = None,
+        every: datetime.timedelta | None = None,
+        catch_up: CatchUp = "skip",
+        timezone: str = "UTC",
+    ) -> ScheduleInfo:
+        """Store a schedule: workers of the store start one run of ``workflow`` per tick.
+
+        Ticks come from ``cron`` (five fields, read in ``timezone``) or
+        ``every`` (counted from when the schedule was first declared). Each
+        tick's run is created ``queued`` under the id
+        ``sched-<schedule_id>-<tick>`` (the tick in seconds since the
+        epoch), so it is started once however many workers look. Declaring
+        the same ``schedule_id`` again replaces what it runs and when, and
+        keeps its pause and its progress: an app may declare its schedules
+        each time it starts. ``catch_up`` says what becomes of ticks missed
+        while no worker ran: ``"skip"`` them (a tick still starts up to a
+        minute late), start the ``"latest"``, or ``"all"``.
+
+        Raises:
+            CronExpressionError: neither or both of ``cron`` and ``every``,
+                a cron expression that does not parse, or ``every`` under a
+                second (nothing is stored).
+            ConfigurationError: a bad ``schedule_id``, ``timezone`` or
+                ``catch_up``; or a store that keeps no schedules.
+            RunInputTypeError: ``input`` does not fit the workflow's input type.
+        """
+        store = schedule_store(self._store())
+        schedule = await declare(
+            store,
+            workflow,
+            input,
+            schedule_id=schedule_id,
+            cron=cron,
+            every=every,
+            catch_up=catch_up,
+            timezone=timezone,
+            code_version=self._config.code_version,
+            now=self._clock.now(),
+        )
+        self._look_now()
+        return await schedule_info(store, schedule, self._clock.now())
+
+    async def pause(self, schedule_id: str) -> ScheduleInfo:
+        """Stop starting the schedule's ticks (a run already started goes on).
+
+        Raises:
+            ScheduleNotFoundError: no such schedule.
+        """
+        store = schedule_store(self._store())
+        schedule = await set_paused(store, schedule_id, True, self._clock.now())
+        return await schedule_info(store, schedule, self._clock.now())
+
+    async def resume(self, schedule_id: str) -> ScheduleInfo:
+        """Start the schedule's ticks again from its next tick (those missed while paused never).
+
+        Raises:
+            ScheduleNotFoundError: no such schedule.
+        """
+        store = schedule_store(self._store())
+        schedule = await set_paused(store, schedule_id, False, self._clock.now())
+        self._look_now()
+        return await schedule_info(store, schedule, self._clock.now())
+
+    async def delete(self, schedule_id: str) -> None:
+        """Remove the schedule (the runs it started stay).
+
+        Raises:
+            ScheduleNotFoundError: no such schedule.
+        """
+        await schedule_store(self._store()).delete_schedule(schedule_id)
+
+    async def list(self) -> list[ScheduleInfo]:
+        """Every schedule in the store, with its last and next ticks."""
+        return await list_schedules(self._store(), self._clock.now())

@@ -24,7 +24,7 @@ async def _declare(path: str) -> None:
         await rt.schedule(
             Audited, 2, schedule_id="often", every=datetime.timedelta(minutes=5), catch_up="all"
         )
-        await rt.pause_schedule("often")
+        await rt.schedules.pause("often")
 
 
 def test_schedules_lists_timing_state_and_next_tick(tmp_path: Path) -> None:

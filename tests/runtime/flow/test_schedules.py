@@ -79,16 +79,16 @@ async def test_pause_resume_delete_and_the_listing_with_next_and_last_ticks() ->
         info = await rt.schedule(Audited, 1, schedule_id="s", every=FIVE)
         assert info.next_tick == START + 300
         assert info.last_tick is None
-        assert (await rt.pause_schedule("s")).schedule.paused
-        [listed] = await rt.schedules()
+        assert (await rt.schedules.pause("s")).schedule.paused
+        [listed] = await rt.schedules.list()
         assert listed.next_tick is None  # paused
         again = await rt.schedule(Audited, 2, schedule_id="s", every=FIVE)
         assert again.schedule.paused  # a declaration keeps the pause
-        assert not (await rt.resume_schedule("s")).schedule.paused
-        await rt.delete_schedule("s")
-        assert await rt.schedules() == []
+        assert not (await rt.schedules.resume("s")).schedule.paused
+        await rt.schedules.delete("s")
+        assert await rt.schedules.list() == []
         with pytest.raises(ScheduleNotFoundError):
-            await rt.pause_schedule("s")
+            await rt.schedules.pause("s")
 
 
 # --- which ticks are due ---------------------------------------------------------------
@@ -166,7 +166,7 @@ async def test_three_workers_over_a_simulated_hour_start_each_tick_once(
             if minute % 5 == 0:
                 expected.append(tick_run_id("five", START + 60 * minute))
                 await _completed(stores[0], expected[-1:])
-        [info] = await workers[0].schedules()
+        [info] = await workers[0].schedules.list()
     scheduled = sorted(m.run_id for m in await stores[0].list_runs() if m.schedule == "five")
     assert scheduled == sorted(expected)
     entered = [run_id for kind, run_id, _ in queue_flows.AUDIT if kind == "enter"]
@@ -182,10 +182,10 @@ async def test_a_paused_schedule_starts_nothing_and_resumes_from_now() -> None:
     async with Runtime(store=store, clock=clock, adopt_orphans=FAST) as worker:
         await worker.schedule(Audited, 1, schedule_id="s", every=FIVE, catch_up="all")
         await _completed(store, [tick_run_id("s", START)])
-        await worker.pause_schedule("s")
+        await worker.schedules.pause("s")
         clock.advance(FIVE * 3)
         worker.adopt_now()
-        await worker.resume_schedule("s")
+        await worker.schedules.resume("s")
         clock.advance(FIVE)
         worker.adopt_now()
         await _completed(store, [tick_run_id("s", START + 1200)])
