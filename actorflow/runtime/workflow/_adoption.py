@@ -55,6 +55,13 @@ __all__ = ["ADOPTED", "Adopted", "Adopter", "AdoptionPolicy", "Adopts", "adoptio
 
 _log = get_logger("actorflow.adoption")
 
+CREATION_GRACE = 30.0
+"""Seconds a run may stay in the index without a manifest before a worker drops it.
+
+A store indexes a run before it writes its manifest; a creation on a busy
+disk takes a while, and an entry dropped too soon hides the run from workers
+until the next reindex."""
+
 _TAKEN_AS_IS = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.INTERRUPTED)
 
 ADOPTED = "adopted"
@@ -180,8 +187,8 @@ class Adopter:
         self._failures: dict[str, int] = {}
         self._adopting: set[str] = set()
         self._told: set[tuple[str, str]] = set()
-        # runs the index lists whose manifest was missing at the last look
-        self._missing: set[str] = set()
+        # runs the index lists without a manifest, and since when (monotonic)
+        self._missing: dict[str, float] = {}
         self.adopted = 0
         """Runs this worker took over (driven or found finished meanwhile)."""
         self.queues = QueueDispatcher(
@@ -270,7 +277,7 @@ class Adopter:
             for run_id in [r for r in kept if r not in unfinished]:
                 del kept[run_id]
         self._told = {told for told in self._told if told[0] in unfinished}
-        self._missing &= unfinished
+        self._missing = {k: v for k, v in self._missing.items() if k in unfinished}
 
     def _later(self, run_id: str, seconds: float) -> None:
         self._not_before[run_id] = time.monotonic() + seconds
@@ -287,20 +294,22 @@ class Adopter:
         try:
             manifest = await self._reader.read_run(run_id)
         except RunNotFoundError:
-            if run_id in self._missing:
-                self._missing.discard(run_id)
+            # a store indexes a run before its manifest exists: it may be being
+            # created right now (slowly, on a busy disk), so it is dropped only
+            # once it has been missing for CREATION_GRACE, however often we poll
+            now = time.monotonic()
+            since = self._missing.setdefault(run_id, now)
+            if now - since >= CREATION_GRACE:
+                del self._missing[run_id]
                 await self._store.unindex(run_id)  # deleted, or a creation that never finished
             else:
-                # a store indexes a run before its manifest exists: it may be being
-                # created right now, so it is dropped only if still missing next time
-                self._missing.add(run_id)
                 self._later(run_id, self.policy.poll_interval)
             return None
         except (CorruptedDataError, EncryptionKeyError) as exc:
             # a newer actorflow's status, damage, or another key: nothing to do here
             self._leave(run_id, type(exc).__name__, error=describe(exc))
             return None
-        self._missing.discard(run_id)
+        self._missing.pop(run_id, None)
         if manifest.status.finished or manifest.tombstone:
             await self._store.unindex(run_id)
             return None

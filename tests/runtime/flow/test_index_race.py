@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import anyio
+import pytest
 
 from actorflow import AdoptionPolicy, Runtime
 from actorflow.errors import RunNotFoundError
@@ -31,20 +32,28 @@ class MidCreation(FileStore):
 
     creating = "fresh"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, looks: int = 1) -> None:
         super().__init__(path)
         self.seen_missing = anyio.Event()
         self.created = False
+        self.looks = looks  # how many times a worker finds it missing before it is created
+        self.missed = 0
 
     async def read_run(self, run_id: str) -> RunManifest:
         if run_id == self.creating and not self.created:
-            self.seen_missing.set()  # the index lists it; its manifest is not there yet
+            self.missed += 1
+            if self.missed >= self.looks:
+                self.seen_missing.set()  # the index lists it; its manifest is not there yet
             raise RunNotFoundError(run_id)
         return await super().read_run(run_id)
 
 
-async def test_a_run_indexed_before_its_manifest_is_adopted_once_created(tmp_path: Path) -> None:
-    store = MidCreation(tmp_path / "store")
+@pytest.mark.parametrize("looks", [1, 5], ids=["one-look", "slow-creation"])
+async def test_a_run_indexed_before_its_manifest_is_adopted_once_created(
+    tmp_path: Path, looks: int
+) -> None:
+    """A creation may outlast several polls on a busy disk: the entry stays all along."""
+    store = MidCreation(tmp_path / "store", looks=looks)
     async with Runtime(store=store) as client:
         await client.submit(Audited, 1, run_id=store.creating)
     async with Runtime(store=store, adopt_orphans=FAST) as worker:
