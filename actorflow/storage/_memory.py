@@ -655,10 +655,13 @@ class MemoryStore(StoreContext):
 
     async def reindex(self) -> int:
         """See :meth:`RunIndex.reindex`."""
+        # read before the listing: a run created while it runs keeps its entry
+        before = set(self._unfinished)
         unfinished = {m.run_id for m in await self.list_runs() if not m.status.finished}
-        changed = len(unfinished ^ self._unfinished)
-        self._unfinished = unfinished
-        return changed
+        doomed = (self._unfinished & before) - unfinished
+        added = unfinished - self._unfinished
+        self._unfinished = (self._unfinished - doomed) | unfinished
+        return len(added) + len(doomed)
 
     # --- retention -------------------------------------------------------------
 

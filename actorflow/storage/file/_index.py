@@ -74,11 +74,17 @@ class UnfinishedMarks:
     def _location(self, name: str) -> str:
         return os.path.join(self._folder, name)
 
-    def reset(self, unfinished: set[str]) -> int:
-        """Make the markers exactly ``unfinished``; how many were added or removed."""
+    def reset(self, unfinished: set[str], listed_before: set[str]) -> int:
+        """Mark ``unfinished``, and unmark the rest of ``listed_before``; how many changed.
+
+        ``listed_before`` are the markers read before the manifests that gave
+        ``unfinished``: a run created meanwhile was marked after that read,
+        and its marker stays (it is in no listing yet, but it is unfinished).
+        """
         marked = set(self.list())
         for run_id in unfinished - marked:
             self.add(run_id)
-        for run_id in marked - unfinished:
+        doomed = (marked & listed_before) - unfinished
+        for run_id in doomed:
             self.remove(run_id)
-        return len(unfinished ^ marked)
+        return len(unfinished - marked) + len(doomed)

@@ -555,11 +555,12 @@ class FileStore(StoreContext):
 
     async def reindex(self) -> int:
         """See :meth:`RunIndex.reindex`."""
+        index = self._manifests.unfinished
+        # read before the manifests: a run created while they are listed keeps its marker
+        before = set(await self._folders.call("reindex runs", index.list))
         manifests = await self.list_runs()
         unfinished = {m.run_id for m in manifests if not m.status.finished and not m.tombstone}
-        return await self._folders.call(
-            "reindex runs", self._manifests.unfinished.reset, unfinished
-        )
+        return await self._folders.call("reindex runs", index.reset, unfinished, before)
 
     # --- queue slots ----------------------------------------------------------------
 

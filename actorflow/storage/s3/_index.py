@@ -61,11 +61,16 @@ class UnfinishedKeys:
     def _location(self, name: str) -> str:
         return self._objects.location(self._root + name)
 
-    async def reset(self, unfinished: set[str]) -> int:
-        """Make the markers exactly ``unfinished``; how many were added or removed."""
+    async def reset(self, unfinished: set[str], listed_before: set[str]) -> int:
+        """Mark ``unfinished``, and unmark the rest of ``listed_before``; how many changed.
+
+        ``listed_before`` are the markers read before the manifests that gave
+        ``unfinished``: a run created meanwhile was marked after that read,
+        and its marker stays (it is in no listing yet, but it is unfinished).
+        """
         marked = set(await self.list())
         for run_id in unfinished - marked:
             await self.add(run_id)
-        doomed = marked - unfinished
+        doomed = (marked & listed_before) - unfinished
         await self._objects.delete("reindex runs", [self._key(r) for r in sorted(doomed)])
-        return len(unfinished ^ marked)
+        return len(unfinished - marked) + len(doomed)

@@ -656,9 +656,11 @@ class S3Store(StoreContext):
 
     async def reindex(self) -> int:
         """See :meth:`RunIndex.reindex`."""
+        # read before the manifests: a run created while they are listed keeps its marker
+        before = set(await self._unfinished.list())
         manifests = await self.list_runs()
         unfinished = {m.run_id for m in manifests if not m.status.finished and not m.tombstone}
-        return await self._unfinished.reset(unfinished)
+        return await self._unfinished.reset(unfinished, before)
 
     # --- retention ----------------------------------------------------------------
 
