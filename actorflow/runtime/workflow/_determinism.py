@@ -20,7 +20,6 @@ to report. What patching cannot see: a name bound before the run started
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import functools
 import os
@@ -100,10 +99,21 @@ GUARDED: dict[tuple[ModuleType, str], str] = {
         (secrets, n): _RANDOM
         for n in ("token_bytes", "token_hex", "token_urlsafe", "randbelow", "randbits", "choice")
     },
-    (asyncio, "sleep"): _SLEEP,
     (anyio, "sleep"): _SLEEP,
 }
-"""Each function the guard watches (module, name), and the ``ctx`` call to use instead."""
+"""Each function the guard watches (module, name), and the ``ctx`` call to use instead.
+
+``asyncio.sleep`` too, once asyncio is imported (see :func:`_watched`): the
+library never imports asyncio itself, and code that never did cannot call it.
+"""
+
+
+def _watched() -> dict[tuple[ModuleType, str], str]:
+    """What to wrap now: :data:`GUARDED`, and ``asyncio.sleep`` if asyncio is loaded."""
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None:
+        return GUARDED
+    return {**GUARDED, (asyncio, "sleep"): _SLEEP}
 
 
 class _Guard:
@@ -194,7 +204,7 @@ def _install() -> None:
         _users += 1
         if _users > 1:
             return
-        for (module, name), instead in GUARDED.items():
+        for (module, name), instead in _watched().items():
             original = getattr(module, name, None)
             if original is None:
                 continue

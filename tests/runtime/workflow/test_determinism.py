@@ -155,6 +155,7 @@ async def test_nothing_stays_patched_after_the_runs() -> None:
     assert await run_in_memory(UsesCtx, None) is not None
     for (module, name), _instead in GUARDED.items():
         assert not hasattr(getattr(module, name), "__actorflow_original__"), name
+    assert not hasattr(asyncio.sleep, "__actorflow_original__")
 
 
 async def test_off_leaves_everything_alone() -> None:
