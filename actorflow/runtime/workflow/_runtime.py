@@ -2,7 +2,9 @@
 
 What touches runs (the handle table, creating, taking, driving and following
 them, recovery, child runs, workers) is ``Runs``' (``_runs.py``); a ``Runtime``
-method checks its arguments, documents what the user sees and hands on.
+method checks its arguments, documents what the user sees and hands on. Its
+actor verbs are the facade's other half (``_runtime_actors.py``); schedules'
+verbs are ``runtime.schedules`` (``_schedules.py``).
 """
 
 from __future__ import annotations
