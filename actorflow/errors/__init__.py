@@ -24,6 +24,7 @@ The tree::
     ├── StorageError                    a store operation failed; names the operation
     │   ├── StoreUnavailableError       the store cannot be reached
     │   ├── StoreReadOnlyError          a write to a store this process may only read
+    │   ├── StoreSchemaError            a database store's schema is newer, or not actorflow's
     │   ├── CorruptedDataError          stored bytes fail their checksum or do not decode
     │   │   ├── CheckpointCorruptedError    a snapshot is corrupt
     │   │   ├── HistoryFileError            an exported run history cannot be read:
@@ -177,6 +178,7 @@ from actorflow.errors._storage import (
     RunLockedError,
     StorageError,
     StoreReadOnlyError,
+    StoreSchemaError,
     StoreUnavailableError,
     UnreadableFileError,
 )
@@ -252,6 +254,7 @@ __all__ = [
     "StepFailedError",
     "StorageError",
     "StoreReadOnlyError",
+    "StoreSchemaError",
     "StoreUnavailableError",
     "UnawaitedStepError",
     "UnhandledMessageError",

@@ -27,6 +27,7 @@ __all__ = [
     "RunLockedError",
     "StorageError",
     "StoreReadOnlyError",
+    "StoreSchemaError",
     "StoreUnavailableError",
     "UnreadableFileError",
 ]
@@ -387,4 +388,23 @@ class LeaseLostError(StorageError):
             "write",
             f"lease on run {run_id!r} (epoch {epoch}) was taken over by another owner; "
             "this process must stop working on the run",
+        )
+
+
+class StoreSchemaError(StorageError):
+    """A database store's schema is not one this actorflow can use as it is.
+
+    Either a newer actorflow wrote it (``found`` > ``known``: upgrade this
+    process; nothing was changed), or the database is not an actorflow store.
+
+    .. versionadded:: 0.6
+    """
+
+    def __init__(self, location: str, found: str, known: str, advice: str) -> None:
+        self.location = location
+        self.found = found
+        self.known = known
+        super().__init__(
+            "open",
+            f"the store at {location} has schema {found}, this actorflow knows {known}; {advice}",
         )

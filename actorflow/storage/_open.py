@@ -1,8 +1,9 @@
-"""Open a store from a location string: a folder path or ``s3://bucket/prefix``."""
+"""Open a store from a location string: a folder path or a URL whose scheme names the store."""
 
 from __future__ import annotations
 
 import os
+import re
 from typing import TYPE_CHECKING, Any
 
 from actorflow.storage._sealing import Codec
@@ -10,11 +11,22 @@ from actorflow.storage._sealing import Codec
 if TYPE_CHECKING:
     from actorflow.storage._protocol import Store
 
-__all__ = ["open_store"]
+__all__ = ["STORE_SCHEMES", "open_store"]
+
+STORE_SCHEMES = ("s3", "memory", "sqlite", "postgresql", "postgres")
+"""The URL schemes ``open_store`` knows; any other ``scheme://`` is refused, never a folder."""
+
+# A Windows drive ("C:\\") is one letter: two or more before "://" is a URL scheme.
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
 
 
 def open_store(location: str | os.PathLike[str], **options: Any) -> Store:
-    """A store for ``location``: ``s3://bucket/prefix`` is an ``S3Store``, anything else a folder.
+    """A store for ``location``: a folder path, or a URL naming the store.
+
+    ``s3://bucket/prefix`` is an ``S3Store``, ``sqlite:///path/to/file.db`` a
+    ``SqliteStore``, ``postgresql://…`` (or ``postgres://…``) a
+    ``PostgresStore``, ``memory://`` a ``MemoryStore``; a location with no
+    scheme is a folder for the ``FileStore``.
 
     For S3, ``AWS_ENDPOINT_URL`` (or ``ACTORFLOW_S3_ENDPOINT``) points at a
     non-AWS server; ``options`` go to the store's constructor. Without a
@@ -22,14 +34,34 @@ def open_store(location: str | os.PathLike[str], **options: Any) -> Store:
     or ``ACTORFLOW_KEY_FILE`` name, if any (see :meth:`Codec.from_env`).
 
     Raises:
-        ConfigurationError: those variables hold something unusable.
+        ConfigurationError: those variables hold something unusable, or the
+            location has a scheme this actorflow does not know.
     """
     text = os.fspath(location)
+    match = _SCHEME.match(text)
+    scheme = match.group(1).lower() if match else None
+    if scheme is not None and scheme not in STORE_SCHEMES:
+        from actorflow.errors import ConfigurationError
+
+        raise ConfigurationError(
+            "store location",
+            text,
+            "a folder path or a URL with one of the schemes "
+            + ", ".join(f"{known}://" for known in STORE_SCHEMES),
+        )
     if "codec" not in options:
         codec = Codec.from_env()
         if codec.encrypted:
             options["codec"] = codec
-    if text.startswith("s3://"):
+    if scheme == "sqlite":
+        from actorflow.storage.sqlite import SqliteStore
+
+        return SqliteStore.from_url(text, **options)
+    if scheme in ("postgresql", "postgres"):
+        from actorflow.storage.postgres import PostgresStore
+
+        return PostgresStore(text, **options)
+    if scheme == "s3":
         from actorflow.storage.s3 import S3Store
 
         bucket, _, prefix = text[5:].partition("/")
@@ -37,7 +69,7 @@ def open_store(location: str | os.PathLike[str], **options: Any) -> Store:
         if endpoint and "endpoint_url" not in options:
             options["endpoint_url"] = endpoint
         return S3Store(bucket, prefix, **options)
-    if text.startswith("memory://"):
+    if scheme == "memory":
         from actorflow.storage._memory import MemoryStore
 
         return MemoryStore(**options)

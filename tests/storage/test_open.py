@@ -1,0 +1,26 @@
+"""open_store: which store a location names, and locations it refuses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from actorflow.errors import ConfigurationError
+from actorflow.storage import FileStore, open_store
+
+
+@pytest.mark.parametrize("location", ["ftp://host/x", "redis://localhost:6379", "mysql://db/af"])
+def test_an_unknown_scheme_is_refused_not_taken_for_a_folder(
+    location: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigurationError, match="sqlite://") as caught:
+        open_store(location)
+    assert caught.value.value == location
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_path_without_a_scheme_is_a_folder(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "runs")
+    assert isinstance(store, FileStore)
