@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from actorflow.errors import ConfigurationError
 from actorflow.storage import FileStore, open_store
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 @pytest.mark.parametrize("location", ["ftp://host/x", "redis://localhost:6379", "mysql://db/af"])
