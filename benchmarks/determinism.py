@@ -13,16 +13,15 @@ from __future__ import annotations
 import os
 import statistics
 import sys
-import time
 import timeit
 
 import anyio
+from _ask_run import us_per_ask
 from _machine import cpu_model
 
-from actorflow import Orchestrator, Request, RunContext, Runtime, RuntimeConfig, Specialist, handler
+from actorflow import RuntimeConfig
 from actorflow.runtime import Determinism
 from actorflow.runtime.workflow._determinism import guarded
-from actorflow.storage import MemoryStore
 
 QUICK = "--quick" in sys.argv
 BACKEND = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--backend=")), "asyncio")
@@ -30,40 +29,17 @@ ASKS = 500 if QUICK else 2000
 ROUNDS = 5 if QUICK else 15
 
 
-class Ping(Request[int], frozen=True):
-    n: int
-
-
-class Echo(Specialist):
-    @handler
-    async def ping(self, msg: Ping) -> int:
-        return msg.n
-
-
-class Asks(Orchestrator):
-    async def run(self, ctx: RunContext, n: int) -> int:
-        echo = await ctx.spawn(Echo, name="echo")
-        total = 0
-        for i in range(n):
-            total += await ctx.ask(echo, Ping(i))
-        return total
-
-
 async def one_run(mode: Determinism) -> float:
     """Microseconds per ask of one run."""
-    config = RuntimeConfig(determinism=mode, retention=None)
-    async with Runtime(store=MemoryStore(), config=config) as runtime:
-        start = time.perf_counter()
-        await runtime.run(Asks, ASKS)
-        return (time.perf_counter() - start) / ASKS * 1e6
+    return await us_per_ask(RuntimeConfig(determinism=mode, retention=None), ASKS)
 
 
 def clock_call_ns() -> tuple[float, float]:
     """ns per ``time.time()`` from the standard library (timeit): plain, and under a guard."""
-    plain = min(timeit.repeat("time.time()", globals=globals(), number=200_000, repeat=5))
+    plain = min(timeit.repeat("time.time()", "import time", number=200_000, repeat=5))
     # wrappers in place and this code guarded (it is not the user's: never judged)
     with guarded("bench", Determinism.WARN):
-        wrapped = min(timeit.repeat("time.time()", globals=globals(), number=200_000, repeat=5))
+        wrapped = min(timeit.repeat("time.time()", "import time", number=200_000, repeat=5))
     return plain / 200_000 * 1e9, wrapped / 200_000 * 1e9
 
 

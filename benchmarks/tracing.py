@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 import statistics
 import sys
-import time
 
 import anyio
+from _ask_run import us_per_ask
 from _machine import cpu_model
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
@@ -27,8 +27,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from actorflow import Orchestrator, Request, RunContext, Runtime, RuntimeConfig, Specialist, handler
-from actorflow.storage import MemoryStore
+from actorflow import RuntimeConfig
 
 QUICK = "--quick" in sys.argv
 BACKEND = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--backend=")), "asyncio")
@@ -36,32 +35,9 @@ ASKS = 500 if QUICK else 2000
 ROUNDS = 5 if QUICK else 15
 
 
-class Ping(Request[int], frozen=True):
-    n: int
-
-
-class Echo(Specialist):
-    @handler
-    async def ping(self, msg: Ping) -> int:
-        return msg.n
-
-
-class Asks(Orchestrator):
-    async def run(self, ctx: RunContext, n: int) -> int:
-        echo = await ctx.spawn(Echo, name="echo")
-        total = 0
-        for i in range(n):
-            total += await ctx.ask(echo, Ping(i))
-        return total
-
-
 async def one_run(tracing: bool) -> float:
     """Microseconds per ask of one run."""
-    config = RuntimeConfig(tracing=tracing, retention=None)
-    async with Runtime(store=MemoryStore(), config=config) as runtime:
-        start = time.perf_counter()
-        await runtime.run(Asks, ASKS)
-        return (time.perf_counter() - start) / ASKS * 1e6
+    return await us_per_ask(RuntimeConfig(tracing=tracing, retention=None), ASKS)
 
 
 def alternate(exporter: InMemorySpanExporter | None = None) -> tuple[float, float, int]:
