@@ -284,6 +284,7 @@ def run_command(
     debug: bool,
     run_hint: str | None = None,
     backend: str = "asyncio",
+    runs_until_stopped: bool = False,
 ) -> T:
     """Run ``fn`` on anyio's ``backend`` loop; an error becomes one line and its exit code.
 
@@ -291,6 +292,8 @@ def run_command(
     interrupted, and the command exits with the "interrupted" code. ``run_hint``
     names the run an interruption leaves for ``recover`` (``""``: every run it
     drove); None, for a command that drives no run, says only "interrupted".
+    A command that ``runs_until_stopped`` (a worker) ends that way by design:
+    it says "stopped" and exits 0, so a service manager's stop is no failure.
     """
     try:
         try:
@@ -312,10 +315,16 @@ def run_command(
         err().print(f"[bold red]error:[/] {esc(as_typed(str(exc)))}")
         raise typer.Exit(exit_code_for(exc)) from None
     except KeyboardInterrupt:
+        again = suggest("recover", *([run_hint] if run_hint else []))
+        if runs_until_stopped:
+            err().print(
+                "stopped: the runs it drove are left interrupted for other workers "
+                f"(or `{esc(again)}`) to continue"
+            )
+            raise typer.Exit(0) from None
         if run_hint is None:
             err().print("interrupted")
         else:
-            again = suggest("recover", *([run_hint] if run_hint else []))
             err().print(f"interrupted: `{esc(again)}` continues where it stopped")
         raise typer.Exit(EXIT_CODES["interrupted"]) from None
 

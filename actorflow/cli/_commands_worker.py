@@ -168,4 +168,5 @@ def worker_command(
         lambda runtime: serve(runtime, policy()),
         run_hint="",
         create=create,
+        runs_until_stopped=True,
     )

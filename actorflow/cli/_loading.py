@@ -230,12 +230,14 @@ def with_app(
     *,
     run_hint: str | None = None,
     create: bool = False,
+    runs_until_stopped: bool = False,
 ) -> T:
     """Run ``call(runtime)`` on the app's runtime (``--store`` replacing its store).
 
     The store must exist, unless ``create``, and this process must be able
     to write it. ``run_hint`` names the run an interruption leaves for
-    ``recover`` (see :func:`~actorflow.cli._app.run_command`).
+    ``recover``, and ``runs_until_stopped`` marks a command whose stop is its
+    normal end (see :func:`~actorflow.cli._app.run_command`).
     """
     store = chosen_store(store)
     given(app=app_spec, store=store)
@@ -251,5 +253,7 @@ def with_app(
             raise
         return await call(runtime)
 
-    result: T = run_command(body, debug=debug, run_hint=run_hint)
+    result: T = run_command(
+        body, debug=debug, run_hint=run_hint, runs_until_stopped=runs_until_stopped
+    )
     return result
