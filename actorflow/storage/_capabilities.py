@@ -49,10 +49,15 @@ class UnreadableLister(Protocol):
         Damaged manifests, manifests encrypted with a key the store was not
         given, entries that are not runs, and run data whose manifest is missing;
         and, in a store that is a :class:`RunIndex`, entries of its index that
-        name no run id (which it skips).
+        name no run id (which it skips); and, in a store that is a
+        :class:`ScheduleStore`, damaged schedule definitions (which
+        ``list_schedules`` skips).
 
         .. versionchanged:: 0.4
            Entries of the index of unfinished runs that name no run id.
+
+        .. versionchanged:: 0.6
+           Damaged schedule definitions.
         """
         ...
 

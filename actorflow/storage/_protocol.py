@@ -111,14 +111,19 @@ class UnreadableEntry(msgspec.Struct, frozen=True, kw_only=True):
         run_id: the run it belongs to, when its name is a run id.
         key_id: for a manifest encrypted with a key the store was not given
             (or a wrong one), that key's id: the run is sound, only sealed.
+        schedule_id: for a damaged schedule definition, the schedule's id.
 
     .. versionadded:: 0.2
+
+    .. versionchanged:: 0.6
+       ``schedule_id``: damaged schedule definitions are named too.
     """
 
     location: str
     problem: str
     run_id: str | None = None
     key_id: str | None = None
+    schedule_id: str | None = None
 
 
 @runtime_checkable

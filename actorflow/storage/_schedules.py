@@ -16,16 +16,21 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
+from actorflow._log import get_logger
+from actorflow._text import describe
 from actorflow.errors import ConfigurationError, CorruptedDataError
 from actorflow.storage._envelope import Kind
+from actorflow.storage._protocol import UnreadableEntry
 
 if TYPE_CHECKING:
+    from actorflow.errors import EncryptionKeyError
     from actorflow.storage._sealing import Codec
 
 __all__ = [
     "CatchUp",
     "Schedule",
     "ScheduleProgress",
+    "SkippedSchedules",
     "dump_progress",
     "dump_schedule",
     "load_progress",
@@ -154,3 +159,40 @@ def load_progress(
     if progress.schedule_id != schedule_id:
         raise CorruptedDataError(location, f"holds schedule {progress.schedule_id!r}")
     return progress
+
+
+_log = get_logger("actorflow.storage")
+
+
+class SkippedSchedules:
+    """Schedule definitions a store's listing skips: each told once, the damaged ones named.
+
+    A worker lists the schedules at every poll: one warning per schedule while
+    it stays unreadable, not one per poll. A damaged definition is an
+    :class:`UnreadableEntry` (``actorflow validate`` names it); one sealed with
+    a key the store was not given is sound, and only warned about.
+    """
+
+    def __init__(self) -> None:
+        self._told: set[str] = set()
+
+    def read(self, schedule_id: str) -> None:
+        """``schedule_id`` read well: told again if it is damaged later."""
+        self._told.discard(schedule_id)
+
+    def skip(
+        self, schedule_id: str, exc: CorruptedDataError | EncryptionKeyError
+    ) -> UnreadableEntry | None:
+        """``schedule_id``'s definition cannot be read: what to name, if it is damaged."""
+        if schedule_id not in self._told:
+            self._told.add(schedule_id)
+            _log.warning("schedule_unreadable", schedule_id=schedule_id, error=describe(exc))
+        if not isinstance(exc, CorruptedDataError):
+            return None
+        return UnreadableEntry(
+            location=exc.location,
+            schedule_id=schedule_id,
+            problem=f"the schedule's definition is corrupt ({exc.cause_text}), so no worker "
+            "starts its ticks; declare it again (runtime.schedule with the same schedule_id "
+            "replaces it) or delete it",
+        )

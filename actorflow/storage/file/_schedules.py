@@ -11,12 +11,13 @@ them from worker threads.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from actorflow._log import get_logger
 from actorflow._text import describe
 from actorflow.errors import CorruptedDataError, EncryptionKeyError, ScheduleNotFoundError
 from actorflow.storage._schedules import (
+    SkippedSchedules,
     dump_progress,
     dump_schedule,
     load_progress,
@@ -26,6 +27,7 @@ from actorflow.storage._schedules import (
 from actorflow.storage.file._fs import TEMP_PREFIX, write_atomic
 
 if TYPE_CHECKING:
+    from actorflow.storage._protocol import UnreadableEntry
     from actorflow.storage._schedules import Schedule, ScheduleProgress
     from actorflow.storage._sealing import Codec
     from actorflow.storage.file._fs import FileSystem
@@ -38,6 +40,10 @@ _PROGRESS = ".progress"
 
 _log = get_logger("actorflow.storage")
 
+# module-level: in the class, `list` names its method
+_Found: TypeAlias = "list[Schedule]"
+_Damaged: TypeAlias = "list[UnreadableEntry]"
+
 
 class ScheduleFiles:
     """The schedule files under ``root/.schedules``."""
@@ -46,6 +52,7 @@ class ScheduleFiles:
         self._fs = fs
         self._folder = os.path.join(root, SCHEDULE_FOLDER)
         self._codec = codec
+        self._skipped = SkippedSchedules()
 
     def _path(self, schedule_id: str, suffix: str) -> str:
         return os.path.join(self._folder, validate_schedule_id(schedule_id) + suffix)
@@ -71,10 +78,18 @@ class ScheduleFiles:
 
     def list(self) -> list[Schedule]:
         """Every definition that can be read, by id."""
+        return self._scan()[0]
+
+    def damaged(self) -> _Damaged:
+        """The definitions that are damaged (what :meth:`list` skips, sealed ones aside)."""
+        return self._scan()[1]
+
+    def _scan(self) -> tuple[_Found, _Damaged]:
+        damaged: list[UnreadableEntry] = []
         try:
             names = self._fs.listdir(self._folder)
         except FileNotFoundError:
-            return []
+            return [], []
         found = []
         for name in sorted(names):
             if name.startswith(TEMP_PREFIX) or not name.endswith(_DEFINITION):
@@ -85,8 +100,11 @@ class ScheduleFiles:
             except ScheduleNotFoundError:
                 continue  # deleted meanwhile
             except (CorruptedDataError, EncryptionKeyError) as exc:
-                _log.warning("schedule_unreadable", schedule_id=schedule_id, error=describe(exc))
-        return found
+                entry = self._skipped.skip(schedule_id, exc)
+                damaged += [entry] if entry else []
+            else:
+                self._skipped.read(schedule_id)
+        return found, damaged
 
     def delete(self, schedule_id: str) -> None:
         """Remove the definition and its progress.

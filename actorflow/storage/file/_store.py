@@ -214,12 +214,13 @@ class FileStore(StoreContext):
     async def list_unreadable(self) -> list[UnreadableEntry]:
         """See :meth:`UnreadableLister.list_unreadable`: what in ``runs/`` is no readable run.
 
-        And names in the index of unfinished runs (``runs/.unfinished``) that are no run id.
+        And names in the index of unfinished runs (``runs/.unfinished``) that are no run id,
+        and damaged schedule definitions in ``.schedules/``.
         """
         _, unreadable = await self._folders.call("list runs", self._manifests.read_all)
-        return unreadable + await self._folders.call(
-            "list unfinished runs", self._manifests.unfinished.strays
-        )
+        strays = await self._folders.call("list unfinished runs", self._manifests.unfinished.strays)
+        schedules = await self._folders.call("list schedules", self._schedules.damaged)
+        return unreadable + strays + schedules
 
     async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:
         """See :meth:`Store.delete_run`."""

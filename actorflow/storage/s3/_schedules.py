@@ -8,12 +8,13 @@ progress, and neither overwrites the other's object (see
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from actorflow._log import get_logger
 from actorflow._text import describe
 from actorflow.errors import CorruptedDataError, EncryptionKeyError, ScheduleNotFoundError
 from actorflow.storage._schedules import (
+    SkippedSchedules,
     dump_progress,
     dump_schedule,
     load_progress,
@@ -22,6 +23,7 @@ from actorflow.storage._schedules import (
 )
 
 if TYPE_CHECKING:
+    from actorflow.storage._protocol import UnreadableEntry
     from actorflow.storage._schedules import Schedule, ScheduleProgress
     from actorflow.storage._sealing import Codec
     from actorflow.storage.s3._objects import S3Objects
@@ -34,6 +36,10 @@ _PROGRESS = ".progress"
 
 _log = get_logger("actorflow.storage")
 
+# module-level: in the class, `list` names its method
+_Found: TypeAlias = "list[Schedule]"
+_Damaged: TypeAlias = "list[UnreadableEntry]"
+
 
 class ScheduleObjects:
     """The schedule objects under ``<prefix>schedules/``."""
@@ -42,6 +48,7 @@ class ScheduleObjects:
         self._objects = objects
         self._codec = codec
         self._root = objects.store_key(_FOLDER, "")
+        self._skipped = SkippedSchedules()
 
     def _key(self, schedule_id: str, suffix: str) -> str:
         return self._root + validate_schedule_id(schedule_id) + suffix
@@ -66,6 +73,14 @@ class ScheduleObjects:
 
     async def list(self) -> list[Schedule]:
         """Every definition that can be read, by id."""
+        return (await self._scan())[0]
+
+    async def damaged(self) -> _Damaged:
+        """The definitions that are damaged (what :meth:`list` skips, sealed ones aside)."""
+        return (await self._scan())[1]
+
+    async def _scan(self) -> tuple[_Found, _Damaged]:
+        damaged: list[UnreadableEntry] = []
         found = []
         for info in await self._objects.list_objects("list schedules", self._root):
             name = info.key[len(self._root) :]
@@ -77,8 +92,11 @@ class ScheduleObjects:
             except ScheduleNotFoundError:
                 continue  # deleted meanwhile
             except (CorruptedDataError, EncryptionKeyError) as exc:
-                _log.warning("schedule_unreadable", schedule_id=schedule_id, error=describe(exc))
-        return found
+                entry = self._skipped.skip(schedule_id, exc)
+                damaged += [entry] if entry else []
+            else:
+                self._skipped.read(schedule_id)
+        return found, damaged
 
     async def delete(self, schedule_id: str) -> None:
         """Remove the definition and its progress.

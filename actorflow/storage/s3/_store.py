@@ -282,10 +282,11 @@ class S3Store(StoreContext):
     async def list_unreadable(self) -> list[UnreadableEntry]:
         """See :meth:`UnreadableLister.list_unreadable`: keys in ``runs/``, no readable run.
 
-        And keys in the index of unfinished runs that name no run id.
+        And keys in the index of unfinished runs that name no run id, and damaged
+        schedule definitions.
         """
         _, unreadable = await self._manifests.read_all()
-        return unreadable + await self._unfinished.strays()
+        return unreadable + await self._unfinished.strays() + await self._schedules.damaged()
 
     async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:
         """See :meth:`Store.delete_run`; with ``tombstone`` the manifest and lease stay."""

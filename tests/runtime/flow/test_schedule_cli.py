@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING
 
 import anyio
+from structlog.testing import capture_logs
 from typer.testing import CliRunner
 
 from actorflow import Runtime
@@ -41,3 +42,22 @@ def test_schedules_lists_timing_state_and_next_tick(tmp_path: Path) -> None:
     assert table.exit_code == 0, table.output
     assert "nightly" in table.output
     assert "paused" in table.output
+
+
+def test_a_damaged_schedule_is_named_by_validate_and_the_others_still_listed(
+    tmp_path: Path,
+) -> None:
+    path = str(tmp_path / "store")
+    anyio.run(_declare, path)
+    damaged = tmp_path / "store" / ".schedules" / "nightly.schedule"
+    damaged.write_bytes(b"not a schedule \xff")
+    runner = CliRunner()
+    with capture_logs() as logs:  # the real command line logs to stderr; CliRunner would not
+        listed = runner.invoke(app, ["schedules", "--store", path, "--json"])
+        checked = runner.invoke(app, ["validate", "--store", path])
+    assert listed.exit_code == 0, listed.output
+    assert [r["schedule_id"] for r in json.loads(listed.stdout)] == ["often"]
+    assert next(e["schedule_id"] for e in logs if e["event"] == "schedule_unreadable") == "nightly"
+    assert checked.exit_code == 3, checked.output
+    assert f"corrupt: {damaged}: the schedule's definition is corrupt" in checked.stderr
+    assert "declare it again" in checked.stderr

@@ -9,6 +9,7 @@ from structlog.testing import capture_logs
 
 from actorflow.errors import LogCorruptedError
 from actorflow.storage._records import EventRecord, RunManifest
+from actorflow.storage._schedules import Schedule
 from actorflow.storage.s3._fencing import COUNT
 from tests.storage.factories_s3 import open_s3_store
 
@@ -72,5 +73,28 @@ async def test_a_segment_whose_record_count_is_no_number_is_named_not_a_value_er
         )
         with pytest.raises(LogCorruptedError, match="record count"):
             await store.log_length("r1")
+    finally:
+        await store.aclose()
+
+
+async def test_a_damaged_schedule_is_named_by_list_unreadable_and_warned_about_once(
+    seaweed_server: S3Server,
+) -> None:
+    store = open_s3_store(seaweed_server)
+    try:
+        for schedule_id in ("good", "bad"):
+            await store.put_schedule(
+                Schedule(schedule_id=schedule_id, workflow="w", input=b"", every=60.0, anchor=0.0)
+            )
+        key = store._objects.store_key("schedules", "bad.schedule")
+        seaweed_server.client().put_object(Bucket=seaweed_server.bucket, Key=key, Body=b"junk")
+        with capture_logs() as logs:
+            for _ in range(3):  # a worker lists at every poll
+                assert [s.schedule_id for s in await store.list_schedules()] == ["good"]
+        assert [e["schedule_id"] for e in logs if e["event"] == "schedule_unreadable"] == ["bad"]
+        [entry] = await store.list_unreadable()
+        assert (entry.schedule_id, entry.run_id) == ("bad", None)
+        assert entry.location == store._objects.location(key)
+        assert "declare it again" in entry.problem
     finally:
         await store.aclose()
