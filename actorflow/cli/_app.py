@@ -38,6 +38,7 @@ from actorflow.errors import (
     RunLockedError,
     RunNotFoundError,
     RunPaused,
+    ScheduleNotFoundError,
 )
 
 if TYPE_CHECKING:
@@ -240,7 +241,7 @@ def exit_code_for(error: BaseException) -> int:
             return EXIT_CODES["corrupt"]
         case RecoveryFailedError() if isinstance(error.__cause__, CorruptedDataError):
             return EXIT_CODES["corrupt"]
-        case RunNotFoundError() | CheckpointNotFoundError():
+        case RunNotFoundError() | CheckpointNotFoundError() | ScheduleNotFoundError():
             return EXIT_CODES["not_found"]
         case RunFailedError():
             return EXIT_CODES["run_failed"]

@@ -1,12 +1,17 @@
-"""``actorflow schedules``: the store's schedules, with their last and next ticks."""
+"""``actorflow schedules`` lists the store's schedules; ``actorflow schedule`` pauses,
+resumes or deletes one."""
 
 from __future__ import annotations
 
-from typing import Any
+import enum
+from typing import TYPE_CHECKING, Annotated, Any
 
+import typer
 from rich.table import Table
 
 from actorflow.cli._app import (
+    AppOpt,
+    AppStoreOpt,
     DebugOpt,
     JsonOpt,
     KeyFileOpt,
@@ -15,9 +20,12 @@ from actorflow.cli._app import (
     reader_store,
     run_command,
 )
-from actorflow.cli._loading import with_store
+from actorflow.cli._loading import with_app, with_store
 from actorflow.cli._render import esc, out, print_json, when
 from actorflow.runtime import ScheduleInfo, list_schedules
+
+if TYPE_CHECKING:
+    from actorflow import Runtime
 
 __all__: list[str] = []
 
@@ -80,3 +88,44 @@ def schedules_command(
             when(r["next_tick"]),
         )
     out().print(table)
+
+
+class ScheduleAction(enum.StrEnum):
+    """What ``actorflow schedule`` does to a schedule."""
+
+    PAUSE = "pause"
+    RESUME = "resume"
+    DELETE = "delete"
+
+
+@command("schedule")
+def schedule_command(
+    action: Annotated[ScheduleAction, typer.Argument(metavar="ACTION", help="pause, resume or delete.")],
+    schedule_id: Annotated[str, typer.Argument(metavar="SCHEDULE", help="The schedule's id.")],
+    app_spec: AppOpt = None,
+    store: AppStoreOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Pause, resume or delete SCHEDULE (``runtime.schedules``): workers read it at their next look.
+
+    Pausing stops its ticks (a run already started goes on); resuming starts
+    again from its next tick, passing over those missed while paused;
+    deleting removes it (the runs it started stay).
+    """
+
+    async def call(runtime: Runtime) -> ScheduleInfo | None:
+        if action is ScheduleAction.DELETE:
+            await runtime.schedules.delete(schedule_id)
+            return None
+        if action is ScheduleAction.PAUSE:
+            return await runtime.schedules.pause(schedule_id)
+        return await runtime.schedules.resume(schedule_id)
+
+    info = with_app(app_spec, store, debug, call)
+    sid = esc(schedule_id)
+    if info is None:
+        out().print(f"deleted schedule {sid} (the runs it started stay)")
+    elif info.schedule.paused:
+        out().print(f"paused schedule {sid}")
+    else:
+        out().print(f"resumed schedule {sid}: next tick {when(info.next_tick)}")

@@ -18,8 +18,9 @@ EVERY = {"--store", "--debug", "--json"}
 STORE_SECTIONS = ("## Looking inside", "## Housekeeping")
 KEY_FILE = "--key-file"
 # Commands that take no --json for their output: result and update print JSON already;
-# worker, signal, cancel and ui print no data (signal and update take --json DATA, their message).
-ALWAYS_JSON = {"result", "worker", "signal", "update", "cancel", "ui"}
+# worker, signal, cancel, schedule and ui print no data (signal and update take --json DATA,
+# their message).
+ALWAYS_JSON = {"result", "worker", "signal", "update", "cancel", "schedule", "ui"}
 
 
 def documented() -> dict[str, tuple[list[str], set[str]]]:

@@ -61,3 +61,40 @@ def test_a_damaged_schedule_is_named_by_validate_and_the_others_still_listed(
     assert checked.exit_code == 3, checked.output
     assert f"corrupt: {damaged}: the schedule's definition is corrupt" in checked.stderr
     assert "declare it again" in checked.stderr
+
+
+def test_schedule_pauses_resumes_and_deletes_from_the_shell(tmp_path: Path) -> None:
+    path = str(tmp_path / "store")
+    anyio.run(_declare, path)
+    runner = CliRunner()
+
+    def states() -> dict[str, bool]:
+        listed = runner.invoke(app, ["schedules", "--store", path, "--json"])
+        return {r["schedule_id"]: r["paused"] for r in json.loads(listed.stdout)}
+
+    paused = runner.invoke(app, ["schedule", "pause", "nightly", "--store", path])
+    assert (paused.exit_code, paused.stdout) == (0, "paused schedule nightly\n")
+    assert states() == {"nightly": True, "often": True}
+    resumed = runner.invoke(app, ["schedule", "resume", "often", "--store", path])
+    assert resumed.exit_code == 0, resumed.output
+    assert resumed.stdout.startswith("resumed schedule often: next tick ")
+    assert states() == {"nightly": True, "often": False}
+    deleted = runner.invoke(app, ["schedule", "delete", "nightly", "--store", path])
+    assert deleted.stdout == "deleted schedule nightly (the runs it started stay)\n"
+    assert states() == {"often": False}
+    missing = runner.invoke(app, ["schedule", "pause", "nightly", "--store", path])
+    assert missing.exit_code == 4
+    assert "no schedule 'nightly'" in missing.stderr
+    wrong = runner.invoke(app, ["schedule", "explode", "often", "--store", path])
+    assert wrong.exit_code == 2
+
+
+def test_a_damaged_schedule_can_be_deleted(tmp_path: Path) -> None:
+    path = str(tmp_path / "store")
+    anyio.run(_declare, path)
+    (tmp_path / "store" / ".schedules" / "often.schedule").write_bytes(b"\x00" * 40)
+    runner = CliRunner()
+    with capture_logs():
+        deleted = runner.invoke(app, ["schedule", "delete", "often", "--store", path])
+        assert deleted.exit_code == 0, deleted.output
+        assert runner.invoke(app, ["validate", "--store", path]).exit_code == 0
