@@ -13,7 +13,8 @@ imports no private module (a ``_`` segment below the package's own name) and
 no private name of another; inside one package, anything goes. The package's
 own name does not count: ``actorflow._demo``'s ``__init__`` is its public face
 (the underscore says users have no business there). The root's own modules
-(``actorflow._log``, ``actorflow._text``) are utilities every package shares.
+(``actorflow._log``, ``actorflow._text``, ``actorflow._files``) are utilities every
+package shares.
 ``importlib.import_module("actorflow...")`` with a literal name counts too. Only
 ``actorflow/`` is read: tests and benchmarks may use internals.
 """
@@ -33,7 +34,7 @@ KERNEL = "actorflow.runtime.actors"
 
 # lower layers first; a module may import its own layer and those below it
 LAYERS = (
-    ("actorflow.errors", "actorflow._log", "actorflow._text"),
+    ("actorflow.errors", "actorflow._log", "actorflow._text", "actorflow._files"),
     ("actorflow.storage",),
     ("actorflow.runtime",),
     ("actorflow.agents",),

@@ -8,6 +8,7 @@ and how to answer it; exit code 6) or failed (exit code 5).
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from actorflow.cli._app import (
     command,
 )
 from actorflow.cli._loading import with_app
+from actorflow.cli._messages import read_input
 from actorflow.cli._program import suggest
 from actorflow.cli._render import display, err, esc, out, print_json, print_outcome, print_outcomes
 from actorflow.runtime.registry import lookup
@@ -244,11 +246,9 @@ async def _read_edits(specs: list[str]) -> dict[str, object]:
             raise BadValueError("--edit", spec, expected)
         if agent in edit:
             raise BadValueError("--edit", spec, f"{expected}, each agent once")
-        try:
-            data = await anyio.Path(file).read_bytes()
-        except OSError as exc:
-            why = exc.strerror or type(exc).__name__
-            raise BadValueError("--edit", spec, f"{expected} ({file}: {why})") from exc
+        data = await anyio.to_thread.run_sync(
+            functools.partial(read_input, "--edit", file, value=spec, expected=expected)
+        )
         try:
             edit[agent] = msgspec.json.decode(data)
         except msgspec.DecodeError as exc:

@@ -100,7 +100,9 @@ class ScheduleAction(enum.StrEnum):
 
 @command("schedule")
 def schedule_command(
-    action: Annotated[ScheduleAction, typer.Argument(metavar="ACTION", help="pause, resume or delete.")],
+    action: Annotated[
+        ScheduleAction, typer.Argument(metavar="ACTION", help="pause, resume or delete.")
+    ],
     schedule_id: Annotated[str, typer.Argument(metavar="SCHEDULE", help="The schedule's id.")],
     app_spec: AppOpt = None,
     store: AppStoreOpt = None,

@@ -6,16 +6,45 @@ as the run stores it (see :func:`~actorflow.runtime.inspection.find_message_type
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from actorflow._files import read_regular_file
 from actorflow.cli._app import BadValueError
+from actorflow.errors import UnreadableFileError
 from actorflow.runtime.inspection import find_message_type
 from actorflow.runtime.registry import class_name
 
-__all__ = ["decode_message", "find_message_type", "read_payload"]
+__all__ = [
+    "MAX_INPUT_FILE_BYTES",
+    "decode_message",
+    "find_message_type",
+    "read_input",
+    "read_payload",
+]
+
+MAX_INPUT_FILE_BYTES = 256 << 20
+"""The largest file read as a message or a state (``--file``, ``--edit``): a bound, so that
+a device such as ``/dev/zero`` is refused rather than read."""
+
+
+def read_input(
+    option: str, file: str, *, value: str | None = None, expected: str = "a readable file"
+) -> bytes:
+    """The bytes of ``file``, given with ``option``: a regular file only, bounded.
+
+    Raises:
+        BadValueError: it cannot be read, or is a folder, FIFO or device, or too large;
+            the message names ``value`` (default: ``file``), ``expected`` and why.
+    """
+    try:
+        return read_regular_file(file, limit=MAX_INPUT_FILE_BYTES)
+    except UnreadableFileError as exc:
+        why = exc.cause_text
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+    raise BadValueError(option, value or file, f"{expected} ({file}: {why})")
 
 
 def read_payload(json_text: str | None, file: str | None) -> tuple[str, bytes]:
@@ -29,10 +58,7 @@ def read_payload(json_text: str | None, file: str | None) -> tuple[str, bytes]:
     if json_text is not None:
         return "--json", json_text.encode()
     assert file is not None
-    try:
-        return "--file", Path(file).read_bytes()
-    except OSError as exc:
-        raise BadValueError("--file", file, f"a readable file ({exc.strerror})") from exc
+    return "--file", read_input("--file", file)
 
 
 def decode_message(cls: type[Any], data: bytes, *, option: str) -> Any:

@@ -20,9 +20,9 @@ import os
 import stat
 from typing import TYPE_CHECKING
 
+from actorflow._files import read_regular_file
 from actorflow._log import get_logger
 from actorflow.errors import ConfigurationError, UnreadableFileError
-from actorflow.storage._files import read_regular_file
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import anyio
 import pytest
@@ -16,9 +16,6 @@ from actorflow.cli import EXIT_CODES, app
 from actorflow.errors import RunPaused
 from actorflow.storage import FileStore, RunStatus
 from tests.cli.signal_app import Approval, SignalAppFinish, Tally
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 runner = CliRunner()
 APP = "tests.cli.signal_app:make_runtime"
@@ -63,6 +60,20 @@ class TestSignal:
         result = cli("recover", "--app", APP, "--store", paused, "--json")
         assert result.exit_code == EXIT_CODES["ok"], result.output
         assert [r["result"] for r in json.loads(result.stdout)["recovered"]] == ["bo:1"]
+
+    @pytest.mark.parametrize("kind", ["fifo", "device"])
+    def test_a_payload_file_that_is_no_regular_file_is_named_not_read(
+        self, kind: str, paused: str, tmp_path: Path
+    ) -> None:
+        # A FIFO would block the read for ever and /dev/zero fill memory
+        where = tmp_path / "pipe.json" if kind == "fifo" else Path("/dev/zero")
+        if kind == "fifo":
+            os.mkfifo(where)
+        args = ["signal", "ap", "tests.cli.Approve", "--file", str(where)]
+        sent = cli(*args, "--app", APP, "--store", paused)
+        assert sent.exit_code == EXIT_CODES["usage"], sent.output
+        expected = "a FIFO" if kind == "fifo" else "a character device"
+        assert f"{where}: {expected}, not a regular file" in sent.stderr
 
     def test_a_payload_from_a_file_and_an_id_that_makes_a_resend_harmless(
         self, paused: str, tmp_path: Path

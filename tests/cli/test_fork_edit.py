@@ -9,15 +9,13 @@ wrong, exit code 2, with nothing stored.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+import os
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner, Result
 
 from actorflow.cli import EXIT_CODES, app
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 runner = CliRunner()
 APP = "tests.runtime.workflow.fork_flow:make_runtime"
@@ -84,6 +82,19 @@ def test_a_missing_file_is_named(ledger: tuple[str, str], tmp_path: Path) -> Non
     line = bad_edit(ledger, f"clerk={tmp_path / 'nowhere.json'}")
     assert "nowhere.json: No such file or directory" in line
     assert "expected AGENT=FILE, FILE a JSON file of the agent's new state" in line
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_state_file_that_is_no_regular_file_is_named_not_read(
+    kind: str, ledger: tuple[str, str], tmp_path: Path
+) -> None:
+    # A FIFO would block the read for ever and /dev/zero fill memory
+    where = tmp_path / "pipe.json" if kind == "fifo" else Path("/dev/zero")
+    if kind == "fifo":
+        os.mkfifo(where)
+    line = bad_edit(ledger, f"clerk={where}")
+    expected = "a FIFO" if kind == "fifo" else "a character device"
+    assert f"{where}: {expected}, not a regular file" in line
 
 
 def test_a_file_that_is_not_json_is_named(ledger: tuple[str, str], tmp_path: Path) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
@@ -21,7 +23,6 @@ from tests.cli.replay_app import Counted, Deployed
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
 runner = CliRunner()
 APP = "tests.cli.replay_app:make"
@@ -207,3 +208,18 @@ def test_a_redacted_export_replays_and_holds_no_payload(deployed: Path, tmp_path
     assert cli("replay", "--app", APP, "--history", str(path)).exit_code == 0
     replay_app.CHANGE = "inserted"
     assert cli("replay", "--app", APP, "--history", str(path)).exit_code == 1
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_a_history_that_is_no_regular_file_is_named_not_read(kind: str, tmp_path: Path) -> None:
+    # A FIFO would block the read for ever and /dev/zero fill memory
+    if kind == "fifo":
+        where = tmp_path / "pipe.afh"
+        os.mkfifo(where)
+    else:
+        where = Path("/dev/zero") if kind == "device" else tmp_path
+    result = cli("replay", "--app", APP, "--history", str(where))
+    assert result.exit_code == 1, result.output
+    expected = {"fifo": "a FIFO", "device": "a character device", "folder": "a folder"}[kind]
+    assert f"{where}: not replayed:" in result.output
+    assert f"{expected}, not a regular file" in result.output

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from actorflow._files import read_regular_file
 from actorflow.errors import (
     HistoryFileCorruptedError,
     HistoryFileNewerError,
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
+    "MAX_HISTORY_FILE_BYTES",
     "REDACTED",
     "HistoryFile",
     "blank",
@@ -63,6 +65,8 @@ FORMAT = "actorflow-history"
 """The ``format`` a history file's header names."""
 FORMAT_VERSION = 1
 """The newest history format version this actorflow writes and reads."""
+MAX_HISTORY_FILE_BYTES = 4 << 30
+"""The largest history file read: a bound, so that a device is never read as one."""
 REDACTED = b"\xc0"
 """What a payload that is not MessagePack becomes when redacted: MessagePack ``nil``."""
 
@@ -156,11 +160,11 @@ def read_history_file(path: str | PathLike[str]) -> RunHistory:
         HistoryFileTruncatedError: the file ends early.
         HistoryFileCorruptedError: it fails its checksum, or is no history file.
         HistoryFileNewerError: a newer actorflow wrote it, in a newer format version.
+        UnreadableFileError: a folder, FIFO or device, or over ``MAX_HISTORY_FILE_BYTES``.
         OSError: it cannot be read.
     """
-    with open(path, "rb") as f:
-        data = f.read()
-    return decode_history(data, os.fspath(path))
+    location = os.fspath(path)
+    return decode_history(read_regular_file(location, limit=MAX_HISTORY_FILE_BYTES), location)
 
 
 # --- redaction --------------------------------------------------------------------

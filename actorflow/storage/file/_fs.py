@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Literal
 
-from actorflow.storage._files import read_regular_file
+from actorflow._files import read_regular_file
 
 __all__ = [
     "MAX_FILE_BYTES",

@@ -1,9 +1,11 @@
 """Reading a file whose bytes actorflow trusts to nothing: regular files only, bounded.
 
 Everything a file store reads (manifests, log segments, snapshots, blobs,
-inbox entries) and key files go through :func:`read_regular_file`, so that
-a FIFO, a device or a folder put where a file should be is named instead of
-read: a FIFO would block the read for ever, ``/dev/zero`` would fill memory.
+inbox entries), key files, history files (``actorflow replay --history``) and
+the files the command line is given (``--file``, ``--edit``) go through
+:func:`read_regular_file`, so that a FIFO, a device or a folder put where a
+file should be is named instead of read: a FIFO would block the read for
+ever, ``/dev/zero`` would fill memory.
 """
 
 from __future__ import annotations
