@@ -2,8 +2,8 @@
 
 Readers (``runs``, ``checkpoints``, ``show``, ``log``, ``validate``, ``diff``, ``compare``)
 open an existing store and never create one where the user mistyped a path;
-``prune`` applies retention to it. Every one takes ``--store`` (a folder, or
-``s3://bucket/prefix``; default ``$ACTORFLOW_STORE``, else ``./.actorflow``)
+``prune`` applies retention to it. Every one takes ``--store`` (a folder, or a
+store URL such as ``s3://bucket/prefix``; default ``$ACTORFLOW_STORE``, else ``./.actorflow``)
 and ``--key-file`` (an encrypted store's keys; default from ``ACTORFLOW_KEYS``
 or ``ACTORFLOW_KEY_FILE``, as the library reads them).
 """

@@ -71,7 +71,8 @@ class Runtime(RuntimeActors):
     """Runs actors and durable workflow runs: ``async with Runtime(store=...) as rt``.
 
     Args:
-        store: where runs live: a ``Store``, a folder path, or ``s3://bucket/prefix``;
+        store: where runs live: a ``Store``, a folder path, or a URL (``s3://bucket/prefix``,
+            ``sqlite:///file.db``, ``postgresql://…``: see :func:`~actorflow.storage.open_store`);
             default ``$ACTORFLOW_STORE`` or ``./.actorflow``. Only workflow runs
             touch it: a runtime used for plain actors never opens it.
         config: workflow options (durability, triggers, retention, retries...);
