@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 __all__ = ["STORE_SCHEMES", "open_store"]
 
-STORE_SCHEMES = ("s3", "memory", "sqlite", "postgresql", "postgres")
+STORE_SCHEMES = ("file", "s3", "memory", "sqlite", "postgresql", "postgres")
 """The URL schemes ``open_store`` knows; any other ``scheme://`` is refused, never a folder."""
 
 # A Windows drive ("C:\\") is one letter: two or more before "://" is a URL scheme.
@@ -26,7 +26,7 @@ def open_store(location: str | os.PathLike[str], **options: Any) -> Store:
     ``s3://bucket/prefix`` is an ``S3Store``, ``sqlite:///path/to/file.db`` a
     ``SqliteStore``, ``postgresql://…`` (or ``postgres://…``) a
     ``PostgresStore``, ``memory://`` a ``MemoryStore``; a location with no
-    scheme is a folder for the ``FileStore``.
+    scheme, or ``file:///path``, is a folder for the ``FileStore``.
 
     For S3, ``AWS_ENDPOINT_URL`` (or ``ACTORFLOW_S3_ENDPOINT``) points at a
     non-AWS server; ``options`` go to the store's constructor. Without a
@@ -75,4 +75,24 @@ def open_store(location: str | os.PathLike[str], **options: Any) -> Store:
         return MemoryStore(**options)
     from actorflow.storage.file import FileStore
 
+    if scheme == "file":
+        return FileStore(_file_url_path(text), **options)
     return FileStore(text, **options)
+
+
+def _file_url_path(url: str) -> str:
+    """The folder a ``file://`` URL names: ``file:///srv/runs`` or ``file://localhost/srv/runs``.
+
+    Raises:
+        ConfigurationError: it names another host, or no path.
+    """
+    from urllib.parse import unquote, urlsplit
+
+    from actorflow.errors import ConfigurationError
+
+    parts = urlsplit(url)
+    if parts.netloc not in ("", "localhost") or not parts.path:
+        raise ConfigurationError(
+            "store location", url, "file:///absolute/path (a folder on this machine)"
+        )
+    return unquote(parts.path)

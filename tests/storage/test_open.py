@@ -27,3 +27,16 @@ def test_an_unknown_scheme_is_refused_not_taken_for_a_folder(
 def test_a_path_without_a_scheme_is_a_folder(tmp_path: Path) -> None:
     store = open_store(tmp_path / "runs")
     assert isinstance(store, FileStore)
+
+
+def test_a_file_url_is_a_folder(tmp_path: Path) -> None:
+    store = open_store(f"file://{tmp_path}/my%20runs")
+    assert isinstance(store, FileStore)
+    assert store.path == str(tmp_path / "my runs")
+    assert isinstance(open_store(f"file://localhost{tmp_path}"), FileStore)
+
+
+@pytest.mark.parametrize("location", ["file://otherhost/srv/runs", "file://"])
+def test_a_file_url_of_another_host_or_no_path_is_refused(location: str) -> None:
+    with pytest.raises(ConfigurationError, match="file:///absolute/path"):
+        open_store(location)
