@@ -15,7 +15,7 @@ store the history came from.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import msgspec
@@ -36,7 +36,7 @@ from actorflow.runtime.workflow._env import HistoryEnd, StepEnv
 from actorflow.runtime.workflow._flow import FlowControl
 from actorflow.runtime.workflow._outcomes import run_signature
 from actorflow.runtime.workflow._recorder import Recorder
-from actorflow.runtime.workflow._replay import RunView, call_site
+from actorflow.runtime.workflow._replay import RunView, _describe, call_site
 from actorflow.runtime.workflow._replay_agents import ReplayPlacer, replay_ref
 from actorflow.runtime.workflow._signals import SignalDesk
 from actorflow.runtime.workflow._updates import UpdateRunner
@@ -268,6 +268,7 @@ async def replay_history(history: RunHistory, workflow: type[Any]) -> ReplayRepo
     run_id = manifest.run_id
     view = history.view()
     steps = len(view.steps) + len(view.decided)
+    consulted = _watch_lookups(view)
     store = await _scratch(history)
     config = RuntimeConfig(determinism=Determinism.STRICT)
     recorder = Recorder(
@@ -298,7 +299,72 @@ async def replay_history(history: RunHistory, workflow: type[Any]) -> ReplayRepo
         result = await _orchestrate(workflow, value, recorder, agents, store, config)
     except BaseException as exc:  # a replay's every end is a report
         return _ended(report, manifest, exc)
+    skipped = _first_unissued(view, consulted)
+    if skipped is not None:
+        return msgspec.structs.replace(report, ok=False, finished=True, divergence=skipped)
     return _compare(report, manifest, result)
+
+
+_V = TypeVar("_V")
+
+
+class _Watched(dict[str, _V]):
+    """A dict of a replayed view's records that notes every id looked up (``get``, ``in``)."""
+
+    def __init__(self, records: dict[str, _V], seen: set[str]) -> None:
+        super().__init__(records)
+        self._seen = seen
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._seen.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self._seen.add(key)
+        return super().__contains__(key)
+
+
+def _watch_lookups(view: RunView) -> set[str]:
+    """The ids the replay will look up in ``view``'s steps, decisions and markers, as it goes.
+
+    Only the replayer's own view is watched: a live run's lookups stay plain dicts.
+    """
+    seen: set[str] = set()
+    view.steps = _Watched(view.steps, seen)
+    view.decided = _Watched(view.decided, seen)
+    view.events = _Watched(view.events, seen)
+    return seen
+
+
+def _first_unissued(view: RunView, consulted: set[str]) -> Divergence | None:
+    """The first top-level step, decision or patch marker the history holds that the code,
+    which has returned, never issued: it skipped it (a recovery would lose what it did).
+
+    Only top-level ids count: what is inside a finished phase is replayed with the
+    phase's result, never issued again.
+    """
+    recorded = [(i, _describe(r.kind, r.target, r.args_hash)) for i, r in view.steps.items()]
+    recorded += [(i, _describe("decision", None, r.type)) for i, r in view.decided.items()]
+    recorded += [
+        (i, _describe("patch", None, (r.data or b"").decode(errors="replace")))
+        for i, r in view.events.items()
+        if r.kind == "patch"
+    ]
+    # top-level ids are the orchestrator's issue counter: by their number, in issue order
+    for step_id, what in sorted(recorded, key=lambda e: int(e[0]) if e[0].isdigit() else -1):
+        if "/" in step_id or step_id in consulted:
+            continue
+        return Divergence(
+            step_id=step_id,
+            recorded=what,
+            got="never issued it: the orchestrator returned first",
+            where="",
+            error="ReplayStepNotIssued",
+            message=f"run {view.run_id!r}: the history holds {what} at step {step_id}, which "
+            "the code now imported never issues (it returned before reaching it)",
+        )
+    return None
 
 
 async def _orchestrate(

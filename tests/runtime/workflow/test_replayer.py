@@ -399,3 +399,27 @@ async def test_a_redacted_history_stops_where_the_code_needs_a_blanked_value() -
     assert report.ok
     assert report.short is not None
     assert "redacted value" in report.describe()
+
+
+async def test_code_that_returns_before_a_recorded_step_is_a_divergence() -> None:
+    store = MemoryStore()
+    await crash_then(store, define_flow(1), None, "cut", after=6)
+
+    class Shortened(define_flow(1)):  # type: ignore[misc]
+        async def run(self, ctx: RunContext, _: None) -> list[int]:
+            scribe = await ctx.spawn(Counted, name="scribe")
+            out = [await self.intro(ctx, "intro")]
+            out.append(await ctx.ask(scribe, Note("one")))
+            return out  # "two", recorded before the crash, is never asked for now
+
+    recorded = await read_run_history(store, "cut")
+    last = max((k for k in recorded.view().steps if k.isdigit()), key=int)
+    report = await replay_run(store, "cut", Shortened)
+    assert not report.ok
+    assert report.divergence is not None
+    assert report.divergence.step_id == last
+    assert report.divergence.error == "ReplayStepNotIssued"
+    assert "ask scribe" in report.divergence.recorded
+    assert "never issue" in report.describe()
+    # the code as it was replays the same history ok
+    assert (await replay_run(store, "cut", define_flow(1))).ok
