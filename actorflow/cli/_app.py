@@ -145,7 +145,7 @@ StoreOpt = Annotated[
     typer.Option(
         "--store",
         # Not typer's envvar: a --store before the command must win over the variable.
-        help="Store: a folder path, s3://bucket/prefix, sqlite:///file.db or postgresql://… "
+        help="Store: a folder path or a URL (s3://, sqlite://, postgresql://) "
         + escape(f"[default: $ACTORFLOW_STORE, else {DEFAULT_STORE}]"),
     ),
 ]
@@ -183,8 +183,8 @@ AppStoreOpt = Annotated[
     typer.Option(
         "--store",
         # Help is rich markup: escaped, the bracket shows instead of vanishing as a tag.
-        help="Store: a folder path, s3://bucket/prefix, sqlite:///file.db or postgresql://…; "
-        "replaces the app's own store "
+        help="Store: a folder path or a URL (s3://, sqlite://, postgresql://); replaces "
+        "the app's own store "
         + escape("[default: $ACTORFLOW_STORE, else the app's store, else ./.actorflow]"),
     ),
 ]
