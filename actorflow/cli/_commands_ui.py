@@ -9,7 +9,6 @@ and actions are not opened to a network on a token printed to a terminal.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Final, NoReturn
 
 import typer
@@ -27,6 +26,7 @@ from actorflow.cli._app import (
     run_command,
 )
 from actorflow.cli._loading import load_app, open_existing_store
+from actorflow.cli._messages import read_input
 from actorflow.cli._program import given
 from actorflow.cli._render import err, esc
 
@@ -146,9 +146,9 @@ def ui_command(
 
 def _read_token(path: str) -> str:
     try:
-        token = Path(path).read_text().strip()
-    except OSError as exc:
-        _fail(BadValueError("--token-file", path, f"a readable file ({exc.strerror or exc})"))
+        token = read_input("--token-file", path).decode("utf-8", errors="replace").strip()
+    except BadValueError as exc:
+        _fail(exc)
     if len(token) < 16:
         _fail(BadValueError("--token-file", path, "a token of 16 characters or more"))
     return token

@@ -57,6 +57,15 @@ def test_a_token_file_is_the_token_of_the_url(store_path: str, tmp_path: object)
         stop(proc)
 
 
+def test_a_token_file_that_is_a_fifo_is_named_not_read(store_path: str, tmp_path: object) -> None:
+    path = os.path.join(str(tmp_path), "token")
+    os.mkfifo(path)  # reading it would wait for a writer for ever
+    proc = ui_process("--store", store_path, "--port", "0", "--token-file", path)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert "a FIFO, not a regular file" in err.decode()
+
+
 def test_without_the_ui_extra_it_says_which_extra_to_install(store_path: str) -> None:
     code = (
         "import sys; sys.modules['starlette'] = None\n"
