@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from actorflow.runtime.actors import Actor
+from actorflow.runtime.actors import Actor, ActorSystem
 
 if TYPE_CHECKING:
-    from actorflow.runtime.actors import ActorRef, ActorSystem, SupervisorPolicy
+    from actorflow.runtime.actors import ActorRef, SupervisorPolicy
 
 __all__ = ["RuntimeActors"]
 
@@ -66,25 +66,12 @@ class RuntimeActors:
         supervisor: SupervisorPolicy | None = None,
         mailbox_size: int | None = None,
     ) -> ActorRef[A]:
-        """Start an actor and return its ref; its ``on_start`` runs soon after.
-
-        Args:
-            actor_cls: the Actor subclass.
-            name: unique among the runtime's actors; letters, digits, ``-_.``.
-            state: the initial state (a private copy is made); default
-                ``StateType()``.
-            supervisor: overrides the runtime's default policy.
-            mailbox_size: overrides the runtime's default capacity.
-
-        Raises:
-            InvalidNameError: ``name`` is not a valid actor name.
-            DuplicateActorNameError: a live actor already has this name.
-            ActorDefinitionError: the class is declared wrongly.
-            RuntimeNotRunningError: outside ``async with Runtime()``.
-        """
         return await self._system.spawn(
             actor_cls, name=name, state=state, supervisor=supervisor, mailbox_size=mailbox_size
         )
+
+    # One text for both: a runtime's help for these is its actor system's.
+    spawn.__doc__ = ActorSystem.spawn.__doc__
 
     def get(self, name: str) -> ActorRef[Any] | None:
         """The ref of the live root-scope actor called ``name``, or None."""
@@ -99,13 +86,6 @@ class RuntimeActors:
         return self._system.lookup(name)
 
     async def stop(self, ref: ActorRef[Any], *, timeout: float | None = None) -> None:  # noqa: ASYNC109
-        """Stop one actor and wait until it has stopped.
-
-        It handles the messages already queued and runs ``on_stop``; after
-        ``timeout`` seconds it is cancelled instead. Stopping a stopped actor
-        does nothing.
-
-        Raises:
-            ActorNotFoundError: ``ref`` is not a ref to an actor in this process.
-        """
         await self._system.stop(ref, timeout=timeout)
+
+    stop.__doc__ = ActorSystem.stop.__doc__
