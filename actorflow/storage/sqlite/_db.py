@@ -1,0 +1,366 @@
+"""A SqliteStore's connections: one writer with group commit, readers in worker threads.
+
+Every call runs in a worker thread (the file store's pool, so on asyncio and
+trio alike). Reads take a connection from a small pool, one transaction
+each: WAL mode lets them run beside the writer and see the last commit.
+
+Writes go through one connection per store, under a lock. A write is a
+function of that connection queued by its caller; whoever finds no commit
+in flight carries everything queued so far to the writer thread, runs each
+function under a savepoint of one transaction (a function that raises
+undoes only its own changes and fails only its caller) and commits once:
+concurrent writers share one transaction and one sync, as the file store's
+appends share one fsync. The commit is made with ``synchronous=FULL`` (the
+WAL fsynced) when any write in it must be durable, ``NORMAL`` otherwise
+(written, not synced). SQLite's WAL is synced in order, so a durable commit
+makes every commit before it durable too: a write made without a sync
+becomes durable with the next one that syncs.
+
+Several processes may use one file: SQLite's lock serialises their
+transactions, and a writer waits up to ``busy_timeout`` for another's.
+A forked child opens connections of its own (SQLite's may not cross a fork).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import anyio
+import sniffio
+
+from actorflow.errors import (
+    ActorflowError,
+    CorruptedDataError,
+    StorageError,
+    StoreReadOnlyError,
+    StoreSchemaError,
+    StoreUnavailableError,
+)
+from actorflow.storage.file._threads import run_in_thread
+from actorflow.storage.sqlite._schema import SCHEMA_VERSION, check_schema
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["Database", "translate"]
+
+T = TypeVar("T")
+
+_READERS = 4
+"""Reader connections a store keeps open between calls."""
+
+_live: weakref.WeakSet[Database] = weakref.WeakSet()
+_abandoned: list[sqlite3.Connection] = []
+"""A forked child's copies of its parent's connections: never used, never closed."""
+
+
+def _forget_in_child() -> None:
+    for db in list(_live):
+        db.forget_connections()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def translate(exc: sqlite3.Error, operation: str, location: str) -> ActorflowError:
+    """The named error for what SQLite raised during ``operation``."""
+    text = str(exc)
+    if isinstance(exc, sqlite3.DatabaseError) and "file is not a database" in text:
+        return StoreSchemaError(
+            location,
+            "none (the file is not an SQLite database)",
+            f"actorflow SQLite schema {SCHEMA_VERSION}",
+            "point the store at an actorflow store's file, or at a new file's path",
+        )
+    if isinstance(exc, sqlite3.DatabaseError) and "malformed" in text:
+        error: ActorflowError = CorruptedDataError(
+            location,
+            f"SQLite says: {text}; check it with `sqlite3 {location} 'PRAGMA integrity_check'` "
+            "and restore the file from a backup",
+        )
+        return error
+    if "readonly" in text or "read-only" in text:
+        return StoreReadOnlyError(location, operation)
+    if "unable to open database file" in text:
+        folder = os.path.dirname(os.path.abspath(location))
+        return StoreUnavailableError(
+            operation,
+            f"cannot open {location} ({text}); make sure the folder {folder} exists and "
+            "this process may write it",
+        )
+    if "locked" in text or "busy" in text:
+        return StorageError(
+            operation,
+            f"{location} stayed locked by another connection past the busy timeout ({text}); "
+            "retry, or raise the store's busy_timeout",
+        )
+    return StorageError(operation, f"{location}: SQLite says: {text}")
+
+
+class Write(Generic[T]):
+    """One queued write: a function of the writer connection, and its outcome."""
+
+    __slots__ = ("after", "done", "durable", "error", "fn", "result", "undo")
+
+    def __init__(self, fn: Callable[[sqlite3.Connection], T], durable: bool) -> None:
+        self.fn = fn
+        self.durable = durable
+        self.done = False
+        self.result: T | None = None
+        self.error: BaseException | None = None
+        self.undo: Callable[[], None] | None = None
+        self.after: Callable[[], None] | None = None
+
+
+class Database:
+    """The file's connections and the queue of writes waiting for the next commit.
+
+    Args:
+        path: the database file.
+        busy_timeout: seconds a connection waits for another's lock.
+    """
+
+    def __init__(self, path: str, busy_timeout: float) -> None:
+        self.path = path
+        self.busy_timeout = busy_timeout
+        self._guard = threading.Lock()  # opening, and the reader pool
+        self._write_lock = threading.Lock()
+        self._writer: sqlite3.Connection | None = None
+        self._sync: str | None = None  # the writer's synchronous setting
+        self._readers: list[sqlite3.Connection] = []
+        self._ready = False
+        self._closed = False
+        self._queue: list[Write[Any]] = []
+        self._flushing = False
+        self._idle: anyio.Event | None = None
+        self.commits = 0
+        """Transactions committed (for tests and benchmarks)."""
+        _live.add(self)
+
+    # --- connections (worker threads) -----------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self.busy_timeout,
+            isolation_level=None,
+            check_same_thread=False,
+            cached_statements=256,
+        )
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        return conn
+
+    def _open(self) -> None:
+        """Open the writer, check (or create) the schema; once per store. Blocks."""
+        with self._guard:
+            if self._ready:
+                return
+            if self._closed:
+                raise StorageError("open", f"the store at {self.path} was closed")
+            folder = os.path.dirname(os.path.abspath(self.path))
+            if not os.path.isdir(folder):
+                raise StoreUnavailableError(
+                    "open",
+                    f"the folder {folder} of {self.path} does not exist; create it, or "
+                    "give a path in an existing folder",
+                )
+            conn = self._connect()
+            try:
+                mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    conn.execute("PRAGMA journal_mode = WAL")
+                check_schema(conn, self.path)
+            except BaseException:
+                conn.close()
+                raise
+            self._writer = conn
+            self._ready = True
+
+    def forget_connections(self) -> None:
+        """In a forked child: drop the parent's connections unused (never close them)."""
+        _abandoned.extend(c for c in [self._writer, *self._readers] if c is not None)
+        self._writer, self._readers, self._ready, self._sync = None, [], False, None
+        self._queue, self._flushing, self._idle = [], False, None
+        self._guard = threading.Lock()
+        self._write_lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close every connection. Idempotent; waits for a commit in flight. Blocks."""
+        with self._write_lock, self._guard:
+            self._closed = True
+            conns = [c for c in [self._writer, *self._readers] if c is not None]
+            self._writer, self._readers, self._ready = None, [], False
+        for conn in conns:
+            conn.close()
+
+    # --- reading --------------------------------------------------------------------
+
+    async def read(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(conn, *args)`` in one read transaction, in a worker thread."""
+        return await run_in_thread(self._read, operation, fn, args)
+
+    def read_now(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
+        """:meth:`read`, blocking (from a thread that is no event loop's)."""
+        return self._read(operation, fn, args)
+
+    def _read(self, operation: str, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        try:
+            if not self._ready:
+                self._open()
+            with self._guard:
+                conn = self._readers.pop() if self._readers else None
+            if conn is None:
+                conn = self._connect()
+            try:
+                conn.execute("BEGIN")
+                try:
+                    result = fn(conn, *args)
+                finally:
+                    conn.execute("COMMIT")
+            except BaseException:
+                conn.close()  # its state is unknown: never reused
+                raise
+            with self._guard:
+                keep = len(self._readers) < _READERS and not self._closed
+                if keep:
+                    self._readers.append(conn)
+            if not keep:
+                conn.close()
+            return result
+        except sqlite3.Error as exc:
+            raise translate(exc, operation, self.path) from exc
+        except OSError as exc:
+            raise StorageError(operation, f"{self.path}: {exc}") from exc
+
+    # --- writing --------------------------------------------------------------------
+
+    async def write(
+        self,
+        fn: Callable[[sqlite3.Connection], T],
+        *,
+        durable: bool,
+        undo: Callable[[], None] | None = None,
+        after: Callable[[], None] | None = None,
+    ) -> T:
+        """Run ``fn`` in the next commit; durable when it returns if ``durable``.
+
+        Once queued the write is carried out whatever happens to the caller:
+        cancelled, it still waits for the outcome (on trio the cancellation
+        comes at its next checkpoint; on asyncio it is raised after).
+        ``undo`` is called if the commit fails after ``fn`` ran, ``after``
+        (in the writer thread; it must not raise) once ``fn``'s changes are committed.
+        """
+        op: Write[T] = Write(fn, durable)
+        op.undo, op.after = undo, after
+        self._queue.append(op)
+        try:
+            await self._until_done(op)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._until_done(op)
+            if sniffio.current_async_library() == "asyncio":
+                raise
+        return self._outcome(op)
+
+    def _outcome(self, op: Write[T]) -> T:
+        error = op.error
+        if isinstance(error, sqlite3.Error):
+            raise translate(error, "write", self.path) from error
+        if error is not None:
+            raise error
+        return op.result  # type: ignore[return-value]
+
+    async def _until_done(self, op: Write[Any]) -> None:
+        while not op.done:
+            if self._flushing:
+                assert self._idle is not None
+                await self._idle.wait()
+            else:
+                await self._flush()
+
+    async def _flush(self) -> None:
+        self._flushing = True
+        self._idle = anyio.Event()
+        batch, self._queue = self._queue, []
+        try:
+            await run_in_thread(self.commit, batch)
+        finally:
+            # on cancellation too; by then the thread has finished, or never ran
+            left = [op for op in batch if not op.done]
+            self._queue = left + self._queue
+            self._flushing = False
+            self._idle.set()
+
+    def commit(self, batch: list[Write[Any]]) -> None:
+        """Run ``batch`` in one transaction and commit it (from a worker thread). Blocks.
+
+        Every write of the batch is marked done, with its result or error.
+        """
+        with self._write_lock:
+            try:
+                self._commit(batch)
+            except BaseException as exc:
+                error: BaseException = exc
+                if isinstance(exc, sqlite3.Error):
+                    error = translate(exc, "write", self.path)
+                    error.__cause__ = exc
+                elif isinstance(exc, OSError):
+                    error = StorageError("write", f"{self.path}: {exc}")
+                    error.__cause__ = exc
+                for op in batch:
+                    if op.error is None:
+                        op.error, op.result = error, None
+                        if op.undo is not None:
+                            op.undo()  # it ran, and what it took outside the file goes
+            finally:
+                for op in batch:
+                    op.done = True
+
+    def write_now(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> T:
+        """A write of its own transaction, blocking (from a thread that is no event loop's)."""
+        op: Write[T] = Write(fn, durable)
+        self.commit([op])
+        return self._outcome(op)
+
+    def _commit(self, batch: list[Write[Any]]) -> None:
+        if not self._ready:
+            self._open()
+        conn = self._writer
+        if conn is None:
+            raise StorageError("write", f"the store at {self.path} was closed")
+        sync = "FULL" if any(op.durable for op in batch) else "NORMAL"
+        if sync != self._sync:
+            conn.execute(f"PRAGMA synchronous = {sync}")
+            self._sync = sync
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if len(batch) == 1:
+                op = batch[0]
+                try:
+                    op.result = op.fn(conn)
+                except Exception as exc:  # the caller's to see; nothing to commit
+                    op.error = exc
+                    conn.execute("ROLLBACK")
+                    return
+            else:
+                for op in batch:
+                    conn.execute("SAVEPOINT write")
+                    try:
+                        op.result = op.fn(conn)
+                    except Exception as exc:  # undoes this write alone
+                        op.error = exc
+                        conn.execute("ROLLBACK TO write")
+                    conn.execute("RELEASE write")
+            conn.execute("COMMIT")
+            self.commits += 1
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        for op in batch:
+            if op.after is not None and op.error is None:
+                op.after()
