@@ -31,6 +31,7 @@ from actorflow.storage import (
     MemoryStore,
     RunIndex,
     RunStatus,
+    SqliteStore,
     StepRecord,
 )
 from actorflow.storage._envelope import Kind
@@ -307,7 +308,7 @@ def test_a_bad_policy_is_refused_by_name(options: dict[str, object], option: str
 # --- the index each store keeps --------------------------------------------------
 
 
-@pytest.fixture(params=["memory", "file", "s3"])
+@pytest.fixture(params=["memory", "file", "s3", "sqlite"])
 def indexed(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Store]:
     """Opens a store object (another process, in effect) on one location."""
     if request.param == "memory":
@@ -315,6 +316,8 @@ def indexed(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Stor
         return lambda: memory
     if request.param == "file":
         return lambda: FileStore(tmp_path / "store")
+    if request.param == "sqlite":
+        return lambda: SqliteStore(tmp_path / "store.db")
     server = request.getfixturevalue("seaweed_server")
     prefix = f"t-{uuid.uuid4().hex[:12]}"
     return lambda: open_s3_store(server, prefix=prefix)
