@@ -1,9 +1,11 @@
 """A SqliteStore's decision log: one row per record, appended in group commits.
 
 ``log`` holds ``(run_id, position, record)``, the record sealed and bound to
-its position; ``runs.log_start`` and ``runs.log_end`` bound what is kept.
+its position (a table without rowids: an append changes one B-tree, so a
+commit writes few pages); the log ends after its last row, and starts at
+``runs.log_start`` (moved by retention's cuts).
 An append is one write of the store's group commit (:mod:`._db`): it takes
-the positions after ``log_end`` inside the transaction, so appends of
+the positions after the last row inside the transaction, so appends of
 several processes (or tools) never share a position, and a commit is
 whole or absent: there is no torn tail to cut.
 """
@@ -45,17 +47,20 @@ class LogRows:
 
     @staticmethod
     def bounds(conn: sqlite3.Connection, run_id: str) -> tuple[int, int]:
-        """``(log_start, log_end)`` of the run.
+        """``(first kept position, end)`` of the run's log.
 
         Raises:
             RunNotFoundError: no such run.
         """
         found = conn.execute(
-            "SELECT log_start, log_end FROM runs WHERE run_id = ?", (run_id,)
+            "SELECT log_start, (SELECT MAX(position) FROM log WHERE run_id = ?) "
+            "FROM runs WHERE run_id = ?",
+            (run_id, run_id),
         ).fetchone()
         if found is None:
             raise RunNotFoundError(run_id)
-        return int(found[0]), int(found[1])
+        start = int(found[0])
+        return start, start if found[1] is None else max(start, int(found[1]) + 1)
 
     def append(self, conn: sqlite3.Connection, run_id: str, raws: Sequence[bytes]) -> int:
         """Seal and insert the encoded records after the log's end; the new end."""
@@ -74,9 +79,7 @@ class LogRows:
                 for i, raw in enumerate(raws)
             ],
         )
-        end += len(raws)
-        conn.execute("UPDATE runs SET log_end = ? WHERE run_id = ?", (end, run_id))
-        return end
+        return end + len(raws)
 
     def read(self, conn: sqlite3.Connection, run_id: str, start: int) -> list[LogRecord]:
         """Records from ``start`` to the end.

@@ -167,7 +167,7 @@ class Manifests:
             conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
         conn.execute("DELETE FROM unfinished WHERE run_id = ?", (run_id,))
         if tombstone:
-            conn.execute("UPDATE runs SET log_start = 0, log_end = 0 WHERE run_id = ?", (run_id,))
+            conn.execute("UPDATE runs SET log_start = 0 WHERE run_id = ?", (run_id,))
             self.write(conn, make_tombstone(manifest))
             return freed
         stored = conn.execute("SELECT length(manifest) FROM runs WHERE run_id = ?", (run_id,))

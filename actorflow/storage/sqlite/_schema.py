@@ -35,8 +35,7 @@ CREATE TABLE meta (
 CREATE TABLE runs (
     run_id    TEXT PRIMARY KEY,
     manifest  BLOB NOT NULL,
-    log_start INTEGER NOT NULL DEFAULT 0,
-    log_end   INTEGER NOT NULL DEFAULT 0
+    log_start INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE unfinished (
     run_id TEXT PRIMARY KEY
@@ -46,7 +45,7 @@ CREATE TABLE log (
     position INTEGER NOT NULL,
     record   BLOB NOT NULL,
     PRIMARY KEY (run_id, position)
-);
+) WITHOUT ROWID;
 CREATE TABLE blobs (
     run_id  TEXT NOT NULL,
     address TEXT NOT NULL,

@@ -1,0 +1,104 @@
+"""SqliteStore against FileStore: a 10-phase run with ``sync`` durability, in one sitting.
+
+Run: ``python benchmarks/sqlite_store.py [--quick] [--backend=asyncio|trio]``
+(the full run takes about two minutes). The run is benchmark 1's shape of
+``benchmarks/workflow.py`` (10 phases x 2 rounds x 8 specialists, 160 steps),
+durable at every step (``Durability.SYNC``): each step's record is synced
+before the orchestrator sees its result. Two variants: steps of ~1 ms CPU
+(``burn()``), and steps doing nothing (the store's cost alone). Each
+repetition runs one run on each store, in alternating order, so the
+machine's drift hits both.
+Each store lives through the sitting (one folder, one file), as a
+deployment's store does. Prints p50 wall ms per run and the ratio
+SqliteStore / FileStore (target: ≤ 1.2).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+import anyio
+import structlog.testing
+from _machine import cpu_model
+from workflow import PHASES, TenPhases, calibrate
+
+import workflow
+from actorflow import Runtime
+from actorflow.runtime import Durability, RuntimeConfig
+from actorflow.storage import FileStore, SqliteStore
+
+QUICK = "--quick" in sys.argv
+REPS = 5 if QUICK else 15
+CONFIG = RuntimeConfig(durability=Durability.SYNC, retention=None)
+
+
+async def one_run(runtime: Runtime) -> float:
+    """Wall seconds of one 10-phase run, from start to its result."""
+    started = time.perf_counter()
+    handle = await runtime.start(TenPhases, PHASES)
+    await handle.result()
+    return time.perf_counter() - started
+
+
+async def sitting(tmp: str, burn_n: int) -> dict[str, list[float]]:
+    """``REPS`` runs on each store (one store each, as a deployment keeps), alternated."""
+    workflow._burn_n = burn_n
+    times: dict[str, list[float]] = {"file": [], "sqlite": []}
+    stores = {
+        "file": FileStore(os.path.join(tmp, "store")),
+        "sqlite": SqliteStore(os.path.join(tmp, "store.db")),
+    }
+    async with (
+        Runtime(store=stores["file"], config=CONFIG) as file_runtime,
+        Runtime(store=stores["sqlite"], config=CONFIG) as sqlite_runtime,
+    ):
+        runtimes = {"file": file_runtime, "sqlite": sqlite_runtime}
+        for rep in range(REPS + 1):
+            order = ["file", "sqlite"] if rep % 2 else ["sqlite", "file"]
+            for kind in order:
+                took = await one_run(runtimes[kind])
+                if rep:  # the first run of each opens its store and warms caches up
+                    times[kind].append(took)
+    return times
+
+
+def main() -> None:
+    backends = ["asyncio", "trio"]
+    for arg in sys.argv[1:]:
+        if arg.startswith("--backend="):
+            backends = [arg.partition("=")[2]]
+    burn_ms = calibrate() * 1000
+    steady = workflow._burn_n
+    print(
+        f"SqliteStore vs FileStore, 10-phase run (160 steps), durability sync; "
+        f"{REPS} runs each, alternated. Machine: {os.cpu_count()} cores, {cpu_model()}, "
+        f"Python {sys.version.split()[0]}; burn() = {burn_ms:.3f} ms"
+    )
+    print()
+    print("| run (p50 ms) | backend | FileStore | SqliteStore | sqlite/file (≤ 1.2) |")
+    print("|---|---|---:|---:|---:|")
+    tmp = tempfile.mkdtemp(prefix="af-sqlite-bench-", dir=os.environ.get("BENCH_DIR"))
+    try:
+        with structlog.testing.capture_logs():
+            for backend in backends:
+                for label, n in (("steps of ~1 ms CPU", steady), ("empty steps", 0)):
+                    times = anyio.run(sitting, tmp, n, backend=backend)
+                    file_ms = statistics.median(times["file"]) * 1000
+                    sqlite_ms = statistics.median(times["sqlite"]) * 1000
+                    print(
+                        f"| {label} | {backend} | {file_ms:.1f} | {sqlite_ms:.1f} | "
+                        f"{sqlite_ms / file_ms:.2f}x |"
+                    )
+                    shutil.rmtree(tmp)
+                    os.mkdir(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
