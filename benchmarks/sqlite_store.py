@@ -24,10 +24,10 @@ import time
 
 import anyio
 import structlog.testing
+import workflow
 from _machine import cpu_model
 from workflow import PHASES, TenPhases, calibrate
 
-import workflow
 from actorflow import Runtime
 from actorflow.runtime import Durability, RuntimeConfig
 from actorflow.storage import FileStore, SqliteStore
@@ -49,13 +49,9 @@ async def sitting(tmp: str, burn_n: int) -> dict[str, list[float]]:
     """``REPS`` runs on each store (one store each, as a deployment keeps), alternated."""
     workflow._burn_n = burn_n
     times: dict[str, list[float]] = {"file": [], "sqlite": []}
-    stores = {
-        "file": FileStore(os.path.join(tmp, "store")),
-        "sqlite": SqliteStore(os.path.join(tmp, "store.db")),
-    }
     async with (
-        Runtime(store=stores["file"], config=CONFIG) as file_runtime,
-        Runtime(store=stores["sqlite"], config=CONFIG) as sqlite_runtime,
+        Runtime(store=FileStore(os.path.join(tmp, "store")), config=CONFIG) as file_runtime,
+        Runtime(store=SqliteStore(os.path.join(tmp, "store.db")), config=CONFIG) as sqlite_runtime,
     ):
         runtimes = {"file": file_runtime, "sqlite": sqlite_runtime}
         for rep in range(REPS + 1):
