@@ -107,7 +107,7 @@ def translate(exc: sqlite3.Error, operation: str, location: str) -> ActorflowErr
 class Write(Generic[T]):
     """One queued write: a function of the writer connection, and its outcome."""
 
-    __slots__ = ("after", "done", "durable", "error", "fn", "result", "undo")
+    __slots__ = ("after", "done", "durable", "error", "fn", "prepare", "result", "undo")
 
     def __init__(self, fn: Callable[[sqlite3.Connection], T], durable: bool) -> None:
         self.fn = fn
@@ -117,6 +117,7 @@ class Write(Generic[T]):
         self.error: BaseException | None = None
         self.undo: Callable[[], None] | None = None
         self.after: Callable[[], None] | None = None
+        self.prepare: Callable[[], bool] | None = None
 
 
 class Database:
@@ -276,6 +277,7 @@ class Database:
         durable: bool,
         undo: Callable[[], None] | None = None,
         after: Callable[[], None] | None = None,
+        prepare: Callable[[], bool] | None = None,
     ) -> T:
         """Run ``fn`` in the next commit; durable when it returns if ``durable``.
 
@@ -284,9 +286,13 @@ class Database:
         comes at its next checkpoint; on asyncio it is raised after).
         ``undo`` is called if the commit fails after ``fn`` ran, ``after``
         (in the writer thread; it must not raise) once ``fn``'s changes are committed.
+        ``prepare`` runs in the writer thread before the transaction, outside
+        its lock (sealing a snapshot: CPU work that needs no lock, without a
+        worker-thread trip of its own), and returns whether the write must
+        be durable after all; if it raises, ``fn`` does not run.
         """
         op: Write[T] = Write(fn, durable)
-        op.undo, op.after = undo, after
+        op.undo, op.after, op.prepare = undo, after, prepare
         self._queue.append(op)
         try:
             await self._until_done(op)
@@ -331,6 +337,12 @@ class Database:
 
         Every write of the batch is marked done, with its result or error.
         """
+        for op in batch:
+            if op.prepare is not None:
+                try:
+                    op.durable = op.prepare() or op.durable
+                except Exception as exc:  # the caller's to see; its write is left out
+                    op.error = exc
         with self._write_lock:
             try:
                 self._commit(batch)
@@ -367,6 +379,9 @@ class Database:
         if sync != self._sync:
             conn.execute(f"PRAGMA synchronous = {sync}")
             self._sync = sync
+        batch = [op for op in batch if op.error is None]  # a failed prepare: nothing to write
+        if not batch:
+            return
         conn.execute("BEGIN IMMEDIATE")
         try:
             if len(batch) == 1:

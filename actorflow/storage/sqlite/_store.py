@@ -403,8 +403,8 @@ class SqliteStore(StoreContext):
         It is listed ``durable=False`` until :meth:`sync_snapshots`. The
         manifest is rewritten (durably, in the same commit) only for
         ``update`` or for an entry too long for a name (listed there, as in
-        the file store). It is encoded, compressed and sealed in a worker
-        thread before its write is queued.
+        the file store). It is encoded, compressed and sealed in the writer
+        thread, before the transaction and outside its lock.
 
         Raises:
             StorageError: the run holds a different snapshot with this id.
@@ -412,16 +412,22 @@ class SqliteStore(StoreContext):
         """
         run_id = validate_run_id(snapshot.run_id)
         validate_snapshot_id(snapshot.snapshot_id)
-        sealed, raw = await run_in_thread(self.codec.dump_snapshot, snapshot)
-        info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
-        name = self._snapshots.names.entry(run_id, info)
         lease = self._locks.lease(run_id)
+        made: list[tuple[SnapshotInfo, bytes, str | None]] = []
 
-        def put(conn: sqlite3.Connection) -> bool:
+        def seal() -> bool:
+            sealed, raw = self.codec.dump_snapshot(snapshot)
+            info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
+            name = self._snapshots.names.entry(run_id, info)
+            made.append((info, sealed, name))
+            return name is None  # listed by the manifest, which is written durably
+
+        def put(conn: sqlite3.Connection) -> tuple[SnapshotInfo, bool]:
+            info, sealed, name = made[0]
             self._manifests.fence(conn, lease)
-            return self._snapshots.put(conn, snapshot, info, sealed, name, update)
+            return info, self._snapshots.put(conn, snapshot, info, sealed, name, update)
 
-        durable = await self._db.write(put, durable=update is not None or name is None)
+        info, durable = await self._db.write(put, durable=update is not None, prepare=seal)
         return info if durable else msgspec.structs.replace(info, durable=False)
 
     async def read_snapshot(self, run_id: str, snapshot_id: str) -> Snapshot:
