@@ -10,6 +10,8 @@ each: ``L <length>`` (the log is durable through length), ``S <snapshot id>``,
 ``... claim <owner>`` prints ``READY``, waits for a line on stdin, then claims
 the run once and prints ``WON <epoch>`` or ``LOST``, and holds what it won
 until its stdin closes.
+
+``... post <entry id>`` posts one message to the run and exits.
 """
 
 from __future__ import annotations
@@ -85,8 +87,15 @@ async def claim(path: str, owner: str) -> None:
     await store.aclose()
 
 
+async def post(path: str, entry_id: str) -> None:
+    async with SqliteStore(path) as store:
+        await store.post(RUN, entry_id=entry_id, type="Msg", payload=b"from afar")
+
+
 if __name__ == "__main__":
     if sys.argv[3] == "write":
         anyio.run(write, sys.argv[1], backend=sys.argv[2])
+    elif sys.argv[3] == "post":
+        anyio.run(post, sys.argv[1], sys.argv[4], backend=sys.argv[2])
     else:
         anyio.run(claim, sys.argv[1], sys.argv[4], backend=sys.argv[2])

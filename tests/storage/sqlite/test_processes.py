@@ -1,9 +1,10 @@
-"""SqliteStore across real processes: SIGKILL mid-commit, and processes racing for a claim.
+"""SqliteStore across real processes: SIGKILL mid-commit, claims raced, posts that wake.
 
 A child killed at a random moment (most often inside a commit: it commits
 all the time) leaves everything it reported durable in the file, every
 record once at its place, every post once, and its claim gone with it. Of
-several processes claiming one run at the same moment, exactly one wins.
+several processes claiming one run at the same moment, exactly one wins. A
+post from another process wakes a watcher at once (no polling).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import anyio
 import pytest
 
 from actorflow.storage import RunManifest, SqliteStore
+from actorflow.storage._inbox_watch import PollingWatch
 from tests import forkserver
 from tests.storage.file.crash_child import RUN, blob_data, record
 
@@ -162,3 +164,19 @@ def _lines(children: list[forkserver.Child]) -> list[list[str]]:
         assert ready, "a child said nothing for 30 s"
         lines.append(child.stdout.readline().decode().split())
     return lines
+
+
+async def test_a_post_from_another_process_wakes_the_watcher(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    path = tmp_path / "store.db"
+    async with SqliteStore(path) as store:
+        await store.create_run(RunManifest(run_id=RUN, workflow="w", input=b"", input_hash=""))
+        async with store.watch_inbox(RUN) as watch:
+            assert not isinstance(watch, PollingWatch)  # a FIFO: woken, never polling
+            with anyio.fail_after(60):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(watch.changed)  # waits; the group ends when it returns
+                    command = [sys.executable, "-m", CHILD, str(path), anyio_backend]
+                    await anyio.run_process([*command, "post", "afar"], cwd=ROOT)
+        assert [e.entry_id for e in await store.read_inbox(RUN)] == ["afar"]
