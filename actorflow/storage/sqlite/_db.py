@@ -137,7 +137,6 @@ class Database:
         self._sync: str | None = None  # the writer's synchronous setting
         self._readers: list[sqlite3.Connection] = []
         self._ready = False
-        self._closed = False
         self._queue: list[Write[Any]] = []
         self._flushing = False
         self._idle: anyio.Event | None = None
@@ -163,8 +162,6 @@ class Database:
         with self._guard:
             if self._ready:
                 return
-            if self._closed:
-                raise StorageError("open", f"the store at {self.path} was closed")
             folder = os.path.dirname(os.path.abspath(self.path))
             if not os.path.isdir(folder):
                 raise StoreUnavailableError(
@@ -221,9 +218,11 @@ class Database:
         self._write_lock = threading.Lock()
 
     def close(self) -> None:
-        """Close every connection. Idempotent; waits for a commit in flight. Blocks."""
+        """Close every connection; the next call opens the file again. Blocks.
+
+        Idempotent; waits for a commit in flight.
+        """
         with self._write_lock, self._guard:
-            self._closed = True
             conns = [c for c in [self._writer, *self._readers] if c is not None]
             self._writer, self._readers, self._ready = None, [], False
         for conn in conns:
@@ -257,7 +256,7 @@ class Database:
                 conn.close()  # its state is unknown: never reused
                 raise
             with self._guard:
-                keep = len(self._readers) < _READERS and not self._closed
+                keep = self._ready and len(self._readers) < _READERS
                 if keep:
                     self._readers.append(conn)
             if not keep:
@@ -373,8 +372,7 @@ class Database:
         if not self._ready:
             self._open()
         conn = self._writer
-        if conn is None:
-            raise StorageError("write", f"the store at {self.path} was closed")
+        assert conn is not None  # opened above, under the write lock the closing takes too
         sync = "FULL" if any(op.durable for op in batch) else "NORMAL"
         if sync != self._sync:
             conn.execute(f"PRAGMA synchronous = {sync}")
