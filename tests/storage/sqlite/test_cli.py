@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import urllib.request
 from typing import TYPE_CHECKING
 
 import anyio
@@ -11,6 +12,7 @@ from typer.testing import CliRunner, Result
 from actorflow.cli import EXIT_CODES, app
 from tests.cli.stored import populate
 from tests.storage.sqlite.test_conformance import flip_byte
+from tests.ui.serving import serving
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -53,3 +55,15 @@ def test_a_file_that_is_no_sqlite_database_is_named(tmp_path: Path) -> None:
     assert result.exit_code == EXIT_CODES["error"], result.output
     assert "not an SQLite database" in result.output
     assert db.read_bytes() == b"these are my notes, not a database\n" * 100
+
+
+def test_the_inspector_serves_a_sqlite_store(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    anyio.run(populate, url)
+    with (
+        serving("--store", url, "--read-only") as address,
+        urllib.request.urlopen(address, timeout=30) as reply,
+    ):
+        page = reply.read().decode()
+    assert "run-a" in page
+    assert "run-b" in page
