@@ -11,6 +11,12 @@ machine's drift hits both.
 Each store lives through the sitting (one folder, one file), as a
 deployment's store does. Prints p50 wall ms per run and the ratio
 SqliteStore / FileStore (target: ≤ 1.2).
+
+Then the signal round trip of ``benchmarks/interaction_signals.py`` on each
+store: another process posts a ``Ping`` to a live ``sync`` run waiting in
+``ctx.wait_for``; round trip = the wait's return minus the send time (the
+post's durable commit, the wake-up through the FIFO beside the store, the
+read, the wait's durable record). p50 and p90 ms over its pings.
 """
 
 from __future__ import annotations
@@ -26,15 +32,17 @@ import anyio
 import structlog.testing
 import workflow
 from _machine import cpu_model
+from interaction_signals import PINGS, Echo, Ping
 from workflow import PHASES, TenPhases, calibrate
 
 from actorflow import Runtime
 from actorflow.runtime import Durability, RuntimeConfig
-from actorflow.storage import FileStore, SqliteStore
+from actorflow.storage import FileStore, SqliteStore, StepRecord, Store
 
 QUICK = "--quick" in sys.argv
 REPS = 5 if QUICK else 15
 CONFIG = RuntimeConfig(durability=Durability.SYNC, retention=None)
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 async def one_run(runtime: Runtime) -> float:
@@ -63,7 +71,60 @@ async def sitting(tmp: str, burn_n: int) -> dict[str, list[float]]:
     return times
 
 
+def _open(spec: str) -> Store:
+    kind, _, where = spec.partition(":")
+    return FileStore(where) if kind == "file" else SqliteStore(where)
+
+
+async def _send(spec: str, run_id: str) -> None:
+    """The sender process: one ping at a time, the next once the run took the last."""
+    store = _open(spec)
+    async with Runtime(store=store) as runtime:
+        for n in range(PINGS):
+            await runtime.signal(run_id, Ping(n, time.time()))
+            while True:  # until the run took it: its wait's record is in the log
+                log = await store.read_log(run_id)
+                if sum(isinstance(r, StepRecord) and r.kind == "wait" for r in log) > n:
+                    break
+                await anyio.sleep(0.002)
+    await store.aclose()
+
+
+async def round_trips(spec: str, backend: str) -> list[float]:
+    """Signal round trips (ms) of ``PINGS`` pings from another process."""
+    Echo.latencies = []
+    run_id = f"echo-{os.getpid()}-{backend}"
+    store = _open(spec)
+    async with Runtime(store=store, config=CONFIG) as runtime:
+        handle = await runtime.start(Echo, PINGS, run_id=run_id)
+        await anyio.run_process(
+            [sys.executable, __file__, "send", spec, run_id, backend],
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(HERE), HERE])},
+            check=True,
+        )
+        await handle.result()
+    await store.aclose()
+    return [x * 1000 for x in Echo.latencies]
+
+
+def signals(backends: list[str]) -> None:
+    print()
+    print("| signal round trip (ms) | backend | FileStore p50 / p90 | SqliteStore p50 / p90 |")
+    print("|---|---|---:|---:|")
+    with tempfile.TemporaryDirectory(prefix="af-sqlite-signals-") as tmp:
+        for backend in backends:
+            cells = []
+            for spec in (f"file:{tmp}/store", f"sqlite:{tmp}/store.db"):
+                trips = anyio.run(round_trips, spec, backend, backend=backend)
+                p90 = statistics.quantiles(trips, n=10)[8]
+                cells.append(f"{statistics.median(trips):.2f} / {p90:.2f}")
+            print(f"| {PINGS} pings, one at a time | {backend} | {cells[0]} | {cells[1]} |")
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "send":
+        anyio.run(_send, sys.argv[2], sys.argv[3], backend=sys.argv[4])
+        return
     backends = ["asyncio", "trio"]
     for arg in sys.argv[1:]:
         if arg.startswith("--backend="):
@@ -94,6 +155,8 @@ def main() -> None:
                     os.mkdir(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    with structlog.testing.capture_logs():
+        signals(backends)
 
 
 if __name__ == "__main__":
