@@ -234,10 +234,6 @@ class Database:
         """``fn(conn, *args)`` in one read transaction, in a worker thread."""
         return await run_in_thread(self._read, operation, fn, args)
 
-    def read_now(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
-        """:meth:`read`, blocking (from a thread that is no event loop's)."""
-        return self._read(operation, fn, args)
-
     def _read(self, operation: str, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         try:
             if not self._ready:
@@ -246,22 +242,21 @@ class Database:
                 conn = self._readers.pop() if self._readers else None
             if conn is None:
                 conn = self._connect()
+            sound = False
             try:
                 conn.execute("BEGIN")
                 try:
-                    result = fn(conn, *args)
+                    return fn(conn, *args)
                 finally:
                     conn.execute("COMMIT")
-            except BaseException:
-                conn.close()  # its state is unknown: never reused
-                raise
-            with self._guard:
-                keep = self._ready and len(self._readers) < _READERS
-                if keep:
-                    self._readers.append(conn)
-            if not keep:
-                conn.close()
-            return result
+                    sound = True  # an error of ``fn``'s (no such run) leaves it usable
+            finally:
+                with self._guard:
+                    keep = sound and self._ready and len(self._readers) < _READERS
+                    if keep:
+                        self._readers.append(conn)
+                if not keep:
+                    conn.close()
         except sqlite3.Error as exc:
             raise translate(exc, operation, self.path) from exc
         except OSError as exc:

@@ -9,6 +9,7 @@ are deleted in the same commit (the newest always stays).
 
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING
 
 from actorflow.storage._event_stream import EventSlice, StreamedEvent, open_batch, seal_batch
@@ -32,6 +33,10 @@ class EventRows:
         self._run_id = run_id
         self._keep = keep_bytes
         self._next: int | None = None  # the position after the last event written
+        self._kept: deque[tuple[int, int]] = (
+            deque()
+        )  # (first, size) of the run's rows, oldest first
+        self._size = 0
 
     def write(self, events: Sequence[bytes], *, lost: int, end: bool) -> None:
         """See :meth:`EventStreamWriter.write`: one commit, not synced. Blocks."""
@@ -41,11 +46,18 @@ class EventRows:
         self, conn: sqlite3.Connection, events: Sequence[bytes], lost: int, end: bool
     ) -> None:
         run_id = self._run_id
-        if self._next is None:
-            row = conn.execute(
+        if self._next is None:  # the first write of this attempt: what earlier ones left
+            self._kept = deque(
+                conn.execute(
+                    "SELECT first, length(batch) FROM events WHERE run_id = ? ORDER BY first",
+                    (run_id,),
+                ).fetchall()
+            )
+            self._size = sum(size for _, size in self._kept)
+            last = conn.execute(
                 "SELECT MAX(first + count) FROM events WHERE run_id = ?", (run_id,)
             ).fetchone()
-            self._next = row[0] or 0
+            self._next = last[0] or 0
         first = self._next + lost
         sealed = seal_batch(self._codec, events, run_id=run_id, first=first, end=end)
         conn.execute(
@@ -54,16 +66,14 @@ class EventRows:
             (run_id, first, len(events), int(end), sealed),
         )
         self._next = first + len(events)
-        sizes = conn.execute(
-            "SELECT first, length(batch) FROM events WHERE run_id = ? ORDER BY first DESC",
-            (run_id,),
-        ).fetchall()
-        total = 0
-        for i, (at, size) in enumerate(sizes):
-            total += size
-            if i and total > self._keep:
-                conn.execute("DELETE FROM events WHERE run_id = ? AND first <= ?", (run_id, at))
-                break
+        self._kept.append((first, len(sealed)))
+        self._size += len(sealed)
+        cut = None
+        while len(self._kept) > 1 and self._size > self._keep:
+            cut, size = self._kept.popleft()
+            self._size -= size
+        if cut is not None:
+            conn.execute("DELETE FROM events WHERE run_id = ? AND first <= ?", (run_id, cut))
 
     def close(self) -> None:
         """See :meth:`EventStreamWriter.close`: nothing is held between writes."""
