@@ -1,7 +1,7 @@
 """SqliteStore against FileStore: a 10-phase run with ``sync`` durability, in one sitting.
 
 Run: ``python benchmarks/sqlite_store.py [--quick] [--backend=asyncio|trio]``
-(the full run takes about two minutes). The run is benchmark 1's shape of
+(the full run takes about four minutes). The run is benchmark 1's shape of
 ``benchmarks/workflow.py`` (10 phases x 2 rounds x 8 specialists, 160 steps),
 durable at every step (``Durability.SYNC``): each step's record is synced
 before the orchestrator sees its result. Two variants: steps of ~1 ms CPU
@@ -40,7 +40,7 @@ from actorflow.runtime import Durability, RuntimeConfig
 from actorflow.storage import FileStore, SqliteStore, StepRecord, Store
 
 QUICK = "--quick" in sys.argv
-REPS = 5 if QUICK else 15
+REPS = 7 if QUICK else 25
 CONFIG = RuntimeConfig(durability=Durability.SYNC, retention=None)
 HERE = os.path.dirname(os.path.abspath(__file__))
 

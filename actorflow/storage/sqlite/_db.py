@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import urllib.parse
 import weakref
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -137,6 +138,7 @@ class Database:
         self._sync: str | None = None  # the writer's synchronous setting
         self._readers: list[sqlite3.Connection] = []
         self._ready = False
+        self._read_only: str | None = None  # the URI mode of a file this process cannot write
         self._queue: list[Write[Any]] = []
         self._flushing = False
         self._idle: anyio.Event | None = None
@@ -147,12 +149,17 @@ class Database:
     # --- connections (worker threads) -----------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
+        target, uri = self.path, False
+        if self._read_only is not None:  # this process may not write the file
+            quoted = urllib.parse.quote(os.path.abspath(self.path))
+            target, uri = f"file:{quoted}?{self._read_only}", True
         conn = sqlite3.connect(
-            self.path,
+            target,
             timeout=self.busy_timeout,
             isolation_level=None,
             check_same_thread=False,
             cached_statements=256,
+            uri=uri,
         )
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         return conn
@@ -169,19 +176,54 @@ class Database:
                     f"the folder {folder} of {self.path} does not exist; create it, or "
                     "give a path in an existing folder",
                 )
+            try:
+                self._writer = self._open_writer()
+            except sqlite3.OperationalError:
+                if not self._unwritable():
+                    raise
+                self._open_read_only()
+            self._ready = True
+
+    def _open_writer(self) -> sqlite3.Connection:
+        conn = self._connect()
+        try:
+            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            if str(mode).lower() != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            check_schema(conn, self.path)
+            conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_PAGES}")
+            self._grow_wal(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _unwritable(self) -> bool:
+        """Whether the file exists and this process may not write it or its folder."""
+        folder = os.path.dirname(os.path.abspath(self.path))
+        return os.path.isfile(self.path) and not (
+            os.access(self.path, os.W_OK) and os.access(folder, os.W_OK)
+        )
+
+    def _open_read_only(self) -> None:
+        """Open a file this process may only read: readers work, every write is refused.
+
+        Read-only first (it sees other processes' commits); where SQLite
+        cannot open the WAL that way (its ``-shm`` file is gone and cannot be
+        made: a read-only mount), as immutable: nobody can write it there.
+        """
+        for mode in ("mode=ro", "immutable=1"):
+            self._read_only = mode
             conn = self._connect()
             try:
-                mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-                if str(mode).lower() != "wal":
-                    conn.execute("PRAGMA journal_mode = WAL")
-                check_schema(conn, self.path)
-                conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_PAGES}")
-                self._grow_wal(conn)
-            except BaseException:
+                check_schema(conn, self.path, create=False)
+            except sqlite3.OperationalError:
+                if mode == "immutable=1":
+                    raise
+                continue
+            finally:
                 conn.close()
-                raise
-            self._writer = conn
-            self._ready = True
+            return
 
     def _grow_wal(self, conn: sqlite3.Connection) -> None:
         """Make a new WAL file as big as it gets, so commits rewrite it instead of growing it.
@@ -225,6 +267,7 @@ class Database:
         with self._write_lock, self._guard:
             conns = [c for c in [self._writer, *self._readers] if c is not None]
             self._writer, self._readers, self._ready = None, [], False
+            self._read_only = None  # the next opening finds out again
         for conn in conns:
             conn.close()
 
@@ -367,7 +410,8 @@ class Database:
         if not self._ready:
             self._open()
         conn = self._writer
-        assert conn is not None  # opened above, under the write lock the closing takes too
+        if conn is None:  # opened read-only: this process may not write the file
+            raise StoreReadOnlyError(self.path, "write")
         sync = "FULL" if any(op.durable for op in batch) else "NORMAL"
         if sync != self._sync:
             conn.execute(f"PRAGMA synchronous = {sync}")

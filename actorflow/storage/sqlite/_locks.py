@@ -55,10 +55,10 @@ class LockFolder:
         self._made: set[str] = set()
         _live.add(self)
 
-    def path(self, part: str, name: str) -> str:
-        """The lock file ``name`` in ``part`` (its folder made on first use)."""
+    def path(self, part: str, name: str, *, make: bool = True) -> str:
+        """The lock file ``name`` in ``part`` (its folder made on first use, with ``make``)."""
         folder = os.path.join(self.root, part)
-        if folder not in self._made:
+        if make and folder not in self._made:
             self._fs.makedirs(folder)
             self._made.add(folder)
         return os.path.join(folder, name)
@@ -71,7 +71,8 @@ class LockFolder:
 
     def probe_run(self, run_id: str) -> bool:
         """Whether anyone (this store too) holds the run's flock; tried, never kept. Blocks."""
-        return self.holds(run_id) or self._fs.is_locked(self.path("runs", run_id))
+        # a folder never made holds no lock: a probe makes nothing (a read-only store)
+        return self.holds(run_id) or self._fs.is_locked(self.path("runs", run_id, make=False))
 
     def unlock(self, handle: int) -> None:
         """Drop a flock taken by :meth:`try_run`."""

@@ -113,19 +113,27 @@ TABLES: Final = (
 _KNOWN = f"actorflow SQLite schema {SCHEMA_VERSION}"
 
 
-def check_schema(conn: sqlite3.Connection, location: str) -> None:
-    """Create the schema in an empty database, or check the one there.
+def check_schema(conn: sqlite3.Connection, location: str, *, create: bool = True) -> None:
+    """Create the schema in an empty database (with ``create``), or check the one there.
 
-    Runs on the writer connection, outside any transaction.
+    Runs outside any transaction.
 
     Raises:
         StoreSchemaError: a newer actorflow's schema, or a database that is
             not an actorflow store (nothing is changed in either).
         sqlite3.DatabaseError: the file is not an SQLite database.
     """
-    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("BEGIN IMMEDIATE" if create else "BEGIN")
     try:
         names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        if not names and not create:
+            conn.execute("ROLLBACK")
+            raise StoreSchemaError(
+                location,
+                "none (an empty file, which this process may not write)",
+                _KNOWN,
+                "give this process write access to it, or point the store at an actorflow store",
+            )
         if not names:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():

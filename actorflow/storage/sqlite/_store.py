@@ -13,8 +13,9 @@ in a folder beside the file (:mod:`._locks`), and inbox wake-ups FIFOs there
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import msgspec
@@ -25,6 +26,7 @@ from actorflow.errors import (
     LeaseLostError,
     RunLockedError,
     StorageError,
+    StoreReadOnlyError,
 )
 from actorflow.storage._capabilities import ClaimInfo
 from actorflow.storage._codec import encode_record
@@ -43,6 +45,7 @@ from actorflow.storage._protocol import Lease, StoreContext
 from actorflow.storage._records import validate_run_id
 from actorflow.storage._retention import prune as prune_by_policy
 from actorflow.storage._sealing import Codec
+from actorflow.storage.file._layout import os_error_text
 from actorflow.storage.file._threads import run_in_thread
 from actorflow.storage.sqlite._db import Database
 from actorflow.storage.sqlite._events import EventRows, read_events
@@ -75,6 +78,8 @@ if TYPE_CHECKING:
     from actorflow.storage._schedules import Schedule, ScheduleProgress
 
 __all__ = ["SqliteStore"]
+
+T = TypeVar("T")
 
 _SEAL_IN_THREAD = 64 * 1024
 """Blobs bigger than this are sealed in a worker thread before their write is queued."""
@@ -147,6 +152,20 @@ class SqliteStore(StoreContext):
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r}, codec={self.codec.describe()})"
+
+    async def _beside(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on the files beside the database, in a worker thread.
+
+        Raises:
+            StoreReadOnlyError: this process may not write there.
+            StorageError: the operating system refused otherwise.
+        """
+        try:
+            return await run_in_thread(fn, *args)
+        except OSError as exc:
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise StoreReadOnlyError(self.path, operation) from exc
+            raise StorageError(operation, os_error_text(exc)) from exc
 
     async def aclose(self) -> None:
         """Release every claim and slot this store holds and close the file. Idempotent."""
@@ -519,7 +538,7 @@ class SqliteStore(StoreContext):
         """
         validate_run_id(run_id)
         await self._db.read("watch inbox", self._manifests.require, run_id)
-        fifo = await run_in_thread(open_fifo, self._locks, run_id)
+        fifo = await self._beside("watch inbox", open_fifo, self._locks, run_id)
         if fifo is None:
             yield PollingWatch(POLL_WITHOUT_FIFO)
             return
@@ -566,7 +585,7 @@ class SqliteStore(StoreContext):
         if adopted is not None:
             return adopted
         await self._db.read("claim run", self._manifests.require, run_id)
-        handle = await run_in_thread(self._locks.try_run, run_id)
+        handle = await self._beside("claim run", self._locks.try_run, run_id)
         if handle is None:
             last = await self._db.read("claim run", self._last_owner, run_id)
             raise RunLockedError(run_id, last.owner if last is not None else None)
@@ -613,13 +632,13 @@ class SqliteStore(StoreContext):
         if self._locks.holds(run_id):
             return True
         await self._db.read("check owner", self._manifests.require, run_id)
-        return await run_in_thread(self._locks.probe_run, run_id)
+        return await self._beside("check owner", self._locks.probe_run, run_id)
 
     async def read_claim(self, run_id: str) -> ClaimInfo:
         """See :meth:`ClaimInspector.read_claim`: the claims row, and the flock tried, not kept."""
         validate_run_id(run_id)
         last = await self._db.read("check owner", self._require_last_owner, run_id)
-        alive = await run_in_thread(self._locks.probe_run, run_id)
+        alive = await self._beside("check owner", self._locks.probe_run, run_id)
         return ClaimInfo(owner=last.owner if last is not None else None, alive=alive)
 
     def _require_last_owner(self, conn: sqlite3.Connection, run_id: str) -> Lease | None:
@@ -645,7 +664,7 @@ class SqliteStore(StoreContext):
         found = await self._db.read("list unfinished runs", listed)
         if not unowned:
             return found
-        return await run_in_thread(self._unowned, found)
+        return await self._beside("list unfinished runs", self._unowned, found)
 
     def _unowned(self, found: list[str]) -> list[str]:
         return [run_id for run_id in found if not self._locks.probe_run(run_id)]
@@ -698,7 +717,7 @@ class SqliteStore(StoreContext):
 
     async def take_limit_slot(self, key: str, slots: int) -> object | None:
         """See :meth:`SharedLimits.take_limit_slot`: the flock of one of the key's slot files."""
-        return await run_in_thread(self._locks.take_limit_slot, key, slots)
+        return await self._beside("take a limit slot", self._locks.take_limit_slot, key, slots)
 
     def release_limit_slot(self, handle: object) -> None:
         """See :meth:`SharedLimits.release_limit_slot`."""
@@ -709,11 +728,13 @@ class SqliteStore(StoreContext):
 
     async def take_queue_slot(self, queue: str, slots: int, holder: str) -> QueueSlot | None:
         """See :meth:`QueueSlots.take_queue_slot`: a flock the OS ends with its process."""
-        return await run_in_thread(self._locks.take_queue_slot, queue, slots, holder)
+        return await self._beside(
+            "take queue slot", self._locks.take_queue_slot, queue, slots, holder
+        )
 
     async def release_queue_slot(self, slot: QueueSlot) -> None:
         """See :meth:`QueueSlots.release_queue_slot`."""
-        await run_in_thread(self._locks.release_queue_slot, slot)
+        await self._beside("release queue slot", self._locks.release_queue_slot, slot)
 
     # --- schedules ------------------------------------------------------------------
 

@@ -10,7 +10,10 @@ import anyio
 from typer.testing import CliRunner, Result
 
 from actorflow.cli import EXIT_CODES, app
+from actorflow.storage import SqliteStore
 from tests.cli.stored import populate
+from tests.cli.test_read_only_store import LEDGER_APP, read_only
+from tests.runtime.workflow.ledger_flow import RUN, interrupted_run
 from tests.storage.sqlite.test_conformance import flip_byte
 from tests.ui.serving import serving
 
@@ -67,3 +70,32 @@ def test_the_inspector_serves_a_sqlite_store(tmp_path: Path) -> None:
         page = reply.read().decode()
     assert "run-a" in page
     assert "run-b" in page
+
+
+def test_a_read_only_store_is_read_and_a_write_is_refused_by_name(tmp_path: Path) -> None:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    anyio.run(populate, f"sqlite:///{folder / 'store.db'}")
+
+    async def interrupt() -> None:
+        async with SqliteStore(folder / "store.db") as store:
+            await interrupted_run(store, RUN)
+
+    anyio.run(interrupt)
+    with read_only(folder) as view:
+        url = f"sqlite:///{view}/store.db"
+        result = cli("runs", "--store", url, "--json")
+        assert result.exit_code == EXIT_CODES["ok"], result.output
+        assert {r["run_id"] for r in json.loads(result.stdout)} == {"run-a", "run-b", RUN}
+        result = cli("validate", "--store", url)
+        assert result.exit_code == EXIT_CODES["ok"], result.output
+        result = cli("recover", "--app", LEDGER_APP, "--store", url)
+        assert result.exit_code == EXIT_CODES["error"], result.output
+        assert "read-only to this process" in result.output
+
+
+def test_a_reader_never_creates_a_store_where_a_path_was_mistyped(tmp_path: Path) -> None:
+    result = cli("runs", "--store", f"sqlite:///{tmp_path / 'typo.db'}")
+    assert result.exit_code == EXIT_CODES["error"], result.output
+    assert "no actorflow store at" in result.output
+    assert not (tmp_path / "typo.db").exists()
