@@ -1,4 +1,4 @@
-"""SqliteStore's claims: flocks beside the file, epochs in ``claims``, fenced writes."""
+"""SqliteStore's claims (flocks beside the file, fenced epochs), and its capabilities."""
 
 from __future__ import annotations
 
@@ -9,7 +9,28 @@ import msgspec
 import pytest
 
 from actorflow.errors import LeaseLostError, RunLockedError
-from actorflow.storage import EventRecord, RunManifest, RunStatus, Snapshot, SqliteStore
+from actorflow.storage import (
+    ClaimInspector,
+    EventRecord,
+    FileStore,
+    InboxChecker,
+    QueueSlots,
+    RunIndex,
+    RunManifest,
+    RunStatus,
+    ScheduleStore,
+    SealChecker,
+    SharedLimits,
+    Snapshot,
+    SqliteStore,
+    Store,
+    SupportsBlobSync,
+    SupportsEventStream,
+    SupportsInbox,
+    SupportsInboxWatch,
+    SupportsSnapshotSync,
+    UnreadableLister,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -65,3 +86,26 @@ async def test_a_closed_store_opens_the_file_again_on_its_next_call(tmp_path: Pa
     await store.aclose()
     assert (await store.read_run("r1")).run_id == "r1"
     await store.aclose()
+
+
+def test_it_offers_every_capability_the_file_store_does(tmp_path: Path) -> None:
+    file_store = FileStore(tmp_path / "folder")
+    store = SqliteStore(tmp_path / "store.db")
+    capabilities = [
+        Store,
+        UnreadableLister,
+        ClaimInspector,
+        SealChecker,
+        RunIndex,
+        InboxChecker,
+        QueueSlots,
+        ScheduleStore,
+        SharedLimits,
+        SupportsInbox,
+        SupportsInboxWatch,
+        SupportsEventStream,
+        SupportsSnapshotSync,
+        SupportsBlobSync,
+    ]
+    assert all(isinstance(file_store, c) for c in capabilities)
+    assert [c.__name__ for c in capabilities if not isinstance(store, c)] == []
