@@ -139,6 +139,7 @@ class Database:
         self._readers: list[sqlite3.Connection] = []
         self._ready = False
         self._read_only: str | None = None  # the URI mode of a file this process cannot write
+        self._grown = False  # the WAL was made full-size (before the first synced commit)
         self._queue: list[Write[Any]] = []
         self._flushing = False
         self._idle: anyio.Event | None = None
@@ -192,7 +193,6 @@ class Database:
                 conn.execute("PRAGMA journal_mode = WAL")
             check_schema(conn, self.path)
             conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_PAGES}")
-            self._grow_wal(conn)
         except BaseException:
             conn.close()
             raise
@@ -226,7 +226,7 @@ class Database:
             return
 
     def _grow_wal(self, conn: sqlite3.Connection) -> None:
-        """Make a new WAL file as big as it gets, so commits rewrite it instead of growing it.
+        """Make a small WAL file as big as it gets, so commits rewrite it instead of growing it.
 
         A commit that grows the file makes its sync commit the file's new size
         too (the file system's journal), which costs about half again as much
@@ -241,15 +241,19 @@ class Database:
             return
         if size >= WAL_PAGES * 4096:
             return
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES ('wal', zeroblob(?))",
-            (WAL_PAGES * 4096,),
-        )
-        conn.execute("COMMIT")
-        conn.execute("DELETE FROM meta WHERE key = 'wal'")
         self._sync = "NORMAL"
+        conn.execute("PRAGMA synchronous = NORMAL")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('wal', zeroblob(?))",
+                (WAL_PAGES * 4096,),
+            )
+            conn.execute("COMMIT")
+            conn.execute("DELETE FROM meta WHERE key = 'wal'")
+        except sqlite3.Error:  # only speed depends on it (a full disk, a busy file)
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
 
     def forget_connections(self) -> None:
         """In a forked child: drop the parent's connections unused (never close them)."""
@@ -268,6 +272,7 @@ class Database:
             conns = [c for c in [self._writer, *self._readers] if c is not None]
             self._writer, self._readers, self._ready = None, [], False
             self._read_only = None  # the next opening finds out again
+            self._grown = False
         for conn in conns:
             conn.close()
 
@@ -413,6 +418,9 @@ class Database:
         if conn is None:  # opened read-only: this process may not write the file
             raise StoreReadOnlyError(self.path, "write")
         sync = "FULL" if any(op.durable for op in batch) else "NORMAL"
+        if sync == "FULL" and not self._grown:
+            self._grow_wal(conn)  # before this process's first synced commit; readers never
+            self._grown = True
         if sync != self._sync:
             conn.execute(f"PRAGMA synchronous = {sync}")
             self._sync = sync

@@ -54,6 +54,7 @@ from actorflow.storage.sqlite._locks import LockFolder
 from actorflow.storage.sqlite._log import LogRows
 from actorflow.storage.sqlite._objects import BlobRows, SnapshotRows
 from actorflow.storage.sqlite._runs import Manifests
+from actorflow.storage.sqlite._schema import row
 from actorflow.storage.sqlite._sealcheck import check_run
 from actorflow.storage.sqlite._shared import LimitRows, ScheduleRows
 from actorflow.storage.sqlite._wake import POLL_WITHOUT_FIFO, open_fifo, poke
@@ -658,7 +659,7 @@ class SqliteStore(StoreContext):
         def listed(conn: sqlite3.Connection) -> list[str]:
             names = [r[0] for r in conn.execute("SELECT run_id FROM unfinished")]
             return index_run_ids(
-                names, lambda name: f"{self.path}: unfinished row {name!r}", self._warned
+                names, lambda name: row(self.path, "unfinished", name), self._warned
             )
 
         found = await self._db.read("list unfinished runs", listed)
