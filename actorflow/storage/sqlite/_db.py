@@ -55,7 +55,7 @@ _READERS = 4
 """Reader connections a store keeps open between calls."""
 
 WAL_PAGES = 256
-"""Pages the WAL holds before a commit checkpoints it (SQLite's default is 1,000)."""
+"""Pages the WAL holds before a commit checkpoints it (fewer than SQLite's default)."""
 
 _live: weakref.WeakSet[Database] = weakref.WeakSet()
 _abandoned: list[sqlite3.Connection] = []
@@ -229,11 +229,12 @@ class Database:
         """Make a small WAL file as big as it gets, so commits rewrite it instead of growing it.
 
         A commit that grows the file makes its sync commit the file's new size
-        too (the file system's journal), which costs about half again as much
-        here; the file store sets space aside for its log the same way. The
-        padding row's pages are committed (the WAL passes ``WAL_PAGES``, so
-        that commit checkpoints it) and freed again; SQLite then writes the
-        WAL from its start, within the size it has.
+        too (the file system's journal), which costs much more than the write
+        (benchmarks/RESULTS.md, "SQLite store"); the file store sets space
+        aside for its log the same way. The padding row's pages are committed
+        (the WAL passes ``WAL_PAGES``, so that commit checkpoints it) and
+        freed again; SQLite then writes the WAL from its start, within the
+        size it has.
         """
         try:
             size = os.path.getsize(f"{self.path}-wal")

@@ -532,7 +532,7 @@ class SqliteStore(StoreContext):
         Each post, from this process or another on the machine, writes a byte
         to ``<file>-locks/wake/<run id>``, a FIFO the watch makes (replacing
         one a killed watcher left) and removes on leaving. Where no FIFO can
-        be made the watch returns every 0.2 s instead.
+        be made the watch returns every ``POLL_WITHOUT_FIFO`` seconds instead.
 
         Raises:
             RunNotFoundError: no such run.
