@@ -81,8 +81,10 @@ class WaitsInPlace(Orchestrator):
         return fix.n
 
 
-@pytest.fixture(params=["memory", "file"])
+@pytest.fixture(params=["memory", "file", "sqlite"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    if request.param == "sqlite":
+        return SqliteStore(tmp_path / "store.db")
     return MemoryStore() if request.param == "memory" else FileStore(tmp_path / "store")
 
 
