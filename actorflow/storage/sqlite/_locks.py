@@ -130,6 +130,28 @@ class LockFolder:
         for _lease, handle in gone:
             self._fs.unlock(handle)
 
+    def sweep_runs(self, keep: set[str]) -> int:
+        """Remove the lock files of runs not in ``keep`` that nobody holds; how many went.
+
+        Each is taken first and removed under its lock, so a claimer that
+        opened it meanwhile takes the file made anew (see ``OSFileSystem``).
+        """
+        folder = os.path.join(self.root, "runs")
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            return 0
+        removed = 0
+        for name in names:
+            if name in keep or self.holds(name):
+                continue
+            path = os.path.join(folder, name)
+            handle = self._fs.try_lock(path)
+            if handle is not None:
+                self._fs.unlock_and_remove(handle, path)
+                removed += 1
+        return removed
+
     # --- queue and limit slots -----------------------------------------------------------
 
     def take_queue_slot(self, queue: str, slots: int, holder: str) -> QueueSlot | None:

@@ -770,8 +770,14 @@ class SqliteStore(StoreContext):
     # --- retention ------------------------------------------------------------------
 
     async def prune(self, policy: RetentionPolicy) -> PruneReport:
-        """See :meth:`Store.prune`. The file keeps its size (its free pages are reused)."""
-        return await prune_by_policy(self, policy)
+        """See :meth:`Store.prune`; then removes the lock files of finished runs nobody holds.
+
+        The file keeps its size (its free pages are reused).
+        """
+        report = await prune_by_policy(self, policy)
+        unfinished = set(await self.list_unfinished())
+        await self._beside("prune", self._locks.sweep_runs, unfinished)
+        return report
 
 
 def _dump_blob(codec: Codec, data: bytes, run_id: str) -> tuple[str, bytes]:

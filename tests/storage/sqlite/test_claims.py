@@ -15,6 +15,7 @@ from actorflow.storage import (
     FileStore,
     InboxChecker,
     QueueSlots,
+    RetentionPolicy,
     RunIndex,
     RunManifest,
     RunStatus,
@@ -109,3 +110,27 @@ def test_it_offers_every_capability_the_file_store_does(tmp_path: Path) -> None:
     ]
     assert all(isinstance(file_store, c) for c in capabilities)
     assert [c.__name__ for c in capabilities if not isinstance(store, c)] == []
+
+
+async def test_prune_removes_the_lock_files_of_finished_runs_nobody_holds(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "store.db") as store:
+        for run_id in ("done", "live", "waiting"):
+            await store.create_run(msgspec.structs.replace(_manifest(), run_id=run_id))
+        for run_id in ("done", "waiting"):
+            await store.release(await store.claim(run_id, "me"))
+        await store.update_run(
+            "done", lambda m: msgspec.structs.replace(m, status=RunStatus.COMPLETED)
+        )
+        held = await store.claim("live", "me")
+        await store.update_run(
+            "live", lambda m: msgspec.structs.replace(m, status=RunStatus.COMPLETED)
+        )
+        await store.prune(RetentionPolicy(keep_last=None))
+        # a finished run nobody holds loses its file; a held one and an unfinished one keep theirs
+        assert sorted(os.listdir(f"{tmp_path / 'store.db'}-locks/runs")) == ["live", "waiting"]
+        async with SqliteStore(tmp_path / "store.db") as other:
+            with pytest.raises(RunLockedError):
+                await other.claim("live", "other")
+        await store.release(held)
+        again = await store.claim("done", "me")  # its file is made anew
+        assert again.epoch == 2
