@@ -136,15 +136,22 @@ class SqliteStore(StoreContext):
         (``sqlite:////var/lib/app/runs.db``).
 
         Raises:
-            ConfigurationError: not a ``sqlite:///`` URL with a path, or an
-                in-memory database (which no second connection could see).
+            ConfigurationError: not a ``sqlite:///`` URL with a path, an
+                in-memory database (which no second connection could see), or
+                a query string (options are keyword arguments).
         """
         scheme, sep, rest = url.partition("://")
         if scheme.lower() != "sqlite" or not sep or not rest.startswith("/") or rest == "/":
             raise ConfigurationError(
                 "store location", url, "sqlite:///relative/path.db or sqlite:////absolute/path.db"
             )
-        path = rest[1:].partition("?")[0]
+        path = rest[1:]
+        if "?" in path:
+            raise ConfigurationError(
+                "store location",
+                url,
+                "sqlite:///path without a query (give options as keyword arguments)",
+            )
         if path in (":memory:", "") or path.startswith("file:"):
             raise ConfigurationError(
                 "store location", url, "a file's path (for a store in memory use memory://)"

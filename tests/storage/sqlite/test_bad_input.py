@@ -124,7 +124,14 @@ async def test_a_damaged_page_is_a_corrupted_data_error_naming_integrity_check(
 
 
 @pytest.mark.parametrize(
-    "url", ["sqlite://", "sqlite:///", "sqlite:///:memory:", "sqlite://host/x.db"]
+    "url",
+    [
+        "sqlite://",
+        "sqlite:///",
+        "sqlite:///:memory:",
+        "sqlite://host/x.db",
+        "sqlite:///x.db?mode=ro",
+    ],
 )
 def test_urls_without_a_file_are_refused(url: str) -> None:
     with pytest.raises(ConfigurationError):
