@@ -18,7 +18,14 @@ from actorflow.errors import (
     StoreUnavailableError,
 )
 from actorflow.runtime import Runtime
-from actorflow.storage import Codec, FileStore, Store, UnreadableLister, open_store
+from actorflow.storage import (
+    Codec,
+    FileStore,
+    SqliteStore,
+    Store,
+    UnreadableLister,
+    open_store,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -65,6 +72,22 @@ def _require_folder(path: str, *, create: bool) -> None:
     )
 
 
+def _require_file(path: str, *, create: bool) -> None:
+    """Raise unless ``path`` is a file (an SQLite store's), or (``create``) nothing yet.
+
+    A command must not create an empty store where the user mistyped a path.
+    """
+    file = Path(path)
+    if file.is_file() or (create and not file.exists()):
+        return
+    what = f"{path} is a folder, not an SQLite store" if file.exists() else ""
+    raise StoreUnavailableError(
+        "open store",
+        f"{what or f'no actorflow store at {path}'}; name an existing store with --store "
+        "or ACTORFLOW_STORE",
+    )
+
+
 def open_existing_store(spec: str, key_file: str | None) -> Store:
     """The store at ``spec`` (with the keys ``key_file`` lists), which must exist.
 
@@ -74,7 +97,10 @@ def open_existing_store(spec: str, key_file: str | None) -> Store:
     """
     if "://" not in spec:
         _require_folder(spec, create=False)
-    return _open(spec, key_file)
+    store = _open(spec, key_file)
+    if isinstance(store, SqliteStore):
+        _require_file(store.path, create=False)
+    return store
 
 
 def _open(spec: str, key_file: str | None) -> Store:
@@ -204,15 +230,24 @@ def _parameters(fn: Any) -> Mapping[str, Any]:
 
 
 def check_writable(store: Store, *, create: bool = False) -> None:
-    """Raise unless this process may write ``store`` (a file store: its folder).
+    """Raise unless this process may write ``store`` (a file store: its folder; SQLite: its file).
 
-    ``create``: a folder that does not exist yet is made by the first run.
+    ``create``: a folder (a file) that does not exist yet is made by the first run.
 
     Raises:
         StoreUnavailableError: the folder does not exist (and ``create`` is
-            false), or is a file.
-        StoreReadOnlyError: the folder exists and this process may not write it.
+            false), or is a file; an SQLite store's file likewise.
+        StoreReadOnlyError: the folder exists and this process may not write it
+            (the SQLite file or its folder).
     """
+    if isinstance(store, SqliteStore):
+        _require_file(store.path, create=create)
+        writable = os.access(store.path, os.W_OK) and os.access(
+            os.path.dirname(os.path.abspath(store.path)), os.W_OK
+        )
+        if Path(store.path).is_file() and not writable:
+            raise StoreReadOnlyError(store.path, "open store for writing")
+        return
     if not isinstance(store, FileStore):
         return  # other stores say so at their first write
     _require_folder(store.path, create=create)

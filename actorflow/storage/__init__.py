@@ -3,7 +3,7 @@
 Shared modules sit here (records, codec, envelope, protocol and optional
 capabilities, log writer, retention, state versions, the memory store,
 ``open_store``); each persistent
-backend is a package assembled by composition: ``file`` and ``s3``.
+backend is a package assembled by composition: ``file``, ``s3`` and ``sqlite``.
 """
 
 from __future__ import annotations
@@ -96,6 +96,7 @@ from actorflow.storage._state import decode_state, encode_state, state_version
 from actorflow.storage._windows import LIMIT_WINDOW, take_window
 from actorflow.storage.file import FileStore, FileSystem, OSFileSystem
 from actorflow.storage.s3 import S3Store  # aioboto3 is imported only when one is made
+from actorflow.storage.sqlite import SqliteStore
 
 __all__ = [
     "ENCODE_ERRORS",
@@ -146,6 +147,7 @@ __all__ = [
     "Snapshot",
     "SnapshotInfo",
     "SnapshotStatus",
+    "SqliteStore",
     "StateRef",
     "StepRecord",
     "Store",

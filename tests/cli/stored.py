@@ -1,4 +1,4 @@
-"""Two runs written to a real file store as the engine writes them."""
+"""Two runs written to a real store (a folder, or a ``sqlite:///`` URL) as the engine would."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from actorflow.storage import (
     Snapshot,
     StateRef,
     StepRecord,
+    open_store,
 )
 
 
@@ -29,7 +30,7 @@ def _state(agent: str, notes: Notes) -> StateRef:
 
 async def populate(path: str, codec: Codec | None = None) -> None:
     """Two runs as the engine writes them: manifest, log, a blob, three checkpoints."""
-    store = FileStore(path, codec=codec)
+    store = open_store(path, codec=codec)
     try:
         for run_id, status in (("run-a", RunStatus.COMPLETED), ("run-b", RunStatus.INTERRUPTED)):
             data = msgspec.msgpack.encode("goal")

@@ -113,11 +113,13 @@ LEASE_TTL = 3.0
 """The S3 stores' lease TTL in these tests: a dead host's runs are orphans this much later."""
 
 
-@pytest.fixture(params=["file", "s3"])
+@pytest.fixture(params=["file", "s3", "sqlite"])
 def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> SharedStore:
-    """The shared store, as a folder on this machine (all nodes are here) and on SeaweedFS."""
+    """The shared store: a folder or an SQLite file on this machine (all nodes are here), S3."""
     if request.param == "file":
         return SharedStore(str(tmp_path / "store"))
+    if request.param == "sqlite":
+        return SharedStore(f"sqlite:///{tmp_path / 'store.db'}")
     server = request.getfixturevalue("seaweed_server")
     return SharedStore(
         f"s3://{server.bucket}/ray-{uuid.uuid4().hex[:10]}",

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from actorflow.storage import FileStore, MemoryStore, RunManifest, RunStatus
+from actorflow.storage import FileStore, MemoryStore, RunManifest, RunStatus, SqliteStore
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -44,10 +44,18 @@ class MemoryCreating(CreatesWhileListing, MemoryStore):
     pass
 
 
-@pytest.mark.parametrize("kind", ["file", "memory"])
+class SqliteCreating(CreatesWhileListing, SqliteStore):
+    pass
+
+
+@pytest.mark.parametrize("kind", ["file", "memory", "sqlite"])
 async def test_a_run_created_during_a_reindex_stays_indexed(kind: str, tmp_path: Path) -> None:
-    store: FileCreating | MemoryCreating = (
-        FileCreating(tmp_path) if kind == "file" else MemoryCreating()
+    store: FileCreating | MemoryCreating | SqliteCreating = (
+        FileCreating(tmp_path)
+        if kind == "file"
+        else SqliteCreating(tmp_path / "store.db")
+        if kind == "sqlite"
+        else MemoryCreating()
     )
     await store.create_run(queued("early"))
     await store.reindex()

@@ -21,7 +21,7 @@ import anyio
 import pytest
 
 from actorflow import Runtime
-from actorflow.storage import FileStore, RunStatus
+from actorflow.storage import FileStore, RunStatus, SqliteStore
 from tests.runtime.flow import queue_app
 from tests.storage.factories_s3 import open_s3_store
 
@@ -34,15 +34,18 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[3]
 DEADLINE = 240.0
 """A bound on the whole test: it turns a hang into a failure, it times nothing."""
-RUNS = {"file": 200, "s3": 60}
+RUNS = {"file": 200, "s3": 60, "sqlite": 200}
 """Runs per store (fewer than a thousand: a shared two-core machine; S3 is slower still)."""
 
 
-@pytest.fixture(params=["file", "s3"])
+@pytest.fixture(params=["file", "s3", "sqlite"])
 def where(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str, Store, dict[str, str]]:
     """The kind of store, the workers' ``--store``, a store object of the test's, their env."""
     if request.param == "file":
         return "file", str(tmp_path / "store"), FileStore(tmp_path / "store"), {}
+    if request.param == "sqlite":
+        db = tmp_path / "store.db"
+        return "sqlite", f"sqlite:///{db}", SqliteStore(db), {}
     server: S3Server = request.getfixturevalue("seaweed_server")
     prefix = f"t-{uuid.uuid4().hex[:12]}"
     env = {

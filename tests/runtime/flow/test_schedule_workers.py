@@ -24,7 +24,7 @@ import pytest
 from actorflow import Runtime
 from actorflow.errors import RunNotFoundError
 from actorflow.runtime.workflow._schedules import tick_run_id
-from actorflow.storage import FileStore, RunStatus
+from actorflow.storage import FileStore, RunStatus, SqliteStore
 from actorflow.testing import FakeClock
 from tests.runtime.flow import schedule_app
 from tests.storage.factories_s3 import open_s3_store
@@ -65,11 +65,14 @@ async def _stop(*workers: Process) -> None:
                 await w.wait()
 
 
-@pytest.fixture(params=["file", "s3"])
+@pytest.fixture(params=["file", "s3", "sqlite"])
 def where(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Store, dict[str, str]]:
     """The workers' ``--store``, a store object of the test's on it, and their environment."""
     if request.param == "file":
         return str(tmp_path / "store"), FileStore(tmp_path / "store"), {}
+    if request.param == "sqlite":
+        db = tmp_path / "store.db"
+        return f"sqlite:///{db}", SqliteStore(db), {}
     server: S3Server = request.getfixturevalue("seaweed_server")
     prefix = f"t-{uuid.uuid4().hex[:12]}"
     env = {

@@ -32,7 +32,7 @@ import msgspec
 
 from actorflow import Runtime
 from actorflow.errors import RunPaused
-from actorflow.storage import FileStore, RunStatus
+from actorflow.storage import FileStore, RunStatus, SqliteStore, Store
 from tests.runtime.workflow import crash_workflow
 from tests.runtime.workflow.crash_workflow import (
     AREAS,
@@ -49,6 +49,12 @@ MANY = 100
 """How many concurrent runs ``start-many`` starts."""
 
 RECOVERY_EVENTS = {"checkpoint_corrupted", "checkpoint_restored", "recovery_started"}
+
+
+def open_crash_store(location: str | os.PathLike[str]) -> Store:
+    """The crash tests' store: a SqliteStore for a ``.db`` file, else a FileStore."""
+    path = os.fspath(location)
+    return SqliteStore(path) if path.endswith(".db") else FileStore(path)
 
 
 def side_file(store_dir: str) -> str:
@@ -135,7 +141,7 @@ async def recover(runtime: Runtime) -> tuple[dict[str, Any], dict[str, list[dict
 
 async def main(store_dir: str, run_id: str, mode: str) -> None:
     install_recorder(store_dir)
-    store = FileStore(store_dir)
+    store = open_crash_store(store_dir)
     events: dict[str, list[dict[str, Any]]] = {}
     with anyio.fail_after(CHILD_TIMEOUT):
         async with Runtime(store=store) as runtime:

@@ -22,9 +22,9 @@ import anyio
 import msgspec
 
 from actorflow.errors import RunNotFoundError
-from actorflow.storage import FileStore, StepRecord
+from actorflow.storage import StepRecord
 from tests import forkserver
-from tests.runtime.workflow.crash_child import side_file
+from tests.runtime.workflow.crash_child import open_crash_store, side_file
 
 ROOT = Path(__file__).resolve().parents[3]
 CHILD_DEADLINE = 45.0
@@ -193,7 +193,7 @@ def executions(store: Path) -> list[tuple[int, str]]:
 
 
 async def _durable_asks(store: Path, run_ids: list[str]) -> set[str]:
-    files = FileStore(store)
+    files = open_crash_store(store)
     keys: set[str] = set()
     try:
         for run_id in run_ids:
@@ -218,7 +218,20 @@ def durable_asks(store: Path, run_ids: list[str]) -> set[str]:
 
 def run_exists(store: Path, run_id: str) -> bool:
     """Whether the run's manifest was written."""
+    if store.suffix == ".db":
+        return store.exists() and anyio.run(_sqlite_run_exists, store, run_id)
     return (store / "runs" / run_id / "manifest").exists()
+
+
+async def _sqlite_run_exists(store: Path, run_id: str) -> bool:
+    opened = open_crash_store(store)
+    try:
+        await opened.read_run(run_id)
+    except RunNotFoundError:
+        return False
+    finally:
+        await opened.aclose()
+    return True
 
 
 def reran(store: Path, durable_at_start: dict[int, set[str]]) -> list[tuple[int, str]]:

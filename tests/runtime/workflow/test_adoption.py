@@ -31,6 +31,7 @@ from actorflow.storage import (
     MemoryStore,
     RunIndex,
     RunStatus,
+    SqliteStore,
     StepRecord,
 )
 from actorflow.storage._envelope import Kind
@@ -80,8 +81,10 @@ class WaitsInPlace(Orchestrator):
         return fix.n
 
 
-@pytest.fixture(params=["memory", "file"])
+@pytest.fixture(params=["memory", "file", "sqlite"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    if request.param == "sqlite":
+        return SqliteStore(tmp_path / "store.db")
     return MemoryStore() if request.param == "memory" else FileStore(tmp_path / "store")
 
 
@@ -307,7 +310,7 @@ def test_a_bad_policy_is_refused_by_name(options: dict[str, object], option: str
 # --- the index each store keeps --------------------------------------------------
 
 
-@pytest.fixture(params=["memory", "file", "s3"])
+@pytest.fixture(params=["memory", "file", "s3", "sqlite"])
 def indexed(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Store]:
     """Opens a store object (another process, in effect) on one location."""
     if request.param == "memory":
@@ -315,6 +318,8 @@ def indexed(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Stor
         return lambda: memory
     if request.param == "file":
         return lambda: FileStore(tmp_path / "store")
+    if request.param == "sqlite":
+        return lambda: SqliteStore(tmp_path / "store.db")
     server = request.getfixturevalue("seaweed_server")
     prefix = f"t-{uuid.uuid4().hex[:12]}"
     return lambda: open_s3_store(server, prefix=prefix)

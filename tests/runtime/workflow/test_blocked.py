@@ -12,7 +12,14 @@ from structlog.testing import capture_logs
 
 from actorflow import Runtime
 from actorflow.errors import NonDeterminismError, RunBlockedError, RunFailedError
-from actorflow.storage import FileStore, MemoryStore, RetentionPolicy, RunStatus, Store
+from actorflow.storage import (
+    FileStore,
+    MemoryStore,
+    RetentionPolicy,
+    RunStatus,
+    SqliteStore,
+    Store,
+)
 from tests.runtime.workflow import ledger_flow
 from tests.runtime.workflow.ledger_flow import CONFIG, ENTRIES, RESULT, WRITTEN, define_ledger
 
@@ -30,9 +37,15 @@ def version_1_after() -> Iterator[None]:
     define_ledger(1)
 
 
-@pytest.fixture(params=["memory", "file"])
+@pytest.fixture(params=["memory", "file", "sqlite"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    opened: Store = MemoryStore() if request.param == "memory" else FileStore(tmp_path)
+    opened: Store = (
+        SqliteStore(tmp_path / "store.db")
+        if request.param == "sqlite"
+        else MemoryStore()
+        if request.param == "memory"
+        else FileStore(tmp_path)
+    )
     try:
         yield opened
     finally:

@@ -19,7 +19,14 @@ import pytest
 from actorflow import Orchestrator, Request, RunContext, Runtime, RuntimeConfig, Specialist, handler
 from actorflow.errors import RunLockedError
 from actorflow.runtime.workflow._outcomes import new_manifest
-from actorflow.storage import FileStore, RetentionPolicy, RunStatus, S3Store, Store
+from actorflow.storage import (
+    FileStore,
+    RetentionPolicy,
+    RunStatus,
+    S3Store,
+    SqliteStore,
+    Store,
+)
 from tests.storage.factories_s3 import open_s3_store
 
 if TYPE_CHECKING:
@@ -28,7 +35,7 @@ if TYPE_CHECKING:
 
     from actorflow.storage import Lease
 
-Opened = FileStore | S3Store
+Opened = FileStore | S3Store | SqliteStore
 
 STEPS = 25
 EXECUTED: list[int] = []
@@ -79,11 +86,13 @@ class HeldClaims:
         return await self.inner.claim(run_id, owner)
 
 
-@pytest.fixture(params=["file", "s3"])
+@pytest.fixture(params=["file", "s3", "sqlite"])
 def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Opened]:
     """Opens another store (another process, in effect) on one shared location."""
     if request.param == "file":
         return lambda: FileStore(tmp_path / "store")
+    if request.param == "sqlite":
+        return lambda: SqliteStore(tmp_path / "store.db")
     server = request.getfixturevalue("seaweed_server")
     prefix = f"t-{uuid.uuid4().hex[:12]}"
     return lambda: open_s3_store(server, prefix=prefix)

@@ -25,7 +25,7 @@ from actorflow.runtime import (
     compare_runs,
 )
 from actorflow.runtime.workflow._compare import _merged
-from actorflow.storage import FileStore, ForkEdit, MemoryStore, RunStatus
+from actorflow.storage import FileStore, ForkEdit, MemoryStore, RunStatus, SqliteStore
 from tests.runtime.workflow.fork_flow import Ledger
 
 if TYPE_CHECKING:
@@ -33,11 +33,13 @@ if TYPE_CHECKING:
 
     from actorflow.storage import Store
 
-AnyStore = MemoryStore | FileStore
+AnyStore = MemoryStore | FileStore | SqliteStore
 
 
-@pytest.fixture(params=["memory", "file"])
+@pytest.fixture(params=["memory", "file", "sqlite"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> AnyStore:
+    if request.param == "sqlite":
+        return SqliteStore(tmp_path / "store.db")
     return MemoryStore() if request.param == "memory" else FileStore(tmp_path / "store")
 
 

@@ -2,8 +2,8 @@
 
 A child (``tests/runtime/workflow/crash_child.py``) runs ``CrashPipeline`` (five
 phases, fan-out to four analysts, an evaluator loop calling a phase again,
-decisions, ``ctx.random``) on a FileStore; its specialists append every
-execution to a side file (fsync'd) and print it. The parent kills the child
+decisions, ``ctx.random``) on a FileStore (or a SqliteStore); its specialists
+append every execution to a side file (fsync'd) and print it. The parent kills the child
 with SIGKILL after a random number of executions (seeded; the seed is
 printed, set ``CRASH_TEST_SEED`` to replay one), recovers in a new child,
 kills that one too, and so on. Then:
@@ -32,9 +32,9 @@ import pytest
 
 from actorflow import Runtime
 from actorflow.errors import RunFailedError, RunPaused
-from actorflow.storage import FileStore, MemoryStore, RunStatus, verify_store
+from actorflow.storage import MemoryStore, RunStatus, verify_store
 from tests.runtime.workflow import crash_workflow
-from tests.runtime.workflow.crash_child import named_many
+from tests.runtime.workflow.crash_child import named_many, open_crash_store
 from tests.runtime.workflow.crash_parent import (
     child_env,
     durable_asks,
@@ -100,7 +100,7 @@ def expected(workflow: type[Any], areas: tuple[str, ...], run_ids: tuple[str, ..
 
 
 async def _check_store(store: Path, run_ids: list[str]) -> None:
-    files = FileStore(store)
+    files = open_crash_store(store)
     try:
         assert await verify_store(files) == []
         for run_id in run_ids:
@@ -113,7 +113,7 @@ async def _check_store(store: Path, run_ids: list[str]) -> None:
 
 
 async def _stored_results(store: Path, run_ids: list[str]) -> dict[str, Any]:
-    async with Runtime(store=FileStore(store)) as runtime:
+    async with Runtime(store=open_crash_store(store)) as runtime:
         return {r: await runtime.result(r) for r in run_ids}
 
 
@@ -123,7 +123,7 @@ def stored_results(store: Path, run_ids: list[str]) -> dict[str, Any]:
 
 
 async def _corruption(store: Path) -> list[str]:
-    files = FileStore(store)
+    files = open_crash_store(store)
     try:
         return [str(e) for e in await verify_store(files)]
     finally:
@@ -141,16 +141,18 @@ def check_store(store: Path, run_ids: list[str]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("kind", ["file", "sqlite"])
 @pytest.mark.parametrize("durability", ["batched", "sync"])
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_killed_again_and_again_a_run_ends_with_the_uninterrupted_result(
-    tmp_path: Path, backend: str, durability: str
+    tmp_path: Path, backend: str, durability: str, kind: str
 ) -> None:
+    """On the file store, and on SqliteStore (killed mid-commit: one file, no torn tail)."""
     rng = random.Random(new_seed())
     run_id = f"kill-{durability}"
     results, keys = expected(CrashPipeline, tuple(AREAS), (run_id,))
     total = len(set(keys))
-    store = tmp_path / "store"
+    store = tmp_path / ("store.db" if kind == "sqlite" else "store")
     env = child_env(ACTORFLOW_DURABILITY=durability, ACTORFLOW_MAX_RECOVERY_ATTEMPTS=MANY_RECOVERY)
     durable_at_start: dict[int, set[str]] = {}
     kills, final = 0, None
@@ -271,7 +273,7 @@ def test_a_run_that_crashes_on_every_attempt_ends_failed(tmp_path: Path, backend
     assert again.executed == []
 
     async def cause() -> None:
-        async with Runtime(store=FileStore(store)) as runtime:
+        async with Runtime(store=open_crash_store(store)) as runtime:
             with pytest.raises(RunFailedError, match="max_recovery_attempts=2"):
                 await runtime.result("doomed")
 
@@ -298,7 +300,7 @@ def test_a_corrupt_newest_snapshot_falls_back_to_the_one_before(
     assert first.killed
 
     async def snapshots() -> list[str]:
-        files = FileStore(store)
+        files = open_crash_store(store)
         try:
             return [s.snapshot_id for s in await files.list_snapshots("corrupt")]
         finally:
@@ -323,7 +325,7 @@ def test_a_corrupt_newest_snapshot_falls_back_to_the_one_before(
     assert reran(store, {first.pid: set(), second.pid: durable}) == []
 
     async def verify() -> None:
-        files = FileStore(store)
+        files = open_crash_store(store)
         try:
             found = await verify_store(files)
         finally:

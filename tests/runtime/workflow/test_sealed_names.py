@@ -8,6 +8,7 @@ from the reasoned checkpoint runs.
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
@@ -17,7 +18,7 @@ import pytest
 
 from actorflow import Orchestrator, RunContext, Runtime
 from actorflow.runtime.inspection import checkpoint_rows
-from actorflow.storage import Codec, FileStore, S3Store
+from actorflow.storage import Codec, FileStore, S3Store, SqliteStore
 from tests.storage.factories_s3 import open_s3_store
 
 if TYPE_CHECKING:
@@ -50,12 +51,17 @@ class Secretive(Orchestrator):
         return await ctx.phase("polish", polish, drafted)
 
 
-@pytest.fixture(params=["file", "s3"])
+@pytest.fixture(params=["file", "s3", "sqlite"])
 def sealed(
     request: pytest.FixtureRequest, tmp_path: Path
-) -> tuple[FileStore | S3Store, Callable[[], list[str]]]:
-    """An encrypted store, and what lists every name it holds (file paths or object keys)."""
+) -> tuple[FileStore | S3Store | SqliteStore, Callable[[], list[str]]]:
+    """An encrypted store, and what lists every name it holds (paths, keys, text in rows)."""
     codec = Codec(keys={"k1": KEY})
+    if request.param == "sqlite":
+        return SqliteStore(tmp_path / "store.db", codec=codec), lambda: [
+            *_texts(tmp_path / "store.db"),
+            *(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")),
+        ]
     if request.param == "file":
         return FileStore(tmp_path, codec=codec), lambda: [
             str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")
@@ -71,6 +77,18 @@ def sealed(
     return store, keys
 
 
+def _texts(path: Path) -> list[str]:
+    """Every text in every row of an SQLite store (the plain columns: ids, names)."""
+    found: list[str] = []
+    with sqlite3.connect(path) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        for table in tables:
+            for row in conn.execute(f"SELECT * FROM {table}"):
+                found += [value for value in row if isinstance(value, str)]
+    conn.close()
+    return found
+
+
 def assert_no_words(names: list[str]) -> None:
     assert names
     for name in names:
@@ -79,7 +97,7 @@ def assert_no_words(names: list[str]) -> None:
 
 
 async def test_an_encrypted_run_names_no_phase_or_reason_and_forks_from_its_checkpoint(
-    sealed: tuple[FileStore | S3Store, Callable[[], list[str]]],
+    sealed: tuple[FileStore | S3Store | SqliteStore, Callable[[], list[str]]],
 ) -> None:
     store, names = sealed
     Secretive.saved = anyio.Event()

@@ -13,7 +13,7 @@ import pytest
 
 from actorflow import Runtime
 from actorflow.errors import RunFailedError, RunPaused
-from actorflow.storage import FileStore, RunStatus
+from actorflow.storage import FileStore, RunStatus, SqliteStore
 from tests.runtime.workflow.signal_child import Fix, TwoFixes
 from tests.runtime.workflow.test_signals import PausedFix, until_waiting
 from tests.runtime.workflow.test_updates import Add, Done, Todo
@@ -26,11 +26,13 @@ if TYPE_CHECKING:
     from actorflow.storage import Store
 
 
-@pytest.fixture(params=["file", "s3"])
+@pytest.fixture(params=["file", "s3", "sqlite"])
 def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Store]:
     """Opens another store object (another process, in effect) on one location."""
     if request.param == "file":
         return lambda: FileStore(tmp_path / "store")
+    if request.param == "sqlite":
+        return lambda: SqliteStore(tmp_path / "store.db")
     server = request.getfixturevalue("seaweed_server")
     prefix = f"t-{uuid.uuid4().hex[:12]}"
     return lambda: open_s3_store(server, prefix=prefix, inbox_poll_interval=0.05)

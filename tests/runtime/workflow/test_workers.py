@@ -27,7 +27,7 @@ import pytest
 
 from actorflow import Runtime
 from actorflow.runtime.workflow._adoption import ADOPTED, Adopted
-from actorflow.storage import EventRecord, FileStore, RunStatus, StepRecord
+from actorflow.storage import EventRecord, FileStore, RunStatus, SqliteStore, StepRecord
 from tests.runtime.workflow import worker_app
 from tests.storage.factories_s3 import open_s3_store
 
@@ -60,11 +60,14 @@ async def _start_worker(store: str, env: dict[str, str]) -> Process:
     )
 
 
-@pytest.fixture(params=["file", "s3"])
+@pytest.fixture(params=["file", "s3", "sqlite"])
 def where(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Store, dict[str, str]]:
     """The workers' ``--store``, a store object of the test's on it, and their environment."""
     if request.param == "file":
         return str(tmp_path / "store"), FileStore(tmp_path / "store"), {}
+    if request.param == "sqlite":
+        db = tmp_path / "store.db"
+        return f"sqlite:///{db}", SqliteStore(db), {}
     server: S3Server = request.getfixturevalue("seaweed_server")
     prefix = f"t-{uuid.uuid4().hex[:12]}"
     env = {

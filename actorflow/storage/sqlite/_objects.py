@@ -1,0 +1,235 @@
+"""A SqliteStore's blobs and snapshots: rows written once, synced on demand.
+
+``blobs`` holds each run's content-addressed blobs; ``snapshots`` each
+snapshot with the self-listing name the file store gives its file
+(:mod:`actorflow.storage._snapshot_names`: position, time, phase, id,
+trigger, sizes; phase and trigger sealed when the store encrypts), so
+listing reads no snapshot's bytes. A snapshot whose entry cannot be a name
+(an empty phase, an entry too long) has no name and is listed by the
+manifest, as in the file store.
+
+Both may be written without a sync (``durable`` 0): a snapshot always is,
+a history chunk through ``put_blob_unsynced``. Syncing marks them durable
+in a commit that syncs the WAL, and with it everything written before.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from actorflow.errors import CheckpointNotFoundError, CorruptedDataError, StorageError
+from actorflow.storage._manifests import add_snapshot, live_snapshots, mark_snapshot
+from actorflow.storage._records import SnapshotStatus
+from actorflow.storage._snapshot_names import SnapshotNames
+from actorflow.storage.sqlite._schema import row
+
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Callable, Sequence
+
+    from actorflow.storage._records import RunManifest, Snapshot, SnapshotInfo
+    from actorflow.storage._sealing import Codec
+    from actorflow.storage.sqlite._runs import Manifests
+
+__all__ = ["BlobRows", "SnapshotRows"]
+
+
+class BlobRows:
+    """The blob rows of every run in one file."""
+
+    def __init__(self, codec: Codec, location: str) -> None:
+        self.codec = codec
+        self.location = location
+
+    def where(self, run_id: str, address: str) -> str:
+        """A blob's row, as errors name it."""
+        return row(self.location, "blobs", run_id, "address", address)
+
+    @staticmethod
+    def put(
+        conn: sqlite3.Connection, run_id: str, address: str, sealed: bytes, durable: bool
+    ) -> str:
+        """Insert the sealed blob unless it is there; mark it durable if ``durable``."""
+        conn.execute(
+            "INSERT INTO blobs (run_id, address, durable, data) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (run_id, address) DO UPDATE SET durable = MAX(durable, excluded.durable)",
+            (run_id, address, int(durable), sealed),
+        )
+        return address
+
+    @staticmethod
+    def mark_durable(conn: sqlite3.Connection, run_id: str, addresses: Sequence[str]) -> bool:
+        """Mark the blobs durable; whether any was not yet.
+
+        Raises:
+            StorageError: the run has no such blob.
+        """
+        pending = False
+        for address in addresses:
+            found = conn.execute(
+                "SELECT durable FROM blobs WHERE run_id = ? AND address = ?", (run_id, address)
+            ).fetchone()
+            if found is None:
+                raise StorageError("sync blobs", f"run {run_id!r} has no blob {address!r}")
+            if not found[0]:
+                pending = True
+                conn.execute(
+                    "UPDATE blobs SET durable = 1 WHERE run_id = ? AND address = ?",
+                    (run_id, address),
+                )
+        return pending
+
+
+class SnapshotRows:
+    """The snapshot rows of every run in one file."""
+
+    def __init__(self, codec: Codec, location: str, manifests: Manifests) -> None:
+        self.codec = codec
+        self.location = location
+        self.names = SnapshotNames(codec)
+        self._manifests = manifests
+
+    def where(self, run_id: str, snapshot_id: str) -> str:
+        """A snapshot's row, as errors name it."""
+        return row(self.location, "snapshots", run_id, "snapshot_id", snapshot_id)
+
+    def put(
+        self,
+        conn: sqlite3.Connection,
+        snapshot: Snapshot,
+        info: SnapshotInfo,
+        sealed: bytes,
+        name: str | None,
+        update: Callable[[RunManifest], RunManifest] | None,
+    ) -> bool:
+        """Insert the snapshot, listed by ``name`` (or, without one, by the manifest).
+
+        ``name`` is ``self.names.entry(run_id, info)``; ``update``, if given,
+        changes the manifest in the same transaction. Returns whether the
+        snapshot is durable (one written and synced before).
+
+        Raises:
+            StorageError: the run holds a different snapshot with this id.
+        """
+        run_id, snapshot_id = snapshot.run_id, snapshot.snapshot_id
+        self._manifests.require(conn, run_id)
+        taken = conn.execute(
+            "SELECT data, durable FROM snapshots WHERE run_id = ? AND snapshot_id = ?",
+            (run_id, snapshot_id),
+        ).fetchone()
+        durable = False
+        if taken is not None:
+            self._same(snapshot, taken[0])
+            durable = bool(taken[1])  # written before: synced, it stays as it is
+        if not durable:
+            conn.execute(
+                "INSERT OR REPLACE INTO snapshots "
+                "(run_id, snapshot_id, name, position, created, durable, data) "
+                "VALUES (?, ?, ?, ?, ?, 0, ?)",
+                (run_id, snapshot_id, name, info.position, info.created, sealed),
+            )
+        if name is None or update is not None:
+
+            def listed(m: RunManifest) -> RunManifest:
+                m = add_snapshot(m, info) if name is None else m
+                return update(m) if update is not None else m
+
+            self._manifests.change(conn, run_id, listed, "write checkpoint")
+        return durable
+
+    def _same(self, snapshot: Snapshot, sealed: bytes) -> None:
+        """A snapshot id is written once: writing it again must carry the same snapshot."""
+        location = self.where(snapshot.run_id, snapshot.snapshot_id)
+        try:
+            same = snapshot == self.codec.load_snapshot(
+                sealed, run_id=snapshot.run_id, snapshot_id=snapshot.snapshot_id, location=location
+            )
+        except CorruptedDataError:
+            same = False
+        if not same:
+            raise StorageError(
+                "write checkpoint",
+                f"{location} already holds a different checkpoint with id "
+                f"{snapshot.snapshot_id!r}; checkpoint ids must be unique within a run",
+            )
+
+    def read_sealed(self, conn: sqlite3.Connection, run_id: str, snapshot_id: str) -> bytes:
+        """The snapshot's sealed bytes.
+
+        Raises:
+            CheckpointNotFoundError: no such snapshot.
+            RunNotFoundError: no such run.
+        """
+        found = conn.execute(
+            "SELECT data FROM snapshots WHERE run_id = ? AND snapshot_id = ?",
+            (run_id, snapshot_id),
+        ).fetchone()
+        if found is None:
+            self._manifests.require(conn, run_id)
+            raise CheckpointNotFoundError(run_id, snapshot_id)
+        return bytes(found[0])
+
+    def entries(self, conn: sqlite3.Connection, run_id: str) -> list[SnapshotInfo]:
+        """The run's snapshots, oldest first (by position, then time)."""
+        rows = conn.execute(
+            "SELECT snapshot_id, name, durable FROM snapshots WHERE run_id = ?", (run_id,)
+        ).fetchall()
+        if not rows:
+            self._manifests.require(conn, run_id)
+            return []
+        found: list[SnapshotInfo] = []
+        unnamed: dict[str, bool] = {}
+        for snapshot_id, name, durable in rows:
+            info = self.names.parse(run_id, name) if name is not None else None
+            if info is None:
+                unnamed[snapshot_id] = bool(durable)
+            else:
+                found.append(info if durable else msgspec.structs.replace(info, durable=False))
+        if unnamed:
+            for info in live_snapshots(self._manifests.read(conn, run_id)):
+                if info.snapshot_id in unnamed:
+                    durable = unnamed[info.snapshot_id]
+                    found.append(info if durable else msgspec.structs.replace(info, durable=False))
+        return sorted(found, key=lambda s: (s.position, s.created, s.snapshot_id))
+
+    def mark_durable(self, conn: sqlite3.Connection, run_id: str, ids: Sequence[str]) -> bool:
+        """Mark the snapshots durable; whether any was not yet.
+
+        Raises:
+            CheckpointNotFoundError: one of them does not exist.
+        """
+        pending = False
+        for snapshot_id in ids:
+            found = conn.execute(
+                "SELECT durable FROM snapshots WHERE run_id = ? AND snapshot_id = ?",
+                (run_id, snapshot_id),
+            ).fetchone()
+            if found is None:
+                raise CheckpointNotFoundError(run_id, snapshot_id)
+            if not found[0]:
+                pending = True
+                conn.execute(
+                    "UPDATE snapshots SET durable = 1 WHERE run_id = ? AND snapshot_id = ?",
+                    (run_id, snapshot_id),
+                )
+        return pending
+
+    def delete(self, conn: sqlite3.Connection, run_id: str, snapshot_id: str) -> int:
+        """Delete one snapshot (marked deleted in the manifest if it lists it); bytes freed."""
+        found = conn.execute(
+            "SELECT name, length(data) FROM snapshots WHERE run_id = ? AND snapshot_id = ?",
+            (run_id, snapshot_id),
+        ).fetchone()
+        if found is None:
+            self._manifests.require(conn, run_id)
+            return 0
+        conn.execute(
+            "DELETE FROM snapshots WHERE run_id = ? AND snapshot_id = ?", (run_id, snapshot_id)
+        )
+        if found[0] is None:
+            self._manifests.change(
+                conn, run_id, lambda m: mark_snapshot(m, snapshot_id, SnapshotStatus.DELETED)
+            )
+        return int(found[1])
