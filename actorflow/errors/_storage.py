@@ -300,7 +300,8 @@ class InboxUnsupportedError(StorageError):
         super().__init__(
             operation,
             f"{store} keeps no inbox of messages for its runs; use a store that does "
-            "(MemoryStore, FileStore, S3Store), or implement SupportsInbox",
+            "(MemoryStore, FileStore, S3Store, SqliteStore, PostgresStore), or implement "
+            "SupportsInbox",
         )
 
 
