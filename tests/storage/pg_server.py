@@ -157,7 +157,7 @@ class PgServer:
         import psycopg
 
         with psycopg.connect(self.dsn(dbname), autocommit=True) as conn:
-            cur = conn.execute(statement)  # type: ignore[call-overload]
+            cur = conn.execute(statement)
             return list(cur.fetchall()) if cur.description else []
 
 
@@ -168,7 +168,9 @@ def running_server(extra: list[str] | None = None) -> Iterator[PgServer]:
     Raises:
         pytest.skip.Exception: PostgreSQL or psycopg is not installed.
     """
-    pytest.importorskip("psycopg", reason="psycopg is not installed: pip install 'actorflow[postgres]'")
+    pytest.importorskip(
+        "psycopg", reason="psycopg is not installed: pip install 'actorflow[postgres]'"
+    )
     bindir = pg_bindir()
     if bindir is None:
         pytest.skip("PostgreSQL is not installed (apt-get install postgresql; .ci/run does)")

@@ -86,7 +86,7 @@ class Database:
         self.connect_attempts = connect_attempts
         self._idle: queue.LifoQueue[Connection] = queue.LifoQueue()
         self._slots = threading.BoundedSemaphore(pool_size)
-        self._ready = False
+        self._ready = threading.Event()
         self._ready_lock = threading.Lock()
         self._closed = False
         self._all: set[Connection] = set()
@@ -94,7 +94,7 @@ class Database:
 
     # --- connections -------------------------------------------------------------------
 
-    def connect(self, *, migrate_schema: bool = True) -> Connection:
+    def connect(self, *, migrate_schema: bool = True, purpose: str = "pool") -> Connection:
         """A new autocommit connection, after bounded retries (in a worker thread).
 
         Raises:
@@ -114,6 +114,7 @@ class Database:
                     autocommit=True,
                     connect_timeout=max(1, round(self.connect_timeout)),
                     options=f"-c search_path={self.schema}",
+                    application_name=f"actorflow {self.schema} {purpose}",
                     **_KEEPALIVES,
                 )
             except psycopg.OperationalError as exc:
@@ -135,10 +136,10 @@ class Database:
         )
 
     def _ensure_schema(self) -> None:
-        if self._ready:
+        if self._ready.is_set():
             return
         with self._ready_lock:
-            if self._ready:
+            if self._ready.is_set():
                 return
             conn = self.connect(migrate_schema=False)
             try:
@@ -147,7 +148,7 @@ class Database:
                 raise StorageError("open", f"{self.location}: {_first_line(exc)}") from exc
             finally:
                 self.discard(conn)
-            self._ready = True
+            self._ready.set()
 
     def discard(self, conn: Connection) -> None:
         """Close a connection (broken, or no longer wanted)."""

@@ -86,7 +86,7 @@ class Locks:
         conn = self._conn
         if conn is not None and not (conn.broken or conn.closed):
             return conn
-        conn = self._conn = self._db.connect()
+        conn = self._conn = self._db.connect(purpose="locks")
         for key in sorted(self._held):  # taken again after a lost connection
             got = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
             if not (got and got[0]):

@@ -143,7 +143,7 @@ class Listener:
         failures = 0
         while not self._stopping:
             try:
-                conn = self._db.connect()
+                conn = self._db.connect(purpose="listen")
             except Exception as exc:  # the store's calls say so; this waits and tries again
                 failures += 1
                 _log.warning("postgres_listener_down", error=str(exc))

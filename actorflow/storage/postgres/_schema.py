@@ -143,7 +143,7 @@ def migrate(conn: psycopg.Connection[tuple[object, ...]], schema: str, location:
                 )
                 conn.execute(f"SET LOCAL search_path TO {schema}")
                 for ddl in _TABLES:
-                    conn.execute(ddl)  # type: ignore[arg-type]  # literal DDL
+                    conn.execute(ddl)
                 conn.execute(
                     "INSERT INTO af_meta (key, value) VALUES ('schema_version', %s)",
                     (str(SCHEMA_VERSION),),

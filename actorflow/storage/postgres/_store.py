@@ -380,6 +380,7 @@ class PostgresStore(StoreContext):
 
         And rows of the index of unfinished runs that name no run id.
         """
+        unreadable: list[UnreadableEntry]
         _, unreadable = await self._run("list runs", self._read_all)
 
         def strays(conn: Connection, retried: bool) -> list[str]:
@@ -402,7 +403,7 @@ class PostgresStore(StoreContext):
                 freed = 0
                 for table in ("af_log", "af_blobs", "af_snapshots", "af_inbox", "af_events"):
                     got = conn.execute(
-                        f"WITH gone AS (DELETE FROM {table} WHERE run_id = %s RETURNING data) "  # type: ignore[arg-type]
+                        f"WITH gone AS (DELETE FROM {table} WHERE run_id = %s RETURNING data) "
                         "SELECT coalesce(sum(octet_length(data)), 0) FROM gone",
                         (run_id,),
                     ).fetchone()
@@ -469,7 +470,8 @@ class PostgresStore(StoreContext):
                 ]
                 with conn.cursor() as cur:
                     cur.executemany(
-                        "INSERT INTO af_log (run_id, position, batch, data) VALUES (%s, %s, %s, %s)",
+                        "INSERT INTO af_log (run_id, position, batch, data) "
+                        "VALUES (%s, %s, %s, %s)",
                         rows,
                     )
                 conn.execute(
@@ -677,7 +679,7 @@ class PostgresStore(StoreContext):
             with conn.transaction():
                 lock = "FOR UPDATE" if update is not None else "FOR SHARE"
                 row = conn.execute(
-                    f"SELECT manifest, epoch FROM af_runs WHERE run_id = %s {lock}",  # type: ignore[arg-type]
+                    f"SELECT manifest, epoch FROM af_runs WHERE run_id = %s {lock}",
                     (run_id,),
                 ).fetchone()
                 if row is None:
@@ -957,7 +959,7 @@ class PostgresStore(StoreContext):
                 "other": "inbox",
             }
             for query, kind, part in parts:
-                for name, data in conn.execute(query, (run_id,)):  # type: ignore[call-overload]
+                for name, data in conn.execute(query, (run_id,)):
                     where = self._where(run_id, folders[part], name)
                     result.verify(c, bytes(data), kind=kind, part=part, location=where)
             return result
@@ -992,7 +994,8 @@ class PostgresStore(StoreContext):
                     raise RunNotFoundError(run_id)
                 raise RunLockedError(run_id, row[0])
             row = conn.execute(
-                "UPDATE af_runs SET epoch = epoch + 1, owner = %s WHERE run_id = %s RETURNING epoch",
+                "UPDATE af_runs SET epoch = epoch + 1, owner = %s WHERE run_id = %s "
+                "RETURNING epoch",
                 (owner, run_id),
             ).fetchone()
             if row is None:
@@ -1054,7 +1057,7 @@ class PostgresStore(StoreContext):
 
         def read(conn: Connection, retried: bool) -> ClaimInfo:
             row = conn.execute(
-                f"SELECT owner, lock_key IN ({HELD_KEYS}) FROM af_runs WHERE run_id = %s",  # type: ignore[arg-type]
+                f"SELECT owner, lock_key IN ({HELD_KEYS}) FROM af_runs WHERE run_id = %s",
                 (run_id,),
             ).fetchone()
             if row is None:
@@ -1295,7 +1298,7 @@ class PostgresStore(StoreContext):
             )
 
         def listing(conn: Connection, retried: bool) -> list[str]:
-            return [str(r[0]) for r in conn.execute(query)]  # type: ignore[call-overload]
+            return [str(r[0]) for r in conn.execute(query)]
 
         found: list[str] = await self._run("list unfinished", listing)
         kept = []

@@ -16,7 +16,9 @@ KEY = bytes(range(32))
 
 
 @pytest.fixture(params=["plain", "gzip-aes"])
-async def pg_store(request: pytest.FixtureRequest, pg_server: PgServer) -> AsyncIterator[PostgresStore]:
+async def pg_store(
+    request: pytest.FixtureRequest, pg_server: PgServer
+) -> AsyncIterator[PostgresStore]:
     """An open, empty PostgresStore (plain, or compressed and encrypted), closed after."""
     from actorflow.storage import Codec
     from actorflow.storage.postgres import PostgresStore

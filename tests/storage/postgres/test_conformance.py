@@ -52,7 +52,7 @@ async def _damage_inbox_entry(store: Store, run_id: str, seq: int) -> None:
     def flip() -> None:
         with psycopg.connect(store.dsn, autocommit=True) as conn:
             conn.execute(
-                f"UPDATE {store.schema}.af_inbox "  # type: ignore[arg-type]
+                f"UPDATE {store.schema}.af_inbox "
                 "SET data = substring(data from 1 for length(data) - 1) "
                 "|| set_byte('\\x00'::bytea, 0, get_byte(data, length(data) - 1) # 255) "
                 "WHERE run_id = %s AND seq = %s",
