@@ -26,7 +26,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -34,6 +34,8 @@ from tests.storage.s3_servers import _free_port
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+    from actorflow.storage import Store
 
 _START_DEADLINE = 60.0  # a generous bound on startup; not a timing assertion
 _names = itertools.count()
@@ -191,3 +193,15 @@ def pg_server() -> Iterator[PgServer]:
     """A PostgreSQL server for the whole session (``fsync=off``)."""
     with running_server(["-c", "fsync=off", "-c", "full_page_writes=off"]) as server:
         yield server
+
+
+def open_pg_store(server: PgServer, schema: str, **options: Any) -> Store:
+    """A PostgresStore on the server, in ``schema`` (imported here: psycopg is optional)."""
+    from actorflow.storage.postgres import PostgresStore
+
+    return PostgresStore(server.dsn(), schema=schema, **options)
+
+
+def pg_url(server: PgServer, schema: str) -> str:
+    """The ``--store`` URL of ``schema`` on the server (what ``open_store`` takes)."""
+    return f"{server.dsn()}?schema={schema}"
