@@ -60,6 +60,7 @@ _TABLES: Final = (
         snapshot_id text NOT NULL,
         info bytea NOT NULL,
         data bytea NOT NULL,
+        durable boolean NOT NULL DEFAULT true,
         PRIMARY KEY (run_id, snapshot_id)
     )""",
     """CREATE TABLE af_inbox (

@@ -28,6 +28,7 @@ LISTEN/NOTIFY (``_notify.py``).
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 import urllib.parse
 import uuid
@@ -178,6 +179,10 @@ class PostgresStore(StoreContext):
         self._leases: dict[str, Lease] = {}
         self._slots: dict[tuple[str, int], int] = {}
         self._inbox_warned: dict[str, set[int]] = {}
+        # the log's end of the runs this store owns, and the locks its appends take
+        self._log_end: dict[str, int] = {}
+        self._append_locks: dict[str, threading.Lock] = {}
+        self._append_guard = threading.Lock()
         self._closed = False
 
     def __repr__(self) -> str:
@@ -193,6 +198,10 @@ class PostgresStore(StoreContext):
 
     def _key(self, run_id: str) -> int:
         return lock_key(self.schema, "run", run_id)
+
+    def _fence_key(self, run_id: str) -> int:
+        """The transaction lock a claim's epoch change takes exclusively, snapshot writes shared."""
+        return lock_key(self.schema, "fence", run_id)
 
     async def _run(self, operation: str, fn: Callable[[Connection, bool], Any]) -> Any:
         return await self._db.run(operation, fn)
@@ -442,13 +451,10 @@ class PostgresStore(StoreContext):
         batch = uuid.uuid4()
         count = len(records)
 
-        def append(conn: Connection, retried: bool) -> int:
-            with conn.transaction():
-                row = conn.execute(
-                    "SELECT log_end, epoch FROM af_runs WHERE run_id = %s FOR UPDATE", (run_id,)
-                ).fetchone()
-                if row is None:
-                    raise RunNotFoundError(run_id)
+        def slow(conn: Connection, retried: bool) -> int:
+            # two round trips: BEGIN and the row's update (its lock, the log's end, the
+            # claim's epoch) in one; the records and COMMIT in the other
+            with conn.pipeline(), conn.transaction():
                 if retried:
                     landed = conn.execute(
                         "SELECT position FROM af_log WHERE run_id = %s AND batch = %s",
@@ -456,8 +462,15 @@ class PostgresStore(StoreContext):
                     ).fetchone()
                     if landed is not None:
                         return int(landed[0]) + count
+                row = conn.execute(
+                    "UPDATE af_runs SET log_end = log_end + %s WHERE run_id = %s "
+                    "RETURNING log_end, epoch",
+                    (count, run_id),
+                ).fetchone()
+                if row is None:
+                    raise RunNotFoundError(run_id)
                 self._fence(run_id, int(row[1]))
-                start = int(row[0])
+                start = int(row[0]) - count
                 dump = self.codec.dump_record
                 rows = [
                     (
@@ -474,13 +487,68 @@ class PostgresStore(StoreContext):
                         "VALUES (%s, %s, %s, %s)",
                         rows,
                     )
-                conn.execute(
-                    "UPDATE af_runs SET log_end = %s WHERE run_id = %s", (start + count, run_id)
-                )
                 return start + count
+
+        def append(conn: Connection, retried: bool) -> int:
+            with self._appending(run_id):
+                lease = self._leases.get(run_id)
+                start = self._log_end.get(run_id)
+                if lease is not None and start is not None and not retried:
+                    end = self._append_fast(conn, run_id, records, batch, start, lease.epoch)
+                    if end is not None:
+                        self._log_end[run_id] = end
+                        return end
+                self._log_end.pop(run_id, None)
+                end = slow(conn, retried)
+                if lease is not None:
+                    self._log_end[run_id] = end
+                return end
 
         end: int = await self._run("append", append)
         return end
+
+    def _appending(self, run_id: str) -> threading.Lock:
+        """The lock this store's appends to one run take, around the log's known end."""
+        with self._append_guard:
+            lock = self._append_locks.get(run_id)
+            if lock is None:
+                lock = self._append_locks[run_id] = threading.Lock()
+            return lock
+
+    def _append_fast(
+        self,
+        conn: Connection,
+        run_id: str,
+        records: Sequence[LogRecord],
+        batch: uuid.UUID,
+        start: int,
+        epoch: int,
+    ) -> int | None:
+        """One statement (and its commit): the append of an owner that knows the log's end.
+
+        ``None`` if the end or the epoch is not what this store knew (nothing written).
+        """
+        count = len(records)
+        dump = self.codec.dump_record
+        sealed = [dump(r, run_id=run_id, position=start + i) for i, r in enumerate(records)]
+        rows = conn.execute(
+            "WITH r AS (UPDATE af_runs SET log_end = log_end + %s "
+            "WHERE run_id = %s AND log_end = %s AND epoch = %s RETURNING 1) "
+            "INSERT INTO af_log (run_id, position, batch, data) "
+            "SELECT %s, p, b, d FROM r, "
+            "unnest(%s::bigint[], %s::uuid[], %s::bytea[]) AS t(p, b, d) RETURNING 1",
+            (
+                count,
+                run_id,
+                start,
+                epoch,
+                run_id,
+                list(range(start, start + count)),
+                [batch, *([None] * (count - 1))],
+                sealed,
+            ),
+        ).fetchall()
+        return start + count if len(rows) == count else None
 
     async def read_log(self, run_id: str, start: int = 0) -> list[LogRecord]:
         """See :meth:`Store.read_log`; a commit is whole, so no tail is ever torn."""
@@ -557,29 +625,59 @@ class PostgresStore(StoreContext):
             raise RunNotFoundError(run_id)
 
     async def put_blob(self, run_id: str, data: bytes) -> str:
-        """See :meth:`Store.put_blob`: sealed and inserted unless the address is there."""
+        """See :meth:`Store.put_blob`: one INSERT, durable when it returns."""
+        return await self._put_blob(run_id, data, durable=True)
+
+    async def put_blob_unsynced(self, run_id: str, data: bytes) -> str:
+        """See :meth:`SupportsBlobSync.put_blob_unsynced`: committed without a WAL flush."""
+        return await self._put_blob(run_id, data, durable=False)
+
+    async def _put_blob(self, run_id: str, data: bytes, *, durable: bool) -> str:
         validate_run_id(run_id)
 
         def put(conn: Connection, retried: bool) -> str:
-            address = self.codec.blob_address(data)
-            row = conn.execute(
-                "SELECT (SELECT 1 FROM af_blobs WHERE run_id = %s AND address = %s) "
-                "FROM af_runs WHERE run_id = %s",
-                (run_id, address, run_id),
-            ).fetchone()
-            if row is None:
-                raise RunNotFoundError(run_id)
-            if row[0] is None:
-                sealed = self.codec.seal_blob(data, run_id=run_id, address=address)
-                conn.execute(
-                    "INSERT INTO af_blobs (run_id, address, data) VALUES (%s, %s, %s) "
-                    "ON CONFLICT DO NOTHING",
-                    (run_id, address, sealed),
-                )
+            address, sealed = self.codec.dump_blob(data, run_id=run_id)
+            with conn.transaction():
+                if not durable:
+                    conn.execute("SET LOCAL synchronous_commit = off")
+                row = conn.execute(
+                    "INSERT INTO af_blobs (run_id, address, data) SELECT %s, %s, %s "
+                    "WHERE EXISTS (SELECT 1 FROM af_runs WHERE run_id = %s) "
+                    "ON CONFLICT DO NOTHING RETURNING 1",
+                    (run_id, address, sealed, run_id),
+                ).fetchone()
+                if row is None:
+                    self._require(conn, run_id)  # else it was there already
             return address
 
         address: str = await self._run("put blob", put)
         return address
+
+    async def sync_blobs(self, run_id: str, addresses: Sequence[str]) -> None:
+        """See :meth:`SupportsBlobSync.sync_blobs`: one synchronous commit flushes them.
+
+        Raises:
+            StorageError: the run has no such blob.
+        """
+        validate_run_id(run_id)
+        wanted = sorted({validate_blob_ref(a) for a in addresses})
+        if not wanted:
+            return
+
+        def sync(conn: Connection, retried: bool) -> set[str]:
+            with conn.transaction():
+                self._require(conn, run_id)
+                rows = conn.execute(
+                    "SELECT address FROM af_blobs WHERE run_id = %s AND address = ANY(%s)",
+                    (run_id, wanted),
+                ).fetchall()
+                conn.execute("SELECT pg_current_xact_id()")  # a commit record to flush
+            return {str(r[0]) for r in rows}
+
+        found: set[str] = await self._run("sync blobs", sync)
+        missing = [a for a in wanted if a not in found]
+        if missing:
+            raise StorageError("sync blobs", f"run {run_id!r} has no blob {missing[0]!r}")
 
     async def get_blob(self, run_id: str, ref: str) -> bytes:
         """See :meth:`Store.get_blob`."""
@@ -661,52 +759,109 @@ class PostgresStore(StoreContext):
     ) -> SnapshotInfo:
         """See :meth:`Store.write_snapshot`: the row and ``update``'s manifest in one commit.
 
+        Without ``update`` the commit does not wait for its WAL flush
+        (``synchronous_commit = off``): the snapshot is listed ``durable=False``
+        until :meth:`sync_snapshots`. A crash of the server may take it whole;
+        it is never seen half-written. With ``update`` (a run's end) it is durable.
+
         Raises:
             StorageError: the run already holds a different snapshot with this id.
             LeaseLostError: this store claimed the run and another owner took it.
         """
         run_id = validate_run_id(snapshot.run_id)
         snapshot_id = validate_snapshot_id(snapshot.snapshot_id)
+        durable = update is not None
+        fence = self._fence_key(run_id)
         sealed_once: list[tuple[bytes, SnapshotInfo]] = []
 
         def write(conn: Connection, retried: bool) -> SnapshotInfo:
             if not sealed_once:
                 sealed, raw = self.codec.dump_snapshot(snapshot)
-                sealed_once.append(
-                    (sealed, snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw))
-                )
+                info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
+                sealed_once.append((sealed, msgspec.structs.replace(info, durable=durable)))
             sealed, info = sealed_once[0]
-            with conn.transaction():
-                lock = "FOR UPDATE" if update is not None else "FOR SHARE"
-                row = conn.execute(
-                    f"SELECT manifest, epoch FROM af_runs WHERE run_id = %s {lock}",
-                    (run_id,),
-                ).fetchone()
+            with conn.pipeline(), conn.transaction():
+                if not durable:
+                    conn.execute("SET LOCAL synchronous_commit = off")
+                if update is None:
+                    # a shared fence, not the row: appends (which lock the row) go on
+                    # meanwhile, while a claim's epoch waits for this commit (see claim)
+                    conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (fence,))
+                    query = "SELECT manifest, epoch FROM af_runs WHERE run_id = %s"
+                else:
+                    query = "SELECT manifest, epoch FROM af_runs WHERE run_id = %s FOR UPDATE"
+                got = conn.execute(query, (run_id,))
+                inserted = conn.execute(
+                    "INSERT INTO af_snapshots (run_id, snapshot_id, info, data, durable) "
+                    "SELECT %s, %s, %s, %s, %s WHERE EXISTS "
+                    "(SELECT 1 FROM af_runs WHERE run_id = %s) "
+                    "ON CONFLICT DO NOTHING RETURNING 1",
+                    (run_id, snapshot_id, _encode(info), sealed, durable, run_id),
+                )
+                row = got.fetchone()
                 if row is None:
                     raise RunNotFoundError(run_id)
-                taken = conn.execute(
-                    "SELECT info, data FROM af_snapshots WHERE run_id = %s AND snapshot_id = %s",
-                    (run_id, snapshot_id),
-                ).fetchone()
-                if taken is not None:
+                if inserted.fetchone() is None:
+                    taken = conn.execute(
+                        "SELECT info, data FROM af_snapshots "
+                        "WHERE run_id = %s AND snapshot_id = %s",
+                        (run_id, snapshot_id),
+                    ).fetchone()
+                    assert taken is not None
                     if retried and bytes(taken[1]) == sealed:
                         return info  # the lost try's commit landed
                     self._same_snapshot(snapshot, bytes(taken[1]))
                     info = _decode_info(bytes(taken[0]))
-                else:
-                    self._fence(run_id, int(row[1]))
-                    conn.execute(
-                        "INSERT INTO af_snapshots (run_id, snapshot_id, info, data) "
-                        "VALUES (%s, %s, %s, %s)",
-                        (run_id, snapshot_id, _encode(info), sealed),
-                    )
+                self._fence(run_id, int(row[1]))
                 if update is not None:
-                    self._fence(run_id, int(row[1]))
                     self._change(conn, run_id, row, update, "write checkpoint")
                 return info
 
         info: SnapshotInfo = await self._run("write checkpoint", write)
         return info
+
+    async def sync_snapshots(self, run_id: str, snapshot_ids: Sequence[str]) -> None:
+        """See :meth:`SupportsSnapshotSync.sync_snapshots`: one synchronous commit.
+
+        Marking them durable is a write whose commit waits for the WAL flush,
+        which makes every earlier commit durable too (the snapshots' and their
+        history chunks').
+
+        Raises:
+            CheckpointNotFoundError: one of them does not exist.
+        """
+        validate_run_id(run_id)
+        wanted = sorted({validate_snapshot_id(s) for s in snapshot_ids})
+        if not wanted:
+            return
+
+        def mark(conn: Connection, retried: bool) -> set[str]:
+            with conn.transaction():
+                self._require(conn, run_id)
+                rows = conn.execute(
+                    "SELECT snapshot_id, info FROM af_snapshots "
+                    "WHERE run_id = %s AND snapshot_id = ANY(%s) FOR UPDATE",
+                    (run_id, wanted),
+                ).fetchall()
+                for snapshot_id, info in rows:
+                    entry = _decode_info(bytes(info))
+                    if not entry.durable:
+                        conn.execute(
+                            "UPDATE af_snapshots SET durable = true, info = %s "
+                            "WHERE run_id = %s AND snapshot_id = %s",
+                            (
+                                _encode(msgspec.structs.replace(entry, durable=True)),
+                                run_id,
+                                snapshot_id,
+                            ),
+                        )
+                conn.execute("SELECT pg_current_xact_id()")  # a commit record to flush
+            return {str(r[0]) for r in rows}
+
+        found: set[str] = await self._run("sync checkpoints", mark)
+        missing = [s for s in wanted if s not in found]
+        if missing:
+            raise CheckpointNotFoundError(run_id, missing[0])
 
     def _same_snapshot(self, snapshot: Snapshot, sealed: bytes) -> None:
         """A snapshot id is written once: writing it again must carry the same snapshot."""
@@ -768,12 +923,15 @@ class PostgresStore(StoreContext):
         validate_snapshot_id(snapshot_id)
 
         def delete(conn: Connection, retried: bool) -> int:
-            self._require(conn, run_id)
-            row = conn.execute(
-                "DELETE FROM af_snapshots WHERE run_id = %s AND snapshot_id = %s "
-                "RETURNING octet_length(data)",
-                (run_id, snapshot_id),
-            ).fetchone()
+            with conn.transaction():
+                # a deletion need not survive a crash (see Store.delete_snapshot)
+                conn.execute("SET LOCAL synchronous_commit = off")
+                self._require(conn, run_id)
+                row = conn.execute(
+                    "DELETE FROM af_snapshots WHERE run_id = %s AND snapshot_id = %s "
+                    "RETURNING octet_length(data)",
+                    (run_id, snapshot_id),
+                ).fetchone()
             return int(row[0]) if row is not None else 0
 
         freed: int = await self._run("delete checkpoint", delete)
@@ -983,6 +1141,7 @@ class PostgresStore(StoreContext):
         if held is not None:
             raise RunLockedError(run_id, held.owner)
         key = self._key(run_id)
+        fence = self._fence_key(run_id)
         locks = self._locks
 
         def take(conn: Connection) -> int:
@@ -993,11 +1152,13 @@ class PostgresStore(StoreContext):
                 if row is None:
                     raise RunNotFoundError(run_id)
                 raise RunLockedError(run_id, row[0])
-            row = conn.execute(
-                "UPDATE af_runs SET epoch = epoch + 1, owner = %s WHERE run_id = %s "
-                "RETURNING epoch",
-                (owner, run_id),
-            ).fetchone()
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (fence,))
+                row = conn.execute(
+                    "UPDATE af_runs SET epoch = epoch + 1, owner = %s WHERE run_id = %s "
+                    "RETURNING epoch",
+                    (owner, run_id),
+                ).fetchone()
             if row is None:
                 locks.unlock(conn, key)
                 raise RunNotFoundError(run_id)
@@ -1038,6 +1199,9 @@ class PostgresStore(StoreContext):
         if self._leases.get(lease.run_id) != lease:
             return
         del self._leases[lease.run_id]
+        self._log_end.pop(lease.run_id, None)
+        with self._append_guard:
+            self._append_locks.pop(lease.run_id, None)
         key = self._key(lease.run_id)
         locks = self._locks
         if self._closed:
