@@ -10,7 +10,7 @@ stops it at the end. Four tables:
    actorflow's ``Phases`` on a PostgresStore in ``sync`` durability against
    LangGraph's 10-node graph compiled with ``PostgresSaver``,
    ``invoke(..., durability="sync")``, on the same server (a database each).
-   Variants take turns in rounds; the ratio is p50 over p50. Target ≤ 0.6×.
+   Variants take turns in rounds; the ratio is p50 over p50. Target 0.6x or less.
 2. Signal round trip: a sender process posts a ``Ping`` (with its send time)
    to a live run that loops on ``ctx.wait_for(Ping)`` in ``sync``
    durability; round trip = the wait's return minus the send time (the
@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from actorflow import Durability, Orchestrator, RunContext, Runtime, RuntimeConfig  # noqa: E402
-from actorflow.storage import RunStatus, StepRecord, Store  # noqa: E402
+from actorflow.storage import RunStatus, StepRecord  # noqa: E402
 from actorflow.storage.postgres import PostgresStore  # noqa: E402
 
 QUICK = "--quick" in sys.argv
@@ -80,13 +80,13 @@ async def af_runs(dsn: str, n: int) -> list[float]:
 
     times = []
     config = RuntimeConfig(durability=Durability.SYNC)
-    async with PostgresStore(dsn, schema="bench_phases") as store:
-        async with Runtime(store=store, config=config) as runtime:
-            assert await runtime.run(Phases, UNITS) == UNITS
-            for _ in range(n):
-                start = time.perf_counter()
-                await runtime.run(Phases, UNITS)
-                times.append(time.perf_counter() - start)
+    store = PostgresStore(dsn, schema="bench_phases")
+    async with store, Runtime(store=store, config=config) as runtime:
+        assert await runtime.run(Phases, UNITS) == UNITS
+        for _ in range(n):
+            start = time.perf_counter()
+            await runtime.run(Phases, UNITS)
+            times.append(time.perf_counter() - start)
     return times
 
 
@@ -119,7 +119,10 @@ def phases(server: Any) -> None:
                 lg += lg_runs(server.dsn("bench_lg"), RUNS)
     print(f"\n1. 10-phase run, durable every phase ({ROUNDS} rounds x {RUNS} runs; ms)")
     print(f"{'variant':<36}{'p50':>9}{'p90':>9}")
-    for name, times in (("actorflow PostgresStore, sync", af), ("LangGraph PostgresSaver, sync", lg)):
+    for name, times in (
+        ("actorflow PostgresStore, sync", af),
+        ("LangGraph PostgresSaver, sync", lg),
+    ):
         print(f"{name:<36}{_ms(_p(times, 0.5)):>9}{_ms(_p(times, 0.9)):>9}")
     print(f"{'ratio actorflow / LangGraph (p50)':<36}{_p(af, 0.5) / _p(lg, 0.5):>8.2f}x")
 
@@ -163,15 +166,15 @@ async def _owner(dsn: str, backend: str) -> tuple[list[float], list[float]]:
     Echo.latencies = []
     run_id = f"echo-{uuid.uuid4().hex[:8]}"
     config = RuntimeConfig(durability=Durability.SYNC)
-    async with PostgresStore(dsn, schema="bench_signals") as store:
-        async with Runtime(store=store, config=config) as runtime:
-            handle = await runtime.start(Echo, PINGS, run_id=run_id)
-            sender = await anyio.run_process(
-                [sys.executable, __file__, "send", dsn, run_id, str(PINGS), backend],
-                env={**os.environ, "PYTHONPATH": str(ROOT)},
-                check=True,
-            )
-            await handle.result()
+    store = PostgresStore(dsn, schema="bench_signals")
+    async with store, Runtime(store=store, config=config) as runtime:
+        handle = await runtime.start(Echo, PINGS, run_id=run_id)
+        sender = await anyio.run_process(
+            [sys.executable, __file__, "send", dsn, run_id, str(PINGS), backend],
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            check=True,
+        )
+        await handle.result()
     posts: list[float] = msgspec.json.decode(sender.stdout.strip().splitlines()[-1])
     return [x * 1000 for x in Echo.latencies], posts
 
@@ -244,7 +247,7 @@ async def _adopt(server: Any, folder: Path) -> tuple[float, int, int, list[float
         "ACTORFLOW_LOG_LEVEL": "error",
     }
     poll = 0.5
-    store: Store = PostgresStore(server.dsn(), schema=schema)
+    store = PostgresStore(server.dsn(), schema=schema)
     takeovers: list[float] = []
     async with store, Runtime(store=store) as client:
         gate.write_text("open")  # the chains run through
@@ -254,7 +257,8 @@ async def _adopt(server: Any, folder: Path) -> tuple[float, int, int, list[float
         try:
             with anyio.fail_after(600):
                 for run_id in ids:
-                    while (await store.read_run(run_id)).status is not RunStatus.COMPLETED:
+                    # other processes drive them: nothing to wait on but the manifests
+                    while (await store.read_run(run_id)).status is not RunStatus.COMPLETED:  # noqa: ASYNC110
                         await anyio.sleep(0.05)
             adopt_time = time.perf_counter() - start
             lines = _side(side)
@@ -264,8 +268,10 @@ async def _adopt(server: Any, folder: Path) -> tuple[float, int, int, list[float
             # take-over: the gate closes, new runs block in their second step
             gate.unlink()
             for round_ in range(3 if QUICK else 5):
-                held = [await client.submit(worker_app.WorkerChain, 10**6 + round_ * 1000 + i)
-                        for i in range(HELD)]
+                held = [
+                    await client.submit(worker_app.WorkerChain, 10**6 + round_ * 1000 + i)
+                    for i in range(HELD)
+                ]
                 while True:  # every held run is blocked at its second tick
                     lines = _side(side)
                     started = {r for r, _, _ in lines if r in held}
@@ -299,11 +305,15 @@ def adoption(server: Any) -> None:
     with tempfile.TemporaryDirectory(prefix="af-pg-workers-") as tmp:
         adopt_time, twice, drivers, takeovers = anyio.run(_adopt, server, Path(tmp))
     print(f"\n4. {WORKERS} worker processes adopting {ADOPTED} runs; SIGKILL take-over")
-    print(f"  all {ADOPTED} runs completed in {adopt_time:.1f} s by {drivers} workers; "
-          f"steps driven twice: {twice}")
-    print(f"  take-over after SIGKILL ({len(takeovers)} kills, {HELD} held runs): "
-          f"p50 {_ms(_p(takeovers, 0.5))} ms, max {_ms(max(takeovers))} ms "
-          "(bound: poll_interval 500 ms)")
+    print(
+        f"  all {ADOPTED} runs completed in {adopt_time:.1f} s by {drivers} workers; "
+        f"steps driven twice: {twice}"
+    )
+    print(
+        f"  take-over after SIGKILL ({len(takeovers)} kills, {HELD} held runs): "
+        f"p50 {_ms(_p(takeovers, 0.5))} ms, max {_ms(max(takeovers))} ms "
+        "(bound: poll_interval 500 ms)"
+    )
 
 
 def main() -> None:
