@@ -272,10 +272,10 @@ async def _adopt(server: Any, folder: Path) -> tuple[float, int, int, list[float
                     await client.submit(worker_app.WorkerChain, 10**6 + round_ * 1000 + i)
                     for i in range(HELD)
                 ]
-                while True:  # every held run is blocked at its second tick
+                while True:  # every held run is blocked in its second step, at the gate
                     lines = _side(side)
-                    started = {r for r, _, _ in lines if r in held}
-                    if len(started) == HELD:
+                    steps = [r for r, _, _ in lines if r in held]
+                    if all(steps.count(r) >= 2 for r in held):
                         break
                     await anyio.sleep(0.02)
                 owners = {r: pid for r, _, pid in lines if r in held}
@@ -286,12 +286,17 @@ async def _adopt(server: Any, folder: Path) -> tuple[float, int, int, list[float
                 victim.send_signal(signal.SIGKILL)
                 await victim.wait()
                 workers.remove(victim)
-                while True:
+                while True:  # every run the victim held is running under a survivor
                     names = [(await store.read_run(r)).owner for r in victims]
                     if all(n and f":{victim_pid}:" not in n for n in names):
                         break
                     await anyio.sleep(0.005)
                 takeovers.append(time.perf_counter() - killed)
+                gate.write_text("open")  # the held runs finish before the next round
+                for r in held:
+                    while (await store.read_run(r)).status is not RunStatus.COMPLETED:  # noqa: ASYNC110
+                        await anyio.sleep(0.02)
+                gate.unlink()
                 workers.append(await _start_worker(url, env, poll))
             gate.write_text("open")
         finally:
