@@ -60,6 +60,7 @@ from actorflow.storage._inbox_check import InboxCheck, open_or_skip
 from actorflow.storage._manifests import (
     corrupt_manifest,
     encrypted_manifest,
+    index_run_ids,
     index_strays,
     matches,
     snapshot_info,
@@ -103,6 +104,10 @@ _decode_info = msgspec.msgpack.Decoder(SnapshotInfo).decode
 _decode_window = msgspec.msgpack.Decoder(
     tuple[list[float], list[tuple[float, float]], float]
 ).decode
+
+
+class _Posted(Exception):
+    """The entry id was posted before: the post's transaction rolls back."""
 
 
 def _split_schema(dsn: str) -> tuple[str, str | None]:
@@ -179,6 +184,7 @@ class PostgresStore(StoreContext):
         self._leases: dict[str, Lease] = {}
         self._slots: dict[tuple[str, int], int] = {}
         self._inbox_warned: dict[str, set[int]] = {}
+        self._index_warned: set[str] = set()
         # the log's end of the runs this store owns, and the locks its appends take
         self._log_end: dict[str, int] = {}
         self._append_locks: dict[str, threading.Lock] = {}
@@ -396,7 +402,7 @@ class PostgresStore(StoreContext):
             return [str(r[0]) for r in conn.execute("SELECT run_id FROM af_unfinished")]
 
         names: list[str] = await self._run("list unfinished", strays)
-        return unreadable + index_strays(names, lambda n: f"{self._place}#af_unfinished/{n}")
+        return unreadable + index_strays(names, self._index_location)
 
     async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:
         """See :meth:`Store.delete_run`: one transaction; a tombstone keeps the run's row."""
@@ -909,8 +915,11 @@ class PostgresStore(StoreContext):
         validate_run_id(run_id)
 
         def listing(conn: Connection, retried: bool) -> list[SnapshotInfo]:
-            self._require(conn, run_id)
-            rows = conn.execute("SELECT info FROM af_snapshots WHERE run_id = %s", (run_id,))
+            rows = conn.execute(
+                "SELECT info FROM af_snapshots WHERE run_id = %s", (run_id,)
+            ).fetchall()
+            if not rows:
+                self._require(conn, run_id)
             infos = [_decode_info(bytes(r[0])) for r in rows]
             return sorted(infos, key=lambda s: (s.position, s.created, s.snapshot_id))
 
@@ -957,41 +966,57 @@ class PostgresStore(StoreContext):
         validate_run_id(run_id)
         named = id_key(self.codec, entry_id)  # ids may hold anything, NUL included
 
+        def existing(conn: Connection) -> InboxEntry | None:
+            found = conn.execute(
+                "SELECT seq, data FROM af_inbox WHERE run_id = %s AND entry_id = %s",
+                (run_id, named),
+            ).fetchone()
+            if found is None:
+                return None
+            seq = int(found[0])
+            where = self._where(run_id, "inbox", seq)
+            return open_entry(self.codec, bytes(found[1]), run_id=run_id, seq=seq, location=where)
+
         def post(conn: Connection, retried: bool) -> InboxEntry:
-            with conn.transaction():
-                row = conn.execute(
-                    "SELECT inbox_end FROM af_runs WHERE run_id = %s FOR UPDATE", (run_id,)
-                ).fetchone()
-                if row is None:
-                    raise RunNotFoundError(run_id)
-                found = conn.execute(
-                    "SELECT seq, data FROM af_inbox WHERE run_id = %s AND entry_id = %s",
-                    (run_id, named),
-                ).fetchone()
-                if found is not None:
-                    seq = int(found[0])
-                    where = self._where(run_id, "inbox", seq)
-                    return open_entry(
-                        self.codec, bytes(found[1]), run_id=run_id, seq=seq, location=where
-                    )
-                entry = InboxEntry(
-                    seq=int(row[0]),
-                    entry_id=entry_id,
-                    type=type,
-                    payload=payload,
-                    sent=time.time(),
-                    sender=sender,
-                    kind=kind,
-                )
-                conn.execute(
-                    "INSERT INTO af_inbox (run_id, seq, entry_id, data) VALUES (%s, %s, %s, %s)",
-                    (run_id, entry.seq, named, seal_entry(self.codec, entry, run_id=run_id)),
-                )
-                conn.execute(
-                    "UPDATE af_runs SET inbox_end = inbox_end + 1 WHERE run_id = %s", (run_id,)
-                )
-                conn.execute("SELECT pg_notify(%s, %s)", (self._channel, f"{INBOX}:{run_id}"))
-                return entry
+            # three round trips: the row's lock and the next seq; the entry (and the
+            # NOTIFY its commit sends); the commit. An id posted before rolls it all back.
+            with conn.pipeline():
+                try:
+                    with conn.transaction():
+                        row = conn.execute(
+                            "UPDATE af_runs SET inbox_end = inbox_end + 1 WHERE run_id = %s "
+                            "RETURNING inbox_end - 1",
+                            (run_id,),
+                        ).fetchone()
+                        if row is None:
+                            raise RunNotFoundError(run_id)
+                        entry = InboxEntry(
+                            seq=int(row[0]),
+                            entry_id=entry_id,
+                            type=type,
+                            payload=payload,
+                            sent=time.time(),
+                            sender=sender,
+                            kind=kind,
+                        )
+                        sealed = seal_entry(self.codec, entry, run_id=run_id)
+                        inserted = conn.execute(
+                            "INSERT INTO af_inbox (run_id, seq, entry_id, data) "
+                            "VALUES (%s, %s, %s, %s) ON CONFLICT (run_id, entry_id) DO NOTHING "
+                            "RETURNING 1",
+                            (run_id, entry.seq, named, sealed),
+                        )
+                        conn.execute(
+                            "SELECT pg_notify(%s, %s)", (self._channel, f"{INBOX}:{run_id}")
+                        )
+                        if inserted.fetchone() is None:
+                            raise _Posted
+                        return entry
+                except _Posted:
+                    pass
+                found = existing(conn)
+            assert found is not None
+            return found
 
         entry: InboxEntry = await self._run("post", post)
         return entry
@@ -1004,12 +1029,13 @@ class PostgresStore(StoreContext):
         warned = self._inbox_warned.setdefault(run_id, set())
 
         def read(conn: Connection, retried: bool) -> list[InboxEntry]:
-            self._require(conn, run_id)
             rows = conn.execute(
                 "SELECT seq, data FROM af_inbox WHERE run_id = %s AND seq >= %s "
                 "AND (%s::bigint IS NULL OR seq < %s) ORDER BY seq",
                 (run_id, max(start, 0), stop, stop),
             ).fetchall()
+            if not rows:
+                self._require(conn, run_id)
             entries = []
             for seq, data in rows:
                 entry = open_or_skip(
@@ -1465,17 +1491,11 @@ class PostgresStore(StoreContext):
             return [str(r[0]) for r in conn.execute(query)]
 
         found: list[str] = await self._run("list unfinished", listing)
-        kept = []
-        for run_id in found:
-            try:
-                validate_run_id(run_id)
-            except StorageError:
-                continue
-            except ValueError:
-                continue
-            if not (unowned and run_id in self._leases):
-                kept.append(run_id)
-        return kept
+        kept = index_run_ids(found, self._index_location, self._index_warned)
+        return [r for r in kept if not (unowned and r in self._leases)]
+
+    def _index_location(self, name: str) -> str:
+        return f"{self._place}#af_unfinished/{name}"
 
     async def unindex(self, run_id: str) -> None:
         """See :meth:`RunIndex.unindex`."""

@@ -200,3 +200,22 @@ async def test_queue_and_limit_slots_are_shared_across_stores(pg_server: PgServe
             assert await a.take_limit("k", per_minute=3, tokens_per_minute=None, now=10.0) == 0.0
         assert await b.take_limit("k", per_minute=3, tokens_per_minute=None, now=11.0) == 0.0
         assert await b.take_limit("k", per_minute=3, tokens_per_minute=None, now=12.0) == 58.0
+
+
+async def test_an_index_row_that_names_no_run_is_skipped_and_named(pg_server: PgServer) -> None:
+    schema = pg_server.schema()
+    async with _store(pg_server, schema) as store:
+        await store.create_run(manifest())
+        pg_server.sql(f"INSERT INTO {schema}.af_unfinished (run_id) VALUES ('../stray')")
+        assert await store.list_unfinished() == ["run-1"]
+        [stray] = await store.list_unreadable()
+        assert "../stray" in stray.location
+
+
+def test_import_actorflow_does_not_import_psycopg() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, actorflow, actorflow.storage; print('psycopg' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
