@@ -254,22 +254,20 @@ class PostgresStore(StoreContext):
             return _create(conn, retried, sealed_once[0])
 
         def _create(conn: Connection, retried: bool, sealed: bytes) -> tuple[RunManifest, bool]:
-            with conn.transaction():
-                row = conn.execute(
-                    "INSERT INTO af_runs (run_id, lock_key, manifest) VALUES (%s, %s, %s) "
-                    "ON CONFLICT (run_id) DO NOTHING RETURNING run_id",
-                    (run_id, key, sealed),
-                ).fetchone()
-                if row is not None:
-                    if not manifest.status.finished:
-                        conn.execute(
-                            "INSERT INTO af_unfinished (run_id) VALUES (%s) ON CONFLICT DO NOTHING",
-                            (run_id,),
-                        )
-                    return manifest, True
-                found = conn.execute(
-                    "SELECT manifest FROM af_runs WHERE run_id = %s", (run_id,)
-                ).fetchone()
+            # one statement: the row and, for an unfinished run, its index entry commit together
+            row = conn.execute(
+                "WITH r AS (INSERT INTO af_runs (run_id, lock_key, manifest) "
+                "VALUES (%s, %s, %s) ON CONFLICT (run_id) DO NOTHING RETURNING run_id), "
+                "u AS (INSERT INTO af_unfinished (run_id) SELECT run_id FROM r WHERE %s "
+                "ON CONFLICT DO NOTHING) "
+                "SELECT run_id FROM r",
+                (run_id, key, sealed, not manifest.status.finished),
+            ).fetchone()
+            if row is not None:
+                return manifest, True
+            found = conn.execute(
+                "SELECT manifest FROM af_runs WHERE run_id = %s", (run_id,)
+            ).fetchone()
             assert found is not None
             if retried and bytes(found[0]) == sealed:
                 return manifest, True  # the lost try created it
@@ -337,7 +335,7 @@ class PostgresStore(StoreContext):
         written: list[tuple[int, bytes, RunManifest]] = []
 
         def update(conn: Connection, retried: bool) -> RunManifest:
-            with conn.transaction():
+            with conn.pipeline(), conn.transaction():
                 if not durable:
                     conn.execute("SET LOCAL synchronous_commit = off")
                 row = conn.execute(
@@ -1178,7 +1176,7 @@ class PostgresStore(StoreContext):
                 if row is None:
                     raise RunNotFoundError(run_id)
                 raise RunLockedError(run_id, row[0])
-            with conn.transaction():
+            with conn.pipeline(), conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (fence,))
                 row = conn.execute(
                     "UPDATE af_runs SET epoch = epoch + 1, owner = %s WHERE run_id = %s "
