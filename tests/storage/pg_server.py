@@ -146,6 +146,7 @@ class PgServer:
         process, self.process = self.process, None
         if process is None or process.poll() is not None:
             return
+        postmaster = self._postmaster_pid()
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL if kill else signal.SIGINT)
         try:
@@ -153,6 +154,19 @@ class PgServer:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=30)
+        deadline = time.monotonic() + _START_DEADLINE
+        # the server's own process (not this one's child when run through runuser) must be
+        # gone before the data folder can be started again
+        while postmaster is not None and Path(f"/proc/{postmaster}").exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"postgres {postmaster} did not exit")
+            time.sleep(0.01)
+
+    def _postmaster_pid(self) -> int | None:
+        try:
+            return int((self.data_dir / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
 
     def sql(self, statement: str, dbname: str = "postgres") -> list[tuple[object, ...]]:
         """Run one statement as the superuser (psycopg, autocommit); its rows."""

@@ -123,7 +123,7 @@ class Database:
                     break  # a wrong password stays wrong
                 if attempt + 1 < self.connect_attempts:
                     time.sleep(delay)
-                    delay = min(delay * 2, 1.0)
+                    delay = min(delay * 2, 2.0)
                 continue
             with self._all_lock:
                 self._all.add(conn)

@@ -159,7 +159,7 @@ class PostgresStore(StoreContext):
         codec: Codec | None = None,
         pool_size: int = 8,
         connect_timeout: float = 5.0,
-        connect_attempts: int = 5,
+        connect_attempts: int = 8,
         event_bytes: int = DEFAULT_EVENT_BYTES,
     ) -> None:
         dsn, in_url = _split_schema(dsn)
