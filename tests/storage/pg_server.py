@@ -35,7 +35,7 @@ from tests.storage.s3_servers import _free_port
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from actorflow.storage import Store
+    from actorflow.storage.postgres import PostgresStore
 
 _START_DEADLINE = 60.0  # a generous bound on startup; not a timing assertion
 _names = itertools.count()
@@ -209,7 +209,7 @@ def pg_server() -> Iterator[PgServer]:
         yield server
 
 
-def open_pg_store(server: PgServer, schema: str, **options: Any) -> Store:
+def open_pg_store(server: PgServer, schema: str, **options: Any) -> PostgresStore:
     """A PostgresStore on the server, in ``schema`` (imported here: psycopg is optional)."""
     from actorflow.storage.postgres import PostgresStore
 
