@@ -784,6 +784,8 @@ class PostgresStore(StoreContext):
                 info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
                 sealed_once.append((sealed, msgspec.structs.replace(info, durable=durable)))
             sealed, info = sealed_once[0]
+            if not durable and not retried and self._snapshot_fast(conn, run_id, sealed, info):
+                return info
             with conn.pipeline(), conn.transaction():
                 if not durable:
                     conn.execute("SET LOCAL synchronous_commit = off")
@@ -866,6 +868,32 @@ class PostgresStore(StoreContext):
         missing = [s for s in wanted if s not in found]
         if missing:
             raise CheckpointNotFoundError(run_id, missing[0])
+
+    def _snapshot_fast(
+        self, conn: Connection, run_id: str, sealed: bytes, info: SnapshotInfo
+    ) -> bool:
+        """One round trip: the snapshot inserted, if the run is there under this store's epoch.
+
+        False if nothing was written (no such run, the id is taken, or the epoch
+        moved on): the full write then finds out which, and says so.
+        """
+        lease = self._leases.get(run_id)
+        if lease is not None and self._key(run_id) in self._locks.lost:
+            return False
+        epoch = lease.epoch if lease is not None else None
+        with conn.pipeline(), conn.transaction():
+            conn.execute("SET LOCAL synchronous_commit = off")
+            # the shared fence first: a claim's epoch change waits for this commit,
+            # or has committed before the INSERT's snapshot of the row is taken
+            conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (self._fence_key(run_id),))
+            inserted = conn.execute(
+                "INSERT INTO af_snapshots (run_id, snapshot_id, info, data, durable) "
+                "SELECT %s, %s, %s, %s, false WHERE EXISTS (SELECT 1 FROM af_runs "
+                "WHERE run_id = %s AND (%s::bigint IS NULL OR epoch = %s)) "
+                "ON CONFLICT DO NOTHING RETURNING 1",
+                (run_id, info.snapshot_id, _encode(info), sealed, run_id, epoch, epoch),
+            )
+        return inserted.fetchone() is not None
 
     def _same_snapshot(self, snapshot: Snapshot, sealed: bytes) -> None:
         """A snapshot id is written once: writing it again must carry the same snapshot."""

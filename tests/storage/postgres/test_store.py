@@ -15,7 +15,7 @@ from actorflow.errors import (
     StoreUnavailableError,
 )
 from actorflow.storage import open_store
-from actorflow.testing.conformance._samples import manifest, step
+from actorflow.testing.conformance._samples import manifest, snapshot, step
 from tests.storage.s3_servers import _free_port
 
 if TYPE_CHECKING:
@@ -163,6 +163,10 @@ async def test_a_killed_owner_frees_its_runs_and_a_fenced_one_is_refused(
         assert taken.epoch == lease.epoch + 1
         with pytest.raises(LeaseLostError):
             await first.append("run-1", [step(0)])
+        with pytest.raises(LeaseLostError):
+            await first.write_snapshot(snapshot("s1", 0))
+        with pytest.raises(LeaseLostError):
+            await first.update_run("run-1", lambda m: m)
         with pytest.raises(LeaseLostError):
             await first.renew(lease)
         assert await second.append("run-1", [step(0)]) == 1
