@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from actorflow.storage import Store
     from actorflow.storage.postgres import PostgresStore
 
+pytestmark = pytest.mark.postgres
+
 
 class TestPostgresStore(StoreConformance):
     """Every capability of the suite, in a schema of its own per test."""

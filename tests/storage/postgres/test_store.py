@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from actorflow.storage.postgres import PostgresStore
     from tests.storage.pg_server import PgServer
 
+pytestmark = pytest.mark.postgres
+
 
 def _store(server: PgServer, schema: str, **options: object) -> PostgresStore:
     from actorflow.storage.postgres import PostgresStore
