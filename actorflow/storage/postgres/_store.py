@@ -1197,7 +1197,8 @@ class PostgresStore(StoreContext):
         locks = self._locks
 
         def take(conn: Connection) -> int:
-            if not locks.try_lock(conn, key):
+            # held already: an earlier try of this claim took it, then lost its connection
+            if not (locks.holds(key) or locks.try_lock(conn, key)):
                 row = conn.execute(
                     "SELECT owner FROM af_runs WHERE run_id = %s", (run_id,)
                 ).fetchone()
