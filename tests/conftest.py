@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 # s3_servers: the session-scoped S3-compatible servers (SeaweedFS, moto) the S3 tests use;
+# pg_server: the session-scoped PostgreSQL server the PostgreSQL store's tests use;
 # pytester: runs pytest on test modules a user would write (the shipped conformance suite).
-pytest_plugins = ["anyio", "pytester", "tests.storage.s3_servers"]
+pytest_plugins = ["anyio", "pytester", "tests.storage.s3_servers", "tests.storage.pg_server"]
 
 
 @pytest.fixture(

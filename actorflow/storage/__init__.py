@@ -3,10 +3,13 @@
 Shared modules sit here (records, codec, envelope, protocol and optional
 capabilities, log writer, retention, state versions, the memory store,
 ``open_store``); each persistent
-backend is a package assembled by composition: ``file``, ``s3`` and ``sqlite``.
+backend is a package assembled by composition: ``file``, ``s3``, ``sqlite`` and
+``postgres`` (exported lazily: psycopg is imported only when ``PostgresStore`` is used).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from actorflow.storage._capabilities import (
     ClaimInfo,
@@ -98,6 +101,9 @@ from actorflow.storage.file import FileStore, FileSystem, OSFileSystem
 from actorflow.storage.s3 import S3Store  # aioboto3 is imported only when one is made
 from actorflow.storage.sqlite import SqliteStore
 
+if TYPE_CHECKING:
+    from actorflow.storage.postgres import PostgresStore
+
 __all__ = [
     "ENCODE_ERRORS",
     "FORMAT_VERSION",
@@ -130,6 +136,7 @@ __all__ = [
     "MilestoneRecord",
     "OSFileSystem",
     "PhaseEndRecord",
+    "PostgresStore",
     "PruneReport",
     "QueueSlot",
     "QueueSlots",
@@ -189,3 +196,12 @@ __all__ = [
     "watch_messages",
     "with_history",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # psycopg is imported only when PostgresStore is asked for (`import actorflow` never does)
+    if name == "PostgresStore":
+        from actorflow.storage.postgres import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,6 +15,7 @@ from actorflow.storage import (
     Snapshot,
     StateRef,
     StepRecord,
+    Store,
     open_store,
 )
 
@@ -28,9 +29,12 @@ def _state(agent: str, notes: Notes) -> StateRef:
     return StateRef(agent=agent, type="Notes", data=msgspec.msgpack.encode(notes))
 
 
-async def populate(path: str, codec: Codec | None = None) -> None:
-    """Two runs as the engine writes them: manifest, log, a blob, three checkpoints."""
-    store = open_store(path, codec=codec)
+async def populate(path: str | Store, codec: Codec | None = None) -> None:
+    """Two runs as the engine writes them: manifest, log, a blob, three checkpoints.
+
+    ``path`` is a store's location (a folder, a URL), or a store (closed after).
+    """
+    store = open_store(path, codec=codec) if isinstance(path, str) else path
     try:
         for run_id, status in (("run-a", RunStatus.COMPLETED), ("run-b", RunStatus.INTERRUPTED)):
             data = msgspec.msgpack.encode("goal")

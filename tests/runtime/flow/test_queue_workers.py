@@ -24,6 +24,7 @@ from actorflow import Runtime
 from actorflow.storage import FileStore, RunStatus, SqliteStore
 from tests.runtime.flow import queue_app
 from tests.storage.factories_s3 import open_s3_store
+from tests.storage.pg_server import open_pg_store, pg_url
 
 if TYPE_CHECKING:
     from anyio.abc import Process
@@ -34,11 +35,13 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[3]
 DEADLINE = 240.0
 """A bound on the whole test: it turns a hang into a failure, it times nothing."""
-RUNS = {"file": 200, "s3": 60, "sqlite": 200}
+RUNS = {"file": 200, "s3": 60, "sqlite": 200, "postgres": 200}
 """Runs per store (fewer than a thousand: a shared two-core machine; S3 is slower still)."""
 
 
-@pytest.fixture(params=["file", "s3", "sqlite"])
+@pytest.fixture(
+    params=["file", "s3", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def where(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str, Store, dict[str, str]]:
     """The kind of store, the workers' ``--store``, a store object of the test's, their env."""
     if request.param == "file":
@@ -46,6 +49,10 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str, Sto
     if request.param == "sqlite":
         db = tmp_path / "store.db"
         return "sqlite", f"sqlite:///{db}", SqliteStore(db), {}
+    if request.param == "postgres":
+        pg = request.getfixturevalue("pg_server")
+        schema = pg.schema()
+        return "postgres", pg_url(pg, schema), open_pg_store(pg, schema), {}
     server: S3Server = request.getfixturevalue("seaweed_server")
     prefix = f"t-{uuid.uuid4().hex[:12]}"
     env = {

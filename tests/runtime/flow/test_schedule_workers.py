@@ -28,6 +28,7 @@ from actorflow.storage import FileStore, RunStatus, SqliteStore
 from actorflow.testing import FakeClock
 from tests.runtime.flow import schedule_app
 from tests.storage.factories_s3 import open_s3_store
+from tests.storage.pg_server import open_pg_store, pg_url
 
 if TYPE_CHECKING:
     from anyio.abc import Process
@@ -65,7 +66,9 @@ async def _stop(*workers: Process) -> None:
                 await w.wait()
 
 
-@pytest.fixture(params=["file", "s3", "sqlite"])
+@pytest.fixture(
+    params=["file", "s3", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def where(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Store, dict[str, str]]:
     """The workers' ``--store``, a store object of the test's on it, and their environment."""
     if request.param == "file":
@@ -73,6 +76,10 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Store, d
     if request.param == "sqlite":
         db = tmp_path / "store.db"
         return f"sqlite:///{db}", SqliteStore(db), {}
+    if request.param == "postgres":
+        pg = request.getfixturevalue("pg_server")
+        schema = pg.schema()
+        return pg_url(pg, schema), open_pg_store(pg, schema), {}
     server: S3Server = request.getfixturevalue("seaweed_server")
     prefix = f"t-{uuid.uuid4().hex[:12]}"
     env = {

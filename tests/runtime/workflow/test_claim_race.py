@@ -10,7 +10,7 @@ raises ``RunLockedError``. On the file store and on a real S3 server.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import msgspec
@@ -28,6 +28,7 @@ from actorflow.storage import (
     Store,
 )
 from tests.storage.factories_s3 import open_s3_store
+from tests.storage.pg_server import open_pg_store
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -86,13 +87,19 @@ class HeldClaims:
         return await self.inner.claim(run_id, owner)
 
 
-@pytest.fixture(params=["file", "s3", "sqlite"])
+@pytest.fixture(
+    params=["file", "s3", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Opened]:
     """Opens another store (another process, in effect) on one shared location."""
     if request.param == "file":
         return lambda: FileStore(tmp_path / "store")
     if request.param == "sqlite":
         return lambda: SqliteStore(tmp_path / "store.db")
+    if request.param == "postgres":
+        pg = request.getfixturevalue("pg_server")
+        schema = pg.schema()
+        return lambda: cast("Opened", open_pg_store(pg, schema))
     server = request.getfixturevalue("seaweed_server")
     prefix = f"t-{uuid.uuid4().hex[:12]}"
     return lambda: open_s3_store(server, prefix=prefix)

@@ -18,6 +18,7 @@ from tests.runtime.workflow.signal_child import Fix, TwoFixes
 from tests.runtime.workflow.test_signals import PausedFix, until_waiting
 from tests.runtime.workflow.test_updates import Add, Done, Todo
 from tests.storage.factories_s3 import open_s3_store
+from tests.storage.pg_server import open_pg_store
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -26,13 +27,19 @@ if TYPE_CHECKING:
     from actorflow.storage import Store
 
 
-@pytest.fixture(params=["file", "s3", "sqlite"])
+@pytest.fixture(
+    params=["file", "s3", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Store]:
     """Opens another store object (another process, in effect) on one location."""
     if request.param == "file":
         return lambda: FileStore(tmp_path / "store")
     if request.param == "sqlite":
         return lambda: SqliteStore(tmp_path / "store.db")
+    if request.param == "postgres":
+        pg = request.getfixturevalue("pg_server")
+        schema = pg.schema()
+        return lambda: open_pg_store(pg, schema)
     server = request.getfixturevalue("seaweed_server")
     prefix = f"t-{uuid.uuid4().hex[:12]}"
     return lambda: open_s3_store(server, prefix=prefix, inbox_poll_interval=0.05)

@@ -30,6 +30,7 @@ from actorflow.runtime.workflow._adoption import ADOPTED, Adopted
 from actorflow.storage import EventRecord, FileStore, RunStatus, SqliteStore, StepRecord
 from tests.runtime.workflow import worker_app
 from tests.storage.factories_s3 import open_s3_store
+from tests.storage.pg_server import open_pg_store, pg_url
 
 if TYPE_CHECKING:
     from anyio.abc import Process
@@ -60,7 +61,9 @@ async def _start_worker(store: str, env: dict[str, str]) -> Process:
     )
 
 
-@pytest.fixture(params=["file", "s3", "sqlite"])
+@pytest.fixture(
+    params=["file", "s3", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def where(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Store, dict[str, str]]:
     """The workers' ``--store``, a store object of the test's on it, and their environment."""
     if request.param == "file":
@@ -68,6 +71,10 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Store, d
     if request.param == "sqlite":
         db = tmp_path / "store.db"
         return f"sqlite:///{db}", SqliteStore(db), {}
+    if request.param == "postgres":
+        pg = request.getfixturevalue("pg_server")
+        schema = pg.schema()
+        return pg_url(pg, schema), open_pg_store(pg, schema), {}
     server: S3Server = request.getfixturevalue("seaweed_server")
     prefix = f"t-{uuid.uuid4().hex[:12]}"
     env = {

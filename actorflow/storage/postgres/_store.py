@@ -1,0 +1,1573 @@
+"""PostgresStore: runs kept in PostgreSQL tables (extra ``postgres``, psycopg 3).
+
+Tables (in the store's schema; see ``_schema.py``)::
+
+    af_meta                 the schema's version
+    af_runs                 one row per run: sealed manifest, log start and end, inbox end,
+                            the claim's epoch and last owner, its advisory-lock key
+    af_unfinished           the index of unfinished runs (RunIndex)
+    af_log                  one row per record: (run, position) -> sealed record
+    af_blobs                (run, address) -> sealed blob (states, history chunks)
+    af_snapshots            (run, id) -> its listing entry and the sealed snapshot
+    af_inbox                (run, seq) -> sealed entry; (run, entry id) unique
+    af_events               the ephemeral event stream's batches
+    af_limits               SharedLimits' windows, one row per key, locked to take
+    af_schedules, af_schedule_progress
+
+Every row holds bytes sealed by the same :class:`Codec` as the file and S3
+stores (checksums, compression, encryption). Each write is one transaction
+that locks the run's row: an append reads the log's end and the claim's epoch
+under that lock, so appends never interleave and an owner whose claim was
+taken over is refused (``LeaseLostError``) in the same transaction it wrote
+in. Claims, queue slots and limit slots are session advisory locks
+(``_locks.py``): the server frees them when the holder's connection ends, so
+a killed worker's runs can be taken at once. Posts wake watches through
+LISTEN/NOTIFY (``_notify.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import urllib.parse
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+import msgspec
+
+from actorflow._log import get_logger
+from actorflow._text import describe
+from actorflow.errors import (
+    CheckpointNotFoundError,
+    CorruptedDataError,
+    EncryptionKeyError,
+    LeaseLostError,
+    LogPrunedError,
+    RunLockedError,
+    RunNotFoundError,
+    ScheduleNotFoundError,
+    StorageError,
+    StoreUnavailableError,
+)
+from actorflow.storage._capabilities import ClaimInfo, QueueSlot, SealCheck
+from actorflow.storage._envelope import Kind
+from actorflow.storage._event_stream import DEFAULT_EVENT_BYTES, DEFAULT_READ_LIMIT
+from actorflow.storage._inbox import InboxEntry, id_key, open_entry, seal_entry
+from actorflow.storage._inbox_check import InboxCheck, open_or_skip
+from actorflow.storage._manifests import (
+    corrupt_manifest,
+    encrypted_manifest,
+    index_run_ids,
+    index_strays,
+    matches,
+    snapshot_info,
+    validate_blob_ref,
+    validate_snapshot_id,
+    warn_unreadable,
+)
+from actorflow.storage._manifests import tombstone as make_tombstone
+from actorflow.storage._protocol import Lease, StoreContext, UnreadableEntry
+from actorflow.storage._records import SnapshotInfo, validate_run_id
+from actorflow.storage._retention import prune as prune_by_policy
+from actorflow.storage._schedules import (
+    SkippedSchedules,
+    dump_progress,
+    dump_schedule,
+    load_progress,
+    load_schedule,
+    validate_schedule_id,
+)
+from actorflow.storage._sealing import Codec
+from actorflow.storage._windows import take_window
+from actorflow.storage.postgres._db import Connection, Database, describe_dsn
+from actorflow.storage.postgres._events import EventRows
+from actorflow.storage.postgres._locks import HELD_KEYS, Locks, lock_key
+from actorflow.storage.postgres._notify import INBOX, Listener, SocketWatch, Wakeups
+from actorflow.storage.postgres._schema import validate_schema_name
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Sequence
+
+    from actorflow.storage._event_stream import EventSlice, EventStreamWriter
+    from actorflow.storage._protocol import PruneReport, RetentionPolicy
+    from actorflow.storage._records import LogRecord, RunManifest, RunStatus, Snapshot
+    from actorflow.storage._schedules import Schedule, ScheduleProgress
+
+__all__ = ["PostgresStore"]
+
+_log = get_logger(__name__)
+
+_encode = msgspec.msgpack.Encoder().encode
+_decode_info = msgspec.msgpack.Decoder(SnapshotInfo).decode
+_decode_window = msgspec.msgpack.Decoder(
+    tuple[list[float], list[tuple[float, float]], float]
+).decode
+
+
+class _Posted(Exception):
+    """The entry id was posted before: the post's transaction rolls back."""
+
+
+def _split_schema(dsn: str) -> tuple[str, str | None]:
+    """The DSN without a ``schema`` query parameter (libpq knows none), and its value."""
+    if "://" not in dsn or "?" not in dsn:
+        return dsn, None
+    parts = urllib.parse.urlsplit(dsn)
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    schema = next((v for k, v in query if k == "schema"), None)
+    kept = urllib.parse.urlencode([(k, v) for k, v in query if k != "schema"])
+    return urllib.parse.urlunsplit(parts._replace(query=kept)), schema
+
+
+class PostgresStore(StoreContext):
+    """A store in a PostgreSQL database, shared by every process that can reach it.
+
+    Works on asyncio and trio: queries run on a small pool of psycopg's
+    synchronous connections in worker threads. The schema is created (and
+    later upgraded) by the store on first use. Every optional capability is
+    offered: the index of unfinished runs, claim inspection, seal checks,
+    the inbox and its watch (LISTEN/NOTIFY), the event stream, exact shared
+    limits and queue slots (row and advisory locks), schedules.
+
+    Args:
+        dsn: a libpq URL (``postgresql://user:pass@host:5432/db``) or key=value
+            string. A URL may carry ``?schema=name`` (the ``schema`` argument).
+        schema: the schema the store's tables live in (default ``actorflow``),
+            so several stores can share a database.
+        codec: sealing options (compression, encryption, limits); default ``Codec()``.
+        pool_size: connections for queries (and concurrent queries) per store;
+            the store also keeps one for its locks and one to listen.
+        connect_timeout: seconds one connection attempt may take.
+        connect_attempts: attempts (with backoff) before ``StoreUnavailableError``.
+        event_bytes: sealed bytes of a run's event stream kept at most.
+
+    Raises:
+        StoreUnavailableError: psycopg is missing (``pip install 'actorflow[postgres]'``);
+            on first use, also a server that stays unreachable or refuses the login.
+        StoreSchemaError: on first use, a schema written by a newer actorflow, one
+            holding tables that are not a store's, or a role that may not create it.
+        ConfigurationError: ``schema`` is not a plain lower-case name.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str | None = None,
+        codec: Codec | None = None,
+        pool_size: int = 8,
+        connect_timeout: float = 5.0,
+        connect_attempts: int = 8,
+        event_bytes: int = DEFAULT_EVENT_BYTES,
+    ) -> None:
+        dsn, in_url = _split_schema(dsn)
+        self.schema = validate_schema_name(schema or in_url or "actorflow")
+        if pool_size < 1:
+            raise ValueError(f"pool_size must be at least 1, not {pool_size!r}")
+        self.dsn = dsn
+        self.codec = codec if codec is not None else Codec()
+        self._db = Database(
+            dsn,
+            self.schema,
+            pool_size=pool_size,
+            connect_timeout=connect_timeout,
+            connect_attempts=connect_attempts,
+        )
+        self._place = f"{describe_dsn(dsn)}?schema={self.schema}"
+        self._skipped_schedules = SkippedSchedules()
+        self._locks = Locks(self._db)
+        self._wakeups = Wakeups()
+        self._channel = f"af_{self.schema}"
+        self._listener = Listener(self._db, self._channel, self._wakeups, self._locks.ping)
+        self._events = EventRows(self._db, self.codec, event_bytes, self._place)
+        self._leases: dict[str, Lease] = {}
+        self._slots: dict[tuple[str, int], int] = {}
+        self._inbox_warned: dict[str, set[int]] = {}
+        self._index_warned: set[str] = set()
+        # the log's end of the runs this store owns, and the locks its appends take
+        self._log_end: dict[str, int] = {}
+        self._append_locks: dict[str, threading.Lock] = {}
+        self._append_guard = threading.Lock()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self._place!r})"
+
+    @property
+    def location(self) -> str:
+        """Where the store is: the DSN without its password, and the schema."""
+        return self._place
+
+    def _where(self, run_id: str, *parts: object) -> str:
+        return "/".join((f"{self._place}#runs/{run_id}", *map(str, parts)))
+
+    def _key(self, run_id: str) -> int:
+        return lock_key(self.schema, "run", run_id)
+
+    def _fence_key(self, run_id: str) -> int:
+        """The transaction lock a claim's epoch change takes exclusively, snapshot writes shared."""
+        return lock_key(self.schema, "fence", run_id)
+
+    async def _run(self, operation: str, fn: Callable[[Connection, bool], Any]) -> Any:
+        return await self._db.run(operation, fn)
+
+    async def aclose(self) -> None:
+        """Stop listening, free every claim and slot, close the connections. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+
+            def stop(token: str) -> None:
+                self._db.call(
+                    "close",
+                    lambda c, _: c.execute("SELECT pg_notify(%s, %s)", (self._channel, token)),
+                )
+
+            await anyio.to_thread.run_sync(self._listener.stop, stop)
+            await anyio.to_thread.run_sync(self._locks.close)
+            await anyio.to_thread.run_sync(self._db.close)
+        self._leases.clear()
+
+    # --- manifests --------------------------------------------------------------
+
+    def _manifest(self, run_id: str, data: bytes) -> RunManifest:
+        return self.codec.load_manifest(data, run_id=run_id, location=self._where(run_id))
+
+    def _fence(self, run_id: str, epoch: int) -> None:
+        """Refuse a write of a run this store claimed and another owner took since."""
+        lease = self._leases.get(run_id)
+        if lease is not None and (lease.epoch != epoch or self._key(run_id) in self._locks.lost):
+            raise LeaseLostError(run_id, lease.epoch)
+
+    async def create_run(self, manifest: RunManifest) -> tuple[RunManifest, bool]:
+        """See :meth:`Store.create_run`; exactly one of racing creators gets ``True``."""
+        run_id = validate_run_id(manifest.run_id)
+        key = self._key(run_id)
+
+        sealed_once: list[bytes] = []
+
+        def create_sealed(conn: Connection, retried: bool) -> tuple[RunManifest, bool]:
+            if not sealed_once:
+                sealed_once.append(self.codec.dump_manifest(manifest))
+            return _create(conn, retried, sealed_once[0])
+
+        def _create(conn: Connection, retried: bool, sealed: bytes) -> tuple[RunManifest, bool]:
+            # one statement: the row and, for an unfinished run, its index entry commit together
+            row = conn.execute(
+                "WITH r AS (INSERT INTO af_runs (run_id, lock_key, manifest) "
+                "VALUES (%s, %s, %s) ON CONFLICT (run_id) DO NOTHING RETURNING run_id), "
+                "u AS (INSERT INTO af_unfinished (run_id) SELECT run_id FROM r WHERE %s "
+                "ON CONFLICT DO NOTHING) "
+                "SELECT run_id FROM r",
+                (run_id, key, sealed, not manifest.status.finished),
+            ).fetchone()
+            if row is not None:
+                return manifest, True
+            found = conn.execute(
+                "SELECT manifest FROM af_runs WHERE run_id = %s", (run_id,)
+            ).fetchone()
+            assert found is not None
+            if retried and bytes(found[0]) == sealed:
+                return manifest, True  # the lost try created it
+            return self._manifest(run_id, bytes(found[0])), False
+
+        result: tuple[RunManifest, bool] = await self._run("create run", create_sealed)
+        return result
+
+    async def read_run(self, run_id: str) -> RunManifest:
+        """See :meth:`Store.read_run`."""
+        validate_run_id(run_id)
+
+        def read(conn: Connection, retried: bool) -> RunManifest:
+            row = conn.execute(
+                "SELECT manifest FROM af_runs WHERE run_id = %s", (run_id,)
+            ).fetchone()
+            if row is None:
+                raise RunNotFoundError(run_id)
+            return self._manifest(run_id, bytes(row[0]))
+
+        manifest: RunManifest = await self._run("read run", read)
+        return manifest
+
+    def _change(
+        self,
+        conn: Connection,
+        run_id: str,
+        row: tuple[Any, ...],
+        change: Callable[[RunManifest], RunManifest],
+        operation: str,
+    ) -> tuple[RunManifest, bytes]:
+        """Apply ``change`` to the locked row's manifest and write it (inside a transaction)."""
+        current = self._manifest(run_id, bytes(row[0]))
+        new = change(current)
+        if new.run_id != run_id:
+            raise StorageError(operation, f"change() may not rename run {run_id!r}")
+        sealed = self.codec.dump_manifest(new)
+        conn.execute(
+            "UPDATE af_runs SET manifest = %s, version = version + 1 WHERE run_id = %s",
+            (sealed, run_id),
+        )
+        if new.status.finished != current.status.finished:
+            if new.status.finished:
+                conn.execute("DELETE FROM af_unfinished WHERE run_id = %s", (run_id,))
+            else:
+                conn.execute(
+                    "INSERT INTO af_unfinished (run_id) VALUES (%s) ON CONFLICT DO NOTHING",
+                    (run_id,),
+                )
+        return new, sealed
+
+    async def update_run(
+        self, run_id: str, change: Callable[[RunManifest], RunManifest], *, durable: bool = True
+    ) -> RunManifest:
+        """Replace the manifest under the run's row lock: ``change`` runs once per try.
+
+        With ``durable=False`` the transaction commits without waiting for its
+        WAL flush (``synchronous_commit = off``): atomic, but a crash of the
+        server may take it.
+
+        Raises:
+            LeaseLostError: this store claimed the run and another owner took it.
+        """
+        validate_run_id(run_id)
+        written: list[tuple[int, bytes, RunManifest]] = []
+
+        def update(conn: Connection, retried: bool) -> RunManifest:
+            with conn.pipeline(), conn.transaction():
+                if not durable:
+                    conn.execute("SET LOCAL synchronous_commit = off")
+                row = conn.execute(
+                    "SELECT manifest, version, epoch FROM af_runs WHERE run_id = %s FOR UPDATE",
+                    (run_id,),
+                ).fetchone()
+                if row is None:
+                    raise RunNotFoundError(run_id)
+                if retried and written:
+                    version, sealed, new = written[-1]
+                    if int(row[1]) == version + 1 and bytes(row[0]) == sealed:
+                        return new  # the lost try's commit landed
+                self._fence(run_id, int(row[2]))
+                new, sealed = self._change(conn, run_id, row, change, "update run")
+                written.append((int(row[1]), sealed, new))
+                return new
+
+        manifest: RunManifest = await self._run("update run", update)
+        return manifest
+
+    async def list_runs(
+        self,
+        *,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        workflow: str | None = None,
+    ) -> list[RunManifest]:
+        """See :meth:`Store.list_runs` (oldest first by ``created``, then creation order)."""
+        found, unreadable = await self._run("list runs", self._read_all)
+        warn_unreadable(unreadable)
+        return [m for m in found if matches(m, status, workflow)]
+
+    def _read_all(
+        self, conn: Connection, retried: bool
+    ) -> tuple[list[RunManifest], list[UnreadableEntry]]:
+        rows = conn.execute(
+            "SELECT run_id, manifest FROM af_runs ORDER BY created_order"
+        ).fetchall()
+        found: list[tuple[float, int, RunManifest]] = []
+        unreadable: list[UnreadableEntry] = []
+        for order, (run_id, data) in enumerate(rows):
+            try:
+                manifest = self._manifest(run_id, bytes(data))
+            except EncryptionKeyError as exc:
+                unreadable.append(encrypted_manifest(run_id, self._where(run_id), exc))
+                continue
+            except CorruptedDataError as exc:
+                unreadable.append(corrupt_manifest(run_id, exc))
+                continue
+            found.append((manifest.created, order, manifest))
+        found.sort(key=lambda t: (t[0], t[1]))
+        return [m for _, _, m in found], unreadable
+
+    async def list_unreadable(self) -> list[UnreadableEntry]:
+        """See :meth:`UnreadableLister.list_unreadable`: manifests that cannot be read.
+
+        And rows of the index of unfinished runs that name no run id, and damaged
+        schedule definitions.
+        """
+        unreadable: list[UnreadableEntry]
+        _, unreadable = await self._run("list runs", self._read_all)
+
+        def strays(conn: Connection, retried: bool) -> list[str]:
+            return [str(r[0]) for r in conn.execute("SELECT run_id FROM af_unfinished")]
+
+        names: list[str] = await self._run("list unfinished", strays)
+        damaged = (await self._scan_schedules())[1]
+        return unreadable + index_strays(names, self._index_location) + damaged
+
+    async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:
+        """See :meth:`Store.delete_run`: one transaction; a tombstone keeps the run's row."""
+        validate_run_id(run_id)
+
+        def delete(conn: Connection, retried: bool) -> int:
+            with conn.transaction():
+                row = conn.execute(
+                    "SELECT manifest FROM af_runs WHERE run_id = %s FOR UPDATE", (run_id,)
+                ).fetchone()
+                if row is None:
+                    raise RunNotFoundError(run_id)
+                freed = 0
+                for table in ("af_log", "af_blobs", "af_snapshots", "af_inbox", "af_events"):
+                    got = conn.execute(
+                        f"WITH gone AS (DELETE FROM {table} WHERE run_id = %s RETURNING data) "
+                        "SELECT coalesce(sum(octet_length(data)), 0) FROM gone",
+                        (run_id,),
+                    ).fetchone()
+                    freed += int(got[0]) if got is not None else 0
+                conn.execute("DELETE FROM af_unfinished WHERE run_id = %s", (run_id,))
+                if not tombstone:
+                    conn.execute("DELETE FROM af_runs WHERE run_id = %s", (run_id,))
+                    return freed + len(bytes(row[0]))
+                stone = make_tombstone(self._manifest(run_id, bytes(row[0])))
+                conn.execute(
+                    "UPDATE af_runs SET manifest = %s, version = version + 1, log_start = 0, "
+                    "log_end = 0, inbox_end = 0 WHERE run_id = %s",
+                    (self.codec.dump_manifest(stone), run_id),
+                )
+                return freed
+
+        freed: int = await self._run("delete run", delete)
+        self._inbox_warned.pop(run_id, None)
+        return freed
+
+    # --- decision log -------------------------------------------------------------
+
+    async def append(self, run_id: str, records: Sequence[LogRecord]) -> int:
+        """Append ``records`` in one transaction under the run's row lock; the new length.
+
+        A connection lost mid-commit is replaced and the append tried again:
+        it first looks for its own records (by a batch id on the first one),
+        so a commit that landed is never written twice.
+
+        Raises:
+            LeaseLostError: this store claimed the run and another owner took it.
+        """
+        validate_run_id(run_id)
+        if not records:
+            return await self.log_length(run_id)
+        batch = uuid.uuid4()
+        count = len(records)
+
+        def slow(conn: Connection, retried: bool) -> int:
+            # two round trips: BEGIN and the row's update (its lock, the log's end, the
+            # claim's epoch) in one; the records and COMMIT in the other
+            with conn.pipeline(), conn.transaction():
+                if retried:
+                    landed = conn.execute(
+                        "SELECT position FROM af_log WHERE run_id = %s AND batch = %s",
+                        (run_id, batch),
+                    ).fetchone()
+                    if landed is not None:
+                        return int(landed[0]) + count
+                row = conn.execute(
+                    "UPDATE af_runs SET log_end = log_end + %s WHERE run_id = %s "
+                    "RETURNING log_end, epoch",
+                    (count, run_id),
+                ).fetchone()
+                if row is None:
+                    raise RunNotFoundError(run_id)
+                self._fence(run_id, int(row[1]))
+                start = int(row[0]) - count
+                dump = self.codec.dump_record
+                rows = [
+                    (
+                        run_id,
+                        start + i,
+                        batch if i == 0 else None,
+                        dump(r, run_id=run_id, position=start + i),
+                    )
+                    for i, r in enumerate(records)
+                ]
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO af_log (run_id, position, batch, data) "
+                        "VALUES (%s, %s, %s, %s)",
+                        rows,
+                    )
+                return start + count
+
+        def append(conn: Connection, retried: bool) -> int:
+            with self._appending(run_id):
+                lease = self._leases.get(run_id)
+                start = self._log_end.get(run_id)
+                if lease is not None and start is not None and not retried:
+                    end = self._append_fast(conn, run_id, records, batch, start, lease.epoch)
+                    if end is not None:
+                        self._log_end[run_id] = end
+                        return end
+                self._log_end.pop(run_id, None)
+                end = slow(conn, retried)
+                if lease is not None:
+                    self._log_end[run_id] = end
+                return end
+
+        end: int = await self._run("append", append)
+        return end
+
+    def _appending(self, run_id: str) -> threading.Lock:
+        """The lock this store's appends to one run take, around the log's known end."""
+        with self._append_guard:
+            lock = self._append_locks.get(run_id)
+            if lock is None:
+                lock = self._append_locks[run_id] = threading.Lock()
+            return lock
+
+    def _append_fast(
+        self,
+        conn: Connection,
+        run_id: str,
+        records: Sequence[LogRecord],
+        batch: uuid.UUID,
+        start: int,
+        epoch: int,
+    ) -> int | None:
+        """One statement (and its commit): the append of an owner that knows the log's end.
+
+        ``None`` if the end or the epoch is not what this store knew (nothing written).
+        """
+        count = len(records)
+        dump = self.codec.dump_record
+        sealed = [dump(r, run_id=run_id, position=start + i) for i, r in enumerate(records)]
+        rows = conn.execute(
+            "WITH r AS (UPDATE af_runs SET log_end = log_end + %s "
+            "WHERE run_id = %s AND log_end = %s AND epoch = %s RETURNING 1) "
+            "INSERT INTO af_log (run_id, position, batch, data) "
+            "SELECT %s, p, b, d FROM r, "
+            "unnest(%s::bigint[], %s::uuid[], %s::bytea[]) AS t(p, b, d) RETURNING 1",
+            (
+                count,
+                run_id,
+                start,
+                epoch,
+                run_id,
+                list(range(start, start + count)),
+                [batch, *([None] * (count - 1))],
+                sealed,
+            ),
+        ).fetchall()
+        return start + count if len(rows) == count else None
+
+    async def read_log(self, run_id: str, start: int = 0) -> list[LogRecord]:
+        """See :meth:`Store.read_log`; a commit is whole, so no tail is ever torn."""
+        validate_run_id(run_id)
+
+        def read(conn: Connection, retried: bool) -> list[LogRecord]:
+            with conn.transaction():
+                row = conn.execute(
+                    "SELECT log_start FROM af_runs WHERE run_id = %s", (run_id,)
+                ).fetchone()
+                if row is None:
+                    raise RunNotFoundError(run_id)
+                if start < int(row[0]):
+                    raise LogPrunedError(run_id, int(row[0]), start)
+                rows = conn.execute(
+                    "SELECT position, data FROM af_log WHERE run_id = %s AND position >= %s "
+                    "ORDER BY position",
+                    (run_id, start),
+                ).fetchall()
+            load = self.codec.load_record
+            return [
+                load(bytes(d), run_id=run_id, position=p, location=self._where(run_id, "log", p))
+                for p, d in rows
+            ]
+
+        records: list[LogRecord] = await self._run("read log", read)
+        return records
+
+    async def log_length(self, run_id: str) -> int:
+        """See :meth:`Store.log_length`."""
+        validate_run_id(run_id)
+
+        def length(conn: Connection, retried: bool) -> int:
+            row = conn.execute(
+                "SELECT log_end FROM af_runs WHERE run_id = %s", (run_id,)
+            ).fetchone()
+            if row is None:
+                raise RunNotFoundError(run_id)
+            return int(row[0])
+
+        n: int = await self._run("log length", length)
+        return n
+
+    async def truncate_log_before(self, run_id: str, position: int) -> int:
+        """See :meth:`Store.truncate_log_before`: the rows go, positions stay absolute."""
+        validate_run_id(run_id)
+
+        def truncate(conn: Connection, retried: bool) -> int:
+            with conn.transaction():
+                row = conn.execute(
+                    "SELECT log_start, log_end FROM af_runs WHERE run_id = %s FOR UPDATE",
+                    (run_id,),
+                ).fetchone()
+                if row is None:
+                    raise RunNotFoundError(run_id)
+                first, end = int(row[0]), int(row[1])
+                new = max(first, min(position, end))
+                if new > first:
+                    conn.execute(
+                        "DELETE FROM af_log WHERE run_id = %s AND position < %s", (run_id, new)
+                    )
+                    conn.execute(
+                        "UPDATE af_runs SET log_start = %s WHERE run_id = %s", (new, run_id)
+                    )
+                return new - first
+
+        dropped: int = await self._run("truncate log", truncate)
+        return dropped
+
+    # --- blobs --------------------------------------------------------------------
+
+    def _require(self, conn: Connection, run_id: str) -> None:
+        if conn.execute("SELECT 1 FROM af_runs WHERE run_id = %s", (run_id,)).fetchone() is None:
+            raise RunNotFoundError(run_id)
+
+    async def put_blob(self, run_id: str, data: bytes) -> str:
+        """See :meth:`Store.put_blob`: one INSERT, durable when it returns."""
+        return await self._put_blob(run_id, data, durable=True)
+
+    async def put_blob_unsynced(self, run_id: str, data: bytes) -> str:
+        """See :meth:`SupportsBlobSync.put_blob_unsynced`: committed without a WAL flush."""
+        return await self._put_blob(run_id, data, durable=False)
+
+    async def _put_blob(self, run_id: str, data: bytes, *, durable: bool) -> str:
+        validate_run_id(run_id)
+
+        def put(conn: Connection, retried: bool) -> str:
+            address, sealed = self.codec.dump_blob(data, run_id=run_id)
+            with conn.transaction():
+                if not durable:
+                    conn.execute("SET LOCAL synchronous_commit = off")
+                row = conn.execute(
+                    "INSERT INTO af_blobs (run_id, address, data) SELECT %s, %s, %s "
+                    "WHERE EXISTS (SELECT 1 FROM af_runs WHERE run_id = %s) "
+                    "ON CONFLICT DO NOTHING RETURNING 1",
+                    (run_id, address, sealed, run_id),
+                ).fetchone()
+                if row is None:
+                    self._require(conn, run_id)  # else it was there already
+            return address
+
+        address: str = await self._run("put blob", put)
+        return address
+
+    async def sync_blobs(self, run_id: str, addresses: Sequence[str]) -> None:
+        """See :meth:`SupportsBlobSync.sync_blobs`: one synchronous commit flushes them.
+
+        Raises:
+            StorageError: the run has no such blob.
+        """
+        validate_run_id(run_id)
+        wanted = sorted({validate_blob_ref(a) for a in addresses})
+        if not wanted:
+            return
+
+        def sync(conn: Connection, retried: bool) -> set[str]:
+            with conn.transaction():
+                self._require(conn, run_id)
+                rows = conn.execute(
+                    "SELECT address FROM af_blobs WHERE run_id = %s AND address = ANY(%s)",
+                    (run_id, wanted),
+                ).fetchall()
+                conn.execute("SELECT pg_current_xact_id()")  # a commit record to flush
+            return {str(r[0]) for r in rows}
+
+        found: set[str] = await self._run("sync blobs", sync)
+        missing = [a for a in wanted if a not in found]
+        if missing:
+            raise StorageError("sync blobs", f"run {run_id!r} has no blob {missing[0]!r}")
+
+    async def get_blob(self, run_id: str, ref: str) -> bytes:
+        """See :meth:`Store.get_blob`."""
+        validate_run_id(run_id)
+        validate_blob_ref(ref)
+
+        def get(conn: Connection, retried: bool) -> bytes:
+            row = conn.execute(
+                "SELECT (SELECT data FROM af_blobs WHERE run_id = %s AND address = %s) "
+                "FROM af_runs WHERE run_id = %s",
+                (run_id, ref, run_id),
+            ).fetchone()
+            if row is None:
+                raise RunNotFoundError(run_id)
+            if row[0] is None:
+                raise StorageError("get blob", f"run {run_id!r} has no blob {ref!r}")
+            where = self._where(run_id, "blobs", ref)
+            return self.codec.load_blob(bytes(row[0]), run_id=run_id, address=ref, location=where)
+
+        data: bytes = await self._run("get blob", get)
+        return data
+
+    async def has_blob(self, run_id: str, ref: str) -> bool:
+        """See :meth:`Store.has_blob`."""
+        validate_run_id(run_id)
+        validate_blob_ref(ref)
+
+        def has(conn: Connection, retried: bool) -> bool:
+            row = conn.execute(
+                "SELECT (SELECT 1 FROM af_blobs WHERE run_id = %s AND address = %s) "
+                "FROM af_runs WHERE run_id = %s",
+                (run_id, ref, run_id),
+            ).fetchone()
+            if row is None:
+                raise RunNotFoundError(run_id)
+            return row[0] is not None
+
+        found: bool = await self._run("has blob", has)
+        return found
+
+    async def list_blobs(self, run_id: str) -> list[str]:
+        """See :meth:`Store.list_blobs`."""
+        validate_run_id(run_id)
+
+        def listing(conn: Connection, retried: bool) -> list[str]:
+            self._require(conn, run_id)
+            rows = conn.execute(
+                "SELECT address FROM af_blobs WHERE run_id = %s ORDER BY address", (run_id,)
+            )
+            return [str(r[0]) for r in rows]
+
+        addresses: list[str] = await self._run("list blobs", listing)
+        return addresses
+
+    async def delete_blob(self, run_id: str, ref: str) -> int:
+        """See :meth:`Store.delete_blob`."""
+        validate_run_id(run_id)
+        validate_blob_ref(ref)
+
+        def delete(conn: Connection, retried: bool) -> int:
+            self._require(conn, run_id)
+            row = conn.execute(
+                "DELETE FROM af_blobs WHERE run_id = %s AND address = %s "
+                "RETURNING octet_length(data)",
+                (run_id, ref),
+            ).fetchone()
+            return int(row[0]) if row is not None else 0
+
+        freed: int = await self._run("delete blob", delete)
+        return freed
+
+    # --- snapshots ----------------------------------------------------------------
+
+    async def write_snapshot(
+        self,
+        snapshot: Snapshot,
+        *,
+        update: Callable[[RunManifest], RunManifest] | None = None,
+    ) -> SnapshotInfo:
+        """See :meth:`Store.write_snapshot`: the row and ``update``'s manifest in one commit.
+
+        Without ``update`` the commit does not wait for its WAL flush
+        (``synchronous_commit = off``): the snapshot is listed ``durable=False``
+        until :meth:`sync_snapshots`. A crash of the server may take it whole;
+        it is never seen half-written. With ``update`` (a run's end) it is durable.
+
+        Raises:
+            StorageError: the run already holds a different snapshot with this id.
+            LeaseLostError: this store claimed the run and another owner took it.
+        """
+        run_id = validate_run_id(snapshot.run_id)
+        snapshot_id = validate_snapshot_id(snapshot.snapshot_id)
+        durable = update is not None
+        fence = self._fence_key(run_id)
+        sealed_once: list[tuple[bytes, SnapshotInfo]] = []
+
+        def write(conn: Connection, retried: bool) -> SnapshotInfo:
+            if not sealed_once:
+                sealed, raw = self.codec.dump_snapshot(snapshot)
+                info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
+                sealed_once.append((sealed, msgspec.structs.replace(info, durable=durable)))
+            sealed, info = sealed_once[0]
+            if not durable and not retried and self._snapshot_fast(conn, run_id, sealed, info):
+                return info
+            with conn.pipeline(), conn.transaction():
+                if not durable:
+                    conn.execute("SET LOCAL synchronous_commit = off")
+                if update is None:
+                    # a shared fence, not the row: appends (which lock the row) go on
+                    # meanwhile, while a claim's epoch waits for this commit (see claim)
+                    conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (fence,))
+                    query = "SELECT manifest, epoch FROM af_runs WHERE run_id = %s"
+                else:
+                    query = "SELECT manifest, epoch FROM af_runs WHERE run_id = %s FOR UPDATE"
+                got = conn.execute(query, (run_id,))
+                inserted = conn.execute(
+                    "INSERT INTO af_snapshots (run_id, snapshot_id, info, data, durable) "
+                    "SELECT %s, %s, %s, %s, %s WHERE EXISTS "
+                    "(SELECT 1 FROM af_runs WHERE run_id = %s) "
+                    "ON CONFLICT DO NOTHING RETURNING 1",
+                    (run_id, snapshot_id, _encode(info), sealed, durable, run_id),
+                )
+                row = got.fetchone()
+                if row is None:
+                    raise RunNotFoundError(run_id)
+                if inserted.fetchone() is None:
+                    taken = conn.execute(
+                        "SELECT info, data FROM af_snapshots "
+                        "WHERE run_id = %s AND snapshot_id = %s",
+                        (run_id, snapshot_id),
+                    ).fetchone()
+                    assert taken is not None
+                    if retried and bytes(taken[1]) == sealed:
+                        return info  # the lost try's commit landed
+                    self._same_snapshot(snapshot, bytes(taken[1]))
+                    info = _decode_info(bytes(taken[0]))
+                self._fence(run_id, int(row[1]))
+                if update is not None:
+                    self._change(conn, run_id, row, update, "write checkpoint")
+                return info
+
+        info: SnapshotInfo = await self._run("write checkpoint", write)
+        return info
+
+    async def sync_snapshots(self, run_id: str, snapshot_ids: Sequence[str]) -> None:
+        """See :meth:`SupportsSnapshotSync.sync_snapshots`: one synchronous commit.
+
+        Marking them durable is a write whose commit waits for the WAL flush,
+        which makes every earlier commit durable too (the snapshots' and their
+        history chunks').
+
+        Raises:
+            CheckpointNotFoundError: one of them does not exist.
+        """
+        validate_run_id(run_id)
+        wanted = sorted({validate_snapshot_id(s) for s in snapshot_ids})
+        if not wanted:
+            return
+
+        def mark(conn: Connection, retried: bool) -> set[str]:
+            with conn.transaction():
+                self._require(conn, run_id)
+                rows = conn.execute(
+                    "SELECT snapshot_id, info FROM af_snapshots "
+                    "WHERE run_id = %s AND snapshot_id = ANY(%s) FOR UPDATE",
+                    (run_id, wanted),
+                ).fetchall()
+                for snapshot_id, info in rows:
+                    entry = _decode_info(bytes(info))
+                    if not entry.durable:
+                        conn.execute(
+                            "UPDATE af_snapshots SET durable = true, info = %s "
+                            "WHERE run_id = %s AND snapshot_id = %s",
+                            (
+                                _encode(msgspec.structs.replace(entry, durable=True)),
+                                run_id,
+                                snapshot_id,
+                            ),
+                        )
+                conn.execute("SELECT pg_current_xact_id()")  # a commit record to flush
+            return {str(r[0]) for r in rows}
+
+        found: set[str] = await self._run("sync checkpoints", mark)
+        missing = [s for s in wanted if s not in found]
+        if missing:
+            raise CheckpointNotFoundError(run_id, missing[0])
+
+    def _snapshot_fast(
+        self, conn: Connection, run_id: str, sealed: bytes, info: SnapshotInfo
+    ) -> bool:
+        """One round trip: the snapshot inserted, if the run is there under this store's epoch.
+
+        False if nothing was written (no such run, the id is taken, or the epoch
+        moved on): the full write then finds out which, and says so.
+        """
+        lease = self._leases.get(run_id)
+        if lease is not None and self._key(run_id) in self._locks.lost:
+            return False
+        epoch = lease.epoch if lease is not None else None
+        with conn.pipeline(), conn.transaction():
+            conn.execute("SET LOCAL synchronous_commit = off")
+            # the shared fence first: a claim's epoch change waits for this commit,
+            # or has committed before the INSERT's snapshot of the row is taken
+            conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (self._fence_key(run_id),))
+            inserted = conn.execute(
+                "INSERT INTO af_snapshots (run_id, snapshot_id, info, data, durable) "
+                "SELECT %s, %s, %s, %s, false WHERE EXISTS (SELECT 1 FROM af_runs "
+                "WHERE run_id = %s AND (%s::bigint IS NULL OR epoch = %s)) "
+                "ON CONFLICT DO NOTHING RETURNING 1",
+                (run_id, info.snapshot_id, _encode(info), sealed, run_id, epoch, epoch),
+            )
+        return inserted.fetchone() is not None
+
+    def _same_snapshot(self, snapshot: Snapshot, sealed: bytes) -> None:
+        """A snapshot id is written once: writing it again must carry the same snapshot."""
+        location = self._where(snapshot.run_id, "snapshots", snapshot.snapshot_id)
+        try:
+            same = snapshot == self.codec.load_snapshot(
+                sealed, run_id=snapshot.run_id, snapshot_id=snapshot.snapshot_id, location=location
+            )
+        except CorruptedDataError:
+            same = False
+        if not same:
+            raise StorageError(
+                "write checkpoint",
+                f"{location} already holds a different checkpoint with id "
+                f"{snapshot.snapshot_id!r}; checkpoint ids must be unique within a run",
+            )
+
+    async def read_snapshot(self, run_id: str, snapshot_id: str) -> Snapshot:
+        """See :meth:`Store.read_snapshot`; verified and decoded in the worker thread."""
+        validate_run_id(run_id)
+        validate_snapshot_id(snapshot_id)
+
+        def read(conn: Connection, retried: bool) -> Snapshot:
+            row = conn.execute(
+                "SELECT (SELECT data FROM af_snapshots WHERE run_id = %s AND snapshot_id = %s) "
+                "FROM af_runs WHERE run_id = %s",
+                (run_id, snapshot_id, run_id),
+            ).fetchone()
+            if row is None:
+                raise RunNotFoundError(run_id)
+            if row[0] is None:
+                raise CheckpointNotFoundError(run_id, snapshot_id)
+            return self.codec.load_snapshot(
+                bytes(row[0]),
+                run_id=run_id,
+                snapshot_id=snapshot_id,
+                location=self._where(run_id, "snapshots", snapshot_id),
+            )
+
+        snap: Snapshot = await self._run("read checkpoint", read)
+        return snap
+
+    async def list_snapshots(self, run_id: str) -> list[SnapshotInfo]:
+        """See :meth:`Store.list_snapshots`: the rows' entries, no snapshot opened."""
+        validate_run_id(run_id)
+
+        def listing(conn: Connection, retried: bool) -> list[SnapshotInfo]:
+            rows = conn.execute(
+                "SELECT info FROM af_snapshots WHERE run_id = %s", (run_id,)
+            ).fetchall()
+            if not rows:
+                self._require(conn, run_id)
+            infos = [_decode_info(bytes(r[0])) for r in rows]
+            return sorted(infos, key=lambda s: (s.position, s.created, s.snapshot_id))
+
+        infos: list[SnapshotInfo] = await self._run("list checkpoints", listing)
+        return infos
+
+    async def delete_snapshot(self, run_id: str, snapshot_id: str) -> int:
+        """See :meth:`Store.delete_snapshot`."""
+        validate_run_id(run_id)
+        validate_snapshot_id(snapshot_id)
+
+        def delete(conn: Connection, retried: bool) -> int:
+            with conn.transaction():
+                # a deletion need not survive a crash (see Store.delete_snapshot)
+                conn.execute("SET LOCAL synchronous_commit = off")
+                self._require(conn, run_id)
+                row = conn.execute(
+                    "DELETE FROM af_snapshots WHERE run_id = %s AND snapshot_id = %s "
+                    "RETURNING octet_length(data)",
+                    (run_id, snapshot_id),
+                ).fetchone()
+            return int(row[0]) if row is not None else 0
+
+        freed: int = await self._run("delete checkpoint", delete)
+        return freed
+
+    # --- inbox --------------------------------------------------------------------
+
+    async def post(
+        self,
+        run_id: str,
+        *,
+        entry_id: str,
+        type: str,
+        payload: bytes,
+        sender: str | None = None,
+        kind: str = "",
+    ) -> InboxEntry:
+        """See :meth:`SupportsInbox.post`: one transaction; its commit notifies the watches.
+
+        A repeated ``entry_id`` (also from another process) returns the entry
+        stored first: the pair (run, entry id) is unique.
+        """
+        validate_run_id(run_id)
+        named = id_key(self.codec, entry_id)  # ids may hold anything, NUL included
+
+        def existing(conn: Connection) -> InboxEntry | None:
+            found = conn.execute(
+                "SELECT seq, data FROM af_inbox WHERE run_id = %s AND entry_id = %s",
+                (run_id, named),
+            ).fetchone()
+            if found is None:
+                return None
+            seq = int(found[0])
+            where = self._where(run_id, "inbox", seq)
+            return open_entry(self.codec, bytes(found[1]), run_id=run_id, seq=seq, location=where)
+
+        def post(conn: Connection, retried: bool) -> InboxEntry:
+            # three round trips: the row's lock and the next seq; the entry (and the
+            # NOTIFY its commit sends); the commit. An id posted before rolls it all back.
+            with conn.pipeline():
+                try:
+                    with conn.transaction():
+                        row = conn.execute(
+                            "UPDATE af_runs SET inbox_end = inbox_end + 1 WHERE run_id = %s "
+                            "RETURNING inbox_end - 1",
+                            (run_id,),
+                        ).fetchone()
+                        if row is None:
+                            raise RunNotFoundError(run_id)
+                        entry = InboxEntry(
+                            seq=int(row[0]),
+                            entry_id=entry_id,
+                            type=type,
+                            payload=payload,
+                            sent=time.time(),
+                            sender=sender,
+                            kind=kind,
+                        )
+                        sealed = seal_entry(self.codec, entry, run_id=run_id)
+                        inserted = conn.execute(
+                            "INSERT INTO af_inbox (run_id, seq, entry_id, data) "
+                            "VALUES (%s, %s, %s, %s) ON CONFLICT (run_id, entry_id) DO NOTHING "
+                            "RETURNING 1",
+                            (run_id, entry.seq, named, sealed),
+                        )
+                        conn.execute(
+                            "SELECT pg_notify(%s, %s)", (self._channel, f"{INBOX}:{run_id}")
+                        )
+                        if inserted.fetchone() is None:
+                            raise _Posted
+                        return entry
+                except _Posted:
+                    pass
+                found = existing(conn)
+            assert found is not None
+            return found
+
+        entry: InboxEntry = await self._run("post", post)
+        return entry
+
+    async def read_inbox(
+        self, run_id: str, start: int = 0, stop: int | None = None
+    ) -> list[InboxEntry]:
+        """See :meth:`SupportsInbox.read_inbox`: one query; a damaged entry is skipped."""
+        validate_run_id(run_id)
+        warned = self._inbox_warned.setdefault(run_id, set())
+
+        def read(conn: Connection, retried: bool) -> list[InboxEntry]:
+            rows = conn.execute(
+                "SELECT seq, data FROM af_inbox WHERE run_id = %s AND seq >= %s "
+                "AND (%s::bigint IS NULL OR seq < %s) ORDER BY seq",
+                (run_id, max(start, 0), stop, stop),
+            ).fetchall()
+            if not rows:
+                self._require(conn, run_id)
+            entries = []
+            for seq, data in rows:
+                entry = open_or_skip(
+                    self.codec,
+                    bytes(data),
+                    run_id=run_id,
+                    seq=int(seq),
+                    location=self._where(run_id, "inbox", seq),
+                    warned=warned,
+                )
+                if entry is not None:
+                    entries.append(entry)
+            return entries
+
+        entries: list[InboxEntry] = await self._run("read inbox", read)
+        return entries
+
+    async def check_inbox(self, run_id: str) -> InboxCheck:
+        """See :meth:`InboxChecker.check_inbox`."""
+        validate_run_id(run_id)
+
+        def check(conn: Connection, retried: bool) -> InboxCheck:
+            self._require(conn, run_id)
+            result = InboxCheck()
+            rows = conn.execute(
+                "SELECT seq, data FROM af_inbox WHERE run_id = %s ORDER BY seq", (run_id,)
+            )
+            for seq, data in rows:
+                where = self._where(run_id, "inbox", seq)
+                result.open(self.codec, bytes(data), run_id=run_id, seq=int(seq), location=where)
+            return result
+
+        result: InboxCheck = await self._run("check inbox", check)
+        return result
+
+    @contextlib.asynccontextmanager
+    async def watch_inbox(self, run_id: str) -> AsyncIterator[SocketWatch]:
+        """See :meth:`SupportsInboxWatch.watch_inbox`: pushed by LISTEN/NOTIFY, no polling.
+
+        The store's listener thread starts with the first watch; a post's
+        commit (from any process) wakes every watch of the run.
+        """
+        await self.read_run(run_id)
+        self._listener.start()
+        bound = self._db.connect_timeout * self._db.connect_attempts + 1.0
+        listening = await anyio.to_thread.run_sync(self._listener.listening.wait, bound)
+        if not listening:
+            raise StoreUnavailableError(
+                "watch inbox", f"cannot LISTEN on {self._place}: the server is unreachable"
+            )
+        watch = SocketWatch(self._wakeups, run_id)
+        try:
+            yield watch
+        finally:
+            watch.close()
+
+    # --- event stream -------------------------------------------------------------
+
+    def open_event_stream(self, run_id: str) -> EventStreamWriter:
+        """See :meth:`SupportsEventStream.open_event_stream`: a row per batch, not durable."""
+        validate_run_id(run_id)
+        return self._events.writer(run_id)
+
+    async def read_events(
+        self, run_id: str, start: int = 0, *, limit: int = DEFAULT_READ_LIMIT
+    ) -> EventSlice:
+        """See :meth:`SupportsEventStream.read_events`."""
+        validate_run_id(run_id)
+        got: EventSlice = await self._run(
+            "read events", lambda conn, _: self._events.read(conn, run_id, start, limit)
+        )
+        return got
+
+    # --- verification -------------------------------------------------------------
+
+    async def check_sealed(self, run_id: str) -> SealCheck:
+        """See :meth:`SealChecker.check_sealed`: every row of the run, nothing decrypted."""
+        validate_run_id(run_id)
+
+        def check(conn: Connection, retried: bool) -> SealCheck:
+            row = conn.execute(
+                "SELECT manifest FROM af_runs WHERE run_id = %s", (run_id,)
+            ).fetchone()
+            if row is None:
+                raise RunNotFoundError(run_id)
+            result = SealCheck()
+            c = self.codec
+            result.verify(
+                c, bytes(row[0]), kind=Kind.MANIFEST, part="other", location=self._where(run_id)
+            )
+            parts: list[tuple[str, Kind, Any]] = [
+                ("SELECT position, data FROM af_log WHERE run_id = %s", Kind.LOG_RECORD, "records"),
+                (
+                    "SELECT snapshot_id, data FROM af_snapshots WHERE run_id = %s",
+                    Kind.SNAPSHOT,
+                    "snapshots",
+                ),
+                ("SELECT address, data FROM af_blobs WHERE run_id = %s", Kind.BLOB, "blobs"),
+                ("SELECT seq, data FROM af_inbox WHERE run_id = %s", Kind.INBOX_ENTRY, "other"),
+            ]
+            folders = {
+                "records": "log",
+                "snapshots": "snapshots",
+                "blobs": "blobs",
+                "other": "inbox",
+            }
+            for query, kind, part in parts:
+                for name, data in conn.execute(query, (run_id,)):
+                    where = self._where(run_id, folders[part], name)
+                    result.verify(c, bytes(data), kind=kind, part=part, location=where)
+            return result
+
+        result: SealCheck = await self._run("check sealed", check)
+        return result
+
+    # --- ownership ----------------------------------------------------------------
+
+    async def claim(self, run_id: str, owner: str) -> Lease:
+        """See :meth:`Store.claim`: a session advisory lock, then the epoch goes up by one.
+
+        The lock lives as long as the store's lock connection: a killed
+        process's claims end with its connection, at once.
+
+        Raises:
+            RunLockedError: a live owner (another process, or this store) holds the run.
+        """
+        validate_run_id(run_id)
+        held = self._leases.get(run_id)
+        if held is not None:
+            raise RunLockedError(run_id, held.owner)
+        key = self._key(run_id)
+        fence = self._fence_key(run_id)
+        locks = self._locks
+
+        def take(conn: Connection) -> int:
+            # held already: an earlier try of this claim took it, then lost its connection
+            if not (locks.holds(key) or locks.try_lock(conn, key)):
+                row = conn.execute(
+                    "SELECT owner FROM af_runs WHERE run_id = %s", (run_id,)
+                ).fetchone()
+                if row is None:
+                    raise RunNotFoundError(run_id)
+                raise RunLockedError(run_id, row[0])
+            with conn.pipeline(), conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (fence,))
+                row = conn.execute(
+                    "UPDATE af_runs SET epoch = epoch + 1, owner = %s WHERE run_id = %s "
+                    "RETURNING epoch",
+                    (owner, run_id),
+                ).fetchone()
+            if row is None:
+                locks.unlock(conn, key)
+                raise RunNotFoundError(run_id)
+            return int(row[0])
+
+        self._listener.start()  # its ticks keep the lock connection checked
+        epoch: int = await anyio.to_thread.run_sync(locks.call, "claim run", take)
+        lease = Lease(run_id=run_id, owner=owner, epoch=epoch)
+        self._leases[run_id] = lease
+        return lease
+
+    async def renew(self, lease: Lease) -> Lease:
+        """See :meth:`Store.renew`: nothing to extend; checks the claim still stands.
+
+        Raises:
+            LeaseLostError: another owner took the run, or this store's lock on
+                it was lost with its connection and taken meanwhile.
+        """
+        run_id = lease.run_id
+
+        def epoch(conn: Connection, retried: bool) -> int | None:
+            row = conn.execute("SELECT epoch FROM af_runs WHERE run_id = %s", (run_id,)).fetchone()
+            return int(row[0]) if row is not None else None
+
+        current = await self._run("renew", epoch)
+        if (
+            current != lease.epoch
+            or self._leases.get(run_id) != lease
+            or self._key(run_id) in self._locks.lost
+        ):
+            if self._leases.get(run_id) == lease:
+                del self._leases[run_id]
+            raise LeaseLostError(run_id, lease.epoch)
+        return lease
+
+    async def release(self, lease: Lease) -> None:
+        """See :meth:`Store.release`."""
+        if self._leases.get(lease.run_id) != lease:
+            return
+        del self._leases[lease.run_id]
+        self._log_end.pop(lease.run_id, None)
+        with self._append_guard:
+            self._append_locks.pop(lease.run_id, None)
+        key = self._key(lease.run_id)
+        locks = self._locks
+        if self._closed:
+            return
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(
+                locks.call, "release run", lambda conn: locks.unlock(conn, key)
+            )
+
+    async def is_owned(self, run_id: str) -> bool:
+        """See :meth:`Store.is_owned`: whether any session holds the run's lock."""
+        return (await self.read_claim(run_id)).alive is True
+
+    async def read_claim(self, run_id: str) -> ClaimInfo:
+        """See :meth:`ClaimInspector.read_claim`: the last owner; alive while its lock is held."""
+        validate_run_id(run_id)
+
+        def read(conn: Connection, retried: bool) -> ClaimInfo:
+            row = conn.execute(
+                f"SELECT owner, lock_key IN ({HELD_KEYS}) FROM af_runs WHERE run_id = %s",
+                (run_id,),
+            ).fetchone()
+            if row is None:
+                raise RunNotFoundError(run_id)
+            return ClaimInfo(owner=row[0], alive=bool(row[1]) or run_id in self._leases)
+
+        info: ClaimInfo = await self._run("read claim", read)
+        return info
+
+    @property
+    def renew_interval(self) -> float | None:
+        """``None``: a claim lasts as long as the store's connection, like a file lock."""
+        return None
+
+    # --- limits (SharedLimits: exact, one locked row per key) -------------------------
+
+    async def take_limit(
+        self,
+        key: str,
+        *,
+        per_minute: int | None,
+        tokens_per_minute: int | None,
+        now: float,
+    ) -> float:
+        """See :meth:`SharedLimits.take_limit`: the key's window, under its row lock.
+
+        Every process shares one window per key, exactly (not split).
+        """
+
+        def take(conn: Connection, retried: bool) -> float:
+            with conn.transaction():
+                starts, spends, total = self._window(conn, key)
+                wait, total = take_window(
+                    starts,
+                    spends,
+                    total,
+                    per_minute=per_minute,
+                    tokens_per_minute=tokens_per_minute,
+                    now=now,
+                )
+                if wait <= 0:
+                    self._save_window(conn, key, starts, spends, total)
+                return wait
+
+        wait: float = await self._run("take limit", take)
+        return wait
+
+    async def spend_limit_tokens(self, key: str, tokens: float, *, now: float) -> None:
+        """See :meth:`SharedLimits.spend_limit_tokens`."""
+
+        def spend(conn: Connection, retried: bool) -> None:
+            with conn.transaction():
+                starts, spends, total = self._window(conn, key)
+                spends.append((now, tokens))
+                self._save_window(conn, key, starts, spends, total + tokens)
+
+        await self._run("spend limit tokens", spend)
+
+    def _window(self, conn: Connection, key: str) -> tuple[Any, Any, float]:
+        import collections
+
+        conn.execute("SET LOCAL synchronous_commit = off")  # a budget, not a record
+        conn.execute(
+            "INSERT INTO af_limits (key, starts) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+            (key, _encode(([], [], 0.0))),
+        )
+        row = conn.execute(
+            "SELECT starts FROM af_limits WHERE key = %s FOR UPDATE", (key,)
+        ).fetchone()
+        assert row is not None
+        starts, spends, total = _decode_window(bytes(row[0]))
+        return collections.deque(starts), collections.deque(spends), total
+
+    def _save_window(
+        self, conn: Connection, key: str, starts: Any, spends: Any, total: float
+    ) -> None:
+        conn.execute(
+            "UPDATE af_limits SET starts = %s WHERE key = %s",
+            (_encode((list(starts), list(spends), total)), key),
+        )
+
+    async def take_limit_slot(self, key: str, slots: int) -> object | None:
+        """See :meth:`SharedLimits.take_limit_slot`: one of ``slots`` advisory locks."""
+        locks = self._locks
+
+        def take(conn: Connection) -> int | None:
+            for index in range(slots):
+                held = lock_key(self.schema, "limit", key, str(index))
+                if locks.try_lock(conn, held):
+                    return held
+            return None
+
+        self._listener.start()
+        handle: int | None = await anyio.to_thread.run_sync(locks.call, "take limit slot", take)
+        return handle
+
+    def release_limit_slot(self, handle: object) -> None:
+        """See :meth:`SharedLimits.release_limit_slot`: the lock goes without waiting."""
+        assert isinstance(handle, int)
+        self._locks.unlock_soon(handle)
+
+    # --- queue slots ------------------------------------------------------------
+
+    async def take_queue_slot(self, queue: str, slots: int, holder: str) -> QueueSlot | None:
+        """See :meth:`QueueSlots.take_queue_slot`: an advisory lock, freed with the session."""
+        locks = self._locks
+
+        def take(conn: Connection) -> int | None:
+            for index in range(slots):
+                if locks.try_lock(conn, lock_key(self.schema, "queue", queue, str(index))):
+                    return index
+            return None
+
+        self._listener.start()
+        index: int | None = await anyio.to_thread.run_sync(locks.call, "take queue slot", take)
+        return None if index is None else QueueSlot(queue=queue, index=index, holder=holder)
+
+    async def release_queue_slot(self, slot: QueueSlot) -> None:
+        """See :meth:`QueueSlots.release_queue_slot`."""
+        key = lock_key(self.schema, "queue", slot.queue, str(slot.index))
+        locks = self._locks
+        if self._closed or not locks.holds(key):
+            return
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(
+                locks.call, "release queue slot", lambda conn: locks.unlock(conn, key)
+            )
+
+    # --- schedules --------------------------------------------------------------
+
+    async def put_schedule(self, schedule: Schedule) -> None:
+        """See :meth:`ScheduleStore.put_schedule`."""
+        schedule_id = validate_schedule_id(schedule.schedule_id)
+        data = dump_schedule(self.codec, schedule)
+        await self._run(
+            "put schedule",
+            lambda conn, _: conn.execute(
+                "INSERT INTO af_schedules (schedule_id, data) VALUES (%s, %s) "
+                "ON CONFLICT (schedule_id) DO UPDATE SET data = EXCLUDED.data",
+                (schedule_id, data),
+            ),
+        )
+
+    async def read_schedule(self, schedule_id: str) -> Schedule:
+        """See :meth:`ScheduleStore.read_schedule`."""
+
+        def read(conn: Connection, retried: bool) -> bytes | None:
+            row = conn.execute(
+                "SELECT data FROM af_schedules WHERE schedule_id = %s", (schedule_id,)
+            ).fetchone()
+            return None if row is None else bytes(row[0])
+
+        data = await self._run("read schedule", read)
+        if data is None:
+            raise ScheduleNotFoundError(schedule_id)
+        where = f"{self._place}#schedules/{schedule_id}"
+        return load_schedule(self.codec, data, schedule_id=schedule_id, location=where)
+
+    async def list_schedules(self) -> list[Schedule]:
+        """See :meth:`ScheduleStore.list_schedules`: one that cannot be read is skipped."""
+        return (await self._scan_schedules())[0]
+
+    async def _scan_schedules(self) -> tuple[list[Schedule], list[UnreadableEntry]]:
+        """The definitions that can be read, and the damaged ones (sealed ones are neither)."""
+        rows = await self._run(
+            "list schedules",
+            lambda conn, _: conn.execute(
+                "SELECT schedule_id, data FROM af_schedules ORDER BY schedule_id"
+            ).fetchall(),
+        )
+        found: list[Schedule] = []
+        damaged: list[UnreadableEntry] = []
+        for schedule_id, data in rows:
+            where = f"{self._place}#schedules/{schedule_id}"
+            try:
+                found.append(
+                    load_schedule(self.codec, bytes(data), schedule_id=schedule_id, location=where)
+                )
+            except (CorruptedDataError, EncryptionKeyError) as exc:
+                entry = self._skipped_schedules.skip(schedule_id, exc)
+                damaged += [entry] if entry else []
+            else:
+                self._skipped_schedules.read(schedule_id)
+        return found, damaged
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        """See :meth:`ScheduleStore.delete_schedule`."""
+
+        def delete(conn: Connection, retried: bool) -> bool:
+            with conn.transaction():
+                gone = conn.execute(
+                    "DELETE FROM af_schedules WHERE schedule_id = %s RETURNING 1", (schedule_id,)
+                ).fetchone()
+                conn.execute(
+                    "DELETE FROM af_schedule_progress WHERE schedule_id = %s", (schedule_id,)
+                )
+            return gone is not None or retried
+
+        if not await self._run("delete schedule", delete):
+            raise ScheduleNotFoundError(schedule_id)
+
+    async def put_schedule_progress(self, progress: ScheduleProgress) -> None:
+        """See :meth:`ScheduleStore.put_schedule_progress`."""
+        data = dump_progress(self.codec, progress)
+        await self._run(
+            "put schedule progress",
+            lambda conn, _: conn.execute(
+                "INSERT INTO af_schedule_progress (schedule_id, data) VALUES (%s, %s) "
+                "ON CONFLICT (schedule_id) DO UPDATE SET data = EXCLUDED.data",
+                (progress.schedule_id, data),
+            ),
+        )
+
+    async def read_schedule_progress(self, schedule_id: str) -> ScheduleProgress | None:
+        """See :meth:`ScheduleStore.read_schedule_progress`."""
+
+        def read(conn: Connection, retried: bool) -> bytes | None:
+            row = conn.execute(
+                "SELECT data FROM af_schedule_progress WHERE schedule_id = %s", (schedule_id,)
+            ).fetchone()
+            return None if row is None else bytes(row[0])
+
+        data = await self._run("read schedule progress", read)
+        if data is None:
+            return None
+        where = f"{self._place}#schedules/{schedule_id}.progress"
+        try:
+            return load_progress(self.codec, data, schedule_id=schedule_id, location=where)
+        except (CorruptedDataError, EncryptionKeyError) as exc:
+            _log.warning(
+                "schedule_progress_unreadable", schedule_id=schedule_id, error=describe(exc)
+            )
+            return None
+
+    # --- the index of unfinished runs ---------------------------------------------
+
+    async def list_unfinished(self, *, unowned: bool = False) -> list[str]:
+        """See :meth:`RunIndex.list_unfinished`: one query; ``unowned`` leaves out runs
+        whose advisory lock a session holds (read from ``pg_locks`` once)."""
+        query = "SELECT run_id FROM af_unfinished"
+        if unowned:
+            query = (
+                f"WITH held AS MATERIALIZED ({HELD_KEYS}) "
+                "SELECT u.run_id FROM af_unfinished u LEFT JOIN af_runs r USING (run_id) "
+                "WHERE r.lock_key IS NULL OR r.lock_key NOT IN (SELECT * FROM held)"
+            )
+
+        def listing(conn: Connection, retried: bool) -> list[str]:
+            return [str(r[0]) for r in conn.execute(query)]
+
+        found: list[str] = await self._run("list unfinished", listing)
+        kept = index_run_ids(found, self._index_location, self._index_warned)
+        return [r for r in kept if not (unowned and r in self._leases)]
+
+    def _index_location(self, name: str) -> str:
+        return f"{self._place}#af_unfinished/{name}"
+
+    async def unindex(self, run_id: str) -> None:
+        """See :meth:`RunIndex.unindex`."""
+        await self._run(
+            "unindex",
+            lambda conn, _: conn.execute("DELETE FROM af_unfinished WHERE run_id = %s", (run_id,)),
+        )
+
+    async def reindex(self) -> int:
+        """See :meth:`RunIndex.reindex`: from every manifest, in one transaction."""
+        rows = await self._run(
+            "reindex", lambda conn, _: conn.execute("SELECT run_id FROM af_unfinished").fetchall()
+        )
+        before = {str(r[0]) for r in rows}
+        manifests = await self.list_runs()
+        unfinished = {m.run_id for m in manifests if not m.status.finished and not m.tombstone}
+        doomed = sorted(before - unfinished)
+        added = sorted(unfinished - before)
+
+        def reset(conn: Connection, retried: bool) -> None:
+            with conn.transaction():
+                conn.execute("DELETE FROM af_unfinished WHERE run_id = ANY(%s)", (doomed,))
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO af_unfinished (run_id) VALUES (%s) ON CONFLICT DO NOTHING",
+                        [(r,) for r in added],
+                    )
+
+        await self._run("reindex", reset)
+        return len(doomed) + len(added)
+
+    # --- retention ----------------------------------------------------------------
+
+    async def prune(self, policy: RetentionPolicy) -> PruneReport:
+        """See :meth:`Store.prune`."""
+        return await prune_by_policy(self, policy)
