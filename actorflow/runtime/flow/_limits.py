@@ -374,6 +374,13 @@ class Limiters:
         """The declared names, sorted."""
         return tuple(sorted(self._by_name))
 
+    @property
+    def declared(self) -> tuple[Limit, ...]:
+        """The declared limits, by name."""
+        return tuple(
+            v.limit if isinstance(v, Limiter) else v for _, v in sorted(self._by_name.items())
+        )
+
     def share(self, store: SharedLimits | None) -> None:
         """Keep the rate windows in ``store`` (set before the first ask takes a limit)."""
         self._shared = store

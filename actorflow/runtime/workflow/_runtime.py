@@ -156,6 +156,11 @@ class Runtime(RuntimeActors):
     # --- flow control ------------------------------------------------------------
 
     @property
+    def limits(self) -> tuple[Limit, ...]:
+        """The limits declared with ``Runtime(limits=...)``, by name."""
+        return self.flow.limiters.declared
+
+    @property
     def queues(self) -> tuple[Queue, ...]:
         """The queues declared with ``Runtime(queues=...)``."""
         return tuple(self._runs.queues.by_name.values())
