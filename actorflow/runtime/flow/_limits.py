@@ -151,6 +151,8 @@ class Limiter:
         "_clock",
         "_free",
         "_lock",
+        "_plain",
+        "_rated",
         "_shared",
         "_slot_waiters",
         "_starts",
@@ -158,6 +160,7 @@ class Limiter:
         "_tokens",
         "_unsent",
         "limit",
+        "owes",
         "stats",
     )
 
@@ -172,17 +175,59 @@ class Limiter:
         self._tokens: collections.deque[tuple[float, float]] = collections.deque()
         self._token_sum = 0.0
         self._unsent: list[float] = []  # tokens spent, for the shared budget
-        self._lock: anyio.Lock | None = None  # made in the loop; FIFO among rate waiters
-
-    @property
-    def owes(self) -> bool:
+        self.owes = False
         """Whether released tokens wait to be counted in the shared budget (``settle``)."""
-        return bool(self._unsent)
+        self._lock: anyio.Lock | None = None  # made in the loop; FIFO among rate waiters
+        self._rated = limit.per_minute is not None or limit.tokens_per_minute is not None
+        # taken and given back with no permit: nothing shared, no tokens to count at the end
+        self._plain = shared is None and limit.tokens_per_minute is None
 
     @property
     def rated(self) -> bool:
         """Whether requests or tokens per minute are capped."""
-        return self.limit.per_minute is not None or self.limit.tokens_per_minute is not None
+        return self._rated
+
+    def try_take(self) -> bool:
+        """Take a slot and a request now if that needs no wait and leaves nothing to count
+        at the end (no shared budget, no token cap); whether it did.
+
+        What it takes is given back by :meth:`give_back`, once; otherwise use
+        :meth:`acquire`.
+        """
+        if (
+            not self._plain
+            or self._free == 0
+            or self._slot_waiters
+            or (self._lock is not None and self._lock.locked())
+            or (
+                self._rated
+                and take_window(
+                    self._starts,
+                    self._tokens,
+                    0.0,  # no token cap here (a plain limiter's)
+                    per_minute=self.limit.per_minute,
+                    tokens_per_minute=None,
+                    now=self._clock.now(),
+                )[0]
+                > 0
+            )
+        ):
+            return False
+        if self._free > 0:
+            self._free -= 1
+        stats = self.stats
+        stats.acquired += 1
+        stats.running += 1
+        return True
+
+    def give_back(self, _: object = None) -> None:
+        """Give back what :meth:`try_take` took; also a reply's ``notify`` (the handler is done)."""
+        self.stats.running -= 1
+        if self._free >= 0:
+            if self._slot_waiters:
+                self._slot_waiters.popleft().set()  # the slot passes straight to the next waiter
+            else:
+                self._free += 1
 
     async def acquire(self) -> Permit:
         """Wait for a slot and room in the windows; take them (not an attempt, no timeout)."""
@@ -191,7 +236,7 @@ class Limiter:
         if (
             self._free != 0
             and not self._slot_waiters
-            and not self.rated
+            and not self._rated
             and self._shared is None
             and self._lock is None
         ):
@@ -225,7 +270,7 @@ class Limiter:
                         self._shared, self.limit.max_concurrent
                     )
                     blocked |= paused
-                if self.rated:
+                if self._rated:
                     blocked |= await self._take_rate()
             except BaseException:
                 if slot is not None and self._shared is not None:
@@ -252,6 +297,7 @@ class Limiter:
             now = self._clock.now()
             if self._shared is not None:
                 self._unsent.append(tokens)
+                self.owes = True
             else:
                 self._tokens.append((now, tokens))
                 self._token_sum += tokens
@@ -263,6 +309,7 @@ class Limiter:
         if shared is None or not self._unsent:
             return
         spent, self._unsent = sum(self._unsent), []
+        self.owes = False
         await shared.spend_limit_tokens(self.limit.name, spent, now=self._clock.now())
 
     async def _take_slot(self) -> bool:
