@@ -106,15 +106,25 @@ class LimitStats(msgspec.Struct, kw_only=True):
         acquired: asks that took the limit.
         waited: of those, how many had to wait.
         wait_seconds: their waits added up, by the runtime's clock.
+        longest_wait: the longest of those waits, in seconds.
         queued: asks waiting for it now (the queue length).
         running: asks holding a slot now.
+
+    .. versionchanged:: 0.6
+       ``longest_wait``.
     """
 
     acquired: int = 0
     waited: int = 0
     wait_seconds: float = 0.0
+    longest_wait: float = 0.0
     queued: int = 0
     running: int = 0
+
+    @property
+    def mean_wait(self) -> float:
+        """The mean wait of the asks that waited, in seconds (0.0 if none did)."""
+        return self.wait_seconds / self.waited if self.waited else 0.0
 
 
 class Permit:
@@ -286,6 +296,7 @@ class Limiter:
         if blocked:
             stats.waited += 1
             stats.wait_seconds += waited
+            stats.longest_wait = max(stats.longest_wait, waited)
         return Permit(self, waited, slot)
 
     def release(self, tokens: float, slot: object | None = None) -> None:
@@ -402,7 +413,7 @@ class Limiter:
 class Limiters:
     """A runtime's declared limits, by name, each with its one limiter."""
 
-    __slots__ = ("_by_name", "_clock", "_shared")
+    __slots__ = ("__weakref__", "_by_name", "_clock", "_shared")
 
     def __init__(self, limits: Iterable[Limit], clock: Clock) -> None:
         by_name: dict[str, Limit] = {}

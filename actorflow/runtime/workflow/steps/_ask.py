@@ -197,6 +197,9 @@ class AskStep(Step[T]):
             permit.metrics = meta.metrics
             if permit.waited > 0:
                 meta.metrics["limit_wait"] = meta.metrics.get("limit_wait", 0.0) + permit.waited
+        trace = self.env.trace
+        if permit.waited > 0 and trace is not None and self._limiter is not None:
+            trace.limit_wait(self._limiter.limit.name, permit.waited)
         pending.notify = permit.on_reply
         if pending.event.is_set():
             permit.release()
