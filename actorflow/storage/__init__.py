@@ -18,6 +18,7 @@ from actorflow.storage._capabilities import (
     SealCheck,
     SealChecker,
     SharedLimits,
+    TimedQueueSlots,
     UnreadableLister,
 )
 from actorflow.storage._codec import (
@@ -156,6 +157,7 @@ __all__ = [
     "SupportsInbox",
     "SupportsInboxWatch",
     "SupportsSnapshotSync",
+    "TimedQueueSlots",
     "UnreadableEntry",
     "UnreadableLister",
     "decode_state",

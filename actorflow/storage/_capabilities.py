@@ -32,6 +32,7 @@ __all__ = [
     "SealCheck",
     "SealChecker",
     "SharedLimits",
+    "TimedQueueSlots",
     "UnreadableLister",
 ]
 
@@ -263,6 +264,33 @@ class QueueSlots(Protocol):
 
     async def release_queue_slot(self, slot: QueueSlot) -> None:
         """Give the slot up. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class TimedQueueSlots(Protocol):
+    """A store whose queue slots can outlast their holder: a queue's ``per_minute`` slots.
+
+    A ``per_minute`` slot must count for the minute after its run started
+    even if the worker that holds it dies or stops first: it is taken with
+    the time it ends, ``until``, which the store keeps with it, and a slot
+    whose holder is gone, or that was released (``release_queue_slot``),
+    stays held while ``until`` is after the taker's ``now``. Both times are
+    the callers' clock (``Runtime(clock=...)``). A store that is no
+    ``TimedQueueSlots`` frees such a slot with its holder.
+
+    .. versionadded:: 0.6
+    """
+
+    async def take_timed_queue_slot(
+        self, queue: str, slots: int, holder: str, *, now: float, until: float
+    ) -> QueueSlot | None:
+        """Take a free one of the queue's ``slots`` slots, to hold until released and
+        at least until ``until``; ``None`` if all are held.
+
+        A slot released, or whose holder died, is free once its own
+        ``until`` is not after ``now``.
+        """
         ...
 
 

@@ -577,6 +577,14 @@ class FileStore(StoreContext):
         """See :meth:`QueueSlots.take_queue_slot`."""
         return await self._folders.call("take queue slot", self._slots.take, queue, slots, holder)
 
+    async def take_timed_queue_slot(
+        self, queue: str, slots: int, holder: str, *, now: float, until: float
+    ) -> QueueSlot | None:
+        """See :meth:`TimedQueueSlots.take_timed_queue_slot`: ``until`` in the slot's file."""
+        return await self._folders.call(
+            "take queue slot", self._slots.take_timed, queue, slots, holder, now, until
+        )
+
     async def release_queue_slot(self, slot: QueueSlot) -> None:
         """See :meth:`QueueSlots.release_queue_slot`."""
         await self._folders.call("release queue slot", self._slots.release, slot)
