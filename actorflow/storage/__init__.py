@@ -11,6 +11,7 @@ from __future__ import annotations
 from actorflow.storage._capabilities import (
     ClaimInfo,
     ClaimInspector,
+    FencedQueueSlots,
     QueueSlot,
     QueueSlots,
     RunIndex,
@@ -113,6 +114,7 @@ __all__ = [
     "EventRecord",
     "EventSlice",
     "EventStreamWriter",
+    "FencedQueueSlots",
     "FileStore",
     "FileSystem",
     "ForkEdit",

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ClaimInfo",
     "ClaimInspector",
+    "FencedQueueSlots",
     "QueueSlot",
     "QueueSlots",
     "RunIndex",
@@ -291,6 +292,26 @@ class TimedQueueSlots(Protocol):
         A slot released, or whose holder died, is free once its own
         ``until`` is not after ``now``.
         """
+        ...
+
+
+@runtime_checkable
+class FencedQueueSlots(Protocol):
+    """A store whose queue slots can be taken from a holder that stalled (S3's leases):
+    the run driven under such a slot is fenced with it.
+
+    A slot that names a worker lease is taken over once that lease runs out,
+    also from a worker that is only stalled (a pause, a partition). Bound to
+    the run it gates, the slot fences that run too: when the worker finds its
+    lease had run out and the slot is no longer its, the run's claim is lost,
+    and the run's next write fails (``LeaseLostError``), so its attempt stops
+    instead of running beside the run the slot's new holder started.
+
+    .. versionadded:: 0.6
+    """
+
+    async def bind_queue_slot(self, slot: QueueSlot, run_id: str) -> None:
+        """Note that ``run_id`` is driven under ``slot`` (until the slot is released)."""
         ...
 
 

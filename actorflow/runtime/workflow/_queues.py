@@ -41,7 +41,7 @@ from actorflow.errors import (
     QueueNotDeclaredError,
     RunNotFoundError,
 )
-from actorflow.storage import QueueSlot, QueueSlots, TimedQueueSlots
+from actorflow.storage import FencedQueueSlots, QueueSlot, QueueSlots, TimedQueueSlots
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable
@@ -363,6 +363,9 @@ class QueueDispatcher:
         # the minute the store keeps for a timed rate slot is the one held here
         started = taken.start if taken.start is not None else self._now()
         try:
+            if isinstance(self._store, FencedQueueSlots):
+                for slot in taken.slots:  # a slot taken from this worker stops the run too
+                    await self._store.bind_queue_slot(slot, manifest.run_id)
             await self._adopt(manifest)
         finally:
             self._busy.discard(manifest.run_id)

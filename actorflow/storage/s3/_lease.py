@@ -37,6 +37,8 @@ from actorflow.storage.s3._wire import PreconditionFailed
 from actorflow.storage.s3._workers import WorkerLeases
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from actorflow.storage._sealing import Codec
     from actorflow.storage.s3._objects import S3Objects
 
@@ -55,6 +57,8 @@ class LeaseTable:
         self._codec = codec
         self.ttl = ttl
         self.workers = WorkerLeases(objects, codec, ttl)
+        self.fences: list[Callable[[], Awaitable[None]]] = []
+        """What else a lapse of the worker lease must check (queue slots taken meanwhile)."""
         self._held: dict[str, Lease] = {}
         self._lost: dict[str, Lease] = {}
 
@@ -86,6 +90,8 @@ class LeaseTable:
                     continue  # released (or lost) while it was read: nothing to decide
                 if current is None or not _same(current[0], held) or current[0].expires == 0.0:
                     self.lose(run_id)
+            for fence in self.fences:
+                await fence()
 
     def _key(self, run_id: str) -> str:
         return self._objects.key(run_id, "lease")

@@ -6,7 +6,11 @@ worker it names has a lease that ran out, by replacing it under its ETag
 worker's lease (``_workers.py``) lives, the same clock that decides when a
 run's claim may be taken, so a killed worker's slots come free with its
 runs. Releasing deletes the object after checking it still names this
-store's worker. A timed slot (a queue's ``per_minute``) also names the time
+store's worker. A slot bound to the run it gates (``bind``) fences that run:
+when this store finds its worker lease had run out and the slot taken by
+another worker, the run's claim is lost (its next write fails), so a worker
+that stalled past its lease does not go on beside the slot's new holder. A
+timed slot (a queue's ``per_minute``) also names the time
 it ends, ``until`` (the caller's clock): a slot whose worker's lease ran out
 is taken over only once that time is not after the taker's ``now``.
 """
@@ -54,6 +58,21 @@ class SlotObjects:
         self._codec = codec
         self._leases = leases
         self._root = objects.store_key(_FOLDER, "")
+        self._bound: dict[tuple[str, int], str] = {}  # slot -> the run driven under it
+        leases.fences.append(self._fence)
+
+    def bind(self, slot: QueueSlot, run_id: str) -> None:
+        """``run_id`` is driven under ``slot``: it is lost with the slot (see ``_fence``)."""
+        self._bound[(slot.queue, slot.index)] = run_id
+
+    async def _fence(self) -> None:
+        """After this store's worker lease ran out: lose the runs whose slots were taken."""
+        worker = self._leases.workers.worker
+        for (queue, index), run_id in list(self._bound.items()):
+            current = await self._read(queue, index)
+            if current is None or current[0] is None or current[0].worker != worker:
+                self._bound.pop((queue, index), None)
+                self._leases.lose(run_id)  # its next write fails: the attempt stops
 
     def _key(self, queue: str, index: int) -> str:
         return f"{self._root}{queue}.{index}"
@@ -129,6 +148,7 @@ class SlotObjects:
         A timed slot's object is rewritten instead, naming no worker and
         keeping its ``until``: it counts until then, as if its worker had died.
         """
+        self._bound.pop((slot.queue, slot.index), None)
         current = await self._read(slot.queue, slot.index)
         if current is None:
             return
