@@ -14,6 +14,8 @@ table per backend.
    statistics of the sign test), and as a ratio to the unlimited ask. Once
    with the runtime's own limiter (a store without shared budgets) and once
    on the memory store (a ``SharedLimits`` store: budgets shared by its runtimes).
+   An A/A control row pairs two unlimited agents the same way: what the
+   method reports when nothing differs.
 2. The limiter alone, in a loop: ``try_take`` + ``give_back`` (what an
    uncontended ask does) and ``acquire`` + ``release`` (what an ask that may wait does).
 3. The file store's budget shared by processes: one ``take_limit``, and one
@@ -79,7 +81,15 @@ class Rated(Specialist):
         return ping.n
 
 
-AGENTS: dict[str, type[Specialist]] = {"max_concurrent": Capped, "per_minute": Rated}
+class Free2(Free):
+    """A second unlimited agent class: the A/A control (what the method reads as noise)."""
+
+
+AGENTS: dict[str, type[Specialist]] = {
+    "no limit (A/A control)": Free2,
+    "max_concurrent": Capped,
+    "per_minute": Rated,
+}
 PAIRS: list[tuple[float, float]] = []  # (free, limited) µs per ask, one pair per block
 
 
@@ -211,7 +221,7 @@ async def main() -> None:
     rows: list[tuple[str, str, str, str]] = []
     if ONLY is None or "ask" in ONLY:
         for shared, label in ((False, "runtime limiter"), (True, "memory store budgets")):
-            for kind in AGENTS:
+            for kind in AGENTS if not shared else list(AGENTS)[1:]:
                 free, added, low, high = await _added(kind, shared)
                 rows.append(
                     (
