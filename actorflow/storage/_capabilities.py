@@ -305,7 +305,8 @@ class FencedQueueSlots(Protocol):
     the run it gates, the slot fences that run too: when the worker finds its
     lease had run out and the slot is no longer its, the run's claim is lost,
     and the run's next write fails (``LeaseLostError``), so its attempt stops
-    instead of running beside the run the slot's new holder started.
+    instead of running beside the run the slot's new holder started; a run
+    not claimed yet is not claimed (``RunLockedError``).
 
     .. versionadded:: 0.6
     """

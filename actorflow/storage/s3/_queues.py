@@ -72,7 +72,10 @@ class SlotObjects:
             current = await self._read(queue, index)
             if current is None or current[0] is None or current[0].worker != worker:
                 self._bound.pop((queue, index), None)
-                self._leases.lose(run_id)  # its next write fails: the attempt stops
+                if self._leases.holds(run_id):
+                    self._leases.lose(run_id)  # its next write fails: the attempt stops
+                else:
+                    self._leases.refused.add(run_id)  # not claimed yet: its claim fails
 
     def _key(self, queue: str, index: int) -> str:
         return f"{self._root}{queue}.{index}"

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from actorflow.errors import LeaseLostError
+from actorflow.errors import LeaseLostError, RunLockedError
 from actorflow.storage import RunManifest, StepRecord
 from tests.storage.factories_s3 import open_s3_store
 
@@ -74,3 +74,23 @@ async def test_a_run_whose_slot_is_still_its_workers_goes_on_after_a_lapse(
         await store.release_queue_slot(slot)
     finally:
         await store.aclose()
+
+
+async def test_a_run_whose_slot_was_taken_before_its_claim_is_not_claimed(
+    seaweed_server: S3Server,
+) -> None:
+    prefix = f"t-{uuid.uuid4().hex[:12]}"
+    stalled = open_s3_store(seaweed_server, prefix=prefix, lease_ttl=0.0)  # lapses at once
+    other = open_s3_store(seaweed_server, prefix=prefix)
+    try:
+        await stalled.create_run(RunManifest(run_id="r", workflow="W", input=b"", input_hash=""))
+        slot = await stalled.take_queue_slot("reports", 1, "stalled")
+        assert slot is not None
+        await stalled.bind_queue_slot(slot, "r")  # chosen to run under the slot, not claimed yet
+        assert await other.take_queue_slot("reports", 1, "other") is not None
+        with pytest.raises(RunLockedError):  # it stalled: the run waits for another slot
+            await stalled.claim("r", "stalled")
+        assert (await other.claim("r", "other")).owner == "other"  # for a worker with a slot
+    finally:
+        for store in (stalled, other):
+            await store.aclose()
