@@ -11,12 +11,14 @@ from __future__ import annotations
 import collections
 import math
 import re
+import time
 from typing import TYPE_CHECKING
 
 import anyio
 import msgspec
 
 from actorflow.errors import LimitValueError, UnknownLimitError
+from actorflow.runtime.flow._clock import SystemClock
 from actorflow.storage import LIMIT_WINDOW, take_window
 
 if TYPE_CHECKING:
@@ -161,6 +163,7 @@ class Limiter:
         "_clock",
         "_free",
         "_lock",
+        "_now",
         "_plain",
         "_rated",
         "_shared",
@@ -170,6 +173,7 @@ class Limiter:
         "_tokens",
         "_unsent",
         "limit",
+        "on_reply",
         "owes",
         "stats",
     )
@@ -191,6 +195,10 @@ class Limiter:
         self._rated = limit.per_minute is not None or limit.tokens_per_minute is not None
         # taken and given back with no permit: nothing shared, no tokens to count at the end
         self._plain = shared is None and limit.tokens_per_minute is None
+        self.on_reply = self.give_back
+        # the system clock's reading without its Python frame: every rated ask reads it
+        self._now = time.time if type(clock) is SystemClock else clock.now
+        """:meth:`give_back` bound once: a reply's ``notify`` (made for every ask otherwise)."""
 
     @property
     def rated(self) -> bool:
@@ -215,7 +223,7 @@ class Limiter:
         if per_minute is not None:
             # take_window's rule for requests alone, inline: this is every limited ask's path
             starts = self._starts
-            now = self._clock.now()
+            now = self._now()
             if starts:
                 if now < starts[-1]:
                     now = starts[-1]

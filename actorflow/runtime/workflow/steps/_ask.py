@@ -186,7 +186,7 @@ class AskStep(Step[T]):
         if permit is not None:
             self._hold(pending, permit)
         elif limiter is not None:
-            pending.notify = limiter.give_back
+            pending.notify = limiter.on_reply
             if pending.event.is_set():
                 limiter.give_back()
 
