@@ -150,7 +150,13 @@ def _limit_gauge(field: str) -> Callable[[CallbackOptions], Iterable[Observation
 
     def observe(_: CallbackOptions) -> Iterable[Observation]:
         totals: dict[str, int] = {}
-        for limiters in list(_watched):
+        while True:  # a reader's thread: a runtime may start watching meanwhile
+            try:
+                watched = list(_watched)
+            except RuntimeError:
+                continue
+            break
+        for limiters in watched:
             for key, stats in limiters.stats().items():
                 totals[key] = totals.get(key, 0) + getattr(stats, field)
         return [Observation(value, {LIMIT: key}) for key, value in totals.items()]
@@ -160,7 +166,8 @@ def _limit_gauge(field: str) -> Callable[[CallbackOptions], Iterable[Observation
 
 def watch_limits(limiters: Limiters) -> None:
     """Have the limit gauges read ``limiters`` while the runtime that has them lives."""
-    _watched.add(limiters)
+    if limiters not in _watched:  # once per runtime: the set changes as seldom as can be
+        _watched.add(limiters)
 
 
 _instruments: _Instruments | None = None
