@@ -163,14 +163,18 @@ def _print_runs(store: str, rows: list[dict[str, Any]]) -> None:
 
 
 def _print_depths(rows: list[dict[str, Any]]) -> None:
-    """Each queue's depth among the runs listed: how many wait, how many run."""
+    """Each queue's depth among the runs listed: how many wait (and since when), how many run."""
     depths: dict[str, list[int]] = {}
+    oldest: dict[str, float] = {}
     for r in rows:
         if r.get("queue") is not None and r["status"] in (RunStatus.QUEUED, RunStatus.RUNNING):
             counts = depths.setdefault(r["queue"], [0, 0])
             counts[r["status"] == RunStatus.RUNNING] += 1
+            if r["status"] == RunStatus.QUEUED and r["started"]:
+                oldest[r["queue"]] = min(oldest.get(r["queue"], r["started"]), r["started"])
     for name, (waiting, running) in sorted(depths.items()):
-        out().print(f"queue {esc(name)}: {waiting} queued, {running} running")
+        since = f" (the oldest queued since {when(oldest[name])})" if name in oldest else ""
+        out().print(f"queue {esc(name)}: {waiting} queued, {running} running{since}")
 
 
 def _blocked_by(row: dict[str, Any]) -> str:

@@ -6,6 +6,7 @@
 - :class:`Placement`: ``placement = Placement(num_gpus=1)`` on an agent class
   puts its agents on Ray actors on nodes with those resources.
 - :class:`RayPlacer`, :class:`PlacedRef`: what places agents, and a reference to one.
+- :class:`RayLimits`: the hosts' ``Limit`` budgets, one Ray actor per key in the cluster.
 
 See docs/scale-out.md.
 """
@@ -20,12 +21,13 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from actorflow.ray._cluster import RayCluster
+from actorflow.ray._limits import RayLimits
 from actorflow.ray._placed_ref import PlacedRef
 from actorflow.ray._placement import Placement
 from actorflow.ray._placer import RayPlacer
 from actorflow.ray._spec import HostInfo
 
-__all__ = ["HostInfo", "PlacedRef", "Placement", "RayCluster", "RayPlacer"]
+__all__ = ["HostInfo", "PlacedRef", "Placement", "RayCluster", "RayLimits", "RayPlacer"]
 
 for _name in __all__:
     globals()[_name].__module__ = __name__

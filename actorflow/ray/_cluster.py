@@ -25,6 +25,7 @@ from actorflow.errors import (
 from actorflow.ray._bridge import wait_ref
 from actorflow.ray._handles import as_host
 from actorflow.ray._host import Host
+from actorflow.ray._limits import BUDGET_PREFIX
 from actorflow.ray._placement import Placement, placement_of
 from actorflow.ray._placer import RayPlacer
 from actorflow.ray._spec import HostInfo, HostSpec, encode, spec_differences
@@ -166,6 +167,7 @@ class RayCluster:
             node_watch_interval=self.node_watch_interval,
             runtime_env=self.runtime_env,
             resources=self.host_placement.ray_options(),
+            limits=runtime.limits,
         )
         self._placer = RayPlacer(
             namespace=self.namespace,
@@ -328,15 +330,18 @@ class RayCluster:
         return out
 
     async def stop_hosts(self) -> None:
-        """Stop the namespace's hosts and placed-agent actors, from any driver.
+        """Stop the namespace's hosts, placed-agent actors and limit budgets, from any driver.
 
         Each host stops its runtime first: its runs are marked interrupted,
         for a later host to take on. The actors are gone then (not
-        restarted); a later ``open`` starts new hosts.
+        restarted); a later ``open`` starts new hosts, and the limits' budgets
+        start afresh.
         """
         hosts = await anyio.to_thread.run_sync(self._named_actors, "actorflow-host-")
         await self._stop([handle for handle, _ in hosts], [name for _, name in hosts])
         await self._stop_placed()
+        budgets = await anyio.to_thread.run_sync(self._named_actors, BUDGET_PREFIX)
+        await self._stop([h for h, _ in budgets], [n for _, n in budgets], hosts=False)
         self._handles = []
 
     async def _stop_placed(self) -> None:

@@ -23,6 +23,7 @@ from actorflow._log import get_logger
 from actorflow._text import describe
 from actorflow.errors import RegistryError, RunLockedError
 from actorflow.ray._agents_actor import rss
+from actorflow.ray._limits import RayLimits
 from actorflow.ray._placement import placement_of
 from actorflow.ray._placer import RayPlacer
 from actorflow.ray._spec import HostInfo, HostSpec, decode_config, encode, import_all
@@ -33,6 +34,7 @@ from actorflow.storage import RunIndex, open_store
 if TYPE_CHECKING:
     from actorflow.runtime.actors import Actor
     from actorflow.runtime.cluster import AgentPlacer, ClusterRuntime
+    from actorflow.storage import SharedLimits
 
 __all__ = ["Host", "HostCluster"]
 
@@ -40,12 +42,18 @@ _log = get_logger("actorflow.ray")
 
 
 class HostCluster:
-    """A host runtime's side of the cluster: it drives its runs itself, and places agents."""
+    """A host runtime's side of the cluster: it drives its runs itself, places agents,
+    and takes its limits from the namespace's budget actors."""
 
     drives_runs = False
 
-    def __init__(self, placer: RayPlacer) -> None:
+    def __init__(self, placer: RayPlacer, limits: RayLimits) -> None:
         self._placer = placer
+        self._limits = limits
+
+    def shared_limits(self) -> SharedLimits:
+        """The budget actors (one per limit key in the cluster)."""
+        return self._limits
 
     async def open(self, runtime: ClusterRuntime) -> None:
         """Nothing to connect: the host runs inside the cluster."""
@@ -75,7 +83,9 @@ class Host:
         self._error: str | None = None
         self._ready = anyio.Event()
         self._stop = anyio.Event()
-        self._node = ray.get_runtime_context().get_node_id()
+        context = ray.get_runtime_context()
+        self._node = context.get_node_id()
+        self._limits = RayLimits(self._spec.namespace, holder=context.current_actor)
         # Ray gives an async actor its asyncio loop and no task group: the actor's
         # lifetime task goes on that loop; everything else here is anyio
         self._task = asyncio.get_running_loop().create_task(self._serve())
@@ -97,7 +107,8 @@ class Host:
                 store=store,
                 config=decode_config(spec.config),
                 adopt_orphans=spec.adoption,
-                cluster=HostCluster(placer),
+                cluster=HostCluster(placer, self._limits),
+                limits=spec.limits,
             )
             async with runtime, anyio.create_task_group() as tg:
                 if isinstance(store, RunIndex):
@@ -190,6 +201,10 @@ class Host:
     async def memory(self) -> int:
         """This process's resident memory, in bytes."""
         return rss()
+
+    async def holds_limit_token(self, token: str) -> bool:
+        """Whether this process took the limit slots marked ``token`` (a budget asks)."""
+        return token == self._limits.token
 
     async def stop(self) -> None:
         """Stop the runtime: its runs are marked interrupted, for other hosts to adopt."""

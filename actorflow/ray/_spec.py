@@ -17,6 +17,7 @@ import msgspec
 from actorflow.errors import ClassNotShippedError, ConfigurationError
 from actorflow.runtime import AdoptionPolicy, RuntimeConfig
 from actorflow.runtime.cluster import config_types
+from actorflow.runtime.flow import Limit
 
 __all__ = [
     "CallReply",
@@ -50,6 +51,8 @@ class HostSpec(msgspec.Struct, frozen=True, kw_only=True):
     """How the host's code was shipped; not used by the host, compared by a later driver."""
     resources: dict[str, Any] = {}
     """What the host reserves (Ray actor options); compared, like ``runtime_env``."""
+    limits: tuple[Limit, ...] = ()
+    """The driver runtime's limits; their budgets are the namespace's budget actors."""
 
 
 class HostInfo(msgspec.Struct, frozen=True, kw_only=True):

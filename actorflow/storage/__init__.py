@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from actorflow.storage._capabilities import (
     ClaimInfo,
     ClaimInspector,
+    FencedQueueSlots,
     QueueSlot,
     QueueSlots,
     RunIndex,
@@ -21,6 +22,7 @@ from actorflow.storage._capabilities import (
     SealCheck,
     SealChecker,
     SharedLimits,
+    TimedQueueSlots,
     UnreadableLister,
 )
 from actorflow.storage._codec import (
@@ -119,6 +121,7 @@ __all__ = [
     "EventRecord",
     "EventSlice",
     "EventStreamWriter",
+    "FencedQueueSlots",
     "FileStore",
     "FileSystem",
     "ForkEdit",
@@ -165,6 +168,7 @@ __all__ = [
     "SupportsInbox",
     "SupportsInboxWatch",
     "SupportsSnapshotSync",
+    "TimedQueueSlots",
     "UnreadableEntry",
     "UnreadableLister",
     "decode_state",

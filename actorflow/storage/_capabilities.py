@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ClaimInfo",
     "ClaimInspector",
+    "FencedQueueSlots",
     "QueueSlot",
     "QueueSlots",
     "RunIndex",
@@ -32,6 +33,7 @@ __all__ = [
     "SealCheck",
     "SealChecker",
     "SharedLimits",
+    "TimedQueueSlots",
     "UnreadableLister",
 ]
 
@@ -268,6 +270,54 @@ class QueueSlots(Protocol):
 
     async def release_queue_slot(self, slot: QueueSlot) -> None:
         """Give the slot up. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class TimedQueueSlots(Protocol):
+    """A store whose queue slots can outlast their holder: a queue's ``per_minute`` slots.
+
+    A ``per_minute`` slot must count for the minute after its run started
+    even if the worker that holds it dies or stops first: it is taken with
+    the time it ends, ``until``, which the store keeps with it, and a slot
+    whose holder is gone, or that was released (``release_queue_slot``),
+    stays held while ``until`` is after the taker's ``now``. Both times are
+    the callers' clock (``Runtime(clock=...)``). A store that is no
+    ``TimedQueueSlots`` frees such a slot with its holder.
+
+    .. versionadded:: 0.6
+    """
+
+    async def take_timed_queue_slot(
+        self, queue: str, slots: int, holder: str, *, now: float, until: float
+    ) -> QueueSlot | None:
+        """Take a free one of the queue's ``slots`` slots, to hold until released and
+        at least until ``until``; ``None`` if all are held.
+
+        A slot released, or whose holder died, is free once its own
+        ``until`` is not after ``now``.
+        """
+        ...
+
+
+@runtime_checkable
+class FencedQueueSlots(Protocol):
+    """A store whose queue slots can be taken from a holder that stalled (S3's leases):
+    the run driven under such a slot is fenced with it.
+
+    A slot that names a worker lease is taken over once that lease runs out,
+    also from a worker that is only stalled (a pause, a partition). Bound to
+    the run it gates, the slot fences that run too: when the worker finds its
+    lease had run out and the slot is no longer its, the run's claim is lost,
+    and the run's next write fails (``LeaseLostError``), so its attempt stops
+    instead of running beside the run the slot's new holder started; a run
+    not claimed yet is not claimed (``RunLockedError``).
+
+    .. versionadded:: 0.6
+    """
+
+    async def bind_queue_slot(self, slot: QueueSlot, run_id: str) -> None:
+        """Note that ``run_id`` is driven under ``slot`` (until the slot is released)."""
         ...
 
 

@@ -125,6 +125,7 @@ class MemoryStore(StoreContext):
         self._slots: dict[str, int] = {}  # limit key -> slots held
 
         self._queue_slots: set[tuple[str, int]] = set()
+        self._slot_ends: dict[tuple[str, int], float] = {}  # a timed slot's until
         self._schedules: dict[str, bytes] = {}
         self._progress: dict[str, bytes] = {}
 
@@ -586,6 +587,19 @@ class MemoryStore(StoreContext):
         for index in range(slots):
             if (queue, index) not in self._queue_slots:
                 self._queue_slots.add((queue, index))
+                return QueueSlot(queue=queue, index=index, holder=holder)
+        return None
+
+    async def take_timed_queue_slot(
+        self, queue: str, slots: int, holder: str, *, now: float, until: float
+    ) -> QueueSlot | None:
+        """See :meth:`TimedQueueSlots.take_timed_queue_slot`: a released slot's end is kept."""
+        await anyio.lowlevel.checkpoint()
+        for index in range(slots):
+            place = (queue, index)
+            if place not in self._queue_slots and self._slot_ends.get(place, 0.0) <= now:
+                self._queue_slots.add(place)
+                self._slot_ends[place] = until
                 return QueueSlot(queue=queue, index=index, holder=holder)
         return None
 

@@ -173,3 +173,34 @@ async def wait_until(condition: Callable[[], Awaitable[bool]], timeout: float = 
             if await condition():
                 return
             await anyio.sleep(0.05)
+
+
+class RayLimitedTask(Request[int], frozen=True):
+    n: int
+    side: str
+    pause: float = 0.0
+
+
+class RayLimited(Specialist):
+    """Takes the ``ray-shared`` limit; notes ``+ pid`` as a handler starts, ``- pid`` as it ends."""
+
+    limit = "ray-shared"
+
+    @handler
+    async def work(self, task: RayLimitedTask) -> int:
+        note(task.side, "+")
+        if task.pause:
+            await anyio.sleep(task.pause)  # the work takes a while: the others wait meanwhile
+        note(task.side, "-")
+        return task.n
+
+
+class RayLimitedPipeline(Orchestrator):
+    """Asks one ``RayLimited`` agent ``job.steps`` times."""
+
+    async def run(self, ctx: RunContext, job: RayJob) -> int:
+        worker = await ctx.spawn(RayLimited, name="limited")
+        total = 0
+        for n in range(job.steps):
+            total += await ctx.ask(worker, RayLimitedTask(n=n, side=job.side, pause=job.pause))
+        return total

@@ -11,13 +11,15 @@ from __future__ import annotations
 import collections
 import math
 import re
+import time
 from typing import TYPE_CHECKING
 
 import anyio
 import msgspec
 
 from actorflow.errors import LimitValueError, UnknownLimitError
-from actorflow.storage import take_window
+from actorflow.runtime.flow._clock import SystemClock
+from actorflow.storage import LIMIT_WINDOW, take_window
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -106,15 +108,25 @@ class LimitStats(msgspec.Struct, kw_only=True):
         acquired: asks that took the limit.
         waited: of those, how many had to wait.
         wait_seconds: their waits added up, by the runtime's clock.
+        longest_wait: the longest of those waits, in seconds.
         queued: asks waiting for it now (the queue length).
         running: asks holding a slot now.
+
+    .. versionchanged:: 0.6
+       ``longest_wait``.
     """
 
     acquired: int = 0
     waited: int = 0
     wait_seconds: float = 0.0
+    longest_wait: float = 0.0
     queued: int = 0
     running: int = 0
+
+    @property
+    def mean_wait(self) -> float:
+        """The mean wait of the asks that waited, in seconds (0.0 if none did)."""
+        return self.wait_seconds / self.waited if self.waited else 0.0
 
 
 class Permit:
@@ -151,6 +163,9 @@ class Limiter:
         "_clock",
         "_free",
         "_lock",
+        "_now",
+        "_plain",
+        "_rated",
         "_shared",
         "_slot_waiters",
         "_starts",
@@ -158,6 +173,8 @@ class Limiter:
         "_tokens",
         "_unsent",
         "limit",
+        "on_reply",
+        "owes",
         "stats",
     )
 
@@ -172,17 +189,65 @@ class Limiter:
         self._tokens: collections.deque[tuple[float, float]] = collections.deque()
         self._token_sum = 0.0
         self._unsent: list[float] = []  # tokens spent, for the shared budget
-        self._lock: anyio.Lock | None = None  # made in the loop; FIFO among rate waiters
-
-    @property
-    def owes(self) -> bool:
+        self.owes = False
         """Whether released tokens wait to be counted in the shared budget (``settle``)."""
-        return bool(self._unsent)
+        self._lock: anyio.Lock | None = None  # made in the loop; FIFO among rate waiters
+        self._rated = limit.per_minute is not None or limit.tokens_per_minute is not None
+        # taken and given back with no permit: nothing shared, no tokens to count at the end
+        self._plain = shared is None and limit.tokens_per_minute is None
+        self.on_reply = self.give_back
+        # the system clock's reading without its Python frame: every rated ask reads it
+        self._now = time.time if type(clock) is SystemClock else clock.now
+        """:meth:`give_back` bound once: a reply's ``notify`` (made for every ask otherwise)."""
 
     @property
     def rated(self) -> bool:
         """Whether requests or tokens per minute are capped."""
-        return self.limit.per_minute is not None or self.limit.tokens_per_minute is not None
+        return self._rated
+
+    def try_take(self) -> bool:
+        """Take a slot and a request now if that needs no wait and leaves nothing to count
+        at the end (no shared budget, no token cap); whether it did.
+
+        What it takes is given back by :meth:`give_back`, once; otherwise use
+        :meth:`acquire`.
+        """
+        if (
+            not self._plain
+            or self._free == 0
+            or self._slot_waiters
+            or (self._lock is not None and self._lock.locked())
+        ):
+            return False
+        per_minute = self.limit.per_minute
+        if per_minute is not None:
+            # take_window's rule for requests alone, inline: this is every limited ask's path
+            starts = self._starts
+            now = self._now()
+            if starts:
+                if now < starts[-1]:
+                    now = starts[-1]
+                horizon = now - LIMIT_WINDOW
+                while starts and starts[0] <= horizon:
+                    starts.popleft()
+                if len(starts) >= per_minute:
+                    return False  # full: acquire waits for the window
+            starts.append(now)
+        if self._free > 0:
+            self._free -= 1
+        stats = self.stats
+        stats.acquired += 1
+        stats.running += 1
+        return True
+
+    def give_back(self, _: object = None) -> None:
+        """Give back what :meth:`try_take` took; also a reply's ``notify`` (the handler is done)."""
+        self.stats.running -= 1
+        if self._free >= 0:
+            if self._slot_waiters:
+                self._slot_waiters.popleft().set()  # the slot passes straight to the next waiter
+            else:
+                self._free += 1
 
     async def acquire(self) -> Permit:
         """Wait for a slot and room in the windows; take them (not an attempt, no timeout)."""
@@ -191,7 +256,7 @@ class Limiter:
         if (
             self._free != 0
             and not self._slot_waiters
-            and not self.rated
+            and not self._rated
             and self._shared is None
             and self._lock is None
         ):
@@ -225,7 +290,7 @@ class Limiter:
                         self._shared, self.limit.max_concurrent
                     )
                     blocked |= paused
-                if self.rated:
+                if self._rated:
                     blocked |= await self._take_rate()
             except BaseException:
                 if slot is not None and self._shared is not None:
@@ -241,6 +306,7 @@ class Limiter:
         if blocked:
             stats.waited += 1
             stats.wait_seconds += waited
+            stats.longest_wait = max(stats.longest_wait, waited)
         return Permit(self, waited, slot)
 
     def release(self, tokens: float, slot: object | None = None) -> None:
@@ -252,6 +318,7 @@ class Limiter:
             now = self._clock.now()
             if self._shared is not None:
                 self._unsent.append(tokens)
+                self.owes = True
             else:
                 self._tokens.append((now, tokens))
                 self._token_sum += tokens
@@ -263,6 +330,7 @@ class Limiter:
         if shared is None or not self._unsent:
             return
         spent, self._unsent = sum(self._unsent), []
+        self.owes = False
         await shared.spend_limit_tokens(self.limit.name, spent, now=self._clock.now())
 
     async def _take_slot(self) -> bool:
@@ -355,7 +423,7 @@ class Limiter:
 class Limiters:
     """A runtime's declared limits, by name, each with its one limiter."""
 
-    __slots__ = ("_by_name", "_clock", "_shared")
+    __slots__ = ("__weakref__", "_by_name", "_clock", "_shared")
 
     def __init__(self, limits: Iterable[Limit], clock: Clock) -> None:
         by_name: dict[str, Limit] = {}
@@ -373,6 +441,13 @@ class Limiters:
     def names(self) -> tuple[str, ...]:
         """The declared names, sorted."""
         return tuple(sorted(self._by_name))
+
+    @property
+    def declared(self) -> tuple[Limit, ...]:
+        """The declared limits, by name."""
+        return tuple(
+            v.limit if isinstance(v, Limiter) else v for _, v in sorted(self._by_name.items())
+        )
 
     def share(self, store: SharedLimits | None) -> None:
         """Keep the rate windows in ``store`` (set before the first ask takes a limit)."""

@@ -1,7 +1,8 @@
 """Reading a store without running anything: the readers behind ``actorflow`` and ``actorflow ui``.
 
-Runs listed with where they stand, checkpoints verified, snapshots and
-records decoded without their types, two snapshots diffed, a store validated.
+Runs listed with where they stand, queues with their depths and waits,
+checkpoints verified, snapshots and records decoded without their types, two
+snapshots diffed, a store validated.
 The command line renders these as tables and JSON, the inspector as pages;
 neither decodes a store's files itself, so a change of format is met here.
 """
@@ -22,6 +23,7 @@ from actorflow.runtime.inspection._inspect import (
     validate_store,
 )
 from actorflow.runtime.inspection._messages import find_message_type
+from actorflow.runtime.inspection._queues import QueueStats, queue_stats
 from actorflow.runtime.inspection._runs import (
     ListedRun,
     RunProgress,
@@ -34,6 +36,7 @@ from actorflow.runtime.reading import query_run
 __all__ = [
     "ListedRun",
     "Problem",
+    "QueueStats",
     "RunProgress",
     "SealedRun",
     "ValidationReport",
@@ -45,6 +48,7 @@ __all__ = [
     "live_snapshots",
     "plain",
     "query_run",
+    "queue_stats",
     "record_to_dict",
     "resolve_checkpoint",
     "run_progress",

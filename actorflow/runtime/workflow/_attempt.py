@@ -201,6 +201,7 @@ class RunDriver:
         trace = start_run_trace(self.config.tracing, manifest)  # None: tracing is off
         if trace is not None:
             trace.attach()
+            trace.watch(self.flow.limiters)
         try:
             if trace is not None:
                 await self._keep_trace(handle, run_id, trace)

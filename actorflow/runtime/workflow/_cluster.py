@@ -15,7 +15,7 @@ owner to record, and its metrics back.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import anyio
 import msgspec
@@ -33,11 +33,19 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from actorflow.runtime.actors import Actor, ActorRef
+    from actorflow.runtime.flow import Limit
     from actorflow.runtime.workflow._config import RuntimeConfig
     from actorflow.runtime.workflow._handle import RunTracker
-    from actorflow.storage import RunManifest, Store
+    from actorflow.storage import RunManifest, SharedLimits, Store
 
-__all__ = ["AgentPlacer", "Cluster", "ClusterRuntime", "RemoteStep", "RunFollower"]
+__all__ = [
+    "AgentPlacer",
+    "Cluster",
+    "ClusterRuntime",
+    "LimitsCluster",
+    "RemoteStep",
+    "RunFollower",
+]
 
 _log = get_logger("actorflow.cluster")
 
@@ -86,6 +94,14 @@ class ClusterRuntime(Protocol):
         """The runtime's owner id (``host:pid:random``), naming it in what it starts."""
         ...
 
+    @property
+    def limits(self) -> tuple[Limit, ...]:
+        """The runtime's declared limits (its hosts declare the same).
+
+        .. versionadded:: 0.6
+        """
+        ...
+
 
 class Cluster(Protocol):
     """Where a runtime's runs and placed agents go: ``Runtime(cluster=...)``.
@@ -115,6 +131,21 @@ class Cluster(Protocol):
 
     def placer_for(self, cls: type[Actor]) -> AgentPlacer | None:
         """Where agents of ``cls`` run: a placer, or ``None`` for this process."""
+        ...
+
+
+@runtime_checkable
+class LimitsCluster(Protocol):
+    """A cluster whose processes share ``Limit`` budgets of its own (``actorflow.ray``'s hosts).
+
+    A runtime whose cluster offers it keeps its limits' windows and slots
+    there rather than in its store's ``SharedLimits``.
+
+    .. versionadded:: 0.6
+    """
+
+    def shared_limits(self) -> SharedLimits:
+        """Where this process's limiters take their budgets."""
         ...
 
 

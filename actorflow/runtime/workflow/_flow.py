@@ -11,7 +11,7 @@ from actorflow.runtime.flow import Limiters, RetryPolicy, SystemClock
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from actorflow.runtime.flow import Clock, Limit
+    from actorflow.runtime.flow import Clock, Limit, Limiter
 
 __all__ = ["FlowControl", "agent_flow", "check_limits"]
 
@@ -61,8 +61,27 @@ def check_limits(actor_cls: type[Any], limiters: Limiters) -> None:
 class FlowControl:
     """A runtime's flow control: its clock and its limiters, shared by all its runs."""
 
-    __slots__ = ("clock", "limiters")
+    __slots__ = ("_limiter_of", "clock", "limiters")
 
     def __init__(self, limits: Iterable[Limit] = (), clock: Clock | None = None) -> None:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.limiters = Limiters(limits, self.clock)
+        self._limiter_of: dict[tuple[type, type], Limiter | None] = {}
+
+    def limiter_for(self, actor_cls: type[Any], message_cls: type) -> Limiter | None:
+        """The limiter an ask of ``message_cls`` to ``actor_cls`` takes; None if it takes none.
+
+        One dict lookup once known: every ask pays it, limited or not.
+
+        Raises:
+            UnknownLimitError: the limit its handler or class names is not declared.
+        """
+        key = (actor_cls, message_cls)
+        try:
+            return self._limiter_of[key]
+        except KeyError:
+            pass
+        _, name = agent_flow(actor_cls, message_cls)
+        limiter = self.limiters.get(name, actor_cls) if name is not None else None
+        self._limiter_of[key] = limiter
+        return limiter

@@ -8,17 +8,19 @@ OpenTelemetry itself: a process that never does pays no import for it. See
 from __future__ import annotations
 
 import time
+import weakref
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Iterable
     from contextlib import AbstractContextManager
     from contextvars import Token
 
     from opentelemetry.context import Context
-    from opentelemetry.metrics import Counter, Histogram
+    from opentelemetry.metrics import CallbackOptions, Counter, Histogram, Observation
     from opentelemetry.trace import Span, SpanContext, Tracer, TracerProvider
 
+    from actorflow.runtime.flow import Limiters
     from actorflow.runtime.workflow._progress import StepMeta
     from actorflow.storage import ErrorInfo, RunManifest
 
@@ -43,6 +45,7 @@ __all__ = [
     "remote_handler",
     "sdk_installed",
     "traced_handler",
+    "watch_limits",
 ]
 
 RUN_ID: Final = "actorflow.run.id"
@@ -56,6 +59,7 @@ REPLAYED: Final = "actorflow.replayed"
 STEP_KIND: Final = "actorflow.step.kind"
 STATUS: Final = "actorflow.run.status"
 PHASE: Final = "actorflow.phase"
+LIMIT: Final = "actorflow.limit"
 
 _SCOPE: Final = "actorflow"
 
@@ -66,6 +70,9 @@ _GEN_AI_USAGE: Final = {
     "output_tokens": "gen_ai.usage.output_tokens",
     "completion_tokens": "gen_ai.usage.output_tokens",
 }
+
+# the limiters of runtimes whose runs are traced: the limit gauges read them
+_watched: weakref.WeakSet[Limiters] = weakref.WeakSet()
 
 # a child run's parent step span, by child run id, until the child's attempt starts
 _child_links: dict[str, SpanContext] = {}
@@ -120,6 +127,47 @@ class _Instruments:
             unit="{message}",
             description="Signals in a run's inbox no wait has taken yet, after each read of it",
         )
+        self.limit_wait: Histogram = meter.create_histogram(
+            "actorflow.limit.wait", unit="s", description="Asks' waits for a Limit, by key"
+        )
+        meter.create_observable_gauge(
+            "actorflow.limit.queued",
+            callbacks=[_limit_gauge("queued")],
+            unit="{ask}",
+            description="Asks waiting for a Limit now, by key (this process)",
+        )
+        meter.create_observable_gauge(
+            "actorflow.limit.running",
+            callbacks=[_limit_gauge("running")],
+            unit="{ask}",
+            description="Asks holding a Limit now, by key (this process)",
+        )
+
+
+def _limit_gauge(field: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    """A gauge's callback: ``field`` of each watched limit's stats, summed by key."""
+    from opentelemetry.metrics import Observation
+
+    def observe(_: CallbackOptions) -> Iterable[Observation]:
+        totals: dict[str, int] = {}
+        while True:  # a reader's thread: a runtime may start watching meanwhile
+            try:
+                watched = list(_watched)
+            except RuntimeError:
+                continue
+            break
+        for limiters in watched:
+            for key, stats in limiters.stats().items():
+                totals[key] = totals.get(key, 0) + getattr(stats, field)
+        return [Observation(value, {LIMIT: key}) for key, value in totals.items()]
+
+    return observe
+
+
+def watch_limits(limiters: Limiters) -> None:
+    """Have the limit gauges read ``limiters`` while the runtime that has them lives."""
+    if limiters not in _watched:  # once per runtime: the set changes as seldom as can be
+        _watched.add(limiters)
 
 
 _instruments: _Instruments | None = None
@@ -202,6 +250,11 @@ class RunTrace:
         return traceparent(self.span)
 
     # --- the attempt's context ----------------------------------------------------
+
+    @staticmethod
+    def watch(limiters: Limiters) -> None:
+        """Have the limit gauges read ``limiters`` (the runtime's) while they live."""
+        watch_limits(limiters)
 
     def attach(self) -> None:
         """Make the run span current in the attempt's task (its steps start under it)."""
@@ -309,6 +362,10 @@ class RunTrace:
             self.metrics.step_duration.record(
                 max(0.0, _wall() - issued), {STEP_KIND: "update", WORKFLOW: self.workflow}
             )
+
+    def limit_wait(self, key: str, seconds: float) -> None:
+        """An ask waited ``seconds`` for limit ``key``."""
+        self.metrics.limit_wait.record(seconds, {LIMIT: key, WORKFLOW: self.workflow})
 
     def inbox_depth(self, untaken: int) -> None:
         """Record how many signals in the run's inbox wait for a wait to take them."""

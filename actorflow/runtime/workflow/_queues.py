@@ -12,7 +12,10 @@ The cap across processes is the store's :class:`~actorflow.storage.QueueSlots`
 on S3, the store itself in memory): a worker drives a run of the queue only
 while it holds a slot. A store without them caps each worker on its own.
 ``per_minute`` is a second set of slots, each held for a minute from a
-start, so no more than that many runs of the queue start in any minute.
+start, so no more than that many runs of the queue start in any minute; on
+a store with :class:`~actorflow.storage.TimedQueueSlots` (file, S3) a slot
+keeps counting until its minute ends even when its worker dies or stops
+first.
 
 Deduplication needs no capability: the run id of a submit with a dedup key
 derives from the queue, the key and a generation, and a run is created with
@@ -38,7 +41,7 @@ from actorflow.errors import (
     QueueNotDeclaredError,
     RunNotFoundError,
 )
-from actorflow.storage import QueueSlot, QueueSlots
+from actorflow.storage import FencedQueueSlots, QueueSlot, QueueSlots, TimedQueueSlots
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable
@@ -240,6 +243,7 @@ class QueueDispatcher:
         self._store = store
         self._now = clock or time.time
         self._slots: QueueSlots | None = store if isinstance(store, QueueSlots) else None
+        self._timed: TimedQueueSlots | None = store if isinstance(store, TimedQueueSlots) else None
         self._owner = owner
         self._worker_slots = worker_slots
         self._adopt = adopt
@@ -300,12 +304,25 @@ class QueueDispatcher:
             for lane in self._lanes.values():
                 loops.start_soon(self._serve, lane, tg)
 
-    async def _slot(self, lane: _Lane, key: str, slots: int | None) -> QueueSlot | None:
-        """One of the store's ``slots`` slots of ``key``, waiting for one; ``None`` if uncapped."""
+    async def _slot(
+        self, lane: _Lane, key: str, slots: int | None, taken: _Taken | None = None
+    ) -> QueueSlot | None:
+        """One of the store's ``slots`` slots of ``key``, waiting for one; ``None`` if uncapped.
+
+        With ``taken``, a rate slot: timed to end a minute from now, which
+        ``taken.start`` keeps, when the store can keep it past its holder.
+        """
         if slots is None or self._slots is None:
             return None
         while True:
-            slot = await self._slots.take_queue_slot(key, slots, self._owner)
+            if taken is not None and self._timed is not None:
+                now = self._now()
+                slot = await self._timed.take_timed_queue_slot(
+                    key, slots, self._owner, now=now, until=now + RATE_WINDOW
+                )
+                taken.start = now if slot is not None else None
+            else:
+                slot = await self._slots.take_queue_slot(key, slots, self._owner)
             if slot is not None:
                 return slot
             await lane.wait(self._poll)
@@ -327,7 +344,7 @@ class QueueDispatcher:
                     taken.rate_limiter = lane.rate
                 slot = await self._slot(lane, queue.name, queue.max_concurrent)
                 taken.slots += [slot] if slot is not None else []
-                slot = await self._slot(lane, f"{queue.name}@rate", queue.per_minute)
+                slot = await self._slot(lane, f"{queue.name}@rate", queue.per_minute, taken)
                 taken.rate += [slot] if slot is not None else []
             except BaseException:
                 await self._let_go(lane, taken)
@@ -343,8 +360,12 @@ class QueueDispatcher:
             tg.start_soon(self._start, lane, taken, manifest)
 
     async def _start(self, lane: _Lane, taken: _Taken, manifest: RunManifest) -> None:
-        started = self._now()
+        # the minute the store keeps for a timed rate slot is the one held here
+        started = taken.start if taken.start is not None else self._now()
         try:
+            if isinstance(self._store, FencedQueueSlots):
+                for slot in taken.slots:  # a slot taken from this worker stops the run too
+                    await self._store.bind_queue_slot(slot, manifest.run_id)
             await self._adopt(manifest)
         finally:
             self._busy.discard(manifest.run_id)
@@ -360,6 +381,7 @@ class QueueDispatcher:
             while (left := until - self._now()) > 0:
                 await lane.wait(min(left, self._poll))
         finally:
+            # stopped within the minute, a timed slot released still counts to its end
             await self._end_window(lane, taken)
 
     async def _release(self, slots: list[QueueSlot]) -> None:
@@ -396,6 +418,7 @@ class _Taken:
         self.rate_limiter: anyio.CapacityLimiter | None = None
         self.slots: list[QueueSlot] = []
         self.rate: list[QueueSlot] = []
+        self.start: float | None = None  # when a timed rate slot's minute began
 
 
 def run_fields(queue: str | None, priority: Any, dedup_key: str | None) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from actorflow.runtime.workflow._adoption import Adopter
 from actorflow.runtime.workflow._attempt import RunDriver
 from actorflow.runtime.workflow._checkpointer import Checkpointer
 from actorflow.runtime.workflow._children import RuntimeChildren
-from actorflow.runtime.workflow._cluster import RunFollower
+from actorflow.runtime.workflow._cluster import LimitsCluster, RunFollower
 from actorflow.runtime.workflow._ending import status_change
 from actorflow.runtime.workflow._export import EmitExporter
 from actorflow.runtime.workflow._fork import copy_for_fork
@@ -648,8 +648,12 @@ class Runs:
         if self._driver is None:
             system = self._system
             store = self.store
-            # rate windows live in the store when it shares them between processes
-            self.flow.limiters.share(store if isinstance(store, SharedLimits) else None)
+            # rate windows live in the cluster, or in the store, when either shares them
+            cluster: object = self.cluster  # a Cluster, and maybe a LimitsCluster too
+            if isinstance(cluster, LimitsCluster):
+                self.flow.limiters.share(cluster.shared_limits())
+            else:
+                self.flow.limiters.share(store if isinstance(store, SharedLimits) else None)
             self._driver = RunDriver(
                 store=self.store,
                 config=self.config,

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from typing import Self
 
     from actorflow.runtime.flow import Clock, Limit, LimitStats
+    from actorflow.runtime.inspection import QueueStats
     from actorflow.runtime.workflow._cluster import Cluster
     from actorflow.runtime.workflow._handle import R, RunHandle
     from actorflow.runtime.workflow._outcomes import Workflow
@@ -145,6 +146,20 @@ class Runtime(RuntimeActors):
         """Each declared limit's waits, queue and holders so far, in this process."""
         return self.flow.limiters.stats()
 
+    async def queue_stats(self) -> dict[str, QueueStats]:
+        """Each queue's depth, its queued runs' waits and its running runs, from the store.
+
+        Every declared queue, with its caps, and any other queue a run of the
+        store names; waits run from a run's submission to now, by the wall
+        clock (submissions are stamped by it). See
+        :func:`actorflow.runtime.inspection.queue_stats`.
+
+        .. versionadded:: 0.6
+        """
+        from actorflow.runtime.inspection import queue_stats  # reads the store, like the CLI
+
+        return await queue_stats(self.store, self.queues)
+
     @property
     def config(self) -> RuntimeConfig:
         """Workflow options (durability, triggers, retention, retries...)."""
@@ -155,6 +170,11 @@ class Runtime(RuntimeActors):
         self._runs.config = config
 
     # --- flow control ------------------------------------------------------------
+
+    @property
+    def limits(self) -> tuple[Limit, ...]:
+        """The limits declared with ``Runtime(limits=...)``, by name."""
+        return self.flow.limiters.declared
 
     @property
     def queues(self) -> tuple[Queue, ...]:

@@ -204,6 +204,30 @@ class FileSystem:
         """Release a lock from :meth:`try_lock` or :meth:`lock`."""
         raise NotImplementedError
 
+    def open_lockable(self, path: str) -> int:
+        """Open (creating) ``path`` for reading and writing, to be locked by :meth:`flock`.
+
+        The descriptor is closed in a forked child, like a held lock's; close
+        it with :meth:`unlock`.
+
+        .. versionadded:: 0.6
+        """
+        raise NotImplementedError
+
+    def flock(self, handle: int, *, wait: bool) -> bool:
+        """Lock an open descriptor exclusively; without ``wait``, False if someone holds it.
+
+        .. versionadded:: 0.6
+        """
+        raise NotImplementedError
+
+    def funlock(self, handle: int) -> None:
+        """Release :meth:`flock`'s lock, keeping the descriptor open.
+
+        .. versionadded:: 0.6
+        """
+        raise NotImplementedError
+
     def is_locked(self, path: str) -> bool:
         """Whether someone holds the lock on ``path``: tried, never kept.
 
@@ -507,6 +531,21 @@ class OSFileSystem(FileSystem):
         with _held_locks_guard:
             _held_locks.discard(handle)
             os.close(handle)  # closing the only descriptor drops the flock
+
+    def open_lockable(self, path: str) -> int:
+        return self._open_lock(path)
+
+    def flock(self, handle: int, *, wait: bool) -> bool:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if not wait and exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return False
+            raise
+        return True
+
+    def funlock(self, handle: int) -> None:
+        fcntl.flock(handle, fcntl.LOCK_UN)
 
     def is_locked(self, path: str) -> bool:
         # flock needs no write access to the file: a read-only store is probed too

@@ -2,13 +2,17 @@
 
 Slot ``k`` of queue ``q`` is the lock on ``.queues/q.k``: the operating
 system ends it with its holder's process, so a worker that dies frees its
-slots. The folder's name starts with a dot, so it is never read as a run.
+slots. A timed slot (a queue's ``per_minute``) also writes, under its lock,
+the time it ends (eight bytes, a machine double): a taker that locks the
+file of a holder that died reads it, and leaves the slot alone until then.
+The folder's name starts with a dot, so it is never read as a run.
 Every method blocks: the store calls them from worker threads.
 """
 
 from __future__ import annotations
 
 import os
+import struct
 import threading
 from typing import TYPE_CHECKING
 
@@ -20,6 +24,8 @@ if TYPE_CHECKING:
 __all__ = ["QUEUE_FOLDER", "SlotLocks"]
 
 QUEUE_FOLDER = ".queues"
+
+_UNTIL = struct.Struct("=d")
 
 
 class SlotLocks:
@@ -42,6 +48,28 @@ class SlotLocks:
                 if handle is not None:
                     self._held[(queue, index)] = handle
                     return QueueSlot(queue=queue, index=index, holder=holder)
+        return None
+
+    def take_timed(
+        self, queue: str, slots: int, holder: str, now: float, until: float
+    ) -> QueueSlot | None:
+        """Lock the first free slot of ``queue`` whose last ``until`` is not after ``now``."""
+        fs = self._fs
+        fs.makedirs(self._folder)
+        for index in range(slots):
+            with self._mutex:
+                if (queue, index) in self._held:
+                    continue  # held by this store already
+                handle = fs.try_lock(os.path.join(self._folder, f"{queue}.{index}"))
+                if handle is None:
+                    continue
+                last = fs.read_at(handle, _UNTIL.size, 0)
+                if len(last) == _UNTIL.size and _UNTIL.unpack(last)[0] > now:
+                    fs.unlock(handle)  # its holder died within its minute: still counted
+                    continue
+                fs.write_at(handle, _UNTIL.pack(until), 0)
+                self._held[(queue, index)] = handle
+                return QueueSlot(queue=queue, index=index, holder=holder)
         return None
 
     def release(self, slot: QueueSlot) -> None:

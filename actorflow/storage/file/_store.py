@@ -16,9 +16,9 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from actorflow.errors import RunNotFoundError
+from actorflow.errors import RunNotFoundError, StorageError
 from actorflow.storage._event_stream import DEFAULT_EVENT_BYTES, DEFAULT_READ_LIMIT
 from actorflow.storage._logwriter import finishes_when_cancelled
 from actorflow.storage._manifests import (
@@ -36,7 +36,7 @@ from actorflow.storage.file._claims import Claims
 from actorflow.storage.file._events import EventFiles
 from actorflow.storage.file._fs import MAX_FILE_BYTES, FileSystem, OSFileSystem
 from actorflow.storage.file._inbox import InboxFiles
-from actorflow.storage.file._layout import RunFolders
+from actorflow.storage.file._layout import RunFolders, os_error_text
 from actorflow.storage.file._limits import LimitFiles
 from actorflow.storage.file._logs import LogFiles
 from actorflow.storage.file._manifests import ManifestFiles
@@ -66,6 +66,8 @@ if TYPE_CHECKING:
     from actorflow.storage._schedules import Schedule, ScheduleProgress
 
 __all__ = ["FileStore"]
+
+T = TypeVar("T")
 
 
 class FileStore(StoreContext):
@@ -125,19 +127,25 @@ class FileStore(StoreContext):
         tokens_per_minute: int | None,
         now: float,
     ) -> float:
-        """See :meth:`SharedLimits.take_limit`: ``limits/<key>``, under its flock."""
-        wait, _ = await self._folders.call(
-            "take a limit", self._limits.take, key, per_minute, tokens_per_minute, now
+        """See :meth:`SharedLimits.take_limit`: ``limits/<key>.budget``, under its flock."""
+        # a free lock is taken here, without a trip to a thread: the calls never wait
+        taken = _inline(
+            "take a limit", self._limits.try_take, key, per_minute, tokens_per_minute, now
         )
-        return wait
+        if taken is None:  # another process holds the budget: wait for it in a thread
+            taken = await self._folders.call(
+                "take a limit", self._limits.take, key, per_minute, tokens_per_minute, now
+            )
+        return taken[0]
 
     async def spend_limit_tokens(self, key: str, tokens: float, *, now: float) -> None:
         """See :meth:`SharedLimits.spend_limit_tokens`."""
-        await self._folders.call("spend limit tokens", self._limits.spend, key, tokens, now)
+        if not _inline("spend limit tokens", self._limits.try_spend, key, tokens, now):
+            await self._folders.call("spend limit tokens", self._limits.spend, key, tokens, now)
 
     async def take_limit_slot(self, key: str, slots: int) -> object | None:
         """See :meth:`SharedLimits.take_limit_slot`: the flock of ``limits/<key>.slot-<n>``."""
-        return await self._folders.call("take a limit slot", self._limits.take_slot, key, slots)
+        return _inline("take a limit slot", self._limits.take_slot, key, slots)  # never waits
 
     def release_limit_slot(self, handle: object) -> None:
         """See :meth:`SharedLimits.release_limit_slot`."""
@@ -149,6 +157,7 @@ class FileStore(StoreContext):
         self._logs.close()
         self._claims.release_all()
         self._slots.release_all()
+        self._limits.close()
 
     # --- manifests ------------------------------------------------------------------
 
@@ -569,6 +578,14 @@ class FileStore(StoreContext):
         """See :meth:`QueueSlots.take_queue_slot`."""
         return await self._folders.call("take queue slot", self._slots.take, queue, slots, holder)
 
+    async def take_timed_queue_slot(
+        self, queue: str, slots: int, holder: str, *, now: float, until: float
+    ) -> QueueSlot | None:
+        """See :meth:`TimedQueueSlots.take_timed_queue_slot`: ``until`` in the slot's file."""
+        return await self._folders.call(
+            "take queue slot", self._slots.take_timed, queue, slots, holder, now, until
+        )
+
     async def release_queue_slot(self, slot: QueueSlot) -> None:
         """See :meth:`QueueSlots.release_queue_slot`."""
         await self._folders.call("release queue slot", self._slots.release, slot)
@@ -612,3 +629,15 @@ class FileStore(StoreContext):
         report = await prune_by_policy(self, policy)
         report.bytes_freed += await self._folders.call("prune", sweep, self._folders, time.time())
         return report
+
+
+def _inline(operation: str, fn: Callable[..., T], *args: Any) -> T:
+    """Call ``fn``, which never waits, on the event loop's thread, translating OS errors.
+
+    Raises:
+        StorageError: the operating system refused (naming ``operation``).
+    """
+    try:
+        return fn(*args)
+    except OSError as exc:
+        raise StorageError(operation, os_error_text(exc)) from exc

@@ -37,6 +37,8 @@ from actorflow.storage.s3._wire import PreconditionFailed
 from actorflow.storage.s3._workers import WorkerLeases
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from actorflow.storage._sealing import Codec
     from actorflow.storage.s3._objects import S3Objects
 
@@ -55,6 +57,10 @@ class LeaseTable:
         self._codec = codec
         self.ttl = ttl
         self.workers = WorkerLeases(objects, codec, ttl)
+        self.fences: list[Callable[[], Awaitable[None]]] = []
+        """What else a lapse of the worker lease must check (queue slots taken meanwhile)."""
+        self.refused: set[str] = set()
+        """Runs not to claim once: the queue slot they were to run under was lost."""
         self._held: dict[str, Lease] = {}
         self._lost: dict[str, Lease] = {}
 
@@ -86,6 +92,8 @@ class LeaseTable:
                     continue  # released (or lost) while it was read: nothing to decide
                 if current is None or not _same(current[0], held) or current[0].expires == 0.0:
                     self.lose(run_id)
+            for fence in self.fences:
+                await fence()
 
     def _key(self, run_id: str) -> str:
         return self._objects.key(run_id, "lease")
@@ -118,6 +126,9 @@ class LeaseTable:
             RunLockedError: a live lease exists, or another claimer won the race.
         """
         await self._keep_alive(owner)  # the lease about to be named must be live
+        if run_id in self.refused:  # its queue slot went to another worker as this one stalled
+            self.refused.discard(run_id)
+            raise RunLockedError(run_id, None)
         current = await self.read(run_id)
         if current is not None and await self.live(current[0]):
             raise RunLockedError(run_id, current[0].owner)
@@ -188,6 +199,10 @@ class LeaseTable:
         if lease is None:
             lease = self._lost.get(run_id)
         return lease.epoch if lease is not None else None
+
+    def holds(self, run_id: str) -> bool:
+        """Whether this store holds the run's lease (claimed, not lost or released)."""
+        return run_id in self._held
 
     def lose(self, run_id: str) -> None:
         """The run was taken over: refuse this store's writes to it until the lease is released."""

@@ -610,6 +610,16 @@ class S3Store(StoreContext):
         """See :meth:`QueueSlots.take_queue_slot`: held while this store's worker lease lives."""
         return await self._slots.take(queue, slots, holder)
 
+    async def take_timed_queue_slot(
+        self, queue: str, slots: int, holder: str, *, now: float, until: float
+    ) -> QueueSlot | None:
+        """See :meth:`TimedQueueSlots.take_timed_queue_slot`: ``until`` in the slot's object."""
+        return await self._slots.take(queue, slots, holder, now=now, until=until)
+
+    async def bind_queue_slot(self, slot: QueueSlot, run_id: str) -> None:
+        """See :meth:`FencedQueueSlots.bind_queue_slot`."""
+        self._slots.bind(slot, run_id)
+
     async def release_queue_slot(self, slot: QueueSlot) -> None:
         """See :meth:`QueueSlots.release_queue_slot`."""
         await self._slots.release(slot)

@@ -1,8 +1,8 @@
 """Conformance: the optional capabilities, each tested only where the store offers it.
 
 A store that implements a capability (``UnreadableLister``, ``ClaimInspector``,
-``SealChecker``, ``SupportsBlobSync``, ``SharedLimits``) must honour it; one that
-does not skips these tests.
+``SealChecker``, ``SupportsBlobSync``, ``SharedLimits``, ``TimedQueueSlots``) must
+honour it; one that does not skips these tests.
 """
 
 from __future__ import annotations
@@ -16,10 +16,12 @@ from actorflow.storage import (
     ClaimInfo,
     ClaimInspector,
     Codec,
+    QueueSlots,
     SealChecker,
     SharedLimits,
     Store,
     SupportsBlobSync,
+    TimedQueueSlots,
     UnreadableLister,
 )
 from actorflow.testing.conformance._samples import manifest, snapshot, step
@@ -135,3 +137,18 @@ class CapabilityTests:
         assert again is not None
         store.release_limit_slot(again)
         store.release_limit_slot(second)
+
+    async def test_a_timed_queue_slot_counts_until_its_end_once_released(
+        self, store: Store
+    ) -> None:
+        _offers(store, TimedQueueSlots)
+        assert isinstance(store, TimedQueueSlots)
+        assert isinstance(store, QueueSlots)
+        slot = await store.take_timed_queue_slot("q@rate", 1, "me", now=100.0, until=160.0)
+        assert slot is not None
+        assert await store.take_timed_queue_slot("q@rate", 1, "me", now=101.0, until=161.0) is None
+        await store.release_queue_slot(slot)  # its worker stopped within the minute
+        assert await store.take_timed_queue_slot("q@rate", 1, "me", now=159.0, until=219.0) is None
+        again = await store.take_timed_queue_slot("q@rate", 1, "me", now=160.0, until=220.0)
+        assert again is not None
+        await store.release_queue_slot(again)

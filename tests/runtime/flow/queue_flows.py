@@ -18,3 +18,17 @@ class Audited(Orchestrator):
         await anyio.lowlevel.checkpoint()  # let a run beside it enter, if any may
         AUDIT.append(("exit", ctx.run_id, priority))
         return priority
+
+
+STARTS: list[tuple[str, float]] = []
+"""``(run id, the test clock's time)`` as each ``Clocked`` run started."""
+
+
+class Clocked(Orchestrator):
+    __actorflow_name__ = "tests.flow.Clocked"
+
+    async def run(self, ctx: RunContext, n: int) -> int:
+        from tests.runtime.flow.test_queues import CLOCK  # the test's fake clock
+
+        STARTS.append((ctx.run_id, CLOCK.now()))
+        return n

@@ -72,6 +72,14 @@ class Capped(Specialist):
         return await _call(prompt, yields=5)
 
 
+class Metered(Specialist):
+    limit = "metered"
+
+    @handler
+    async def call(self, prompt: Prompt) -> int:
+        return await _call(prompt)
+
+
 class Unknown(Specialist):
     @handler(limit="nope")
     async def call(self, prompt: Prompt) -> int:
@@ -87,7 +95,7 @@ class UnknownByClass(Specialist):
 
 
 KINDS: dict[str, type[Specialist]] = {
-    c.__name__: c for c in (RateLimited, Capped, Unknown, UnknownByClass)
+    c.__name__: c for c in (RateLimited, Capped, Metered, Unknown, UnknownByClass)
 }
 
 

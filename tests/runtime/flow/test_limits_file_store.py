@@ -43,6 +43,14 @@ class AuditedLimitFiles(LimitFiles):
             self.given.append(at)
         return wait, at
 
+    def try_take(
+        self, key: str, per_minute: int | None, tokens_per_minute: int | None, now: float
+    ) -> tuple[float, float] | None:
+        taken = super().try_take(key, per_minute, tokens_per_minute, now)
+        if taken is not None and taken[0] <= 0:
+            self.given.append(taken[1])
+        return taken
+
 
 class AuditedFileStore(FileStore):
     def __init__(self, path: Path, given: list[float]) -> None:

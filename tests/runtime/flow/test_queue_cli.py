@@ -42,3 +42,4 @@ def test_runs_filters_by_queue_and_shows_each_queues_depth(tmp_path: Path) -> No
     assert table.exit_code == 0, table.output
     assert "queue reports: 2 queued, 0 running" in table.output
     assert "queue mail: 1 queued, 0 running" in table.output
+    assert "queue reports: 2 queued, 0 running (the oldest queued since " in table.output

@@ -24,12 +24,15 @@ from actorflow.errors import (
 from actorflow.storage import FileStore, MemoryStore, RunStatus
 from actorflow.testing import FakeClock
 from tests.runtime.flow import queue_flows
-from tests.runtime.flow.queue_flows import Audited
+from tests.runtime.flow.queue_flows import Audited, Clocked
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from actorflow.storage import Store
+
+CLOCK = FakeClock(1_800_000_000)
+"""The clock ``Clocked`` runs read their start from (reset by the tests that use it)."""
 
 FAST = AdoptionPolicy(poll_interval=0.02, recheck_interval=0.05, backoff=0.01, max_backoff=0.05)
 DEADLINE = 120.0
@@ -197,3 +200,27 @@ async def test_per_minute_lets_no_more_runs_start_in_any_minute_of_the_clock() -
         elif kind == "enter":
             starts_per_minute[-1] += 1
     assert starts_per_minute == [2, 2, 1, 0]
+
+
+async def test_a_per_minute_slot_counts_to_its_minute_after_its_worker_is_gone(
+    tmp_path: Path,
+) -> None:
+    # the first worker starts a run, then stops (its flock goes with it) within the minute
+    global CLOCK
+    CLOCK = clock = FakeClock(1_800_000_000)
+    queue_flows.STARTS.clear()
+    queues = [Queue("mail", per_minute=1)]
+    path = tmp_path / "store"
+    async with Runtime(store=FileStore(path), queues=queues, clock=clock, adopt_orphans=FAST) as w1:
+        first = await w1.submit(Clocked, 1, queue="mail")
+        await _result(w1, first)
+    async with Runtime(store=FileStore(path), queues=queues, clock=clock, adopt_orphans=FAST) as w2:
+        second = await w2.submit(Clocked, 2, queue="mail")
+        with anyio.fail_after(DEADLINE):
+            # the clock moves a second at a time; the worker looks at each
+            while (await w2.store.read_run(second)).status is not RunStatus.COMPLETED:
+                clock.advance(1)
+                w2.adopt_now()
+                await anyio.sleep(0.05)  # the worker's tasks take their turn
+    (_, started_first), (_, started_second) = queue_flows.STARTS
+    assert started_second - started_first >= 60.0

@@ -164,12 +164,13 @@ class AskStep(Step[T]):
             self._deliver_error = exc
 
     async def _redeliver(self) -> None:
-        _, limit = agent_flow(self.ref.actor_type, type(self.message))
+        limiter = self.env.flow.limiter_for(self.ref.actor_type, type(self.message))
         permit: Permit | None = None
-        if limit is not None:
-            # waiting here is no attempt, and no ask_timeout runs yet
-            limiter = self._limiter = self.env.flow.limiters.get(limit, self.ref.actor_type)
-            permit = await limiter.acquire()
+        if limiter is not None:
+            self._limiter = limiter
+            if not limiter.try_take():  # taken at once, with nothing to carry back: no permit
+                # waiting here is no attempt, and no ask_timeout runs yet
+                permit = await limiter.acquire()
         turnstile = self.turnstile = _turnstile(self.env, self.ref.name)
         self.ticket = turnstile.take()
         self.pending = None
@@ -179,9 +180,15 @@ class AskStep(Step[T]):
             self._release(turnstile)
             if permit is not None:
                 permit.release()
+            elif limiter is not None:
+                limiter.give_back()
             raise
         if permit is not None:
             self._hold(pending, permit)
+        elif limiter is not None:
+            pending.notify = limiter.on_reply
+            if pending.event.is_set():
+                limiter.give_back()
 
     def _hold(self, pending: AgentReply, permit: Permit) -> None:
         """Give ``permit`` back, with the tokens the handler reported, once the reply is in."""
@@ -190,6 +197,9 @@ class AskStep(Step[T]):
             permit.metrics = meta.metrics
             if permit.waited > 0:
                 meta.metrics["limit_wait"] = meta.metrics.get("limit_wait", 0.0) + permit.waited
+        trace = self.env.trace
+        if permit.waited > 0 and trace is not None and self._limiter is not None:
+            trace.limit_wait(self._limiter.limit.name, permit.waited)
         pending.notify = permit.on_reply
         if pending.event.is_set():
             permit.release()
