@@ -79,6 +79,11 @@ class SlotLocks:
         if handle is not None:
             self._fs.unlock(handle)
 
+    def forget(self) -> None:
+        """Hold nothing, without unlocking: in a forked child, whose locks are its parent's."""
+        self._held = {}
+        self._mutex = threading.Lock()
+
     def release_all(self) -> None:
         """Unlock every slot (the store closes)."""
         with self._mutex:

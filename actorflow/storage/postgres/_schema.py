@@ -83,6 +83,13 @@ _TABLES: Final = (
     "CREATE TABLE af_limits (key text PRIMARY KEY, starts bytea NOT NULL)",
     "CREATE TABLE af_schedules (schedule_id text PRIMARY KEY, data bytea NOT NULL)",
     "CREATE TABLE af_schedule_progress (schedule_id text PRIMARY KEY, data bytea NOT NULL)",
+    # when a timed queue slot's minute ends (its advisory lock says who holds it now)
+    """CREATE TABLE af_queue_ends (
+        queue text NOT NULL,
+        idx integer NOT NULL,
+        until double precision NOT NULL,
+        PRIMARY KEY (queue, idx)
+    )""",
 )
 
 

@@ -1396,6 +1396,40 @@ class PostgresStore(StoreContext):
         index: int | None = await anyio.to_thread.run_sync(locks.call, "take queue slot", take)
         return None if index is None else QueueSlot(queue=queue, index=index, holder=holder)
 
+    async def take_timed_queue_slot(
+        self, queue: str, slots: int, holder: str, *, now: float, until: float
+    ) -> QueueSlot | None:
+        """See :meth:`TimedQueueSlots.take_timed_queue_slot`: ``until`` in ``af_queue_ends``.
+
+        A slot whose lock is free but whose last holder's minute has not ended
+        (it died, or gave the slot back) stays counted until then.
+        """
+        locks = self._locks
+
+        def take(conn: Connection) -> int | None:
+            for index in range(slots):
+                key = lock_key(self.schema, "queue", queue, str(index))
+                if not locks.try_lock(conn, key):
+                    continue
+                last = conn.execute(
+                    "SELECT until FROM af_queue_ends WHERE queue = %s AND idx = %s",
+                    (queue, index),
+                ).fetchone()
+                if last is not None and float(last[0]) > now:
+                    locks.unlock(conn, key)
+                    continue
+                conn.execute(
+                    "INSERT INTO af_queue_ends (queue, idx, until) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (queue, idx) DO UPDATE SET until = EXCLUDED.until",
+                    (queue, index, until),
+                )
+                return index
+            return None
+
+        self._listener.start()
+        index: int | None = await anyio.to_thread.run_sync(locks.call, "take queue slot", take)
+        return None if index is None else QueueSlot(queue=queue, index=index, holder=holder)
+
     async def release_queue_slot(self, slot: QueueSlot) -> None:
         """See :meth:`QueueSlots.release_queue_slot`."""
         key = lock_key(self.schema, "queue", slot.queue, str(slot.index))

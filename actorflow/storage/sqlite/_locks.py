@@ -5,12 +5,15 @@ attempt is a lock the operating system ends with its process, as in the file
 store. Layout, beside ``<file>``::
 
     <file>-locks/runs/<run id>       flock'ed by the run's live owner
-    <file>-locks/queues/<q>.<k>      slot k of queue q, held by a worker
+    <file>-locks/.queues/<q>.<k>     slot k of queue q, held by a worker; a timed
+                                     slot's file holds when its minute ends
+                                     (the file store's ``SlotLocks``)
     <file>-locks/limits/<key>.<n>    concurrency slot n of a limit key
     <file>-locks/wake/<run id>       a FIFO posts write a byte to (see _wake)
 
-The files are empty; only their locks mean anything, so deleting the folder
-while no process uses the store loses nothing. Every method blocks: the
+The files are empty but for timed slots' ends; only their locks mean
+anything, so deleting the folder while no process uses the store loses at
+most a dead worker's ``per_minute`` slots. Every method blocks: the
 store calls them from worker threads (``release_limit_slot`` closes a
 descriptor, which never waits).
 """
@@ -22,8 +25,8 @@ import threading
 import weakref
 from typing import TYPE_CHECKING
 
-from actorflow.storage._capabilities import QueueSlot
 from actorflow.storage.file._fs import OSFileSystem
+from actorflow.storage.file._queues import SlotLocks
 
 if TYPE_CHECKING:
     from actorflow.storage._protocol import Lease
@@ -51,7 +54,8 @@ class LockFolder:
         self._mutex = threading.Lock()
         self._held: dict[str, tuple[Lease, int]] = {}
         self._created: dict[str, tuple[Lease, int]] = {}  # claimed by create_run
-        self._slots: dict[tuple[str, int], int] = {}
+        self.queue_slots = SlotLocks(self._fs, self.root)
+        """The queues' slots, as the file store keeps them."""
         self._made: set[str] = set()
         _live.add(self)
 
@@ -154,25 +158,6 @@ class LockFolder:
 
     # --- queue and limit slots -----------------------------------------------------------
 
-    def take_queue_slot(self, queue: str, slots: int, holder: str) -> QueueSlot | None:
-        """Lock the first free slot of ``queue``; None if all ``slots`` are held."""
-        for index in range(slots):
-            with self._mutex:
-                if (queue, index) in self._slots:
-                    continue  # held by this store already
-                handle = self._fs.try_lock(self.path("queues", f"{queue}.{index}"))
-                if handle is not None:
-                    self._slots[(queue, index)] = handle
-                    return QueueSlot(queue=queue, index=index, holder=holder)
-        return None
-
-    def release_queue_slot(self, slot: QueueSlot) -> None:
-        """Unlock the slot if this store holds it."""
-        with self._mutex:
-            handle = self._slots.pop((slot.queue, slot.index), None)
-        if handle is not None:
-            self._fs.unlock(handle)
-
     def take_limit_slot(self, key: str, slots: int) -> int | None:
         """Hold the flock of one of ``key``'s slots: its handle, or None if all are held."""
         for n in range(slots):
@@ -191,16 +176,15 @@ class LockFolder:
         """Hold nothing, without unlocking: in a forked child, whose locks are its parent's."""
         self._held.clear()
         self._created.clear()
-        self._slots.clear()
+        self.queue_slots.forget()
         self._mutex = threading.Lock()
 
     def release_all(self) -> None:
         """Let go of every claim and slot (the store closes)."""
         with self._mutex:
             handles = [h for _, h in [*self._held.values(), *self._created.values()]]
-            handles += self._slots.values()
             self._held.clear()
             self._created.clear()
-            self._slots.clear()
         for handle in handles:
             self._fs.unlock(handle)
+        self.queue_slots.release_all()

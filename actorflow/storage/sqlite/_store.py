@@ -738,13 +738,21 @@ class SqliteStore(StoreContext):
 
     async def take_queue_slot(self, queue: str, slots: int, holder: str) -> QueueSlot | None:
         """See :meth:`QueueSlots.take_queue_slot`: a flock the OS ends with its process."""
+        slots_ = self._locks.queue_slots
+        return await self._beside("take queue slot", slots_.take, queue, slots, holder)
+
+    async def take_timed_queue_slot(
+        self, queue: str, slots: int, holder: str, *, now: float, until: float
+    ) -> QueueSlot | None:
+        """See :meth:`TimedQueueSlots.take_timed_queue_slot`: ``until`` in the slot's file."""
+        slots_ = self._locks.queue_slots
         return await self._beside(
-            "take queue slot", self._locks.take_queue_slot, queue, slots, holder
+            "take queue slot", slots_.take_timed, queue, slots, holder, now, until
         )
 
     async def release_queue_slot(self, slot: QueueSlot) -> None:
         """See :meth:`QueueSlots.release_queue_slot`."""
-        await self._beside("release queue slot", self._locks.release_queue_slot, slot)
+        await self._beside("release queue slot", self._locks.queue_slots.release, slot)
 
     # --- schedules ------------------------------------------------------------------
 
