@@ -24,6 +24,7 @@ from actorflow.storage._capabilities import (
     SharedLimits,
     TimedQueueSlots,
     UnreadableLister,
+    WorkWatch,
 )
 from actorflow.storage._codec import (
     ENCODE_ERRORS,
@@ -171,6 +172,7 @@ __all__ = [
     "TimedQueueSlots",
     "UnreadableEntry",
     "UnreadableLister",
+    "WorkWatch",
     "decode_state",
     "decode_value",
     "decoder_for",

@@ -17,7 +17,10 @@ import msgspec
 from actorflow.errors import CorruptedDataError
 
 if TYPE_CHECKING:
+    import contextlib
+
     from actorflow.storage._envelope import Kind
+    from actorflow.storage._inbox_watch import InboxWatch
     from actorflow.storage._protocol import UnreadableEntry
     from actorflow.storage._schedules import Schedule, ScheduleProgress
     from actorflow.storage._sealing import Codec
@@ -35,6 +38,7 @@ __all__ = [
     "SharedLimits",
     "TimedQueueSlots",
     "UnreadableLister",
+    "WorkWatch",
 ]
 
 
@@ -361,4 +365,25 @@ class ScheduleStore(Protocol):
 
     async def read_schedule_progress(self, schedule_id: str) -> ScheduleProgress | None:
         """A schedule's progress; ``None`` if no tick was started (or it cannot be read)."""
+        ...
+
+
+@runtime_checkable
+class WorkWatch(Protocol):
+    """A store that tells idle workers, in any process, that a run may be there to take.
+
+    Workers still look at every ``poll_interval`` (a killed worker's runs come
+    free without a word); a watch lets them look at once when a run is
+    submitted (created ``queued``) or given up (stored ``interrupted`` or
+    ``queued`` again by a runtime that stops).
+
+    .. versionadded:: 0.6
+    """
+
+    def watch_work(self) -> contextlib.AbstractAsyncContextManager[InboxWatch]:
+        """A watch whose ``changed()`` returns when such a run may be there (spuriously too).
+
+        Raises:
+            StoreUnavailableError: the store cannot listen (on entering).
+        """
         ...

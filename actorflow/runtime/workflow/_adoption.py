@@ -44,7 +44,7 @@ from actorflow.errors import (
 )
 from actorflow.runtime.actors import lookup
 from actorflow.runtime.workflow._queues import QueueDispatcher, QueueTable
-from actorflow.storage import EventRecord, RunIndex, RunManifest, RunStatus
+from actorflow.storage import EventRecord, RunIndex, RunManifest, RunStatus, WorkWatch
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -220,6 +220,8 @@ class Adopter:
         first = True
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.queues.run, tg)
+            if isinstance(self._reader, WorkWatch):
+                tg.start_soon(self._listen, self._reader)
             while True:
                 if policy.reindex_interval is not None and time.monotonic() >= next_reindex:
                     next_reindex = time.monotonic() + policy.reindex_interval
@@ -237,6 +239,20 @@ class Adopter:
                 with anyio.move_on_after(delay):
                     await self._wake.wait()
                 self._wake = anyio.Event()
+
+    async def _listen(self, store: WorkWatch) -> None:
+        """Look at once whenever the store says a run may be there to take (``WorkWatch``).
+
+        The polls go on beside it (a killed worker's runs come free without a
+        word); a watch that fails leaves the worker to its polls.
+        """
+        try:
+            async with store.watch_work() as watch:
+                while True:
+                    await watch.changed()
+                    self.nudge()
+        except StorageError as exc:
+            _log.warning("work_watch_failed", error=describe(exc))
 
     async def _reindex(self, first: bool) -> None:
         try:

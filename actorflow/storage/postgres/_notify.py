@@ -27,12 +27,16 @@ if TYPE_CHECKING:
 
     from actorflow.storage.postgres._db import Database
 
-__all__ = ["Listener", "SocketWatch", "Wakeups"]
+__all__ = ["INBOX", "WORK", "WORK_KEY", "Listener", "SocketWatch", "Wakeups"]
 
 _log = get_logger(__name__)
 
 INBOX = "i"
 """The kind of notification a post sends: ``i:<run id>``."""
+WORK = "w"
+"""The kind of notification a run's submission or release sends, to idle workers: ``w:``."""
+WORK_KEY = ""
+"""What :class:`Wakeups` counts work notifications under (no run id is empty)."""
 
 
 class Wakeups:
@@ -161,6 +165,8 @@ class Listener:
                         kind, _, run_id = note.payload.partition(":")
                         if kind == INBOX:
                             self._wakeups.wake(run_id)
+                        elif kind == WORK:
+                            self._wakeups.wake(WORK_KEY)
                     self._tick()
             except psycopg.Error as exc:
                 if not self._stopping:

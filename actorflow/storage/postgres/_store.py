@@ -70,7 +70,7 @@ from actorflow.storage._manifests import (
 )
 from actorflow.storage._manifests import tombstone as make_tombstone
 from actorflow.storage._protocol import Lease, StoreContext, UnreadableEntry
-from actorflow.storage._records import SnapshotInfo, validate_run_id
+from actorflow.storage._records import RunStatus, SnapshotInfo, validate_run_id
 from actorflow.storage._retention import prune as prune_by_policy
 from actorflow.storage._schedules import (
     SkippedSchedules,
@@ -85,7 +85,14 @@ from actorflow.storage._windows import take_window
 from actorflow.storage.postgres._db import Connection, Database, describe_dsn
 from actorflow.storage.postgres._events import EventRows
 from actorflow.storage.postgres._locks import HELD_KEYS, Locks, lock_key
-from actorflow.storage.postgres._notify import INBOX, Listener, SocketWatch, Wakeups
+from actorflow.storage.postgres._notify import (
+    INBOX,
+    WORK,
+    WORK_KEY,
+    Listener,
+    SocketWatch,
+    Wakeups,
+)
 from actorflow.storage.postgres._schema import validate_schema_name
 
 if TYPE_CHECKING:
@@ -93,12 +100,15 @@ if TYPE_CHECKING:
 
     from actorflow.storage._event_stream import EventSlice, EventStreamWriter
     from actorflow.storage._protocol import PruneReport, RetentionPolicy
-    from actorflow.storage._records import LogRecord, RunManifest, RunStatus, Snapshot
+    from actorflow.storage._records import LogRecord, RunManifest, Snapshot
     from actorflow.storage._schedules import Schedule, ScheduleProgress
 
 __all__ = ["PostgresStore"]
 
 _log = get_logger(__name__)
+
+_TAKEABLE = frozenset({RunStatus.QUEUED, RunStatus.INTERRUPTED})
+"""Statuses a run is stored in for a worker to take: submitted, or given up by a runtime."""
 
 _encode = msgspec.msgpack.Encoder().encode
 _decode_info = msgspec.msgpack.Decoder(SnapshotInfo).decode
@@ -266,6 +276,8 @@ class PostgresStore(StoreContext):
                 (run_id, key, sealed, not manifest.status.finished),
             ).fetchone()
             if row is not None:
+                if manifest.status in _TAKEABLE:  # submitted: idle workers look at once
+                    conn.execute("SELECT pg_notify(%s, %s)", (self._channel, f"{WORK}:"))
                 return manifest, True
             found = conn.execute(
                 "SELECT manifest FROM af_runs WHERE run_id = %s", (run_id,)
@@ -311,6 +323,9 @@ class PostgresStore(StoreContext):
             "UPDATE af_runs SET manifest = %s, version = version + 1 WHERE run_id = %s",
             (sealed, run_id),
         )
+        if new.status in _TAKEABLE and new.status is not current.status:
+            # idle workers (watch_work) look at once; NOTIFY is sent with the commit
+            conn.execute("SELECT pg_notify(%s, %s)", (self._channel, f"{WORK}:"))
         if new.status.finished != current.status.finished:
             if new.status.finished:
                 conn.execute("DELETE FROM af_unfinished WHERE run_id = %s", (run_id,))
@@ -1109,18 +1124,37 @@ class PostgresStore(StoreContext):
         commit (from any process) wakes every watch of the run.
         """
         await self.read_run(run_id)
-        self._listener.start()
-        bound = self._db.connect_timeout * self._db.connect_attempts + 1.0
-        listening = await anyio.to_thread.run_sync(self._listener.listening.wait, bound)
-        if not listening:
-            raise StoreUnavailableError(
-                "watch inbox", f"cannot LISTEN on {self._place}: the server is unreachable"
-            )
+        await self._listening("watch inbox")
         watch = SocketWatch(self._wakeups, run_id)
         try:
             yield watch
         finally:
             watch.close()
+
+    @contextlib.asynccontextmanager
+    async def watch_work(self) -> AsyncIterator[SocketWatch]:
+        """See :meth:`WorkWatch.watch_work`: a run created ``queued``, or stored
+        ``interrupted`` or ``queued`` again, notifies (LISTEN/NOTIFY) in its commit."""
+        await self._listening("watch work")
+        watch = SocketWatch(self._wakeups, WORK_KEY)
+        try:
+            yield watch
+        finally:
+            watch.close()
+
+    async def _listening(self, operation: str) -> None:
+        """Start the listener thread and wait until it listens.
+
+        Raises:
+            StoreUnavailableError: it cannot, in the time a connection may take.
+        """
+        self._listener.start()
+        bound = self._db.connect_timeout * self._db.connect_attempts + 1.0
+        listening = await anyio.to_thread.run_sync(self._listener.listening.wait, bound)
+        if not listening:
+            raise StoreUnavailableError(
+                operation, f"cannot LISTEN on {self._place}: the server is unreachable"
+            )
 
     # --- event stream -------------------------------------------------------------
 
