@@ -401,6 +401,9 @@ class RayCluster:
         if self._store is not None:
             return self._store
         store = runtime.store
+        url = getattr(store, "url", None)  # a database store's URL, which open_store takes
+        if isinstance(url, str):
+            return url
         path = getattr(store, "path", None)  # a file store's folder
         if isinstance(path, str):
             return os.path.abspath(path)
@@ -409,7 +412,7 @@ class RayCluster:
             None,
             f"the store's location as the cluster's nodes see it: {type(store).__name__} cannot "
             "say, so give RayCluster(store='s3://bucket/prefix', store_options={'endpoint_url': "
-            "..., ...})",
+            "..., ...}) or store='postgresql://…'",
         )
 
     async def _connect(self) -> None:

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
+
 import msgspec
 import pytest
 
 from actorflow import RuntimeConfig
 from actorflow.errors import ConfigurationError, HostsOutdatedError
 from actorflow.ray._spec import HostSpec, decode_config, encode, spec_differences
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def spec(**changes: object) -> HostSpec:
@@ -59,3 +65,13 @@ def test_a_host_refuses_a_config_with_options_it_does_not_know() -> None:
     config = msgspec.msgpack.encode({"code_version": "v1", "a_future_option": 3})
     with pytest.raises(ConfigurationError, match=r"a_future_option.*same version on every node"):
         decode_config(config)
+
+
+def test_a_database_store_is_given_to_hosts_by_its_url(tmp_path: Path) -> None:
+    from actorflow.ray import RayCluster
+    from actorflow.storage import SqliteStore
+
+    runtime = SimpleNamespace(store=SqliteStore(tmp_path / "runs.db"))
+    # where hosts open the store: the file, not a folder of its name (a FileStore)
+    location = RayCluster()._location(runtime)
+    assert location == f"sqlite:///{tmp_path / 'runs.db'}"

@@ -224,6 +224,15 @@ class PostgresStore(StoreContext):
     async def _run(self, operation: str, fn: Callable[[Connection, bool], Any]) -> Any:
         return await self._db.run(operation, fn)
 
+    @property
+    def url(self) -> str | None:
+        """The URL that opens this store from another process (``open_store``), with its
+        schema; None when it was given a key=value DSN, which no URL names."""
+        if "://" not in self.dsn:
+            return None
+        joiner = "&" if "?" in self.dsn else "?"
+        return f"{self.dsn}{joiner}schema={self.schema}"
+
     async def aclose(self) -> None:
         """Stop listening, free every claim and slot, close the connections. Idempotent."""
         if self._closed:

@@ -158,6 +158,12 @@ class SqliteStore(StoreContext):
             )
         return cls(path, **options)
 
+    @property
+    def url(self) -> str:
+        """The URL that opens this store elsewhere on this machine (``open_store``): the
+        absolute path after ``sqlite:///``, so with four slashes."""
+        return "sqlite:///" + os.path.abspath(self.path)
+
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r}, codec={self.codec.describe()})"
 

@@ -236,6 +236,22 @@ async def test_a_damaged_schedule_row_is_named_and_warned_about_once(pg_server: 
         assert entry.location.endswith("#schedules/bad")
 
 
+async def test_its_url_names_its_schema_for_another_process(pg_server: PgServer) -> None:
+    schema = pg_server.schema()
+    async with _store(pg_server, schema) as store:
+        assert store.url is not None
+        from actorflow.storage.postgres import PostgresStore
+
+        again = open_store(store.url)
+        try:
+            assert isinstance(again, PostgresStore)
+            assert again.schema == schema
+        finally:
+            await again.aclose()
+
+    assert PostgresStore("host=localhost dbname=x").url is None  # a key=value DSN
+
+
 def test_import_actorflow_does_not_import_psycopg() -> None:
     import subprocess
     import sys

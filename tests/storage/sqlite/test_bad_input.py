@@ -164,3 +164,14 @@ async def test_a_damaged_schedule_row_is_named_and_warned_about_once(tmp_path: P
         [entry] = await store.list_unreadable()
         assert (entry.schedule_id, entry.run_id) == ("bad", None)
         assert entry.location == f"{path}: schedules row ('bad', definition)"
+
+
+def test_its_url_opens_the_same_file_from_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = SqliteStore("runs.db")
+    assert store.url == f"sqlite:///{tmp_path / 'runs.db'}"  # absolute: four slashes
+    again = open_store(store.url)
+    assert isinstance(again, SqliteStore)
+    assert again.path == str(tmp_path / "runs.db")
