@@ -175,7 +175,8 @@ class Adopter:
                 "adopt_orphans",
                 True,
                 f"a store that keeps an index of unfinished runs (RunIndex); "
-                f"{type(store).__name__} keeps none: use the file, S3 or memory store",
+                f"{type(store).__name__} keeps none: use the file, S3, SQLite, PostgreSQL "
+                "or memory store",
             )
         self._store: RunIndex = store
         self._reader = store

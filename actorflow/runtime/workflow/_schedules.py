@@ -92,7 +92,8 @@ def schedule_store(store: Store) -> ScheduleStore:
         raise ConfigurationError(
             "store",
             type(store).__name__,
-            "a store that keeps schedules (ScheduleStore): the file, S3 or memory store",
+            "a store that keeps schedules (ScheduleStore): the file, S3, SQLite, PostgreSQL "
+            "or memory store",
         )
     return store
 
