@@ -12,7 +12,8 @@ Tables (in the store's schema; see ``_schema.py``)::
     af_inbox                (run, seq) -> sealed entry; (run, entry id) unique
     af_events               the ephemeral event stream's batches
     af_limits               SharedLimits' windows, one row per key, locked to take
-    af_schedules, af_schedule_progress
+    af_schedules, af_schedule_progress     schedules (with af_limits: ``_shared.py``)
+    af_queue_ends           when timed queue slots' minutes end
 
 Every row holds bytes sealed by the same :class:`Codec` as the file and S3
 stores (checksums, compression, encryption). Each write is one transaction
@@ -21,8 +22,9 @@ under that lock, so appends never interleave and an owner whose claim was
 taken over is refused (``LeaseLostError``) in the same transaction it wrote
 in. Claims, queue slots and limit slots are session advisory locks
 (``_locks.py``): the server frees them when the holder's connection ends, so
-a killed worker's runs can be taken at once. Posts wake watches through
-LISTEN/NOTIFY (``_notify.py``).
+a killed worker's runs can be taken at once. Posts wake watches, and
+submitted or given-up runs wake idle workers, through LISTEN/NOTIFY
+(``_notify.py``).
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ import anyio.to_thread
 import msgspec
 
 from actorflow._log import get_logger
-from actorflow._text import describe
 from actorflow.errors import (
     CheckpointNotFoundError,
     CorruptedDataError,
@@ -48,7 +49,6 @@ from actorflow.errors import (
     LogPrunedError,
     RunLockedError,
     RunNotFoundError,
-    ScheduleNotFoundError,
     StorageError,
     StoreUnavailableError,
 )
@@ -72,16 +72,7 @@ from actorflow.storage._manifests import tombstone as make_tombstone
 from actorflow.storage._protocol import Lease, StoreContext, UnreadableEntry
 from actorflow.storage._records import RunStatus, SnapshotInfo, validate_run_id
 from actorflow.storage._retention import prune as prune_by_policy
-from actorflow.storage._schedules import (
-    SkippedSchedules,
-    dump_progress,
-    dump_schedule,
-    load_progress,
-    load_schedule,
-    validate_schedule_id,
-)
 from actorflow.storage._sealing import Codec
-from actorflow.storage._windows import take_window
 from actorflow.storage.postgres._db import Connection, Database, describe_dsn
 from actorflow.storage.postgres._events import EventRows
 from actorflow.storage.postgres._locks import HELD_KEYS, Locks, lock_key
@@ -94,6 +85,7 @@ from actorflow.storage.postgres._notify import (
     Wakeups,
 )
 from actorflow.storage.postgres._schema import validate_schema_name
+from actorflow.storage.postgres._shared import LimitRows, ScheduleRows
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
@@ -112,9 +104,6 @@ _TAKEABLE = frozenset({RunStatus.QUEUED, RunStatus.INTERRUPTED})
 
 _encode = msgspec.msgpack.Encoder().encode
 _decode_info = msgspec.msgpack.Decoder(SnapshotInfo).decode
-_decode_window = msgspec.msgpack.Decoder(
-    tuple[list[float], list[tuple[float, float]], float]
-).decode
 
 
 class _Posted(Exception):
@@ -187,12 +176,13 @@ class PostgresStore(StoreContext):
             connect_attempts=connect_attempts,
         )
         self._place = f"{describe_dsn(dsn)}?schema={self.schema}"
-        self._skipped_schedules = SkippedSchedules()
         self._locks = Locks(self._db)
         self._wakeups = Wakeups()
         self._channel = f"af_{self.schema}"
         self._listener = Listener(self._db, self._channel, self._wakeups, self._locks.ping)
         self._events = EventRows(self._db, self.codec, event_bytes, self._place)
+        self._limits = LimitRows(self._db)
+        self._schedules = ScheduleRows(self._db, self.codec, self._place)
         self._leases: dict[str, Lease] = {}
         self._slots: dict[tuple[str, int], int] = {}
         self._inbox_warned: dict[str, set[int]] = {}
@@ -427,7 +417,7 @@ class PostgresStore(StoreContext):
             return [str(r[0]) for r in conn.execute("SELECT run_id FROM af_unfinished")]
 
         names: list[str] = await self._run("list unfinished", strays)
-        damaged = (await self._scan_schedules())[1]
+        damaged = (await self._schedules.scan())[1]
         return unreadable + index_strays(names, self._index_location) + damaged
 
     async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:
@@ -1350,58 +1340,13 @@ class PostgresStore(StoreContext):
 
         Every process shares one window per key, exactly (not split).
         """
-
-        def take(conn: Connection, retried: bool) -> float:
-            with conn.transaction():
-                starts, spends, total = self._window(conn, key)
-                wait, total = take_window(
-                    starts,
-                    spends,
-                    total,
-                    per_minute=per_minute,
-                    tokens_per_minute=tokens_per_minute,
-                    now=now,
-                )
-                if wait <= 0:
-                    self._save_window(conn, key, starts, spends, total)
-                return wait
-
-        wait: float = await self._run("take limit", take)
-        return wait
+        return await self._limits.take(
+            key, per_minute=per_minute, tokens_per_minute=tokens_per_minute, now=now
+        )
 
     async def spend_limit_tokens(self, key: str, tokens: float, *, now: float) -> None:
         """See :meth:`SharedLimits.spend_limit_tokens`."""
-
-        def spend(conn: Connection, retried: bool) -> None:
-            with conn.transaction():
-                starts, spends, total = self._window(conn, key)
-                spends.append((now, tokens))
-                self._save_window(conn, key, starts, spends, total + tokens)
-
-        await self._run("spend limit tokens", spend)
-
-    def _window(self, conn: Connection, key: str) -> tuple[Any, Any, float]:
-        import collections
-
-        conn.execute("SET LOCAL synchronous_commit = off")  # a budget, not a record
-        conn.execute(
-            "INSERT INTO af_limits (key, starts) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-            (key, _encode(([], [], 0.0))),
-        )
-        row = conn.execute(
-            "SELECT starts FROM af_limits WHERE key = %s FOR UPDATE", (key,)
-        ).fetchone()
-        assert row is not None
-        starts, spends, total = _decode_window(bytes(row[0]))
-        return collections.deque(starts), collections.deque(spends), total
-
-    def _save_window(
-        self, conn: Connection, key: str, starts: Any, spends: Any, total: float
-    ) -> None:
-        conn.execute(
-            "UPDATE af_limits SET starts = %s WHERE key = %s",
-            (_encode((list(starts), list(spends), total)), key),
-        )
+        await self._limits.spend(key, tokens, now=now)
 
     async def take_limit_slot(self, key: str, slots: int) -> object | None:
         """See :meth:`SharedLimits.take_limit_slot`: one of ``slots`` advisory locks."""
@@ -1488,107 +1433,27 @@ class PostgresStore(StoreContext):
 
     async def put_schedule(self, schedule: Schedule) -> None:
         """See :meth:`ScheduleStore.put_schedule`."""
-        schedule_id = validate_schedule_id(schedule.schedule_id)
-        data = dump_schedule(self.codec, schedule)
-        await self._run(
-            "put schedule",
-            lambda conn, _: conn.execute(
-                "INSERT INTO af_schedules (schedule_id, data) VALUES (%s, %s) "
-                "ON CONFLICT (schedule_id) DO UPDATE SET data = EXCLUDED.data",
-                (schedule_id, data),
-            ),
-        )
+        await self._schedules.put(schedule)
 
     async def read_schedule(self, schedule_id: str) -> Schedule:
         """See :meth:`ScheduleStore.read_schedule`."""
-
-        def read(conn: Connection, retried: bool) -> bytes | None:
-            row = conn.execute(
-                "SELECT data FROM af_schedules WHERE schedule_id = %s", (schedule_id,)
-            ).fetchone()
-            return None if row is None else bytes(row[0])
-
-        data = await self._run("read schedule", read)
-        if data is None:
-            raise ScheduleNotFoundError(schedule_id)
-        where = f"{self._place}#schedules/{schedule_id}"
-        return load_schedule(self.codec, data, schedule_id=schedule_id, location=where)
+        return await self._schedules.read(schedule_id)
 
     async def list_schedules(self) -> list[Schedule]:
         """See :meth:`ScheduleStore.list_schedules`: one that cannot be read is skipped."""
-        return (await self._scan_schedules())[0]
-
-    async def _scan_schedules(self) -> tuple[list[Schedule], list[UnreadableEntry]]:
-        """The definitions that can be read, and the damaged ones (sealed ones are neither)."""
-        rows = await self._run(
-            "list schedules",
-            lambda conn, _: conn.execute(
-                "SELECT schedule_id, data FROM af_schedules ORDER BY schedule_id"
-            ).fetchall(),
-        )
-        found: list[Schedule] = []
-        damaged: list[UnreadableEntry] = []
-        for schedule_id, data in rows:
-            where = f"{self._place}#schedules/{schedule_id}"
-            try:
-                found.append(
-                    load_schedule(self.codec, bytes(data), schedule_id=schedule_id, location=where)
-                )
-            except (CorruptedDataError, EncryptionKeyError) as exc:
-                entry = self._skipped_schedules.skip(schedule_id, exc)
-                damaged += [entry] if entry else []
-            else:
-                self._skipped_schedules.read(schedule_id)
-        return found, damaged
+        return await self._schedules.list()
 
     async def delete_schedule(self, schedule_id: str) -> None:
         """See :meth:`ScheduleStore.delete_schedule`."""
-
-        def delete(conn: Connection, retried: bool) -> bool:
-            with conn.transaction():
-                gone = conn.execute(
-                    "DELETE FROM af_schedules WHERE schedule_id = %s RETURNING 1", (schedule_id,)
-                ).fetchone()
-                conn.execute(
-                    "DELETE FROM af_schedule_progress WHERE schedule_id = %s", (schedule_id,)
-                )
-            return gone is not None or retried
-
-        if not await self._run("delete schedule", delete):
-            raise ScheduleNotFoundError(schedule_id)
+        await self._schedules.delete(schedule_id)
 
     async def put_schedule_progress(self, progress: ScheduleProgress) -> None:
         """See :meth:`ScheduleStore.put_schedule_progress`."""
-        data = dump_progress(self.codec, progress)
-        await self._run(
-            "put schedule progress",
-            lambda conn, _: conn.execute(
-                "INSERT INTO af_schedule_progress (schedule_id, data) VALUES (%s, %s) "
-                "ON CONFLICT (schedule_id) DO UPDATE SET data = EXCLUDED.data",
-                (progress.schedule_id, data),
-            ),
-        )
+        await self._schedules.put_progress(progress)
 
     async def read_schedule_progress(self, schedule_id: str) -> ScheduleProgress | None:
         """See :meth:`ScheduleStore.read_schedule_progress`."""
-
-        def read(conn: Connection, retried: bool) -> bytes | None:
-            row = conn.execute(
-                "SELECT data FROM af_schedule_progress WHERE schedule_id = %s", (schedule_id,)
-            ).fetchone()
-            return None if row is None else bytes(row[0])
-
-        data = await self._run("read schedule progress", read)
-        if data is None:
-            return None
-        where = f"{self._place}#schedules/{schedule_id}.progress"
-        try:
-            return load_progress(self.codec, data, schedule_id=schedule_id, location=where)
-        except (CorruptedDataError, EncryptionKeyError) as exc:
-            _log.warning(
-                "schedule_progress_unreadable", schedule_id=schedule_id, error=describe(exc)
-            )
-            return None
+        return await self._schedules.read_progress(schedule_id)
 
     # --- the index of unfinished runs ---------------------------------------------
 
