@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 import urllib.parse
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -55,8 +54,6 @@ from actorflow.errors import (
 from actorflow.storage._capabilities import ClaimInfo, QueueSlot, SealCheck
 from actorflow.storage._envelope import Kind
 from actorflow.storage._event_stream import DEFAULT_EVENT_BYTES, DEFAULT_READ_LIMIT
-from actorflow.storage._inbox import InboxEntry, id_key, open_entry, seal_entry
-from actorflow.storage._inbox_check import InboxCheck, open_or_skip
 from actorflow.storage._manifests import (
     corrupt_manifest,
     encrypted_manifest,
@@ -75,9 +72,9 @@ from actorflow.storage._retention import prune as prune_by_policy
 from actorflow.storage._sealing import Codec
 from actorflow.storage.postgres._db import Connection, Database, describe_dsn
 from actorflow.storage.postgres._events import EventRows
+from actorflow.storage.postgres._inbox import InboxRows, require_run
 from actorflow.storage.postgres._locks import HELD_KEYS, Locks, lock_key
 from actorflow.storage.postgres._notify import (
-    INBOX,
     WORK,
     WORK_KEY,
     Listener,
@@ -91,6 +88,8 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
 
     from actorflow.storage._event_stream import EventSlice, EventStreamWriter
+    from actorflow.storage._inbox import InboxEntry
+    from actorflow.storage._inbox_check import InboxCheck
     from actorflow.storage._protocol import PruneReport, RetentionPolicy
     from actorflow.storage._records import LogRecord, RunManifest, Snapshot
     from actorflow.storage._schedules import Schedule, ScheduleProgress
@@ -104,10 +103,6 @@ _TAKEABLE = frozenset({RunStatus.QUEUED, RunStatus.INTERRUPTED})
 
 _encode = msgspec.msgpack.Encoder().encode
 _decode_info = msgspec.msgpack.Decoder(SnapshotInfo).decode
-
-
-class _Posted(Exception):
-    """The entry id was posted before: the post's transaction rolls back."""
 
 
 def _split_schema(dsn: str) -> tuple[str, str | None]:
@@ -182,10 +177,10 @@ class PostgresStore(StoreContext):
         self._listener = Listener(self._db, self._channel, self._wakeups, self._locks.ping)
         self._events = EventRows(self._db, self.codec, event_bytes, self._place)
         self._limits = LimitRows(self._db)
+        self._inbox = InboxRows(self._db, self.codec, self._where, self._channel)
         self._schedules = ScheduleRows(self._db, self.codec, self._place)
         self._leases: dict[str, Lease] = {}
         self._slots: dict[tuple[str, int], int] = {}
-        self._inbox_warned: dict[str, set[int]] = {}
         self._index_warned: set[str] = set()
         # the log's end of the runs this store owns, and the locks its appends take
         self._log_end: dict[str, int] = {}
@@ -452,7 +447,7 @@ class PostgresStore(StoreContext):
                 return freed
 
         freed: int = await self._run("delete run", delete)
-        self._inbox_warned.pop(run_id, None)
+        self._inbox.forget(run_id)
         return freed
 
     # --- decision log -------------------------------------------------------------
@@ -642,10 +637,6 @@ class PostgresStore(StoreContext):
 
     # --- blobs --------------------------------------------------------------------
 
-    def _require(self, conn: Connection, run_id: str) -> None:
-        if conn.execute("SELECT 1 FROM af_runs WHERE run_id = %s", (run_id,)).fetchone() is None:
-            raise RunNotFoundError(run_id)
-
     async def put_blob(self, run_id: str, data: bytes) -> str:
         """See :meth:`Store.put_blob`: one INSERT, durable when it returns."""
         return await self._put_blob(run_id, data, durable=True)
@@ -669,7 +660,7 @@ class PostgresStore(StoreContext):
                     (run_id, address, sealed, run_id),
                 ).fetchone()
                 if row is None:
-                    self._require(conn, run_id)  # else it was there already
+                    require_run(conn, run_id)  # else it was there already
             return address
 
         address: str = await self._run("put blob", put)
@@ -688,7 +679,7 @@ class PostgresStore(StoreContext):
 
         def sync(conn: Connection, retried: bool) -> set[str]:
             with conn.transaction():
-                self._require(conn, run_id)
+                require_run(conn, run_id)
                 rows = conn.execute(
                     "SELECT address FROM af_blobs WHERE run_id = %s AND address = ANY(%s)",
                     (run_id, wanted),
@@ -745,7 +736,7 @@ class PostgresStore(StoreContext):
         validate_run_id(run_id)
 
         def listing(conn: Connection, retried: bool) -> list[str]:
-            self._require(conn, run_id)
+            require_run(conn, run_id)
             rows = conn.execute(
                 "SELECT address FROM af_blobs WHERE run_id = %s ORDER BY address", (run_id,)
             )
@@ -760,7 +751,7 @@ class PostgresStore(StoreContext):
         validate_blob_ref(ref)
 
         def delete(conn: Connection, retried: bool) -> int:
-            self._require(conn, run_id)
+            require_run(conn, run_id)
             row = conn.execute(
                 "DELETE FROM af_blobs WHERE run_id = %s AND address = %s "
                 "RETURNING octet_length(data)",
@@ -861,7 +852,7 @@ class PostgresStore(StoreContext):
 
         def mark(conn: Connection, retried: bool) -> set[str]:
             with conn.transaction():
-                self._require(conn, run_id)
+                require_run(conn, run_id)
                 rows = conn.execute(
                     "SELECT snapshot_id, info FROM af_snapshots "
                     "WHERE run_id = %s AND snapshot_id = ANY(%s) FOR UPDATE",
@@ -963,7 +954,7 @@ class PostgresStore(StoreContext):
                 "SELECT info FROM af_snapshots WHERE run_id = %s", (run_id,)
             ).fetchall()
             if not rows:
-                self._require(conn, run_id)
+                require_run(conn, run_id)
             infos = [_decode_info(bytes(r[0])) for r in rows]
             return sorted(infos, key=lambda s: (s.position, s.created, s.snapshot_id))
 
@@ -979,7 +970,7 @@ class PostgresStore(StoreContext):
             with conn.transaction():
                 # a deletion need not survive a crash (see Store.delete_snapshot)
                 conn.execute("SET LOCAL synchronous_commit = off")
-                self._require(conn, run_id)
+                require_run(conn, run_id)
                 row = conn.execute(
                     "DELETE FROM af_snapshots WHERE run_id = %s AND snapshot_id = %s "
                     "RETURNING octet_length(data)",
@@ -1007,113 +998,19 @@ class PostgresStore(StoreContext):
         A repeated ``entry_id`` (also from another process) returns the entry
         stored first: the pair (run, entry id) is unique.
         """
-        validate_run_id(run_id)
-        named = id_key(self.codec, entry_id)  # ids may hold anything, NUL included
-
-        def existing(conn: Connection) -> InboxEntry | None:
-            found = conn.execute(
-                "SELECT seq, data FROM af_inbox WHERE run_id = %s AND entry_id = %s",
-                (run_id, named),
-            ).fetchone()
-            if found is None:
-                return None
-            seq = int(found[0])
-            where = self._where(run_id, "inbox", seq)
-            return open_entry(self.codec, bytes(found[1]), run_id=run_id, seq=seq, location=where)
-
-        def post(conn: Connection, retried: bool) -> InboxEntry:
-            # three round trips: the row's lock and the next seq; the entry (and the
-            # NOTIFY its commit sends); the commit. An id posted before rolls it all back.
-            with conn.pipeline():
-                try:
-                    with conn.transaction():
-                        row = conn.execute(
-                            "UPDATE af_runs SET inbox_end = inbox_end + 1 WHERE run_id = %s "
-                            "RETURNING inbox_end - 1",
-                            (run_id,),
-                        ).fetchone()
-                        if row is None:
-                            raise RunNotFoundError(run_id)
-                        entry = InboxEntry(
-                            seq=int(row[0]),
-                            entry_id=entry_id,
-                            type=type,
-                            payload=payload,
-                            sent=time.time(),
-                            sender=sender,
-                            kind=kind,
-                        )
-                        sealed = seal_entry(self.codec, entry, run_id=run_id)
-                        inserted = conn.execute(
-                            "INSERT INTO af_inbox (run_id, seq, entry_id, data) "
-                            "VALUES (%s, %s, %s, %s) ON CONFLICT (run_id, entry_id) DO NOTHING "
-                            "RETURNING 1",
-                            (run_id, entry.seq, named, sealed),
-                        )
-                        conn.execute(
-                            "SELECT pg_notify(%s, %s)", (self._channel, f"{INBOX}:{run_id}")
-                        )
-                        if inserted.fetchone() is None:
-                            raise _Posted
-                        return entry
-                except _Posted:
-                    pass
-                found = existing(conn)
-            assert found is not None
-            return found
-
-        entry: InboxEntry = await self._run("post", post)
-        return entry
+        return await self._inbox.post(
+            run_id, entry_id=entry_id, type=type, payload=payload, sender=sender, kind=kind
+        )
 
     async def read_inbox(
         self, run_id: str, start: int = 0, stop: int | None = None
     ) -> list[InboxEntry]:
         """See :meth:`SupportsInbox.read_inbox`: one query; a damaged entry is skipped."""
-        validate_run_id(run_id)
-        warned = self._inbox_warned.setdefault(run_id, set())
-
-        def read(conn: Connection, retried: bool) -> list[InboxEntry]:
-            rows = conn.execute(
-                "SELECT seq, data FROM af_inbox WHERE run_id = %s AND seq >= %s "
-                "AND (%s::bigint IS NULL OR seq < %s) ORDER BY seq",
-                (run_id, max(start, 0), stop, stop),
-            ).fetchall()
-            if not rows:
-                self._require(conn, run_id)
-            entries = []
-            for seq, data in rows:
-                entry = open_or_skip(
-                    self.codec,
-                    bytes(data),
-                    run_id=run_id,
-                    seq=int(seq),
-                    location=self._where(run_id, "inbox", seq),
-                    warned=warned,
-                )
-                if entry is not None:
-                    entries.append(entry)
-            return entries
-
-        entries: list[InboxEntry] = await self._run("read inbox", read)
-        return entries
+        return await self._inbox.read(run_id, start, stop)
 
     async def check_inbox(self, run_id: str) -> InboxCheck:
         """See :meth:`InboxChecker.check_inbox`."""
-        validate_run_id(run_id)
-
-        def check(conn: Connection, retried: bool) -> InboxCheck:
-            self._require(conn, run_id)
-            result = InboxCheck()
-            rows = conn.execute(
-                "SELECT seq, data FROM af_inbox WHERE run_id = %s ORDER BY seq", (run_id,)
-            )
-            for seq, data in rows:
-                where = self._where(run_id, "inbox", seq)
-                result.open(self.codec, bytes(data), run_id=run_id, seq=int(seq), location=where)
-            return result
-
-        result: InboxCheck = await self._run("check inbox", check)
-        return result
+        return await self._inbox.check(run_id)
 
     @contextlib.asynccontextmanager
     async def watch_inbox(self, run_id: str) -> AsyncIterator[SocketWatch]:
