@@ -61,7 +61,6 @@ from actorflow.storage._manifests import (
     index_strays,
     matches,
     snapshot_info,
-    validate_blob_ref,
     validate_snapshot_id,
     warn_unreadable,
 )
@@ -70,6 +69,7 @@ from actorflow.storage._protocol import Lease, StoreContext, UnreadableEntry
 from actorflow.storage._records import RunStatus, SnapshotInfo, validate_run_id
 from actorflow.storage._retention import prune as prune_by_policy
 from actorflow.storage._sealing import Codec
+from actorflow.storage.postgres._blobs import BlobRows
 from actorflow.storage.postgres._db import Connection, Database, describe_dsn
 from actorflow.storage.postgres._events import EventRows
 from actorflow.storage.postgres._inbox import InboxRows, require_run
@@ -177,6 +177,7 @@ class PostgresStore(StoreContext):
         self._listener = Listener(self._db, self._channel, self._wakeups, self._locks.ping)
         self._events = EventRows(self._db, self.codec, event_bytes, self._place)
         self._limits = LimitRows(self._db)
+        self._blobs = BlobRows(self._db, self.codec, self._where)
         self._inbox = InboxRows(self._db, self.codec, self._where, self._channel)
         self._schedules = ScheduleRows(self._db, self.codec, self._place)
         self._leases: dict[str, Lease] = {}
@@ -639,32 +640,11 @@ class PostgresStore(StoreContext):
 
     async def put_blob(self, run_id: str, data: bytes) -> str:
         """See :meth:`Store.put_blob`: one INSERT, durable when it returns."""
-        return await self._put_blob(run_id, data, durable=True)
+        return await self._blobs.put(run_id, data, durable=True)
 
     async def put_blob_unsynced(self, run_id: str, data: bytes) -> str:
         """See :meth:`SupportsBlobSync.put_blob_unsynced`: committed without a WAL flush."""
-        return await self._put_blob(run_id, data, durable=False)
-
-    async def _put_blob(self, run_id: str, data: bytes, *, durable: bool) -> str:
-        validate_run_id(run_id)
-
-        def put(conn: Connection, retried: bool) -> str:
-            address, sealed = self.codec.dump_blob(data, run_id=run_id)
-            with conn.transaction():
-                if not durable:
-                    conn.execute("SET LOCAL synchronous_commit = off")
-                row = conn.execute(
-                    "INSERT INTO af_blobs (run_id, address, data) SELECT %s, %s, %s "
-                    "WHERE EXISTS (SELECT 1 FROM af_runs WHERE run_id = %s) "
-                    "ON CONFLICT DO NOTHING RETURNING 1",
-                    (run_id, address, sealed, run_id),
-                ).fetchone()
-                if row is None:
-                    require_run(conn, run_id)  # else it was there already
-            return address
-
-        address: str = await self._run("put blob", put)
-        return address
+        return await self._blobs.put(run_id, data, durable=False)
 
     async def sync_blobs(self, run_id: str, addresses: Sequence[str]) -> None:
         """See :meth:`SupportsBlobSync.sync_blobs`: one synchronous commit flushes them.
@@ -672,95 +652,23 @@ class PostgresStore(StoreContext):
         Raises:
             StorageError: the run has no such blob.
         """
-        validate_run_id(run_id)
-        wanted = sorted({validate_blob_ref(a) for a in addresses})
-        if not wanted:
-            return
-
-        def sync(conn: Connection, retried: bool) -> set[str]:
-            with conn.transaction():
-                require_run(conn, run_id)
-                rows = conn.execute(
-                    "SELECT address FROM af_blobs WHERE run_id = %s AND address = ANY(%s)",
-                    (run_id, wanted),
-                ).fetchall()
-                conn.execute("SELECT pg_current_xact_id()")  # a commit record to flush
-            return {str(r[0]) for r in rows}
-
-        found: set[str] = await self._run("sync blobs", sync)
-        missing = [a for a in wanted if a not in found]
-        if missing:
-            raise StorageError("sync blobs", f"run {run_id!r} has no blob {missing[0]!r}")
+        await self._blobs.sync(run_id, addresses)
 
     async def get_blob(self, run_id: str, ref: str) -> bytes:
         """See :meth:`Store.get_blob`."""
-        validate_run_id(run_id)
-        validate_blob_ref(ref)
-
-        def get(conn: Connection, retried: bool) -> bytes:
-            row = conn.execute(
-                "SELECT (SELECT data FROM af_blobs WHERE run_id = %s AND address = %s) "
-                "FROM af_runs WHERE run_id = %s",
-                (run_id, ref, run_id),
-            ).fetchone()
-            if row is None:
-                raise RunNotFoundError(run_id)
-            if row[0] is None:
-                raise StorageError("get blob", f"run {run_id!r} has no blob {ref!r}")
-            where = self._where(run_id, "blobs", ref)
-            return self.codec.load_blob(bytes(row[0]), run_id=run_id, address=ref, location=where)
-
-        data: bytes = await self._run("get blob", get)
-        return data
+        return await self._blobs.get(run_id, ref)
 
     async def has_blob(self, run_id: str, ref: str) -> bool:
         """See :meth:`Store.has_blob`."""
-        validate_run_id(run_id)
-        validate_blob_ref(ref)
-
-        def has(conn: Connection, retried: bool) -> bool:
-            row = conn.execute(
-                "SELECT (SELECT 1 FROM af_blobs WHERE run_id = %s AND address = %s) "
-                "FROM af_runs WHERE run_id = %s",
-                (run_id, ref, run_id),
-            ).fetchone()
-            if row is None:
-                raise RunNotFoundError(run_id)
-            return row[0] is not None
-
-        found: bool = await self._run("has blob", has)
-        return found
+        return await self._blobs.has(run_id, ref)
 
     async def list_blobs(self, run_id: str) -> list[str]:
         """See :meth:`Store.list_blobs`."""
-        validate_run_id(run_id)
-
-        def listing(conn: Connection, retried: bool) -> list[str]:
-            require_run(conn, run_id)
-            rows = conn.execute(
-                "SELECT address FROM af_blobs WHERE run_id = %s ORDER BY address", (run_id,)
-            )
-            return [str(r[0]) for r in rows]
-
-        addresses: list[str] = await self._run("list blobs", listing)
-        return addresses
+        return await self._blobs.list(run_id)
 
     async def delete_blob(self, run_id: str, ref: str) -> int:
         """See :meth:`Store.delete_blob`."""
-        validate_run_id(run_id)
-        validate_blob_ref(ref)
-
-        def delete(conn: Connection, retried: bool) -> int:
-            require_run(conn, run_id)
-            row = conn.execute(
-                "DELETE FROM af_blobs WHERE run_id = %s AND address = %s "
-                "RETURNING octet_length(data)",
-                (run_id, ref),
-            ).fetchone()
-            return int(row[0]) if row is not None else 0
-
-        freed: int = await self._run("delete blob", delete)
-        return freed
+        return await self._blobs.delete(run_id, ref)
 
     # --- snapshots ----------------------------------------------------------------
 
