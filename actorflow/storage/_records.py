@@ -269,10 +269,16 @@ class StepRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag
     ``attempt_errors`` are the errors of its failed attempts, oldest first
     (a retried ask's; empty in records written before it existed).
 
+    ``run_attempt`` is the run's attempt that recorded the step live (the
+    manifest's ``attempt`` then: 0 for the first, one more per recovery); the
+    later attempts replayed it. ``None`` in records written before it existed.
+
     .. versionchanged:: 0.4
        ``issued`` added.
     .. versionchanged:: 0.5
        ``attempt_errors`` added.
+    .. versionchanged:: 0.6
+       ``run_attempt`` added.
     """
 
     step_id: str
@@ -287,6 +293,7 @@ class StepRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag
     attempts: int = 1
     issued: float = 0.0
     attempt_errors: tuple[ErrorInfo, ...] = ()
+    run_attempt: int | None = None
 
 
 class MilestoneRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="milestone"):

@@ -28,7 +28,7 @@ from actorflow.storage import (
 from actorflow.ui import _format as format
 from actorflow.ui._format import pretty
 from actorflow.ui._listing import Listing
-from actorflow.ui._timeline import build_timeline
+from actorflow.ui._timeline import build_timeline, provenance
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -221,12 +221,12 @@ async def run_page(store: Store, request: Request, run_id: str) -> Page:
     total = start + len(records)
     window = records[:STEP_PAGE]
     snapshots = inspection.live_snapshots(await store.list_snapshots(run_id))
-    timeline = build_timeline(window, snapshots, run_id=run_id)
+    timeline = build_timeline(window, snapshots, run_id=run_id, attempt=manifest.attempt)
     owner, alive = await _claim(store, manifest)
     selected = request.query_params.get("step")
     chosen = None
     if selected is not None and selected.isdigit():
-        chosen = await _record_context(store, run_id, int(selected))
+        chosen = await _record_context(store, manifest, int(selected))
     ended = manifest.updated if manifest.status.finished else None
     live = manifest.status in (RunStatus.RUNNING, RunStatus.INTERRUPTED)
     template = "_run_live.html" if request.query_params.get("partial") == "live" else "run.html"
@@ -256,7 +256,8 @@ async def run_page(store: Store, request: Request, run_id: str) -> Page:
     )
 
 
-async def _record_context(store: Store, run_id: str, position: int) -> dict[str, Any]:
+async def _record_context(store: Store, manifest: RunManifest, position: int) -> dict[str, Any]:
+    run_id = manifest.run_id
     records, _ = await _log(store, run_id, position)
     if not records or records[0][0] != position:
         raise StorageError(
@@ -286,6 +287,9 @@ async def _record_context(store: Store, run_id: str, position: int) -> dict[str,
         "fields": pretty(data),
         "result": pretty(data.get("result")) if "result" in data else None,
         "took": timing,
+        "provenance": provenance(record.run_attempt, manifest.attempt)
+        if isinstance(record, StepRecord)
+        else [],
     }
 
 
@@ -293,7 +297,7 @@ async def record_page(store: Store, request: Request, run_id: str, position: int
     """One log record, its values decoded (``partial``: just the panel, for the timeline)."""
     validate_run_id(run_id)
     manifest = await store.read_run(run_id)
-    chosen = await _record_context(store, run_id, position)
+    chosen = await _record_context(store, manifest, position)
     partial = request.query_params.get("partial") == "1"
     return Page(
         "record_panel.html" if partial else "record.html",

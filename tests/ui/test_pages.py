@@ -62,7 +62,7 @@ async def test_the_runs_page_lists_every_run_with_counts_per_status(store_path: 
         html = await b.page("/")
         for run_id in RUNS:
             assert f'href="/runs/{run_id}"' in html
-        assert "completed 3" in html
+        assert "completed 4" in html
         assert "paused 1" in html
 
 

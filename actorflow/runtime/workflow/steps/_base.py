@@ -54,8 +54,9 @@ def step_record(
     state: StateRef | None = None,
     attempts: int = 1,
     attempt_errors: tuple[ErrorInfo, ...] = (),
+    run_attempt: int | None = None,
 ) -> StepRecord:
-    """The record of a step finished now (``time``), issued at ``issued``."""
+    """The record of a step finished now (``time``), issued at ``issued``, by ``run_attempt``."""
     return StepRecord(
         step_id=step_id,
         kind=kind,
@@ -69,6 +70,7 @@ def step_record(
         attempt_errors=attempt_errors,
         time=wall_clock(),
         issued=issued,
+        run_attempt=run_attempt,
     )
 
 
@@ -192,6 +194,7 @@ class Step(Generic[T]):
                 state=state,
                 attempts=attempts,
                 attempt_errors=attempt_errors,
+                run_attempt=self.env.recorder.attempt,
             )
         )
 
