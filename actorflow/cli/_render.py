@@ -315,6 +315,10 @@ def print_record(position: int, record: LogRecord, *, as_json: bool) -> None:
             step = f"[cyan]{esc(record.kind)}[/] {esc(record.step_id)}"
             tries = f" [dim]after {record.attempts} attempts[/]" if record.attempts > 1 else ""
             out().print(f"{position:>6} {step}{target}: {outcome}{_took(record)}{tries}")
+            message = data.get("message")
+            if isinstance(message, dict):  # what it sent, when the runtime kept it
+                sent = _cell(message["value"]) if "value" in message else "(kept in a blob)"
+                out().print(f"       [dim]message {esc(message['type'])}:[/] {sent}")
             for n, failed in enumerate(record.attempt_errors, 1):
                 out().print(
                     f"       attempt {n} failed: [red]{esc(failed.type)}: {esc(failed.message)}[/]"

@@ -274,6 +274,14 @@ async def _record_context(store: Store, manifest: RunManifest, position: int) ->
         ref = record.state
         encoded = ref.data if ref.data is not None else await store.get_blob(run_id, ref.blob)
         state = pretty(inspection.decode_value(encoded))
+    message: str | None = None
+    message_type = None
+    if isinstance(record, StepRecord) and record.message is not None:
+        message_type = record.message.type
+        try:
+            message = pretty(await inspection.read_message(store, run_id, record))
+        except StorageError as exc:  # its blob pruned or unreadable: the rest still shows
+            message = f"(cannot be read: {exc})"
     key = None
     if isinstance(record, StepRecord) and record.kind in ("ask", "send"):
         key = f"{run_id}/{record.step_id}"  # what the agent's handler reads as current_step().key
@@ -287,6 +295,8 @@ async def _record_context(store: Store, manifest: RunManifest, position: int) ->
         "fields": pretty(data),
         "result": pretty(data.get("result")) if "result" in data else None,
         "took": timing,
+        "message": message,
+        "message_type": message_type,
         "provenance": provenance(record.run_attempt, manifest.attempt)
         if isinstance(record, StepRecord)
         else [],

@@ -77,6 +77,9 @@ def test_clicking_a_step_shows_its_record(page: Page) -> None:
     panel.wait_for()
     assert "Reply (decoded)" in panel.inner_text()
     assert "found" in panel.inner_text()
+    # the message it sent, decoded by its stored type
+    assert "Message Research (decoded)" in panel.inner_text()
+    assert '"topic"' in panel.locator("pre.message").inner_text()
     assert f"step={position}" in page.url  # the address names the step shown
     assert "on" in (bar.get_attribute("class") or "")
 

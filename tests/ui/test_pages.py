@@ -99,6 +99,8 @@ async def test_clicking_a_step_shows_its_record_decoded(store_path: str) -> None
         panel = await b.page(f"/runs/team-trio/records/{position[1]}?partial=1")
         assert "Reply (decoded)" in panel
         assert "found alpha" in panel
+        assert "Message <code>Research</code> (decoded)" in panel
+        assert "&#34;topic&#34;: &#34;alpha&#34;" in panel or '"topic": "alpha"' in panel
         assert "<html" not in panel
         whole = await b.page(f"/runs/team-trio?step={position[1]}")
         assert "found alpha" in whole

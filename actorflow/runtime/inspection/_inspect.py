@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from actorflow.storage import (
         LogRecord,
+        MessageRef,
         SealCheck,
         Snapshot,
         SnapshotInfo,
@@ -53,6 +54,7 @@ __all__ = [
     "diff_snapshots",
     "live_snapshots",
     "plain",
+    "read_message",
     "record_to_dict",
     "resolve_checkpoint",
     "snapshot_to_dict",
@@ -138,12 +140,34 @@ async def _state_value(store: Store, run_id: str, ref: StateRef | None) -> Any:
     return decode_value(data)
 
 
+def _message_dict(ref: MessageRef) -> dict[str, Any]:
+    # a blob is read only by who asks for it (read_message): listing a log reads no blobs
+    if ref.data is None:
+        return {"type": ref.type, "blob": ref.blob}
+    return {"type": ref.type, "value": decode_value(ref.data)}
+
+
+async def read_message(store: Store, run_id: str, record: StepRecord) -> Any:
+    """The message ``record``'s step sent, as plain data (``None`` if the record kept none).
+
+    Raises:
+        StorageError: it is a blob the store cannot give (pruned, damaged, sealed).
+    """
+    ref = record.message
+    if ref is None:
+        return None
+    data = ref.data if ref.data is not None else await store.get_blob(run_id, ref.blob)
+    return decode_value(data)
+
+
 def record_to_dict(record: LogRecord) -> dict[str, Any]:
     """One log record as plain data, its user values decoded."""
     out: dict[str, Any] = plain(msgspec.to_builtins(record))
     match record:
-        case StepRecord(result=result):
+        case StepRecord(result=result, message=message):
             out["result"] = decode_value(result)
+            if message is not None:
+                out["message"] = _message_dict(message)
         case PhaseEndRecord(result=result):
             out["result"] = decode_value(result)
         case MilestoneRecord(data=data):

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from actorflow.runtime.workflow._env import StepEnv
     from actorflow.runtime.workflow._ids import Namespace
-    from actorflow.storage import ErrorInfo, StateRef
+    from actorflow.storage import ErrorInfo, MessageRef, StateRef
 
 wall_clock = time.time
 """``time.time`` bound once: the determinism guard wraps ``time.time`` while
@@ -55,6 +55,7 @@ def step_record(
     attempts: int = 1,
     attempt_errors: tuple[ErrorInfo, ...] = (),
     run_attempt: int | None = None,
+    message: MessageRef | None = None,
 ) -> StepRecord:
     """The record of a step finished now (``time``), issued at ``issued``, by ``run_attempt``."""
     return StepRecord(
@@ -71,6 +72,7 @@ def step_record(
         time=wall_clock(),
         issued=issued,
         run_attempt=run_attempt,
+        message=message,
     )
 
 
@@ -175,6 +177,7 @@ class Step(Generic[T]):
         state: StateRef | None = None,
         attempts: int = 1,
         attempt_errors: tuple[ErrorInfo, ...] = (),
+        message: MessageRef | None = None,
     ) -> None:
         """Append the live step's record (not flushed: the durability rule says when)."""
         span, trace = self.span, self.env.trace
@@ -195,6 +198,7 @@ class Step(Generic[T]):
                 attempts=attempts,
                 attempt_errors=attempt_errors,
                 run_attempt=self.env.recorder.attempt,
+                message=message,
             )
         )
 
