@@ -1,11 +1,14 @@
-"""The runs the pages list, read once for a few seconds of pages.
+"""The runs the pages list, read once for a few seconds of pages, then refreshed.
 
 Listing a file store reads every run's manifest (a quarter of a second for
 ten thousand runs), and naming what is no run scans it again. The runs page
 needs both on every load, and the waiting page the manifests: they share one
 listing for ``MANIFESTS_TTL`` seconds (what cannot be read, ``UNREADABLE_TTL``),
-and pages loaded together wait for one read, not one each. A run's own pages
-always read its manifest afresh.
+and pages loaded together wait for one read, not one each. On a store that
+tells its runs' versions (:class:`~actorflow.storage.RunVersions`) the listing
+is refreshed by reading only the manifests whose version changed; when most
+did, everything is read again in one listing. A run's own pages always read
+its manifest afresh.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from typing import TYPE_CHECKING, Final
 
 import anyio
 
-from actorflow.storage import UnreadableLister
+from actorflow.errors import CorruptedDataError, EncryptionKeyError, RunNotFoundError
+from actorflow.storage import RunVersions, UnreadableLister
 
 if TYPE_CHECKING:
     from actorflow.storage import RunManifest, Store, UnreadableEntry
@@ -24,24 +28,71 @@ __all__ = ["MANIFESTS_TTL", "UNREADABLE_TTL", "Listing"]
 
 MANIFESTS_TTL: Final = 2.0
 UNREADABLE_TTL: Final = 30.0
+_MOSTLY_CHANGED: Final = 0.25
+"""Above this share of runs changed, one listing reads them faster than reads one by one."""
+_READERS: Final = 16
+"""Changed manifests read side by side."""
 
 
 class Listing:
-    """A store's manifests and unreadable entries, each kept for a short while."""
+    """A store's manifests and unreadable entries, each kept for a short while (``ttl`` seconds)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, ttl: float = MANIFESTS_TTL) -> None:
         self._store = store
+        self._ttl = ttl
         self._lock = anyio.Lock()
         self._manifests: tuple[float, list[RunManifest]] | None = None
         self._unreadable: tuple[float, list[UnreadableEntry]] | None = None
+        # run id -> the version its manifest was read at, and the manifest (None: unreadable)
+        self._known: dict[str, tuple[str, RunManifest | None]] | None = None
 
     async def manifests(self) -> tuple[list[RunManifest], float]:
         """Every readable run's manifest, and when they were read (``time.time()``)."""
         async with self._lock:
             now = time.time()
-            if self._manifests is None or now - self._manifests[0] > MANIFESTS_TTL:
-                self._manifests = (now, await self._store.list_runs())
+            if self._manifests is None or now - self._manifests[0] > self._ttl:
+                self._manifests = (now, await self._refresh())
             return self._manifests[1], self._manifests[0]
+
+    async def _refresh(self) -> list[RunManifest]:
+        store = self._store
+        if not isinstance(store, RunVersions):
+            return await store.list_runs()
+        versions = await store.list_run_versions()  # before the reads: a later change shows
+        known = self._known or {}
+        changed = [r for r, v in versions.items() if not v or known.get(r, ("",))[0] != v]
+        if self._known is None or len(changed) > len(versions) * _MOSTLY_CHANGED:
+            listed = {m.run_id: m for m in await store.list_runs()}
+            self._known = {r: (v, listed.get(r)) for r, v in versions.items()}
+            # a run created between the two listings has no version yet: the next refresh reads it
+            for run_id, m in listed.items():
+                self._known.setdefault(run_id, ("", m))
+        else:
+            fresh = {r: (v, known[r][1]) for r, v in versions.items() if r in known}
+            read = await self._read(store, changed)
+            fresh.update((r, (versions[r], read.get(r))) for r in changed)
+            self._known = fresh
+        manifests = [m for _, m in self._known.values() if m is not None]
+        manifests.sort(key=lambda m: (m.created, m.run_id))  # as list_runs gives them
+        return manifests
+
+    @staticmethod
+    async def _read(store: Store, run_ids: list[str]) -> dict[str, RunManifest]:
+        """The manifests of ``run_ids`` that can be read (``list_runs`` skips the others too)."""
+        found: dict[str, RunManifest] = {}
+        limit = anyio.CapacityLimiter(_READERS)
+
+        async def one(run_id: str) -> None:
+            async with limit:
+                try:
+                    found[run_id] = await store.read_run(run_id)
+                except (RunNotFoundError, CorruptedDataError, EncryptionKeyError):
+                    pass  # gone, damaged or sealed: the health page names it
+
+        async with anyio.create_task_group() as tg:
+            for run_id in run_ids:
+                tg.start_soon(one, run_id)
+        return found
 
     async def unreadable(self) -> list[UnreadableEntry]:
         """What the store's listing skips (damaged, sealed, not a run)."""

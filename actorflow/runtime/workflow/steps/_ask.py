@@ -19,6 +19,7 @@ import anyio
 import msgspec
 
 from actorflow.errors import ActorError, ActorFailedError, StepFailedError
+from actorflow.runtime.actors import class_name
 from actorflow.runtime.workflow._agents import reply_type
 from actorflow.runtime.workflow._flow import agent_flow
 from actorflow.runtime.workflow._ids import message_digest
@@ -26,7 +27,6 @@ from actorflow.runtime.workflow._progress import StepInfo, StepMeta, current_ste
 from actorflow.runtime.workflow._tracing import traced_handler
 from actorflow.runtime.workflow.steps._base import Step, lookup, wall_clock
 from actorflow.runtime.workflow.steps._turnstile import Turnstile
-from actorflow.runtime.actors import class_name
 from actorflow.storage import ErrorInfo, MessageRef, MilestoneRecord
 from actorflow.storage import decode_value as decode
 from actorflow.storage import encode_value as encode
