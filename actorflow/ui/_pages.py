@@ -48,6 +48,7 @@ __all__ = [
     "diff_page",
     "health_page",
     "metrics_page",
+    "queues_page",
     "record_page",
     "run_page",
     "runs_page",
@@ -81,6 +82,7 @@ async def runs_page(store: Store, request: Request) -> Page:
     params = request.query_params
     wanted = [s for s in params.getlist("status") if s in RunStatus.__members__.values()]
     workflow = params.get("workflow") or None
+    queue = params.get("queue") or None
     text = params.get("q", "")
     age = params.get("age", "")
     page = max(_int(request, "page", 1), 1)
@@ -88,14 +90,19 @@ async def runs_page(store: Store, request: Request) -> Page:
     manifests, listed_at = await listing.manifests()
     counts: dict[str, int] = {}
     workflows: set[str] = set()
+    queues: set[str] = set()
     chosen = []
     now = time.time()
     for m in manifests:
         counts[str(m.status)] = counts.get(str(m.status), 0) + 1
         workflows.add(m.workflow)
+        if m.queue is not None:
+            queues.add(m.queue)
         if wanted and str(m.status) not in wanted:
             continue
         if workflow and m.workflow != workflow:
+            continue
+        if queue and m.queue != queue:
             continue
         if text and text.lower() not in m.run_id.lower():
             continue
@@ -124,7 +131,14 @@ async def runs_page(store: Store, request: Request) -> Page:
             "counts": sorted(counts.items()),
             "statuses": [s.value for s in RunStatus],
             "workflows": sorted(workflows),
-            "filters": {"status": wanted, "workflow": workflow or "", "q": text, "age": age},
+            "queues": sorted(queues),
+            "filters": {
+                "status": wanted,
+                "workflow": workflow or "",
+                "queue": queue or "",
+                "q": text,
+                "age": age,
+            },
             "ages": list(_AGES),
             "sealed": sealed,
             "damaged": [e for e in unreadable if not e.key_id],
@@ -420,6 +434,56 @@ async def waits_page(store: Store, request: Request) -> Page:
             continue
         waits += [(m, w) for w in query.waits]
     return Page("waits.html", {"waits": waits, "problems": problems})
+
+
+@dataclass
+class QueueRow:
+    """One queue as its runs' manifests show it, with the cap its runtime declares."""
+
+    name: str
+    statuses: dict[str, int]
+    priorities: dict[int, int]  # queued runs per priority
+    running: int = 0
+    cap: int | None = None
+    per_minute: int | None = None
+    oldest_queued: float | None = None  # when the longest-waiting queued run was submitted
+    declared: bool = False  # by the inspector's runtime: its cap is known
+
+
+async def queues_page(store: Store, request: Request) -> Page:
+    """Each queue: its runs by status, queued ones by priority, running against the cap.
+
+    Caps are declared by the runtimes that take runs from the queues
+    (``Runtime(queues=...)``): shown when the inspector has the app's runtime.
+    """
+    manifests, listed_at = await _listing(request, store).manifests()
+    declared = {q.name: q for q in getattr(request.state, "queues", ())}
+    rows: dict[str, QueueRow] = {
+        name: QueueRow(name=name, statuses={}, priorities={}) for name in declared
+    }
+    for m in manifests:
+        if m.queue is None:
+            continue
+        row = rows.setdefault(m.queue, QueueRow(name=m.queue, statuses={}, priorities={}))
+        row.statuses[str(m.status)] = row.statuses.get(str(m.status), 0) + 1
+        if m.status is RunStatus.QUEUED:
+            row.priorities[m.priority] = row.priorities.get(m.priority, 0) + 1
+            if row.oldest_queued is None or m.created < row.oldest_queued:
+                row.oldest_queued = m.created
+        elif m.status is RunStatus.RUNNING:
+            row.running += 1
+    for name, q in declared.items():
+        row = rows[name]
+        row.cap, row.per_minute, row.declared = q.max_concurrent, q.per_minute, True
+    return Page(
+        "queues.html",
+        {
+            "queues": [rows[name] for name in sorted(rows)],
+            "statuses": [s.value for s in RunStatus],
+            "declared": bool(declared),
+            "now": listed_at,
+        },
+    )
 
 
 async def health_page(store: Store, request: Request) -> Page:

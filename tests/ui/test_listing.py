@@ -19,7 +19,7 @@ class CountingStore(MemoryStore):
     listings = 0
     reads = 0
 
-    async def list_runs(self, **filters: object) -> list[RunManifest]:  # type: ignore[override]
+    async def list_runs(self, **filters: object) -> list[RunManifest]:
         self.listings += 1
         return await super().list_runs(**filters)  # type: ignore[arg-type]
 
