@@ -1,7 +1,7 @@
 """The inspector's read-only pages: runs, a run, a record, decisions, checkpoints, a diff.
 
 Each page reads the store through the library's readers
-(:mod:`actorflow.runtime.inspection`, ``query_run``) and renders a template;
+(:mod:`actorflow.runtime.reading`, ``query_run``) and renders a template;
 none takes a claim or writes. A failure to read becomes a page that says what
 is wrong (see ``_app``), never a stack trace.
 """
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 
 from actorflow.errors import CheckpointNotFoundError, LogPrunedError, StorageError
-from actorflow.runtime import inspection, phase_of
+from actorflow.runtime import phase_of, reading
 from actorflow.storage import (
     ClaimInspector,
     DecisionRecord,
@@ -159,16 +159,16 @@ async def _rows(store: Store, manifests: list[RunManifest]) -> list[dict[str, An
     return [_run_row(run) for run in await _listed(store, manifests)]
 
 
-async def _listed(store: Store, manifests: list[RunManifest]) -> list[inspection.ListedRun]:
+async def _listed(store: Store, manifests: list[RunManifest]) -> list[reading.ListedRun]:
     """Where each of ``manifests``' runs stands, read side by side (a few at a time)."""
-    found: dict[str, inspection.ListedRun] = {}
+    found: dict[str, reading.ListedRun] = {}
     limit = anyio.CapacityLimiter(16)
 
     async def one(m: RunManifest) -> None:
         async with limit:
             snapshots = await store.list_snapshots(m.run_id)
-            progress = await inspection.run_progress(store, m, snapshots)
-        found[m.run_id] = inspection.ListedRun(manifest=m, snapshots=snapshots, progress=progress)
+            progress = await reading.run_progress(store, m, snapshots)
+        found[m.run_id] = reading.ListedRun(manifest=m, snapshots=snapshots, progress=progress)
 
     async with anyio.create_task_group() as tg:
         for m in manifests:
@@ -176,7 +176,7 @@ async def _listed(store: Store, manifests: list[RunManifest]) -> list[inspection
     return [found[m.run_id] for m in manifests]
 
 
-def _run_row(run: inspection.ListedRun) -> dict[str, Any]:
+def _run_row(run: reading.ListedRun) -> dict[str, Any]:
     m, progress = run.manifest, run.progress
     return {
         "run_id": m.run_id,
@@ -228,13 +228,13 @@ async def run_page(store: Store, request: Request, run_id: str) -> Page:
     query: RunQuery | None = None
     problem: str | None = None
     try:
-        query = await inspection.query_run(store, run_id)
+        query = await reading.query_run(store, run_id)
     except StorageError as exc:
         problem = str(exc)
     records, start = await _log(store, run_id, start)
     total = start + len(records)
     window = records[:STEP_PAGE]
-    snapshots = inspection.live_snapshots(await store.list_snapshots(run_id))
+    snapshots = reading.live_snapshots(await store.list_snapshots(run_id))
     timeline = build_timeline(window, snapshots, run_id=run_id, attempt=manifest.attempt)
     owner, alive = await _claim(store, manifest)
     selected = request.query_params.get("step")
@@ -252,7 +252,7 @@ async def run_page(store: Store, request: Request, run_id: str) -> Page:
             "problem": problem,
             "owner": owner,
             "alive": alive,
-            "result": pretty(inspection.decode_value(manifest.result))
+            "result": pretty(reading.decode_plain(manifest.result))
             if manifest.status is RunStatus.COMPLETED
             else None,
             "elapsed": (ended or time.time()) - manifest.created if manifest.created else None,
@@ -279,7 +279,7 @@ async def _record_context(store: Store, manifest: RunManifest, position: int) ->
             f"run {run_id} has no log record at position {position} (pruned, or not written)",
         )
     record = records[0][1]
-    data = inspection.record_to_dict(record)
+    data = reading.record_to_dict(record)
     timing = None
     if isinstance(record, StepRecord) and record.issued and record.time:
         timing = record.time - record.issued
@@ -287,13 +287,13 @@ async def _record_context(store: Store, manifest: RunManifest, position: int) ->
     if isinstance(record, StepRecord) and record.state is not None:
         ref = record.state
         encoded = ref.data if ref.data is not None else await store.get_blob(run_id, ref.blob)
-        state = pretty(inspection.decode_value(encoded))
+        state = pretty(reading.decode_plain(encoded))
     message: str | None = None
     message_type = None
     if isinstance(record, StepRecord) and record.message is not None:
         message_type = record.message.type
         try:
-            message = pretty(await inspection.read_message(store, run_id, record))
+            message = pretty(await reading.read_message(store, run_id, record))
         except StorageError as exc:  # its blob pruned or unreadable: the rest still shows
             message = f"(cannot be read: {exc})"
     key = None
@@ -338,7 +338,7 @@ async def decisions_page(store: Store, request: Request, run_id: str) -> Page:
     steps = {r.step_id: p for p, r in records if isinstance(r, StepRecord)}
     earlier: list[DecisionRecord] = []
     if start > 0:  # pruned: what the newest checkpoint holds of the decisions before
-        query = await inspection.query_run(store, run_id)
+        query = await reading.query_run(store, run_id)
         logged = {(r.step_id, r.type) for _, r, _ in decisions}
         earlier = [d for d in query.decisions if (d.step_id, d.type) not in logged]
     return Page(
@@ -357,7 +357,7 @@ async def checkpoints_page(store: Store, request: Request, run_id: str) -> Page:
     """The run's checkpoints (verified), with a form to diff two."""
     validate_run_id(run_id)
     manifest = await store.read_run(run_id)
-    rows = await inspection.checkpoint_rows(store, run_id)
+    rows = await reading.checkpoint_rows(store, run_id)
     return Page("checkpoints.html", {"m": manifest, "rows": rows, "tab": "checkpoints"})
 
 
@@ -365,9 +365,9 @@ async def checkpoint_page(store: Store, request: Request, run_id: str, checkpoin
     """One checkpoint: every agent's state decoded, its phases, decisions and metrics."""
     validate_run_id(run_id)
     manifest = await store.read_run(run_id)
-    snapshot_id = await inspection.resolve_checkpoint(store, run_id, checkpoint)
+    snapshot_id = await reading.resolve_checkpoint(store, run_id, checkpoint)
     snapshot = await read_full_snapshot(store, run_id, snapshot_id)
-    data = await inspection.snapshot_to_dict(store, snapshot)
+    data = await reading.snapshot_to_dict(store, snapshot)
     agent = request.query_params.get("agent")
     agents = {name: pretty(a) for name, a in data.get("agents", {}).items()}
     if agent is not None and agent not in agents:
@@ -393,11 +393,11 @@ async def diff_page(store: Store, request: Request, run_id: str) -> Page:
     manifest = await store.read_run(run_id)
     a = request.query_params.get("a", "latest~1")
     b = request.query_params.get("b", "latest")
-    first_id = await inspection.resolve_checkpoint(store, run_id, a)
-    second_id = await inspection.resolve_checkpoint(store, run_id, b)
+    first_id = await reading.resolve_checkpoint(store, run_id, a)
+    second_id = await reading.resolve_checkpoint(store, run_id, b)
     first = await read_full_snapshot(store, run_id, first_id)
     second = await read_full_snapshot(store, run_id, second_id)
-    diff = await inspection.diff_snapshots(store, first, second)
+    diff = await reading.diff_snapshots(store, first, second)
     agents = {
         name: {
             "change": change.get("change"),
@@ -428,7 +428,7 @@ async def waits_page(store: Store, request: Request) -> Page:
         if m.status.finished:
             continue
         try:
-            query = await inspection.query_run(store, m.run_id)
+            query = await reading.query_run(store, m.run_id)
         except StorageError as exc:
             problems.append((m.run_id, str(exc)))
             continue
@@ -497,7 +497,7 @@ async def health_page(store: Store, request: Request) -> Page:
     # who holds a run matters while it has not finished: only those runs' claims are read
     unfinished = [m for m in manifests if not m.status.finished]
     listed = await _listed(store, unfinished)
-    owners: dict[str, list[inspection.ListedRun]] = {}
+    owners: dict[str, list[reading.ListedRun]] = {}
     orphans = []
     for run in listed:
         claim = run.progress.claim
@@ -508,7 +508,7 @@ async def health_page(store: Store, request: Request) -> Page:
     report = None
     if request.query_params.get("check") == "1":
         damaged = [e for e in unreadable if not (e.key_id and e.run_id)]
-        report = await inspection.validate_store(
+        report = await reading.validate_store(
             store,
             [m.run_id for m in manifests],
             damaged,
@@ -563,10 +563,10 @@ async def metrics_page(store: Store, request: Request, run_id: str) -> Page:
     query: RunQuery | None = None
     problem = None
     try:
-        query = await inspection.query_run(store, run_id)
+        query = await reading.query_run(store, run_id)
     except StorageError as exc:
         problem = str(exc)
-    snapshots = inspection.live_snapshots(await store.list_snapshots(run_id))
+    snapshots = reading.live_snapshots(await store.list_snapshots(run_id))
     charts = {
         "Steps per agent": _bars({k: v[0] for k, v in per_agent.items()}, lambda v: f"{v:.0f}"),
         "Time in steps per agent": _bars({k: v[1] for k, v in per_agent.items()}, format.duration),

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from actorflow import Orchestrator, Request, RunContext, Runtime, Specialist, handler
 from actorflow.cli import app
 from actorflow.runtime import RuntimeConfig
-from actorflow.runtime.inspection import read_message, record_to_dict
+from actorflow.runtime.reading import read_message, record_to_dict
 from actorflow.runtime.replaying import read_run_history, redact, write_history_file
 from actorflow.runtime.workflow.steps._ask import INLINE_MESSAGE_BYTES
 from actorflow.storage import FileStore, MemoryStore, RetentionPolicy, StepRecord, prune
@@ -106,8 +106,9 @@ async def test_a_redacted_export_blanks_messages_and_still_replays(tmp_path: Pat
     records = [*(blanked.snapshot.steps if blanked.snapshot else ()), *blanked.records]
     steps = [r for r in records if isinstance(r, StepRecord) and r.message]
     assert steps
-    assert all(s.message is not None and not s.message.blob for s in steps)
-    assert msgspec.msgpack.decode(steps[0].message.data or b"") == {"label": "", "body": ""}
+    messages = [s.message for s in steps if s.message is not None]
+    assert all(not m.blob for m in messages)
+    assert msgspec.msgpack.decode(messages[0].data or b"") == {"label": "", "body": ""}
     report = await replay(redacted, Delivery)
     assert report.ok, report.describe()
 
