@@ -23,6 +23,7 @@ Figures go to benchmarks/RESULTS.md ("Inspector").
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
 import sys
@@ -129,11 +130,9 @@ async def pages(path: str) -> dict[str, float]:
         expired = []
         for round_ in range(3 if QUICK else 5):
             # ten runs move on meanwhile, as live runs do: their manifests are read again
+            moved = functools.partial(msgspec.structs.replace, phase=f"p{round_}")
             for k in range(10):
-                await store.update_run(
-                    f"run-{(round_ * 10 + k) * 10:05d}",
-                    lambda m, r=round_: msgspec.structs.replace(m, phase=f"p{r}"),
-                )
+                await store.update_run(f"run-{(round_ * 10 + k) * 10:05d}", moved)
             await anyio.sleep(MANIFESTS_TTL + 0.1)
             expired.append(await timed("/"))
         found["runs page once the shared listing expired, 10 runs changed (median)"] = (

@@ -188,3 +188,17 @@ async def test_health_names_unreadable_entries_orphans_and_checks_checksums(
     async with Browse(str(tmp_path / "store")) as b:
         html = await b.page("/health")
         assert re.search(r"Orphaned runs.*href=\"/runs/orphan\"", html, flags=re.S)
+
+
+async def test_a_retried_step_lists_its_failed_attempts(store_path: str) -> None:
+    async with Browse(store_path) as b:
+        html = await b.page("/runs/team-trio")
+        critic = re.search(
+            r'data-lane="critic".*?class="bar kind-ask[^"]*retried[^"]*" data-position="(\d+)"',
+            html,
+            re.S,
+        )
+        assert critic is not None  # the critic's step failed after its retries: marked
+        panel = await b.page(f"/runs/team-trio/records/{critic[1]}?partial=1")
+        assert "Failed attempts (retried)" in panel
+        assert "ValueError" in panel
