@@ -137,7 +137,7 @@ def main() -> None:
             page.screenshot(path=str(OUT / "step.png"))
             print("docs/inspector/step.png")
             page.goto(base + f"/runs/{RECOVERED}")
-            page.locator("#timeline a.bar.replayed").first.click()
+            page.locator("#timeline a.bar.kind-ask.replayed").first.click()
             page.locator("#record .record .provenance").wait_for()
             page.locator("#record").scroll_into_view_if_needed()
             page.screenshot(path=str(OUT / "replayed.png"))
