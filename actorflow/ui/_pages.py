@@ -211,13 +211,14 @@ async def _claim(store: Store, manifest: RunManifest) -> tuple[str | None, bool 
     return manifest.owner, await store.is_owned(manifest.run_id)
 
 
-async def _family(store: Store, manifest: RunManifest) -> list[RunManifest]:
-    """The run's child runs (started with ``ctx.run_child``) and forks of it."""
-    return [
-        m
-        for m in await store.list_runs()
-        if m.parent_run == manifest.run_id or m.parent == manifest.run_id
-    ]
+async def _family(listing: Listing, manifest: RunManifest) -> list[RunManifest]:
+    """The run's child runs (started with ``ctx.run_child``) and forks of it.
+
+    From the listing the pages share (every manifest, read again only where
+    changed): a run's page never reads the whole store itself.
+    """
+    manifests, _ = await listing.manifests()
+    return [m for m in manifests if m.parent_run == manifest.run_id or m.parent == manifest.run_id]
 
 
 async def run_page(store: Store, request: Request, run_id: str) -> Page:
@@ -256,7 +257,7 @@ async def run_page(store: Store, request: Request, run_id: str) -> Page:
             if manifest.status is RunStatus.COMPLETED
             else None,
             "elapsed": (ended or time.time()) - manifest.created if manifest.created else None,
-            "family": await _family(store, manifest),
+            "family": await _family(_listing(request, store), manifest),
             "timeline": timeline,
             "steps": [(p, r, phase_of(r.step_id)) for p, r in window if isinstance(r, StepRecord)],
             "start": start,
