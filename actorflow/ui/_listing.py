@@ -34,6 +34,10 @@ _READERS: Final = 16
 """Changed manifests read side by side."""
 
 
+def _order(manifest: RunManifest) -> tuple[float, str]:
+    return manifest.created, manifest.run_id  # as list_runs gives them
+
+
 class Listing:
     """A store's manifests and unreadable entries, each kept for a short while (``ttl`` seconds)."""
 
@@ -43,8 +47,11 @@ class Listing:
         self._lock = anyio.Lock()
         self._manifests: tuple[float, list[RunManifest]] | None = None
         self._unreadable: tuple[float, list[UnreadableEntry]] | None = None
-        # run id -> the version its manifest was read at, and the manifest (None: unreadable)
-        self._known: dict[str, tuple[str, RunManifest | None]] | None = None
+        # what the store said at the last refresh (RunVersions): each run's version, the
+        # runs whose version was "" (to read again), and the manifests read, by run id
+        self._versions: dict[str, str] | None = None
+        self._unstable: set[str] = set()
+        self._by_id: dict[str, RunManifest] = {}
 
     async def manifests(self) -> tuple[list[RunManifest], float]:
         """Every readable run's manifest, and when they were read (``time.time()``)."""
@@ -59,22 +66,37 @@ class Listing:
         if not isinstance(store, RunVersions):
             return await store.list_runs()
         versions = await store.list_run_versions()  # before the reads: a later change shows
-        known = self._known or {}
-        changed = [r for r, v in versions.items() if not v or known.get(r, ("",))[0] != v]
-        if self._known is None or len(changed) > len(versions) * _MOSTLY_CHANGED:
-            listed = {m.run_id: m for m in await store.list_runs()}
-            self._known = {r: (v, listed.get(r)) for r, v in versions.items()}
-            # a run created between the two listings has no version yet: the next refresh reads it
-            for run_id, m in listed.items():
-                self._known.setdefault(run_id, ("", m))
-        else:
-            fresh = {r: (v, known[r][1]) for r, v in versions.items() if r in known}
-            read = await self._read(store, changed)
-            fresh.update((r, (versions[r], read.get(r))) for r in changed)
-            self._known = fresh
-        manifests = [m for _, m in self._known.values() if m is not None]
-        manifests.sort(key=lambda m: (m.created, m.run_id))  # as list_runs gives them
-        return manifests
+        before = self._versions
+        if before is None:
+            return await self._list_all(store, versions)
+        # set operations on the dicts' views: a store of many runs costs no Python loop
+        changed = {run_id for run_id, _ in versions.items() - before.items()}
+        changed.update(r for r in self._unstable if r in versions)
+        if len(changed) > len(versions) * _MOSTLY_CHANGED:
+            return await self._list_all(store, versions)
+        removed = before.keys() - versions.keys()
+        self._versions = versions
+        self._unstable = {r for r in changed if not versions[r]}
+        if not changed and not removed and self._manifests is not None:
+            return self._manifests[1]
+        read = await self._read(store, list(changed))
+        for run_id in removed | changed:
+            manifest = read.get(run_id)
+            if manifest is None:
+                self._by_id.pop(run_id, None)
+            else:
+                self._by_id[run_id] = manifest
+        return sorted(self._by_id.values(), key=_order)
+
+    async def _list_all(self, store: Store, versions: dict[str, str]) -> list[RunManifest]:
+        """Every manifest read again (the first time, or when most runs changed)."""
+        listed = await store.list_runs()
+        self._by_id = {m.run_id: m for m in listed}
+        # a run created after the versions were listed has none: the next refresh reads it;
+        # one that cannot be read keeps its version, read again only once it changes
+        self._versions = versions
+        self._unstable = {r for r, v in versions.items() if not v}
+        return listed
 
     @staticmethod
     async def _read(store: Store, run_ids: list[str]) -> dict[str, RunManifest]:
