@@ -7,7 +7,9 @@ measured in the same run: the same orchestration done with plain actors and
 ``ask`` from the actor runtime (no store, no records), or one bare fsync.
 
 1. Checkpointing cost: a 10-phase workflow, 8 specialists, ~1 ms of CPU work
-   per step, on a FileStore with ``batched`` durability, against plain actors.
+   per step, on a FileStore with ``batched`` durability, against plain actors;
+   and the same with ``record_messages=False`` (what keeping each step's
+   message in its record costs), interleaved.
 2. Durable short run: 10 linear steps each returning ~1 KB, p50 per run in
    ``sync``, ``batched`` and ``phase`` modes, against plain actors, one fsync and
    the floor: the syncs a ``sync`` run makes (counted in a pass of its own),
@@ -181,8 +183,11 @@ async def bench_checkpointing(tmp: str) -> list[Row]:
     durable: list[tuple[float, float]] = []
     memory: list[tuple[float, float]] = []
     phased: list[tuple[float, float]] = []
+    bare: list[tuple[float, float]] = []  # FileStore batched, messages not kept
+    bare_m: list[tuple[float, float]] = []  # MemoryStore, messages not kept
     floor: list[float] = []
     config = RuntimeConfig(durability=Durability.BATCHED, retention=None)
+    unkept = msgspec.structs.replace(config, record_messages=False)
     async with Runtime() as runtime:
         team = [await runtime.spawn(Worker, name=f"worker-{i}") for i in range(TEAM)]
         expected = await plain_ten_phases(runtime, team)  # warm-up
@@ -196,16 +201,21 @@ async def bench_checkpointing(tmp: str) -> list[Row]:
             config=RuntimeConfig(durability=Durability.PHASE, retention=None),
         ) as phase_rt,
         Runtime() as plain_rt,
+        Runtime(store=FileStore(os.path.join(tmp, "b1-bare")), config=unkept) as bare_rt,
+        Runtime(store=MemoryStore(), config=unkept) as bare_m_rt,
     ):
         team = [await plain_rt.spawn(Worker, name=f"worker-{i}") for i in range(TEAM)]
         assert await durable_rt.run(TenPhases, PHASES, run_id="b1-template") == expected
         assert await phase_rt.run(TenPhases, PHASES) == expected  # warm-up
+        assert await bare_rt.run(TenPhases, PHASES) == expected  # warm-up
         batches, store.batches = store.batches, []
         for n in range(REPS_1):  # interleaved so load changes hit every variant alike
             plain.append(await _timed_work(lambda: plain_ten_phases(plain_rt, team)))
             durable.append(await _timed_work(lambda: durable_rt.run(TenPhases, PHASES)))
             memory.append(await _timed_work(lambda: memory_rt.run(TenPhases, PHASES)))
             phased.append(await _timed_work(lambda: phase_rt.run(TenPhases, PHASES)))
+            bare.append(await _timed_work(lambda: bare_rt.run(TenPhases, PHASES)))
+            bare_m.append(await _timed_work(lambda: bare_m_rt.run(TenPhases, PHASES)))
             floor.append(await _appends_alone(store, batches, n))
     # The work itself is the same in every variant, but other processes on the
     # machine stretch it by different amounts from run to run: the time added
@@ -215,6 +225,7 @@ async def bench_checkpointing(tmp: str) -> list[Row]:
     f = statistics.median(floor)
     added_d, added_m = _paired(durable, plain, 1), _paired(memory, plain, 1)
     added_p = _paired(phased, plain, 1)
+    added_b, added_bm = _paired(bare, plain, 1), _paired(bare_m, plain, 1)
     per_step = 1e6 / STEPS_1
     return [
         Row(f"1 run, {STEPS_1} steps, plain actors ms", p * 1e3, None, "ms"),
@@ -226,6 +237,12 @@ async def bench_checkpointing(tmp: str) -> list[Row]:
         Row("1 µs added per step, MemoryStore", added_m * per_step, None, "µs"),
         Row("1 wall-time ratio, MemoryStore", (p + added_m) / p, None, "x"),
         Row("1 µs added per step, FileStore phase", added_p * per_step, None, "µs"),
+        Row("1 µs added per step, messages not kept: FileStore", added_b * per_step, None, "µs"),
+        Row("1 µs added per step, messages not kept: MemoryStore", added_bm * per_step, None, "µs"),
+        Row("1 messages kept, µs per step: FileStore", (added_d - added_b) * per_step, None, "µs"),
+        Row(
+            "1 messages kept, µs per step: MemoryStore", (added_m - added_bm) * per_step, None, "µs"
+        ),
         Row("1 wall-time ratio, FileStore phase", (p + added_p) / p, None, "x"),
         Row(f"1 durable appends per run (the rule's {len(batches)})", len(batches), None, "n"),
         Row("1 floor: those appends alone, µs per step", f * per_step, None, "µs"),

@@ -1,7 +1,8 @@
 """Regenerate the inspector's screenshots in docs/inspector/: ``python docs/_screenshots.py``.
 
-It makes a store from real runs (the demo reviewing actorflow's own source, and
-the human-approval example paused for its answer), serves it with
+It makes a store from real runs (the demo reviewing actorflow's own source,
+the human-approval example paused for its answer, a fork with an edit, a run
+that crashed and was recovered, runs waiting in queues), serves it with
 ``actorflow ui``, and photographs each view in Debian's chromium through
 Playwright (``apt-get install chromium``; no browser is downloaded).
 """
@@ -21,8 +22,11 @@ sys.path.insert(0, str(ROOT))
 import anyio  # noqa: E402
 
 from actorflow import Runtime  # noqa: E402
+from actorflow.storage import FileStore  # noqa: E402
+from actorflow.testing import crash_and_recover  # noqa: E402
 from tests.runtime.workflow.fork_flow import Ledger  # noqa: E402
 from tests.ui.browser import chromium, missing  # noqa: E402
+from tests.ui.flows import QUEUES, Team  # noqa: E402
 from tests.ui.serving import serving  # noqa: E402
 
 RUN = "review-docs"
@@ -71,6 +75,22 @@ async def ledger_and_fork(path: str) -> str:
     return opened
 
 
+RECOVERED = "team-recovered"
+
+
+async def recovered_and_queued(path: str) -> None:
+    """A run crashed after a few records and recovered; runs waiting in two queues."""
+    outcome = await crash_and_recover(
+        Team, ["alpha", "beta", "gamma"], crash_after=4, store=FileStore(path), run_id=RECOVERED
+    )
+    assert outcome.crashed
+    async with Runtime(store=path, queues=QUEUES) as runtime:
+        for i, priority in enumerate((0, 5, 5, 0, 10)):
+            await runtime.submit(Ledger, f"entry {i}", queue="reviews", priority=priority)
+        for i in range(3):
+            await runtime.submit(Ledger, f"report {i}", queue="reports")
+
+
 def main() -> None:
     why = missing()
     if why is not None:
@@ -80,7 +100,8 @@ def main() -> None:
         store = Path(tmp, "store")
         make_store(store)
         opened = anyio.run(ledger_and_fork, str(store))
-        app = "tests.runtime.workflow.fork_flow:make_runtime"
+        anyio.run(recovered_and_queued, str(store))
+        app = "tests.ui.flows:make_runtime"
         with serving("--store", str(store), "--app", app) as url, chromium() as browser:
             page = browser.new_page(viewport={"width": 1280, "height": 860})
             page.goto(url)
@@ -93,6 +114,8 @@ def main() -> None:
                 "diff": f"/runs/{RUN}/diff?a=latest~3&b=latest~1",
                 "metrics": f"/runs/{RUN}/metrics",
                 "waits": "/waits",
+                "queues": "/queues",
+                "recovered": f"/runs/{RECOVERED}",
                 "fork": f"/runs/books/fork?checkpoint={opened}",
                 "compare": "/compare?a=books&b=books-edited",
                 "health": "/health?check=1",
@@ -113,6 +136,12 @@ def main() -> None:
             page.locator("#record").scroll_into_view_if_needed()
             page.screenshot(path=str(OUT / "step.png"))
             print("docs/inspector/step.png")
+            page.goto(base + f"/runs/{RECOVERED}")
+            page.locator("#timeline a.bar.kind-ask.replayed").first.click()
+            page.locator("#record .record .provenance").wait_for()
+            page.locator("#record").scroll_into_view_if_needed()
+            page.screenshot(path=str(OUT / "replayed.png"))
+            print("docs/inspector/replayed.png")
 
 
 if __name__ == "__main__":

@@ -59,10 +59,10 @@ from actorflow.runtime import (
     Recorded,
     StepCompleted,
     parse_duration,
+    reading,
     watch_run,
 )
-from actorflow.runtime import inspection as _inspect
-from actorflow.runtime.inspection import ListedRun, SealedRun, list_runs
+from actorflow.runtime.reading import ListedRun, SealedRun, list_runs
 from actorflow.storage import (
     PruneReport,
     RetentionPolicy,
@@ -196,7 +196,7 @@ def checkpoints_command(
     """List a run's checkpoints: id, phase, trigger, time, sizes, checksum, usable by fork."""
     spec = reader_store(store)
     rows = run_command(
-        lambda: with_store(spec, lambda s: _inspect.checkpoint_rows(s, run_id), key_file=key_file),
+        lambda: with_store(spec, lambda s: reading.checkpoint_rows(s, run_id), key_file=key_file),
         debug=debug,
     )
     if as_json:
@@ -250,8 +250,8 @@ def show_command(
         return
 
     async def body(s: Store) -> dict[str, Any]:
-        snapshot_id = await _inspect.resolve_checkpoint(s, run_id, checkpoint)
-        return await _inspect.snapshot_to_dict(s, await read_full_snapshot(s, run_id, snapshot_id))
+        snapshot_id = await reading.resolve_checkpoint(s, run_id, checkpoint)
+        return await reading.snapshot_to_dict(s, await read_full_snapshot(s, run_id, snapshot_id))
 
     print_json(run_command(lambda: with_store(spec, body, key_file=key_file), debug=debug))
 
@@ -270,11 +270,11 @@ def diff_command(
     spec = reader_store(store)
 
     async def body(s: Store) -> dict[str, Any]:
-        first_id = await _inspect.resolve_checkpoint(s, run_id, a)
-        second_id = await _inspect.resolve_checkpoint(s, run_id, b)
+        first_id = await reading.resolve_checkpoint(s, run_id, a)
+        second_id = await reading.resolve_checkpoint(s, run_id, b)
         first = await read_full_snapshot(s, run_id, first_id)
         second = await read_full_snapshot(s, run_id, second_id)
-        return await _inspect.diff_snapshots(s, first, second)
+        return await reading.diff_snapshots(s, first, second)
 
     d = run_command(lambda: with_store(spec, body, key_file=key_file), debug=debug)
     if as_json:
@@ -331,7 +331,7 @@ def result_command(
 
     m, signal = run_command(lambda: with_store(spec, body, key_file=key_file), debug=debug)
     if m.status is RunStatus.COMPLETED:
-        print_json(_inspect.decode_value(m.result))
+        print_json(reading.decode_plain(m.result))
         return
     error = {"type": m.error.type, "message": m.error.message} if m.error else None
     print_json({"run_id": m.run_id, "status": str(m.status), "error": error, "prompt": m.prompt})
@@ -369,20 +369,20 @@ def validate_command(
     """
     spec = reader_store(store)
 
-    async def body(s: Store) -> _inspect.ValidationReport:
+    async def body(s: Store) -> reading.ValidationReport:
         if run_id:
             try:
                 await s.read_run(run_id)
             except EncryptionKeyError:
-                return await _inspect.validate_store(s, [], sealed_runs=[run_id])
-            return await _inspect.validate_store(s, [run_id])
+                return await reading.validate_store(s, [], sealed_runs=[run_id])
+            return await reading.validate_store(s, [run_id])
         # what the listing skips (damaged manifests, strays, data without a manifest)
         # is named here too, so one bad entry never hides the others
         unreadable = await s.list_unreadable() if isinstance(s, UnreadableLister) else []
         sealed = [e.run_id for e in unreadable if e.key_id and e.run_id]
         damaged = [e for e in unreadable if not (e.key_id and e.run_id)]
         ids = [m.run_id for m in await s.list_runs()]
-        return await _inspect.validate_store(s, ids, damaged, sealed)
+        return await reading.validate_store(s, ids, damaged, sealed)
 
     report = run_command(lambda: with_store(spec, body, key_file=key_file), debug=debug)
     if as_json:
@@ -395,7 +395,7 @@ def validate_command(
         raise typer.Exit(EXIT_CODES["encrypted"])
 
 
-def _print_validation(report: _inspect.ValidationReport) -> None:
+def _print_validation(report: reading.ValidationReport) -> None:
     for p in report.problems:
         where = f"run {p.run_id} {p.what}" if p.run_id else p.what
         # names from the disk may hold brackets: never read them as markup

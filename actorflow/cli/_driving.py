@@ -15,8 +15,7 @@ import msgspec
 from actorflow.cli._loading import require_keys
 from actorflow.cli._progress import live_progress, watch_progress
 from actorflow.errors import CorruptedDataError, RecoveryFailedError, RunFailedError, RunPaused
-from actorflow.runtime.inspection import resolve_checkpoint
-from actorflow.runtime.reading import query_run
+from actorflow.runtime.reading import query_run, resolve_checkpoint
 from actorflow.storage import RunStatus
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ import msgspec
 from rich.table import Table
 
 from actorflow.cli._render import esc, out, status_text, when
-from actorflow.runtime import inspection as _inspect
+from actorflow.runtime import reading
 from actorflow.runtime.reading import query_run
 
 if TYPE_CHECKING:
@@ -34,14 +34,14 @@ async def live_to_dict(store: Store, run_id: str) -> dict[str, Any]:
         RunNotFoundError: no such run.
     """
     query = await query_run(store, run_id)
-    data: dict[str, Any] = _inspect.plain(msgspec.to_builtins(query))
+    data: dict[str, Any] = reading.plain(msgspec.to_builtins(query))
     for name, agent in query.agents.items():
         data["agents"][name]["state"] = await _state(store, run_id, agent.state)
     data["inbox"] = [
-        {**_inspect.plain(msgspec.to_builtins(e)), "payload": _inspect.decode_value(e.payload)}
+        {**reading.plain(msgspec.to_builtins(e)), "payload": reading.decode_plain(e.payload)}
         for e in query.inbox
     ]
-    data["result"] = _inspect.decode_value(query.result)
+    data["result"] = reading.decode_plain(query.result)
     return data
 
 
@@ -49,7 +49,7 @@ async def _state(store: Store, run_id: str, ref: StateRef | None) -> Any:
     if ref is None:
         return None
     data = ref.data if ref.data is not None else await store.get_blob(run_id, ref.blob)
-    return _inspect.decode_value(data)
+    return reading.decode_plain(data)
 
 
 def print_live(d: dict[str, Any]) -> None:

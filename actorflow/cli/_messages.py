@@ -1,7 +1,7 @@
 """Messages typed on the command line: a type found by its registered name, a payload decoded as it.
 
 ``actorflow signal RUN TYPE`` and ``update RUN TYPE`` name the message's type
-as the run stores it (see :func:`~actorflow.runtime.inspection.find_message_type`).
+as the run stores it (see :func:`~actorflow.runtime.reading.find_message_type`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import msgspec
 from actorflow._files import read_regular_file
 from actorflow.cli._app import BadValueError
 from actorflow.errors import UnreadableFileError
-from actorflow.runtime.inspection import find_message_type
+from actorflow.runtime.reading import find_message_type
 from actorflow.runtime.registry import class_name
 
 __all__ = [

@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from actorflow.cli._program import suggest
-from actorflow.runtime import inspection as _inspect
+from actorflow.runtime import reading
 from actorflow.runtime.reading import WAIT_KINDS, read_request
 from actorflow.storage import (
     DecisionRecord,
@@ -34,7 +34,7 @@ from actorflow.storage import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from actorflow.runtime.inspection import ListedRun, SealedRun
+    from actorflow.runtime.reading import ListedRun, SealedRun
     from actorflow.storage import LogRecord
 
 __all__ = [
@@ -108,7 +108,7 @@ def display() -> Console | None:
 
 def print_json(data: Any) -> None:
     """``data`` as indented JSON on stdout (plain print, so pipes get exact bytes)."""
-    sys.stdout.write(json.dumps(_inspect.plain(data), indent=2, default=str) + "\n")
+    sys.stdout.write(json.dumps(reading.plain(data), indent=2, default=str) + "\n")
 
 
 def when(ts: float | None) -> str:
@@ -134,7 +134,7 @@ def size(n: int) -> str:
 def run_row(run: ListedRun) -> dict[str, Any]:
     """What ``runs`` shows of one run (``--json`` prints these as they are)."""
     m, progress, claim = run.manifest, run.progress, run.progress.claim
-    live = _inspect.live_snapshots(run.snapshots)
+    live = reading.live_snapshots(run.snapshots)
     return {
         "run_id": m.run_id,
         "workflow": m.workflow,
@@ -238,7 +238,7 @@ def status_text(status: str) -> str:
 
 
 def print_diff(d: dict[str, Any]) -> None:
-    """A diff from :func:`actorflow.runtime.inspection.diff_snapshots`, for people."""
+    """A diff from :func:`actorflow.runtime.reading.diff_snapshots`, for people."""
     f, t = d["from"], d["to"]
     out().print(
         f"[bold]{esc(d['run_id'])}[/]: {esc(f['checkpoint'])} (position {f['position']}, "
@@ -274,13 +274,13 @@ def print_diff(d: dict[str, Any]) -> None:
 
 def _cell(value: Any) -> str:
     """A value as short JSON, escaped: a cell or a line's tail."""
-    text = json.dumps(_inspect.plain(value), default=str)
+    text = json.dumps(reading.plain(value), default=str)
     return esc(text if len(text) <= 60 else text[:57] + "...")
 
 
 def print_record(position: int, record: LogRecord, *, as_json: bool) -> None:
     """One log record: a line (or a few) for people, or one JSON object per line."""
-    data = _inspect.record_to_dict(record)
+    data = reading.record_to_dict(record)
     if as_json:
         sys.stdout.write(json.dumps({"position": position, **data}, default=str) + "\n")
         return
@@ -315,6 +315,10 @@ def print_record(position: int, record: LogRecord, *, as_json: bool) -> None:
             step = f"[cyan]{esc(record.kind)}[/] {esc(record.step_id)}"
             tries = f" [dim]after {record.attempts} attempts[/]" if record.attempts > 1 else ""
             out().print(f"{position:>6} {step}{target}: {outcome}{_took(record)}{tries}")
+            message = data.get("message")
+            if isinstance(message, dict):  # what it sent, when the runtime kept it
+                sent = _cell(message["value"]) if "value" in message else "(kept in a blob)"
+                out().print(f"       [dim]message {esc(message['type'])}:[/] {sent}")
             for n, failed in enumerate(record.attempt_errors, 1):
                 out().print(
                     f"       attempt {n} failed: [red]{esc(failed.type)}: {esc(failed.message)}[/]"
@@ -445,4 +449,4 @@ def print_result(result: Any) -> None:
         return
     if result is not None:
         # raw, never folded at the terminal's width: a script parses this line
-        sys.stdout.write(json.dumps(_inspect.plain(result), default=str) + "\n")
+        sys.stdout.write(json.dumps(reading.plain(result), default=str) + "\n")

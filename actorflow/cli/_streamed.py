@@ -15,8 +15,7 @@ from typing import Any
 
 from actorflow.cli._render import esc, out
 from actorflow.errors import CorruptedDataError
-from actorflow.runtime import EmitsLost, EmitStreamed
-from actorflow.runtime import inspection as _inspect
+from actorflow.runtime import EmitsLost, EmitStreamed, reading
 
 __all__ = ["print_streamed"]
 
@@ -25,7 +24,7 @@ _UNREADABLE = "<not MessagePack>"
 
 def _event(item: EmitStreamed) -> Any:
     try:
-        return _inspect.plain(item.decode())
+        return reading.plain(item.decode())
     except CorruptedDataError:
         return _UNREADABLE
 

@@ -4,7 +4,8 @@ What users call is here. Implementers of a cluster engine find its interface
 in :mod:`actorflow.runtime.cluster`, and tools that resolve stored class
 names the class registry in :mod:`actorflow.runtime.registry`; those names
 stay importable from here too. Tools that read stored runs without running
-them find a run's query and its waits' records in :mod:`actorflow.runtime.reading`.
+them (runs, records, checkpoints, a run's query) find their readers in
+:mod:`actorflow.runtime.reading`.
 """
 
 from __future__ import annotations

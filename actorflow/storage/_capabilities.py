@@ -32,6 +32,7 @@ __all__ = [
     "QueueSlot",
     "QueueSlots",
     "RunIndex",
+    "RunVersions",
     "ScheduleStore",
     "SealCheck",
     "SealChecker",
@@ -98,6 +99,32 @@ class RunIndex(Protocol):
 
     async def reindex(self) -> int:
         """Rebuild the index from every manifest (a full listing); how many entries changed."""
+        ...
+
+
+@runtime_checkable
+class RunVersions(Protocol):
+    """A store that tells which runs' manifests changed, without reading them.
+
+    A reader that keeps the manifests it read (the inspector's runs page)
+    refreshes them by reading again only those whose version changed, not
+    every run. The memory store's version is a hash of the stored manifest,
+    the file store's the run folder's change time, S3's the manifest's ETag;
+    a database store's can be a row version.
+
+    .. versionadded:: 0.6
+    """
+
+    async def list_run_versions(self) -> dict[str, str]:
+        """Every run's id with its manifest's version, reading no manifest.
+
+        A version changes whenever the manifest does; an equal one means
+        the manifest the reader read with it is still current. An empty
+        version says the store cannot vouch for it yet (it changed a moment
+        ago): read the manifest again. Names that are no run id are left out
+        (``list_unreadable`` names them); a run whose manifest cannot be read
+        may be listed, its read then failing.
+        """
         ...
 
 

@@ -98,7 +98,9 @@ def _entry_size(entry: HistoryEntry) -> int:
         case PhaseEndRecord():
             return 48 + len(entry.result) + len(entry.phase_id) + len(entry.name)
         case StepRecord():
-            return 96 + len(entry.result or b"") + len(entry.step_id)
+            message = entry.message
+            sent = len(message.data or b"") if message is not None else 0
+            return 96 + len(entry.result or b"") + len(entry.step_id) + sent
         case DecisionRecord():
             return (
                 64

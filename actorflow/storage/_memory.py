@@ -8,6 +8,7 @@ aliases the caller's object). Data lives as long as the store object.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import time
 from collections import deque
@@ -234,6 +235,14 @@ class MemoryStore(StoreContext):
         manifests = [self._manifest(rid, run) for rid, run in self._runs.items()]
         manifests.sort(key=lambda m: (m.created, self._created[m.run_id]))
         return [m for m in manifests if matches(m, status, workflow)]
+
+    async def list_run_versions(self) -> dict[str, str]:
+        """See :meth:`RunVersions.list_run_versions`: a hash of each stored manifest."""
+        await anyio.lowlevel.checkpoint()
+        return {
+            run_id: hashlib.blake2b(run.manifest, digest_size=12).hexdigest()
+            for run_id, run in self._runs.items()
+        }
 
     async def list_unreadable(self) -> list[UnreadableEntry]:
         """See :meth:`UnreadableLister.list_unreadable`: nothing else can damage it."""

@@ -28,6 +28,7 @@ __all__ = [
     "HistoryChunk",
     "HistoryEntry",
     "LogRecord",
+    "MessageRef",
     "MilestoneRecord",
     "PhaseEndRecord",
     "RunManifest",
@@ -257,6 +258,23 @@ class StateRef(msgspec.Struct, frozen=True, kw_only=True):
     module: str | None = None
 
 
+class MessageRef(msgspec.Struct, frozen=True, kw_only=True):
+    """The message a step sent (``ctx.ask``, ``ctx.send``), as its MessagePack bytes.
+
+    Small messages travel inside the step's record (``data``); larger ones are
+    stored once as a content-addressed blob (``blob``), sealed and retained as
+    agents' states are. ``type`` is the message class's stored name (its
+    ``__actorflow_name__``, else its qualified name). Replay never reads it:
+    it compares the record's ``args_hash``.
+
+    .. versionadded:: 0.6
+    """
+
+    type: str
+    data: bytes | None = None
+    blob: str = ""
+
+
 class StepRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="step"):
     """One completed step: ``ctx.ask``, ``ctx.spawn``, ``ctx.now``...
 
@@ -269,10 +287,20 @@ class StepRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag
     ``attempt_errors`` are the errors of its failed attempts, oldest first
     (a retried ask's; empty in records written before it existed).
 
+    ``run_attempt`` is the run's attempt that recorded the step live (the
+    manifest's ``attempt`` then: 0 for the first, one more per recovery); the
+    later attempts replayed it. ``None`` in records written before it existed.
+
+    ``message`` is what a message step (``ask``, ``send``) sent, when the
+    runtime keeps messages (``RuntimeConfig.record_messages``); ``None`` for
+    other kinds, and in records written before it existed.
+
     .. versionchanged:: 0.4
        ``issued`` added.
     .. versionchanged:: 0.5
        ``attempt_errors`` added.
+    .. versionchanged:: 0.6
+       ``run_attempt`` and ``message`` added.
     """
 
     step_id: str
@@ -287,6 +315,8 @@ class StepRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag
     attempts: int = 1
     issued: float = 0.0
     attempt_errors: tuple[ErrorInfo, ...] = ()
+    run_attempt: int | None = None
+    message: MessageRef | None = None
 
 
 class MilestoneRecord(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="milestone"):

@@ -103,9 +103,18 @@ def chosen_snapshots(
 
 
 def referenced_blobs(snapshot: Snapshot) -> set[str]:
-    """Blob addresses a snapshot refers to (agents' states and steps' new states)."""
+    """Blob addresses a snapshot refers to (agents' states, steps' new states and messages)."""
     refs = {a.state.blob for a in snapshot.agents.values() if a.state is not None}
-    refs.update(s.state.blob for s in snapshot.steps if s.state is not None)
+    for step in snapshot.steps:
+        refs.update(_step_blobs(step))
+    return refs
+
+
+def _step_blobs(step: StepRecord) -> list[str]:
+    """Blob addresses a step record refers to: the agent's new state, the message sent."""
+    refs = [step.state.blob] if step.state is not None and step.state.blob else []
+    if step.message is not None and step.message.blob:
+        refs.append(step.message.blob)
     return refs
 
 
@@ -286,8 +295,8 @@ async def _collect_blobs(
         _log.warning("log_unreadable", run_id=run_id, error=str(exc))
         return
     for record in records:
-        if isinstance(record, StepRecord) and record.state is not None:
-            referenced.add(record.state.blob)
+        if isinstance(record, StepRecord):
+            referenced.update(_step_blobs(record))
     for ref in await store.list_blobs(run_id):
         if ref not in referenced:
             report.bytes_freed += await store.delete_blob(run_id, ref)

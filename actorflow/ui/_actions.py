@@ -18,7 +18,7 @@ import msgspec
 import structlog
 
 from actorflow.errors import ActorflowError, ConfigurationError, WaitNotPendingError
-from actorflow.runtime import inspection
+from actorflow.runtime import reading
 from actorflow.storage import validate_run_id
 from actorflow.ui._forms import fields_of, value_of
 from actorflow.ui._pages import Page
@@ -67,7 +67,7 @@ async def read_form(request: Request) -> dict[str, str]:
 
 
 async def _wait(store: Store, run_id: str, step_id: str) -> PendingWait:
-    query = await inspection.query_run(store, run_id)
+    query = await reading.query_run(store, run_id)
     for wait in query.waits:
         if wait.step_id == step_id:
             return wait
@@ -76,7 +76,7 @@ async def _wait(store: Store, run_id: str, step_id: str) -> PendingWait:
 
 def _message_type(name: str) -> tuple[type[Any] | None, str | None]:
     try:
-        return inspection.find_message_type(name), None
+        return reading.find_message_type(name), None
     except ActorflowError as exc:
         return None, str(exc)
 
@@ -204,7 +204,7 @@ async def send_update(runtime: Runtime, request: Request, run_id: str) -> Page:
             "detail": "the run replied:"
             if answered
             else ("no reply yet: the run answers when it goes on (the update stays in its inbox)"),
-            "reply": inspection.plain(reply) if answered else None,
+            "reply": reading.plain(reply) if answered else None,
             "answered": answered,
             "paused": False,
             "tab": "run",

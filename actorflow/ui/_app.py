@@ -166,6 +166,8 @@ class _Inspector:
                 return gated
             args = [request.path_params[n] for n in names]
             request.state.listing = self.listing
+            # the queues the app's runtime declares (their caps), if the app has one
+            request.state.queues = self._runtime.queues if self._runtime is not None else ()
             try:
                 page = await fn(self.store, request, *args)
             except Exception as exc:  # every failure is a page saying what is wrong
@@ -246,6 +248,7 @@ def create_app(
     routes = [
         Route("/", p(_pages.runs_page)),
         Route("/waits", p(_pages.waits_page)),
+        Route("/queues", p(_pages.queues_page)),
         Route("/health", p(_pages.health_page)),
         Route("/runs/{run_id}", p(_pages.run_page, "run_id")),
         Route("/runs/{run_id}/records/{position:int}", p(_pages.record_page, "run_id", "position")),

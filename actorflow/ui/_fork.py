@@ -15,7 +15,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from actorflow.errors import ConfigurationError, ForkEditError, RuntimeNotRunningError
-from actorflow.runtime import compare_runs, inspection
+from actorflow.runtime import compare_runs, reading
 from actorflow.storage import read_full_snapshot, validate_run_id
 from actorflow.ui._actions import read_form
 from actorflow.ui._format import pretty
@@ -42,14 +42,14 @@ async def fork_form(
     validate_run_id(run_id)
     manifest = await store.read_run(run_id)
     values = values or {}
-    rows = [r for r in await inspection.checkpoint_rows(store, run_id) if r["forkable"]]
+    rows = [r for r in await reading.checkpoint_rows(store, run_id) if r["forkable"]]
     asked = request.query_params.get("checkpoint") or values.get("checkpoint") or "latest"
     states: dict[str, str] = {}
     checkpoint = None
     if rows:
-        checkpoint = await inspection.resolve_checkpoint(store, run_id, asked)
+        checkpoint = await reading.resolve_checkpoint(store, run_id, asked)
         snapshot = await read_full_snapshot(store, run_id, checkpoint)
-        data = await inspection.snapshot_to_dict(store, snapshot)
+        data = await reading.snapshot_to_dict(store, snapshot)
         for name, agent in data.get("agents", {}).items():
             given = values.get(f"state.{name}")
             shown = json.dumps(agent.get("state"), indent=2, ensure_ascii=False, default=str)

@@ -23,7 +23,7 @@ from actorflow.runtime import (
     EmitStreamed,
     RunEnded,
     StatusChanged,
-    inspection,
+    reading,
     watch_run,
 )
 from actorflow.storage import validate_run_id
@@ -64,7 +64,7 @@ def token_text(value: Any) -> str:
         for key in ("text", "token", "delta", "content"):
             if isinstance(value.get(key), str):
                 return str(value[key])
-    return json.dumps(inspection.plain(value), ensure_ascii=False, default=str) + "\n"
+    return json.dumps(reading.plain(value), ensure_ascii=False, default=str) + "\n"
 
 
 def _describe(event: WatchEvent) -> tuple[str, dict[str, Any]]:
@@ -84,7 +84,7 @@ def _describe(event: WatchEvent) -> tuple[str, dict[str, Any]]:
         case RunEnded(status=status):
             return "ended", {"status": str(status)}
         case _:
-            record = inspection.record_to_dict(event.record)
+            record = reading.record_to_dict(event.record)
             keep = ("tag", "step_id", "kind", "target", "type", "name", "time")
             return "record", {"position": event.position, **{k: record.get(k) for k in keep}}
 

@@ -1,7 +1,7 @@
 """The inspector's read-only pages: runs, a run, a record, decisions, checkpoints, a diff.
 
 Each page reads the store through the library's readers
-(:mod:`actorflow.runtime.inspection`, ``query_run``) and renders a template;
+(:mod:`actorflow.runtime.reading`, ``query_run``) and renders a template;
 none takes a claim or writes. A failure to read becomes a page that says what
 is wrong (see ``_app``), never a stack trace.
 """
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 
 from actorflow.errors import CheckpointNotFoundError, LogPrunedError, StorageError
-from actorflow.runtime import inspection, phase_of
+from actorflow.runtime import phase_of, reading
 from actorflow.storage import (
     ClaimInspector,
     DecisionRecord,
@@ -28,7 +28,7 @@ from actorflow.storage import (
 from actorflow.ui import _format as format
 from actorflow.ui._format import pretty
 from actorflow.ui._listing import Listing
-from actorflow.ui._timeline import build_timeline
+from actorflow.ui._timeline import build_timeline, provenance
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -48,6 +48,7 @@ __all__ = [
     "diff_page",
     "health_page",
     "metrics_page",
+    "queues_page",
     "record_page",
     "run_page",
     "runs_page",
@@ -81,6 +82,7 @@ async def runs_page(store: Store, request: Request) -> Page:
     params = request.query_params
     wanted = [s for s in params.getlist("status") if s in RunStatus.__members__.values()]
     workflow = params.get("workflow") or None
+    queue = params.get("queue") or None
     text = params.get("q", "")
     age = params.get("age", "")
     page = max(_int(request, "page", 1), 1)
@@ -88,14 +90,19 @@ async def runs_page(store: Store, request: Request) -> Page:
     manifests, listed_at = await listing.manifests()
     counts: dict[str, int] = {}
     workflows: set[str] = set()
+    queues: set[str] = set()
     chosen = []
     now = time.time()
     for m in manifests:
         counts[str(m.status)] = counts.get(str(m.status), 0) + 1
         workflows.add(m.workflow)
+        if m.queue is not None:
+            queues.add(m.queue)
         if wanted and str(m.status) not in wanted:
             continue
         if workflow and m.workflow != workflow:
+            continue
+        if queue and m.queue != queue:
             continue
         if text and text.lower() not in m.run_id.lower():
             continue
@@ -124,7 +131,14 @@ async def runs_page(store: Store, request: Request) -> Page:
             "counts": sorted(counts.items()),
             "statuses": [s.value for s in RunStatus],
             "workflows": sorted(workflows),
-            "filters": {"status": wanted, "workflow": workflow or "", "q": text, "age": age},
+            "queues": sorted(queues),
+            "filters": {
+                "status": wanted,
+                "workflow": workflow or "",
+                "queue": queue or "",
+                "q": text,
+                "age": age,
+            },
             "ages": list(_AGES),
             "sealed": sealed,
             "damaged": [e for e in unreadable if not e.key_id],
@@ -145,16 +159,16 @@ async def _rows(store: Store, manifests: list[RunManifest]) -> list[dict[str, An
     return [_run_row(run) for run in await _listed(store, manifests)]
 
 
-async def _listed(store: Store, manifests: list[RunManifest]) -> list[inspection.ListedRun]:
+async def _listed(store: Store, manifests: list[RunManifest]) -> list[reading.ListedRun]:
     """Where each of ``manifests``' runs stands, read side by side (a few at a time)."""
-    found: dict[str, inspection.ListedRun] = {}
+    found: dict[str, reading.ListedRun] = {}
     limit = anyio.CapacityLimiter(16)
 
     async def one(m: RunManifest) -> None:
         async with limit:
             snapshots = await store.list_snapshots(m.run_id)
-            progress = await inspection.run_progress(store, m, snapshots)
-        found[m.run_id] = inspection.ListedRun(manifest=m, snapshots=snapshots, progress=progress)
+            progress = await reading.run_progress(store, m, snapshots)
+        found[m.run_id] = reading.ListedRun(manifest=m, snapshots=snapshots, progress=progress)
 
     async with anyio.create_task_group() as tg:
         for m in manifests:
@@ -162,7 +176,7 @@ async def _listed(store: Store, manifests: list[RunManifest]) -> list[inspection
     return [found[m.run_id] for m in manifests]
 
 
-def _run_row(run: inspection.ListedRun) -> dict[str, Any]:
+def _run_row(run: reading.ListedRun) -> dict[str, Any]:
     m, progress = run.manifest, run.progress
     return {
         "run_id": m.run_id,
@@ -197,13 +211,14 @@ async def _claim(store: Store, manifest: RunManifest) -> tuple[str | None, bool 
     return manifest.owner, await store.is_owned(manifest.run_id)
 
 
-async def _family(store: Store, manifest: RunManifest) -> list[RunManifest]:
-    """The run's child runs (started with ``ctx.run_child``) and forks of it."""
-    return [
-        m
-        for m in await store.list_runs()
-        if m.parent_run == manifest.run_id or m.parent == manifest.run_id
-    ]
+async def _family(listing: Listing, manifest: RunManifest) -> list[RunManifest]:
+    """The run's child runs (started with ``ctx.run_child``) and forks of it.
+
+    From the listing the pages share (every manifest, read again only where
+    changed): a run's page never reads the whole store itself.
+    """
+    manifests, _ = await listing.manifests()
+    return [m for m in manifests if m.parent_run == manifest.run_id or m.parent == manifest.run_id]
 
 
 async def run_page(store: Store, request: Request, run_id: str) -> Page:
@@ -214,19 +229,19 @@ async def run_page(store: Store, request: Request, run_id: str) -> Page:
     query: RunQuery | None = None
     problem: str | None = None
     try:
-        query = await inspection.query_run(store, run_id)
+        query = await reading.query_run(store, run_id)
     except StorageError as exc:
         problem = str(exc)
     records, start = await _log(store, run_id, start)
     total = start + len(records)
     window = records[:STEP_PAGE]
-    snapshots = inspection.live_snapshots(await store.list_snapshots(run_id))
-    timeline = build_timeline(window, snapshots, run_id=run_id)
+    snapshots = reading.live_snapshots(await store.list_snapshots(run_id))
+    timeline = build_timeline(window, snapshots, run_id=run_id, attempt=manifest.attempt)
     owner, alive = await _claim(store, manifest)
     selected = request.query_params.get("step")
     chosen = None
     if selected is not None and selected.isdigit():
-        chosen = await _record_context(store, run_id, int(selected))
+        chosen = await _record_context(store, manifest, int(selected))
     ended = manifest.updated if manifest.status.finished else None
     live = manifest.status in (RunStatus.RUNNING, RunStatus.INTERRUPTED)
     template = "_run_live.html" if request.query_params.get("partial") == "live" else "run.html"
@@ -238,11 +253,11 @@ async def run_page(store: Store, request: Request, run_id: str) -> Page:
             "problem": problem,
             "owner": owner,
             "alive": alive,
-            "result": pretty(inspection.decode_value(manifest.result))
+            "result": pretty(reading.decode_plain(manifest.result))
             if manifest.status is RunStatus.COMPLETED
             else None,
             "elapsed": (ended or time.time()) - manifest.created if manifest.created else None,
-            "family": await _family(store, manifest),
+            "family": await _family(_listing(request, store), manifest),
             "timeline": timeline,
             "steps": [(p, r, phase_of(r.step_id)) for p, r in window if isinstance(r, StepRecord)],
             "start": start,
@@ -256,7 +271,8 @@ async def run_page(store: Store, request: Request, run_id: str) -> Page:
     )
 
 
-async def _record_context(store: Store, run_id: str, position: int) -> dict[str, Any]:
+async def _record_context(store: Store, manifest: RunManifest, position: int) -> dict[str, Any]:
+    run_id = manifest.run_id
     records, _ = await _log(store, run_id, position)
     if not records or records[0][0] != position:
         raise StorageError(
@@ -264,7 +280,7 @@ async def _record_context(store: Store, run_id: str, position: int) -> dict[str,
             f"run {run_id} has no log record at position {position} (pruned, or not written)",
         )
     record = records[0][1]
-    data = inspection.record_to_dict(record)
+    data = reading.record_to_dict(record)
     timing = None
     if isinstance(record, StepRecord) and record.issued and record.time:
         timing = record.time - record.issued
@@ -272,7 +288,15 @@ async def _record_context(store: Store, run_id: str, position: int) -> dict[str,
     if isinstance(record, StepRecord) and record.state is not None:
         ref = record.state
         encoded = ref.data if ref.data is not None else await store.get_blob(run_id, ref.blob)
-        state = pretty(inspection.decode_value(encoded))
+        state = pretty(reading.decode_plain(encoded))
+    message: str | None = None
+    message_type = None
+    if isinstance(record, StepRecord) and record.message is not None:
+        message_type = record.message.type
+        try:
+            message = pretty(await reading.read_message(store, run_id, record))
+        except StorageError as exc:  # its blob pruned or unreadable: the rest still shows
+            message = f"(cannot be read: {exc})"
     key = None
     if isinstance(record, StepRecord) and record.kind in ("ask", "send"):
         key = f"{run_id}/{record.step_id}"  # what the agent's handler reads as current_step().key
@@ -286,6 +310,11 @@ async def _record_context(store: Store, run_id: str, position: int) -> dict[str,
         "fields": pretty(data),
         "result": pretty(data.get("result")) if "result" in data else None,
         "took": timing,
+        "message": message,
+        "message_type": message_type,
+        "provenance": provenance(record.run_attempt, manifest.attempt)
+        if isinstance(record, StepRecord)
+        else [],
     }
 
 
@@ -293,7 +322,7 @@ async def record_page(store: Store, request: Request, run_id: str, position: int
     """One log record, its values decoded (``partial``: just the panel, for the timeline)."""
     validate_run_id(run_id)
     manifest = await store.read_run(run_id)
-    chosen = await _record_context(store, run_id, position)
+    chosen = await _record_context(store, manifest, position)
     partial = request.query_params.get("partial") == "1"
     return Page(
         "record_panel.html" if partial else "record.html",
@@ -310,7 +339,7 @@ async def decisions_page(store: Store, request: Request, run_id: str) -> Page:
     steps = {r.step_id: p for p, r in records if isinstance(r, StepRecord)}
     earlier: list[DecisionRecord] = []
     if start > 0:  # pruned: what the newest checkpoint holds of the decisions before
-        query = await inspection.query_run(store, run_id)
+        query = await reading.query_run(store, run_id)
         logged = {(r.step_id, r.type) for _, r, _ in decisions}
         earlier = [d for d in query.decisions if (d.step_id, d.type) not in logged]
     return Page(
@@ -329,7 +358,7 @@ async def checkpoints_page(store: Store, request: Request, run_id: str) -> Page:
     """The run's checkpoints (verified), with a form to diff two."""
     validate_run_id(run_id)
     manifest = await store.read_run(run_id)
-    rows = await inspection.checkpoint_rows(store, run_id)
+    rows = await reading.checkpoint_rows(store, run_id)
     return Page("checkpoints.html", {"m": manifest, "rows": rows, "tab": "checkpoints"})
 
 
@@ -337,9 +366,9 @@ async def checkpoint_page(store: Store, request: Request, run_id: str, checkpoin
     """One checkpoint: every agent's state decoded, its phases, decisions and metrics."""
     validate_run_id(run_id)
     manifest = await store.read_run(run_id)
-    snapshot_id = await inspection.resolve_checkpoint(store, run_id, checkpoint)
+    snapshot_id = await reading.resolve_checkpoint(store, run_id, checkpoint)
     snapshot = await read_full_snapshot(store, run_id, snapshot_id)
-    data = await inspection.snapshot_to_dict(store, snapshot)
+    data = await reading.snapshot_to_dict(store, snapshot)
     agent = request.query_params.get("agent")
     agents = {name: pretty(a) for name, a in data.get("agents", {}).items()}
     if agent is not None and agent not in agents:
@@ -365,11 +394,11 @@ async def diff_page(store: Store, request: Request, run_id: str) -> Page:
     manifest = await store.read_run(run_id)
     a = request.query_params.get("a", "latest~1")
     b = request.query_params.get("b", "latest")
-    first_id = await inspection.resolve_checkpoint(store, run_id, a)
-    second_id = await inspection.resolve_checkpoint(store, run_id, b)
+    first_id = await reading.resolve_checkpoint(store, run_id, a)
+    second_id = await reading.resolve_checkpoint(store, run_id, b)
     first = await read_full_snapshot(store, run_id, first_id)
     second = await read_full_snapshot(store, run_id, second_id)
-    diff = await inspection.diff_snapshots(store, first, second)
+    diff = await reading.diff_snapshots(store, first, second)
     agents = {
         name: {
             "change": change.get("change"),
@@ -400,12 +429,62 @@ async def waits_page(store: Store, request: Request) -> Page:
         if m.status.finished:
             continue
         try:
-            query = await inspection.query_run(store, m.run_id)
+            query = await reading.query_run(store, m.run_id)
         except StorageError as exc:
             problems.append((m.run_id, str(exc)))
             continue
         waits += [(m, w) for w in query.waits]
     return Page("waits.html", {"waits": waits, "problems": problems})
+
+
+@dataclass
+class QueueRow:
+    """One queue as its runs' manifests show it, with the cap its runtime declares."""
+
+    name: str
+    statuses: dict[str, int]
+    priorities: dict[int, int]  # queued runs per priority
+    running: int = 0
+    cap: int | None = None
+    per_minute: int | None = None
+    oldest_queued: float | None = None  # when the longest-waiting queued run was submitted
+    declared: bool = False  # by the inspector's runtime: its cap is known
+
+
+async def queues_page(store: Store, request: Request) -> Page:
+    """Each queue: its runs by status, queued ones by priority, running against the cap.
+
+    Caps are declared by the runtimes that take runs from the queues
+    (``Runtime(queues=...)``): shown when the inspector has the app's runtime.
+    """
+    manifests, listed_at = await _listing(request, store).manifests()
+    declared = {q.name: q for q in getattr(request.state, "queues", ())}
+    rows: dict[str, QueueRow] = {
+        name: QueueRow(name=name, statuses={}, priorities={}) for name in declared
+    }
+    for m in manifests:
+        if m.queue is None:
+            continue
+        row = rows.setdefault(m.queue, QueueRow(name=m.queue, statuses={}, priorities={}))
+        row.statuses[str(m.status)] = row.statuses.get(str(m.status), 0) + 1
+        if m.status is RunStatus.QUEUED:
+            row.priorities[m.priority] = row.priorities.get(m.priority, 0) + 1
+            if row.oldest_queued is None or m.created < row.oldest_queued:
+                row.oldest_queued = m.created
+        elif m.status is RunStatus.RUNNING:
+            row.running += 1
+    for name, q in declared.items():
+        row = rows[name]
+        row.cap, row.per_minute, row.declared = q.max_concurrent, q.per_minute, True
+    return Page(
+        "queues.html",
+        {
+            "queues": [rows[name] for name in sorted(rows)],
+            "statuses": [s.value for s in RunStatus],
+            "declared": bool(declared),
+            "now": listed_at,
+        },
+    )
 
 
 async def health_page(store: Store, request: Request) -> Page:
@@ -419,7 +498,7 @@ async def health_page(store: Store, request: Request) -> Page:
     # who holds a run matters while it has not finished: only those runs' claims are read
     unfinished = [m for m in manifests if not m.status.finished]
     listed = await _listed(store, unfinished)
-    owners: dict[str, list[inspection.ListedRun]] = {}
+    owners: dict[str, list[reading.ListedRun]] = {}
     orphans = []
     for run in listed:
         claim = run.progress.claim
@@ -430,7 +509,7 @@ async def health_page(store: Store, request: Request) -> Page:
     report = None
     if request.query_params.get("check") == "1":
         damaged = [e for e in unreadable if not (e.key_id and e.run_id)]
-        report = await inspection.validate_store(
+        report = await reading.validate_store(
             store,
             [m.run_id for m in manifests],
             damaged,
@@ -485,10 +564,10 @@ async def metrics_page(store: Store, request: Request, run_id: str) -> Page:
     query: RunQuery | None = None
     problem = None
     try:
-        query = await inspection.query_run(store, run_id)
+        query = await reading.query_run(store, run_id)
     except StorageError as exc:
         problem = str(exc)
-    snapshots = inspection.live_snapshots(await store.list_snapshots(run_id))
+    snapshots = reading.live_snapshots(await store.list_snapshots(run_id))
     charts = {
         "Steps per agent": _bars({k: v[0] for k, v in per_agent.items()}, lambda v: f"{v:.0f}"),
         "Time in steps per agent": _bars({k: v[1] for k, v in per_agent.items()}, format.duration),

@@ -6,6 +6,10 @@ second, and shows as a tick). Steps that talk to an agent (``ask``, ``send``,
 ``spawn``) sit in that agent's lane; the rest (``decide``, ``now``, ``sleep``,
 ``wait``, ``child``, ``update``, ...) in the orchestrator's. Decisions,
 checkpoints and phases are markers and bands over the lanes.
+
+A step recorded by an earlier attempt at the run than the newest (it was
+replayed by the attempts after) is told apart from one recorded live by the
+newest attempt; records from before the attempt was kept are neither.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ if TYPE_CHECKING:
 
     from actorflow.storage import LogRecord, SnapshotInfo
 
-__all__ = ["ORCHESTRATOR", "Band", "Bar", "Marker", "Timeline", "build_timeline"]
+__all__ = ["ORCHESTRATOR", "Band", "Bar", "Marker", "Timeline", "build_timeline", "provenance"]
 
 ORCHESTRATOR: Final = "orchestrator"
 _AGENT_KINDS: Final = frozenset({"ask", "send", "spawn", "stop"})
@@ -48,6 +52,13 @@ class Bar:
     left: float
     width: float
     row: int = 0
+    recorded_in: int | None = None
+    newest: int = 0
+
+    @property
+    def replayed(self) -> bool:
+        """Recorded live by an earlier attempt than the newest, which replayed it."""
+        return self.recorded_in is not None and self.recorded_in < self.newest
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,7 +85,10 @@ class Band:
 
 @dataclass(kw_only=True)
 class Timeline:
-    """The lanes of a window of the log, with the window's bounds in time."""
+    """The lanes of a window of the log, with the window's bounds in time.
+
+    ``replayed`` counts the window's steps recorded by an earlier attempt.
+    """
 
     lanes: list[str] = field(default_factory=list)
     bars: dict[str, list[Bar]] = field(default_factory=dict)
@@ -83,11 +97,31 @@ class Timeline:
     rows: dict[str, int] = field(default_factory=dict)
     start: float = 0.0
     end: float = 0.0
+    replayed: int = 0
 
     @property
     def span(self) -> float:
         """Seconds from the window's first issue to its last record."""
         return max(self.end - self.start, 0.0)
+
+
+def provenance(recorded_in: int | None, newest: int) -> list[str]:
+    """Which attempts recorded a step live and which replayed it, for people (counted from 1).
+
+    ``recorded_in`` and ``newest`` count as manifests do, from 0; a record
+    from before attempts were kept says nothing.
+    """
+    if recorded_in is None:
+        return []
+    said = [f"recorded live in attempt {recorded_in + 1}"]
+    if newest > recorded_in:
+        first, last = recorded_in + 2, newest + 1
+        said.append(
+            f"replayed in attempt {last}"
+            if first == last
+            else f"replayed in attempts {first}..{last}"
+        )
+    return said
 
 
 def _pct(at: float, start: float, span: float) -> float:
@@ -122,12 +156,14 @@ def build_timeline(
     snapshots: Sequence[SnapshotInfo],
     *,
     run_id: str,
+    attempt: int = 0,
 ) -> Timeline:
     """The timeline of ``records`` (each with its log position), ``snapshots`` as markers.
 
     A step that talks to an agent (``ask``, ``send``, ``spawn``) is in that
     agent's lane, the rest in the orchestrator's; lanes come in the order
-    their first step does.
+    their first step does. ``attempt`` is the run's newest attempt (its
+    manifest's): steps recorded by an earlier one are marked replayed.
     """
     steps: list[tuple[int, StepRecord, float, float]] = []
     for position, record in records:
@@ -163,8 +199,11 @@ def build_timeline(
             failed=record.error is not None,
             left=left,
             width=max(_pct(end, timeline.start, span) - left, 0.0),
+            recorded_in=record.run_attempt,
+            newest=attempt,
         )
         timeline.bars.setdefault(lane, []).append(bar)
+        timeline.replayed += bar.replayed
         phase = phase_of(record.step_id)
         if phase is not None and start > 0:
             bounds = phases.setdefault(phase, [start, end])

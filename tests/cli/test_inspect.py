@@ -6,7 +6,7 @@ import json
 
 import msgspec
 
-from actorflow.runtime import inspection as _inspect
+from actorflow.runtime import reading as _inspect
 
 
 class TestPlainValues:
@@ -19,9 +19,9 @@ class TestPlainValues:
             blob: bytes
 
         data = msgspec.msgpack.encode(State(["a.py"], b"\xff"))
-        assert _inspect.decode_value(data) == {"done": ["a.py"], "blob": "base64:/w=="}
-        assert _inspect.decode_value(None) is None
+        assert _inspect.decode_plain(data) == {"done": ["a.py"], "blob": "base64:/w=="}
+        assert _inspect.decode_plain(None) is None
 
     def test_json_dumps_what_plain_returns(self) -> None:
-        value = _inspect.decode_value(msgspec.msgpack.encode({"x": (1, 2.5, None)}))
+        value = _inspect.decode_plain(msgspec.msgpack.encode({"x": (1, 2.5, None)}))
         assert json.loads(json.dumps(value)) == {"x": [1, 2.5, None]}

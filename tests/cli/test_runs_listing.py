@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, cast
 
 from actorflow.cli._render import owner_text, when
-from actorflow.runtime.inspection import list_runs, run_progress, validate_store
+from actorflow.runtime.reading import list_runs, run_progress, validate_store
 from actorflow.storage import (
     ClaimInfo,
     DecisionRecord,

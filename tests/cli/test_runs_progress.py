@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 from actorflow import Runtime
 from actorflow.cli import app
-from actorflow.runtime.inspection import run_progress
+from actorflow.runtime.reading import run_progress
 from actorflow.storage import FileStore, OSFileSystem
 from tests import forkserver
 from tests.cli import progress_child

@@ -12,6 +12,7 @@ import pytest
 
 from actorflow import Runtime
 from actorflow.storage import FileStore, RunManifest, RunStatus
+from actorflow.testing import crash_and_recover
 from tests.ui.flows import BIG, HOSTILE, Team
 
 
@@ -43,6 +44,9 @@ RUNS = {
 }
 """Run id -> the loop it ran on and its input."""
 
+CRASHED = "team-crashed"
+"""A run whose first attempt crashed after a few records and a recovery finished it."""
+
 HOSTILE_MANIFEST = "hostile-manifest"
 """A run whose stored workflow name and prompt are hostile (written as a damaged store might)."""
 
@@ -52,6 +56,12 @@ async def _make_runs(path: str, backend: str) -> None:
         for run_id, (loop, topics) in RUNS.items():
             if loop == backend:
                 await runtime.run(Team, topics, run_id=run_id)
+    if backend == "trio":
+        outcome = await crash_and_recover(
+            Team, ["delta", "epsilon"], crash_after=3, store=FileStore(path), run_id=CRASHED
+        )
+        assert outcome.crashed
+        assert outcome.recovered == outcome.expected
 
 
 async def _hostile_entries(path: str) -> None:

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import msgspec
 
-from actorflow import Orchestrator, Request, RunContext, Specialist, handler, phase
+from actorflow import (
+    Orchestrator,
+    Queue,
+    Request,
+    RunContext,
+    Runtime,
+    Specialist,
+    handler,
+    phase,
+)
 from actorflow.errors import StepFailedError
 
 SCRIPT = "<script>window.__pwned = 1</script>"
@@ -71,3 +80,14 @@ class Team(Orchestrator):
         found = await self.gather(ctx, topics)
         ctx.checkpoint("after gather")
         return await self.review(ctx, found)
+
+
+QUEUES = (Queue("reviews", max_concurrent=2), Queue("reports", per_minute=30))
+"""The queues the screenshots' runs are submitted to."""
+
+
+def make_runtime(store: str) -> Runtime:
+    """The runtime the screenshots' inspector loads with ``--app``: fork_flow's classes, queues."""
+    import tests.runtime.workflow.fork_flow  # noqa: F401  # its classes, for the fork page
+
+    return Runtime(store=store, queues=QUEUES)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.ui.browser import chromium, needs_browser
-from tests.ui.conftest import HOSTILE_MANIFEST
+from tests.ui.conftest import CRASHED, HOSTILE_MANIFEST
 from tests.ui.serving import serving
 
 if TYPE_CHECKING:
@@ -77,8 +77,37 @@ def test_clicking_a_step_shows_its_record(page: Page) -> None:
     panel.wait_for()
     assert "Reply (decoded)" in panel.inner_text()
     assert "found" in panel.inner_text()
+    # the message it sent, decoded by its stored type
+    assert "Message Research (decoded)" in panel.inner_text()
+    assert '"topic"' in panel.locator("pre.message").inner_text()
     assert f"step={position}" in page.url  # the address names the step shown
     assert "on" in (bar.get_attribute("class") or "")
+
+
+def _opacity(page: Page, selector: str) -> str:
+    return str(page.eval_on_selector(selector, "el => getComputedStyle(el).opacity"))
+
+
+def test_replayed_steps_are_told_apart_from_live_ones(page: Page) -> None:
+    base = re.sub(r"(https?://[^/]+).*", r"\1", page.url)
+    page.goto(f"{base}/runs/{CRASHED}")
+    replayed = page.locator("#timeline a.bar.replayed")
+    live = page.locator("#timeline a.bar.live-step")
+    assert replayed.count() >= 1
+    assert live.count() >= 1
+    # seen, not only classed: a replayed bar is drawn faded
+    assert _opacity(page, "#timeline a.bar.replayed") != _opacity(page, "#timeline a.bar.live-step")
+    legend = page.locator(".legend").inner_text()
+    assert "recorded live in attempt 2 (the newest)" in legend
+    assert "replayed: recorded by an earlier attempt" in legend
+    replayed.first.click()
+    panel = page.locator("#record .record .provenance")
+    panel.wait_for()
+    assert panel.inner_text() == "recorded live in attempt 1; replayed in attempt 2"
+    position = live.first.get_attribute("data-position")
+    live.first.click()
+    page.locator(f"#record .record[data-position='{position}']").wait_for()
+    assert page.locator("#record .provenance").inner_text() == "recorded live in attempt 2"
 
 
 def test_diffing_two_checkpoints(page: Page) -> None:

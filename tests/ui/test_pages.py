@@ -62,7 +62,7 @@ async def test_the_runs_page_lists_every_run_with_counts_per_status(store_path: 
         html = await b.page("/")
         for run_id in RUNS:
             assert f'href="/runs/{run_id}"' in html
-        assert "completed 3" in html
+        assert "completed 4" in html
         assert "paused 1" in html
 
 
@@ -99,6 +99,8 @@ async def test_clicking_a_step_shows_its_record_decoded(store_path: str) -> None
         panel = await b.page(f"/runs/team-trio/records/{position[1]}?partial=1")
         assert "Reply (decoded)" in panel
         assert "found alpha" in panel
+        assert "Message <code>Research</code> (decoded)" in panel
+        assert "&#34;topic&#34;: &#34;alpha&#34;" in panel or '"topic": "alpha"' in panel
         assert "<html" not in panel
         whole = await b.page(f"/runs/team-trio?step={position[1]}")
         assert "found alpha" in whole
@@ -186,3 +188,17 @@ async def test_health_names_unreadable_entries_orphans_and_checks_checksums(
     async with Browse(str(tmp_path / "store")) as b:
         html = await b.page("/health")
         assert re.search(r"Orphaned runs.*href=\"/runs/orphan\"", html, flags=re.S)
+
+
+async def test_a_retried_step_lists_its_failed_attempts(store_path: str) -> None:
+    async with Browse(store_path) as b:
+        html = await b.page("/runs/team-trio")
+        critic = re.search(
+            r'data-lane="critic".*?class="bar kind-ask[^"]*retried[^"]*" data-position="(\d+)"',
+            html,
+            re.S,
+        )
+        assert critic is not None  # the critic's step failed after its retries: marked
+        panel = await b.page(f"/runs/team-trio/records/{critic[1]}?partial=1")
+        assert "Failed attempts (retried)" in panel
+        assert "ValueError" in panel

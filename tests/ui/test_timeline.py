@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from actorflow.storage import DecisionRecord, ErrorInfo, EventRecord, SnapshotInfo, StepRecord
-from actorflow.ui._timeline import ORCHESTRATOR, build_timeline
+from actorflow.ui._timeline import ORCHESTRATOR, build_timeline, provenance
 
 if TYPE_CHECKING:
     from actorflow.storage import LogRecord
@@ -52,3 +52,21 @@ def test_lanes_bars_rows_and_markers() -> None:
 
 def test_no_steps_no_lanes() -> None:
     assert build_timeline([], [], run_id="r").lanes == []
+
+
+def test_steps_recorded_by_an_earlier_attempt_are_replayed() -> None:
+    records: list[tuple[int, LogRecord]] = [
+        (0, _step("p.0/0", "ask", "a", 100.0, 101.0, run_attempt=0)),
+        (1, _step("p.0/1", "ask", "a", 101.0, 102.0, run_attempt=1, attempts=2)),
+        (2, _step("p.0/2", "ask", "a", 102.0, 103.0, run_attempt=2)),
+        (3, _step("p.0/3", "ask", "a", 103.0, 104.0)),  # written before attempts were kept
+    ]
+    bars = {
+        bar.position: bar for bar in build_timeline(records, [], run_id="r", attempt=2).bars["a"]
+    }
+    assert [bars[p].replayed for p in range(4)] == [True, True, False, False]
+    assert bars[1].attempts == 2  # its retries stay marked
+    assert provenance(0, 2) == ["recorded live in attempt 1", "replayed in attempts 2..3"]
+    assert provenance(1, 2) == ["recorded live in attempt 2", "replayed in attempt 3"]
+    assert provenance(2, 2) == ["recorded live in attempt 3"]
+    assert provenance(None, 2) == []

@@ -347,6 +347,7 @@ class RunDriver:
             config=self.config,
             request_snapshot=lambda s: queue.offer(s, checkpointer.send_nowait),
             emit=handle.emit,
+            attempt=manifest.attempt,
         )
         if manifest.attempt > manifest.progressed_attempt:
             # a recovery attempt: the first record it makes durable is progress

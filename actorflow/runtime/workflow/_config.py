@@ -158,6 +158,11 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
             and ``actorflow log --follow`` read them from any process (stores
             that have one: memory, file). Off: they reach this process's
             ``handle.events()`` readers only.
+        record_messages: keep each ``ask``'s and ``send``'s message in its
+            step record (inline when small, else a blob of the run's), for
+            the inspector and ``actorflow log`` to show. Off: only its hash
+            is kept (what replay checks), for messages that must not be
+            stored.
         tracing: OpenTelemetry spans and metrics of runs, whenever the
             ``otel`` extra is installed and an OpenTelemetry SDK provider is
             configured (see docs/observability.md). Off: none, whatever is
@@ -167,6 +172,8 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
        ``max_signal_size``, ``stream_emits``.
     .. versionchanged:: 0.5
        ``determinism``, ``tracing``, ``retry``.
+    .. versionchanged:: 0.6
+       ``record_messages``.
     """
 
     durability: Durability = Durability.BATCHED
@@ -183,6 +190,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_signal_size: int = 4 * 1024 * 1024
     code_version: str | None = None
     stream_emits: bool = True
+    record_messages: bool = True
     determinism: Determinism = Determinism.WARN
     tracing: bool = True
 
@@ -234,6 +242,7 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True):
         _check_number(self, "signal_poll_interval", minimum=0.0, positive=True)
         _check_int(self, "max_signal_size", minimum=1)
         _check_bool(self, "stream_emits")
+        _check_bool(self, "record_messages")
         _check_bool(self, "tracing")
         code_version: object = self.code_version
         if code_version is not None and not isinstance(code_version, str):

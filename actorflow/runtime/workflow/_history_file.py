@@ -7,8 +7,8 @@ usable snapshot with its history chunks inline, the log after it, its agents'
 state blobs, the inbox entries it took). Nothing in it is sealed: a sealed
 store's data is decrypted as it is read.
 
-Redacting blanks every payload (step results, phase results, agents'
-states, milestones, inbox payloads, the run's result): each keeps its shape
+Redacting blanks every payload (step results and messages, phase results,
+agents' states, milestones, inbox payloads, the run's result): each keeps its shape
 (maps, lists, numbers, booleans, nil) with every string and byte string
 emptied; decision texts and error messages become ``(redacted)``. What replay
 checks is kept: each step's kind, target and argument hash, decisions'
@@ -37,6 +37,7 @@ from actorflow.storage import (
     ErrorInfo,
     EventRecord,
     LogRecord,
+    MessageRef,
     MilestoneRecord,
     PhaseEndRecord,
     Snapshot,
@@ -200,6 +201,14 @@ def _state(ref: StateRef | None) -> StateRef | None:
     )
 
 
+def _message(ref: MessageRef | None) -> MessageRef | None:
+    if ref is None:
+        return None
+    return msgspec.structs.replace(
+        ref, data=REDACTED if ref.data is None else blank(ref.data), blob=""
+    )
+
+
 def _error(error: ErrorInfo | None) -> ErrorInfo | None:
     if error is None:
         return None
@@ -214,6 +223,7 @@ def _record(record: LogRecord) -> LogRecord:
                 result=None if record.result is None else blank(record.result),
                 error=_error(record.error),
                 state=_state(record.state),
+                message=_message(record.message),
             )
         case PhaseEndRecord():
             return msgspec.structs.replace(record, result=blank(record.result))

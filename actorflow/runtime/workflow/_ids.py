@@ -24,7 +24,7 @@ __all__ = [
     "current_namespace",
     "enter_namespace",
     "leave_namespace",
-    "message_hash",
+    "message_digest",
     "phase_of",
     "value_hash",
 ]
@@ -117,11 +117,12 @@ _blake2b = hashlib.blake2b
 _suffixes: dict[tuple[type, str, str], bytes] = {}
 
 
-def message_hash(kind: str, target: str, message: object) -> str:
-    """``args_hash`` of a message step: its MessagePack, class name, kind and target.
+def message_digest(kind: str, target: str, message: object) -> tuple[str, bytes]:
+    """``args_hash`` of a message step, and the message's MessagePack (a live step keeps it).
 
-    The same digest as ``args_hash(kind, target, payload + qualname)``, with
-    the constant tail cached: every step, live or replayed, pays for this.
+    The digest hashes the message's MessagePack, class name, kind and target:
+    the same as ``args_hash(kind, target, payload + qualname)``, with the
+    constant tail cached: every step, live or replayed, pays for this.
     """
     cls = type(message)
     try:
@@ -134,7 +135,7 @@ def message_hash(kind: str, target: str, message: object) -> str:
         if len(_suffixes) >= 4096:
             _suffixes.clear()
         suffix = _suffixes[key] = cls.__qualname__.encode() + kind.encode() + target.encode()
-    return _blake2b(payload + suffix, digest_size=12).hexdigest()
+    return _blake2b(payload + suffix, digest_size=12).hexdigest(), payload
 
 
 _value_hashes: dict[str, str] = {}

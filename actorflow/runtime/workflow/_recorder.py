@@ -48,8 +48,11 @@ class Recorder:
         config: RuntimeConfig,
         request_snapshot: Callable[[Capture], None],
         emit: Callable[..., None],
+        attempt: int = 0,
     ) -> None:
         self.run_id = run_id
+        # the run's attempt (the manifest's): its step records say they were recorded in it
+        self.attempt = attempt
         self.store = store
         self.writer = writer
         self.view = view

@@ -279,6 +279,7 @@ async def replay_history(history: RunHistory, workflow: type[Any]) -> ReplayRepo
         config=config,
         request_snapshot=lambda capture: None,
         emit=_quiet,
+        attempt=manifest.attempt,
     )
     placer = ReplayPlacer()
     scope = ActorScope(ActorSystem(), run_id, lambda error: None)

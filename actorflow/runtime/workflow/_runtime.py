@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from typing import Self
 
     from actorflow.runtime.flow import Clock, Limit, LimitStats
-    from actorflow.runtime.inspection import QueueStats
+    from actorflow.runtime.reading import QueueStats
     from actorflow.runtime.workflow._cluster import Cluster
     from actorflow.runtime.workflow._handle import R, RunHandle
     from actorflow.runtime.workflow._outcomes import Workflow
@@ -152,11 +152,11 @@ class Runtime(RuntimeActors):
         Every declared queue, with its caps, and any other queue a run of the
         store names; waits run from a run's submission to now, by the wall
         clock (submissions are stamped by it). See
-        :func:`actorflow.runtime.inspection.queue_stats`.
+        :func:`actorflow.runtime.reading.queue_stats`.
 
         .. versionadded:: 0.6
         """
-        from actorflow.runtime.inspection import queue_stats  # reads the store, like the CLI
+        from actorflow.runtime.reading import queue_stats  # reads the store, like the CLI
 
         return await queue_stats(self.store, self.queues)
 

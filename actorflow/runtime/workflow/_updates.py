@@ -247,7 +247,9 @@ class UpdateRunner:
         recorder = self._env.recorder
         if self._env.trace is not None:
             self._env.trace.update(step_id, issued)
-        recorder.record(step_record(step_id, "update", issued=issued, result=data))
+        recorder.record(
+            step_record(step_id, "update", issued=issued, result=data, run_attempt=recorder.attempt)
+        )
         # the reply is an output: what it says must survive a crash first
         with anyio.CancelScope(shield=True):
             await recorder.flush()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from typing import TYPE_CHECKING
 
 from actorflow.errors import (
@@ -46,7 +47,11 @@ if TYPE_CHECKING:
     from actorflow.storage._sealing import Codec
     from actorflow.storage.file._layout import RunFolders
 
-__all__ = ["ManifestFiles"]
+__all__ = ["RECENT", "ManifestFiles"]
+
+RECENT = 2.0
+"""Seconds within which a folder's change time is no version: the file system's clock
+ticks coarsely (milliseconds), and two writes in one tick leave the same time."""
 
 _UNSYNCED = "manifest.unsynced"
 
@@ -183,6 +188,22 @@ class ManifestFiles:
             except RunNotFoundError:
                 pass  # deleted while we listed
         return found, unreadable
+
+    def versions(self) -> dict[str, str]:
+        """Each run folder's change time, ``""`` for a recent one (see ``list_run_versions``)."""
+        recent = time.time() - RECENT
+        root = self._folders.root
+        modified, join = self._fs.modified, os.path.join  # once per run: ten thousand times
+        found: dict[str, str] = {}
+        for name in self._fs.listdir(root):
+            if name.startswith("."):
+                continue
+            try:
+                changed = modified(join(root, validate_run_id(name)))
+            except (InvalidRunIdError, FileNotFoundError):
+                continue  # no run (list_unreadable names it), or deleted meanwhile
+            found[name] = "" if changed >= recent else changed.hex()
+        return found
 
     def _has_data(self, run_id: str) -> bool:
         """Whether the run's folder holds traces of a run: anything but its empty parts.

@@ -220,6 +220,17 @@ class FileStore(StoreContext):
         manifests.sort(key=lambda m: (m.created, m.run_id))
         return [m for m in manifests if matches(m, status, workflow)]
 
+    async def list_run_versions(self) -> dict[str, str]:
+        """See :meth:`RunVersions.list_run_versions`: each run folder's change time.
+
+        Every manifest write renames a file into its run's folder, which
+        changes the folder's time (so do its other files: a version may change
+        with the manifest unchanged, never the other way round). A time too
+        recent to tell from a second write in the same tick of the file
+        system's clock is given as no version (``""``).
+        """
+        return await self._folders.call("list run versions", self._manifests.versions)
+
     async def list_unreadable(self) -> list[UnreadableEntry]:
         """See :meth:`UnreadableLister.list_unreadable`: what in ``runs/`` is no readable run.
 

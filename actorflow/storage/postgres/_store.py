@@ -368,6 +368,17 @@ class PostgresStore(StoreContext):
         manifest: RunManifest = await self._run("update run", update)
         return manifest
 
+    async def list_run_versions(self) -> dict[str, str]:
+        """See :meth:`RunVersions.list_run_versions`: each row's creation order and version
+        (one query; a run deleted and made again under its id is a new row)."""
+
+        def versions(conn: Connection, retried: bool) -> dict[str, str]:
+            rows = conn.execute("SELECT run_id, created_order, version FROM af_runs")
+            return {str(r[0]): f"{r[1]}.{r[2]}" for r in rows}
+
+        found: dict[str, str] = await self._run("list run versions", versions)
+        return found
+
     async def list_runs(
         self,
         *,

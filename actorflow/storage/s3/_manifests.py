@@ -166,6 +166,19 @@ class ManifestObjects:
         unreadable.extend(e for e in found if isinstance(e, UnreadableEntry))
         return manifests, unreadable
 
+    async def versions(self) -> dict[str, str]:
+        """Each run's manifest ETag, from one LIST (see ``list_run_versions``)."""
+        root = self._objects.root
+        found: dict[str, str] = {}
+        for o in await self._objects.list_objects("list run versions", root):
+            name, _, rest = o.key[len(root) :].partition("/")
+            if rest == "manifest" and o.etag:
+                try:
+                    found[validate_run_id(name)] = o.etag
+                except InvalidRunIdError:
+                    continue  # no run: list_unreadable names it
+        return found
+
     async def _read_or_entry(self, run_id: str) -> RunManifest | UnreadableEntry | None:
         try:
             manifest, _ = await self.read(run_id)

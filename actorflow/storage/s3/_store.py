@@ -279,6 +279,10 @@ class S3Store(StoreContext):
         manifests = [m for m in found if matches(m, status, workflow)]
         return sorted(manifests, key=lambda m: (m.created, m.run_id))
 
+    async def list_run_versions(self) -> dict[str, str]:
+        """See :meth:`RunVersions.list_run_versions`: each manifest's ETag, from a LIST."""
+        return await self._manifests.versions()
+
     async def list_unreadable(self) -> list[UnreadableEntry]:
         """See :meth:`UnreadableLister.list_unreadable`: keys in ``runs/``, no readable run.
 

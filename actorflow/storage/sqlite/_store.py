@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -260,6 +261,19 @@ class SqliteStore(StoreContext):
         warn_unreadable(unreadable)
         manifests.sort(key=lambda m: (m.created, m.run_id))
         return [m for m in manifests if matches(m, status, workflow)]
+
+    async def list_run_versions(self) -> dict[str, str]:
+        """See :meth:`RunVersions.list_run_versions`: a hash of each stored manifest's
+        bytes (one query, nothing opened or decoded)."""
+
+        def versions(conn: sqlite3.Connection) -> dict[str, str]:
+            rows = conn.execute("SELECT run_id, manifest FROM runs")
+            return {
+                run_id: hashlib.blake2b(data, digest_size=12).hexdigest() for run_id, data in rows
+            }
+
+        found: dict[str, str] = await self._db.read("list run versions", versions)
+        return found
 
     async def list_unreadable(self) -> list[UnreadableEntry]:
         """See :meth:`UnreadableLister.list_unreadable`: rows that are no readable run.

@@ -1,7 +1,8 @@
 """Conformance: the optional capabilities, each tested only where the store offers it.
 
 A store that implements a capability (``UnreadableLister``, ``ClaimInspector``,
-``SealChecker``, ``SupportsBlobSync``, ``SharedLimits``, ``TimedQueueSlots``) must
+``SealChecker``, ``SupportsBlobSync``, ``SharedLimits``, ``TimedQueueSlots``,
+``RunVersions``) must
 honour it; one that does not skips these tests.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+import msgspec
 import pytest
 
 from actorflow.errors import RunNotFoundError, StorageError
@@ -17,6 +19,7 @@ from actorflow.storage import (
     ClaimInspector,
     Codec,
     QueueSlots,
+    RunVersions,
     SealChecker,
     SharedLimits,
     Store,
@@ -45,6 +48,27 @@ class CapabilityTests:
         await store.delete_run("a")  # a tombstone: a run still
         await store.create_run(manifest("b"))
         assert await store.list_unreadable() == []
+
+    async def test_run_versions_name_every_run_and_change_with_its_manifest(
+        self, store: Store
+    ) -> None:
+        _offers(store, RunVersions)
+        assert isinstance(store, RunVersions)
+        assert await store.list_run_versions() == {}
+        await store.create_run(manifest("a"))
+        await store.create_run(manifest("b"))
+        first = await store.list_run_versions()
+        assert set(first) == {"a", "b"}
+        await store.update_run("a", lambda m: msgspec.structs.replace(m, phase="next"))
+        changed = await store.list_run_versions()
+        # a changed manifest never keeps its version: another one, or none yet ("")
+        assert changed["a"] == "" or changed["a"] != first["a"]
+        if changed["b"] and first["b"]:
+            assert changed["b"] == first["b"]  # an unchanged one keeps it, if the store vouches
+        await store.delete_run("b", tombstone=False)
+        assert set(await store.list_run_versions()) == {"a"}
+        await store.delete_run("a")  # a tombstone is a run still, as in list_runs
+        assert set(await store.list_run_versions()) == {"a"}
 
     async def test_read_claim_names_the_last_owner_and_whether_it_lives(self, store: Store) -> None:
         _offers(store, ClaimInspector)

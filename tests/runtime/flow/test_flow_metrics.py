@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from actorflow import Limit, Queue, Runtime
-from actorflow.runtime.inspection import QueueStats, queue_stats
+from actorflow.runtime.reading import QueueStats, queue_stats
 from actorflow.storage import MemoryStore
 from actorflow.testing import FakeClock
 from tests.runtime.flow import test_limits

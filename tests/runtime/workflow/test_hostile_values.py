@@ -37,7 +37,7 @@ from actorflow.errors import (
     RunFailedError,
 )
 from actorflow.runtime.actors import lookup
-from actorflow.runtime.workflow._ids import message_hash
+from actorflow.runtime.workflow._ids import message_digest
 from actorflow.runtime.workflow._outcomes import new_manifest
 from actorflow.storage import DecisionRecord, ErrorInfo, MemoryStore, RunStatus, encode_state
 from actorflow.storage import encode_value as encode
@@ -204,7 +204,7 @@ class TestUnencodableValues:
 
     def test_a_message_holding_one_is_refused_when_hashed(self, value: object) -> None:
         with pytest.raises(EncodingError, match="message Holding"):
-            message_hash("ask", "agent", Holding(value))
+            message_digest("ask", "agent", Holding(value))
 
     async def test_a_run_input_is_refused_before_anything_is_stored(self, value: object) -> None:
         store = MemoryStore()

@@ -23,7 +23,7 @@ from actorflow import (
     handler,
     phase,
 )
-from actorflow.runtime.inspection import checkpoint_rows
+from actorflow.runtime.reading import checkpoint_rows
 from actorflow.storage import FileStore, RetentionPolicy
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from actorflow import Orchestrator, RunContext, Runtime
-from actorflow.runtime.inspection import checkpoint_rows
+from actorflow.runtime.reading import checkpoint_rows
 from actorflow.storage import Codec, FileStore, S3Store, SqliteStore
 from tests.storage.factories_s3 import open_s3_store
 

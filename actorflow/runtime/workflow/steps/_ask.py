@@ -19,14 +19,15 @@ import anyio
 import msgspec
 
 from actorflow.errors import ActorError, ActorFailedError, StepFailedError
+from actorflow.runtime.actors import class_name
 from actorflow.runtime.workflow._agents import reply_type
 from actorflow.runtime.workflow._flow import agent_flow
-from actorflow.runtime.workflow._ids import message_hash
+from actorflow.runtime.workflow._ids import message_digest
 from actorflow.runtime.workflow._progress import StepInfo, StepMeta, current_step_meta
 from actorflow.runtime.workflow._tracing import traced_handler
 from actorflow.runtime.workflow.steps._base import Step, lookup, wall_clock
 from actorflow.runtime.workflow.steps._turnstile import Turnstile
-from actorflow.storage import ErrorInfo, MilestoneRecord
+from actorflow.storage import ErrorInfo, MessageRef, MilestoneRecord
 from actorflow.storage import decode_value as decode
 from actorflow.storage import encode_value as encode
 
@@ -40,9 +41,12 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._recorder import Recorder
     from actorflow.storage import StateRef
 
-__all__ = ["AskStep", "SendStep", "record_as_answered"]
+__all__ = ["INLINE_MESSAGE_BYTES", "AskStep", "SendStep", "record_as_answered"]
 
 T = TypeVar("T")
+
+INLINE_MESSAGE_BYTES = 4096
+"""A message's MessagePack up to this size travels in its step's record; a larger one is a blob."""
 
 ATTEMPTS = "#attempts"
 """The suffix of the milestone key that records a step's failed attempts."""
@@ -80,6 +84,7 @@ class AskStep(Step[T]):
     _errors: tuple[ErrorInfo, ...] = ()  # of the failed attempts so far
     _due = 0.0  # when a recovered step's next attempt is due (the clock's time)
     _limiter: Limiter | None = None  # the limit its last delivery took
+    _payload: bytes | None = None  # a live step's message, to record (record_messages)
 
     def __init__(
         self,
@@ -99,14 +104,16 @@ class AskStep(Step[T]):
         self.ns = ns
         self.id = step_id = ns.next_step()
         self.target = target = ref.name
-        self.hash = digest = message_hash(self.kind, target, message)
-        self.record = record = lookup(env, step_id, self.kind, target, digest)
+        self.hash, payload = message_digest(self.kind, target, message)
+        self.record = record = lookup(env, step_id, self.kind, target, self.hash)
         self.issued = 0.0
         trace = env.trace
         if trace is not None:  # tracing on (actorflow[otel])
             self.span = trace.step(self.kind, step_id, target, record is not None)
         if record is None:  # a replayed step never reaches its agent
             self.issued = wall_clock()
+            if env.config.record_messages:
+                self._payload = payload
             tried = env.view.milestones.get(f"{env.run_id}/{step_id}{ATTEMPTS}")
             if tried is not None:  # attempts a crash interrupted: go on after them
                 log = decode(tried.data, AttemptLog, "attempts of step", step_id)
@@ -343,7 +350,9 @@ class AskStep(Step[T]):
             else:
                 ref = agents.inline_state_ref(name, state)
         result = None if self.kind == "send" else encode(reply, "reply of", name)
+        message = await self._message_ref() if self._payload is not None else None
         self._record_outcome(
+            message=message,
             result=result,
             metrics=self._metrics(),
             state=ref,
@@ -351,12 +360,28 @@ class AskStep(Step[T]):
             attempt_errors=self._errors,
         )
 
+    async def _message_ref(self) -> MessageRef:
+        """The message as its record keeps it: inline when small, else a blob of the run's."""
+        payload = self._payload
+        assert payload is not None
+        self._payload = None
+        name = class_name(type(self.message))
+        if len(payload) <= INLINE_MESSAGE_BYTES:
+            return MessageRef(type=name, data=payload)
+        # the blob must be durable before any record that points at it
+        rec = self.env.recorder
+        return MessageRef(type=name, blob=await rec.store.put_blob(rec.run_id, payload))
+
     async def _record_failure(self, exc: BaseException, attempts: int) -> StepFailedError:
         cause = exc.__cause__ if exc.__cause__ is not None else exc
         error = ErrorInfo.of(cause)
         rec = self.env.recorder
         self._record_outcome(
-            error=error, metrics=self._metrics(), attempts=attempts, attempt_errors=self._errors
+            message=await self._message_ref() if self._payload is not None else None,
+            error=error,
+            metrics=self._metrics(),
+            attempts=attempts,
+            attempt_errors=self._errors,
         )
         rec.emit("step_failed", step_id=self.id, agent=self.ref.name, error=error.type)
         await rec.after_step()

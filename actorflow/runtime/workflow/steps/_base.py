@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from actorflow.runtime.workflow._env import StepEnv
     from actorflow.runtime.workflow._ids import Namespace
-    from actorflow.storage import ErrorInfo, StateRef
+    from actorflow.storage import ErrorInfo, MessageRef, StateRef
 
 wall_clock = time.time
 """``time.time`` bound once: the determinism guard wraps ``time.time`` while
@@ -54,8 +54,10 @@ def step_record(
     state: StateRef | None = None,
     attempts: int = 1,
     attempt_errors: tuple[ErrorInfo, ...] = (),
+    run_attempt: int | None = None,
+    message: MessageRef | None = None,
 ) -> StepRecord:
-    """The record of a step finished now (``time``), issued at ``issued``."""
+    """The record of a step finished now (``time``), issued at ``issued``, by ``run_attempt``."""
     return StepRecord(
         step_id=step_id,
         kind=kind,
@@ -69,6 +71,8 @@ def step_record(
         attempt_errors=attempt_errors,
         time=wall_clock(),
         issued=issued,
+        run_attempt=run_attempt,
+        message=message,
     )
 
 
@@ -173,6 +177,7 @@ class Step(Generic[T]):
         state: StateRef | None = None,
         attempts: int = 1,
         attempt_errors: tuple[ErrorInfo, ...] = (),
+        message: MessageRef | None = None,
     ) -> None:
         """Append the live step's record (not flushed: the durability rule says when)."""
         span, trace = self.span, self.env.trace
@@ -192,6 +197,8 @@ class Step(Generic[T]):
                 state=state,
                 attempts=attempts,
                 attempt_errors=attempt_errors,
+                run_attempt=self.env.recorder.attempt,
+                message=message,
             )
         )
 

@@ -18,7 +18,7 @@ import anyio
 import msgspec
 
 from actorflow.errors import EncryptionKeyError, RunNotFoundError, StorageError
-from actorflow.runtime.inspection._inspect import live_snapshots
+from actorflow.runtime.reading._inspect import live_snapshots
 from actorflow.runtime.workflow._ids import phase_of
 from actorflow.storage import (
     ClaimInfo,

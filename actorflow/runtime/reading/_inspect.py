@@ -18,8 +18,7 @@ from actorflow.errors import (
     LogPrunedError,
     StorageError,
 )
-from actorflow.runtime.reading import decode_plain as decode_value
-from actorflow.runtime.reading import field_changes, plain
+from actorflow.runtime.workflow._plain import decode_plain, field_changes, plain
 from actorflow.storage import (
     DecisionRecord,
     EventRecord,
@@ -37,6 +36,7 @@ if TYPE_CHECKING:
 
     from actorflow.storage import (
         LogRecord,
+        MessageRef,
         SealCheck,
         Snapshot,
         SnapshotInfo,
@@ -49,10 +49,9 @@ __all__ = [
     "Problem",
     "ValidationReport",
     "checkpoint_rows",
-    "decode_value",
     "diff_snapshots",
     "live_snapshots",
-    "plain",
+    "read_message",
     "record_to_dict",
     "resolve_checkpoint",
     "snapshot_to_dict",
@@ -135,21 +134,43 @@ async def _state_value(store: Store, run_id: str, ref: StateRef | None) -> Any:
     if ref is None:
         return None
     data = ref.data if ref.data is not None else await store.get_blob(run_id, ref.blob)
-    return decode_value(data)
+    return decode_plain(data)
+
+
+def _message_dict(ref: MessageRef) -> dict[str, Any]:
+    # a blob is read only by who asks for it (read_message): listing a log reads no blobs
+    if ref.data is None:
+        return {"type": ref.type, "blob": ref.blob}
+    return {"type": ref.type, "value": decode_plain(ref.data)}
+
+
+async def read_message(store: Store, run_id: str, record: StepRecord) -> Any:
+    """The message ``record``'s step sent, as plain data (``None`` if the record kept none).
+
+    Raises:
+        StorageError: it is a blob the store cannot give (pruned, damaged, sealed).
+    """
+    ref = record.message
+    if ref is None:
+        return None
+    data = ref.data if ref.data is not None else await store.get_blob(run_id, ref.blob)
+    return decode_plain(data)
 
 
 def record_to_dict(record: LogRecord) -> dict[str, Any]:
     """One log record as plain data, its user values decoded."""
     out: dict[str, Any] = plain(msgspec.to_builtins(record))
     match record:
-        case StepRecord(result=result):
-            out["result"] = decode_value(result)
+        case StepRecord(result=result, message=message):
+            out["result"] = decode_plain(result)
+            if message is not None:
+                out["message"] = _message_dict(message)
         case PhaseEndRecord(result=result):
-            out["result"] = decode_value(result)
+            out["result"] = decode_plain(result)
         case MilestoneRecord(data=data):
-            out["data"] = decode_value(data)
+            out["data"] = decode_plain(data)
         case EventRecord(data=data):
-            out["data"] = decode_value(data)
+            out["data"] = decode_plain(data)
         case _:
             pass
     return out
@@ -160,7 +181,7 @@ async def snapshot_to_dict(store: Store, snapshot: Snapshot) -> dict[str, Any]:
     out: dict[str, Any] = plain(msgspec.to_builtins(snapshot))
     for name, agent in snapshot.agents.items():
         out["agents"][name]["state"] = await _state_value(store, snapshot.run_id, agent.state)
-    out["phases"] = {k: decode_value(v.result) for k, v in snapshot.phases.items()}
+    out["phases"] = {k: decode_plain(v.result) for k, v in snapshot.phases.items()}
     out["steps"] = [record_to_dict(s) for s in snapshot.steps]
     out["milestones"] = [record_to_dict(m) for m in snapshot.milestones]
     out["events"] = [record_to_dict(e) for e in snapshot.events]
