@@ -439,16 +439,10 @@ async def waits_page(store: Store, request: Request) -> Page:
 
 @dataclass
 class QueueRow:
-    """One queue as its runs' manifests show it, with the cap its runtime declares."""
+    """One queue: its stats (``count_queues``) and its runs of every status."""
 
-    name: str
-    statuses: dict[str, int]
-    priorities: dict[int, int]  # queued runs per priority
-    running: int = 0
-    cap: int | None = None
-    per_minute: int | None = None
-    oldest_queued: float | None = None  # when the longest-waiting queued run was submitted
-    declared: bool = False  # by the inspector's runtime: its cap is known
+    stats: reading.QueueStats
+    statuses: dict[str, int]  # runs of the queue per status, finished ones too
 
 
 async def queues_page(store: Store, request: Request) -> Page:
@@ -458,31 +452,23 @@ async def queues_page(store: Store, request: Request) -> Page:
     (``Runtime(queues=...)``): shown when the inspector has the app's runtime.
     """
     manifests, listed_at = await _listing(request, store).manifests()
-    declared = {q.name: q for q in getattr(request.state, "queues", ())}
-    rows: dict[str, QueueRow] = {
-        name: QueueRow(name=name, statuses={}, priorities={}) for name in declared
-    }
+    declared = tuple(getattr(request.state, "queues", ()))
+    stats = reading.count_queues(manifests, declared, now=listed_at)
+    statuses: dict[str, dict[str, int]] = {name: {} for name in stats}
     for m in manifests:
-        if m.queue is None:
-            continue
-        row = rows.setdefault(m.queue, QueueRow(name=m.queue, statuses={}, priorities={}))
-        row.statuses[str(m.status)] = row.statuses.get(str(m.status), 0) + 1
-        if m.status is RunStatus.QUEUED:
-            row.priorities[m.priority] = row.priorities.get(m.priority, 0) + 1
-            if row.oldest_queued is None or m.created < row.oldest_queued:
-                row.oldest_queued = m.created
-        elif m.status is RunStatus.RUNNING:
-            row.running += 1
-    for name, q in declared.items():
-        row = rows[name]
-        row.cap, row.per_minute, row.declared = q.max_concurrent, q.per_minute, True
+        if m.queue is not None:
+            counts = statuses.setdefault(m.queue, {})
+            counts[str(m.status)] = counts.get(str(m.status), 0) + 1
+    names = sorted(set(stats) | set(statuses))
     return Page(
         "queues.html",
         {
-            "queues": [rows[name] for name in sorted(rows)],
+            "queues": [
+                QueueRow(stats=stats.get(n) or reading.QueueStats(name=n), statuses=statuses[n])
+                for n in names
+            ],
             "statuses": [s.value for s in RunStatus],
             "declared": bool(declared),
-            "now": listed_at,
         },
     )
 

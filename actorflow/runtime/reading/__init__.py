@@ -10,7 +10,7 @@ importing or running the code that wrote it:
   :func:`list_runs` and :func:`run_progress` list runs with their phase, last
   activity and claim (:class:`ListedRun`, :class:`SealedRun`);
   :func:`queue_stats` each queue's depth, waits and runs against its cap
-  (:class:`QueueStats`);
+  (:class:`QueueStats`; :func:`count_queues` from manifests already read);
 - the log: :func:`record_to_dict` gives a record as plain data, its values
   decoded; :func:`read_message` the message a step sent; a wait's request is
   in the event of kind ``<kind>_requested`` for a ``kind`` in
@@ -47,7 +47,7 @@ from actorflow.runtime.reading._inspect import (
     validate_store,
 )
 from actorflow.runtime.reading._messages import find_message_type
-from actorflow.runtime.reading._queues import QueueStats, queue_stats
+from actorflow.runtime.reading._queues import QueueStats, count_queues, queue_stats
 from actorflow.runtime.reading._runs import (
     ListedRun,
     RunProgress,
@@ -69,6 +69,7 @@ __all__ = [
     "ValidationReport",
     "WaitRequest",
     "checkpoint_rows",
+    "count_queues",
     "decode_plain",
     "diff_snapshots",
     "field_changes",

@@ -13,9 +13,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from actorflow.runtime.workflow._queues import Queue
-    from actorflow.storage import Store
+    from actorflow.storage import RunManifest, Store
 
-__all__ = ["QueueStats", "queue_stats"]
+__all__ = ["QueueStats", "count_queues", "queue_stats"]
 
 
 class QueueStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -32,6 +32,7 @@ class QueueStats(msgspec.Struct, frozen=True, kw_only=True):
             it was submitted, by the submitter's clock); 0.0 if none waits.
         mean_wait: the mean of the queued runs' waits so far, in seconds.
         declared: whether the reader was given the queue's declaration.
+        by_priority: its queued runs per priority.
 
     .. versionadded:: 0.6
     """
@@ -44,6 +45,7 @@ class QueueStats(msgspec.Struct, frozen=True, kw_only=True):
     oldest_wait: float = 0.0
     mean_wait: float = 0.0
     declared: bool = False
+    by_priority: dict[int, int] = msgspec.field(default_factory=dict)
 
 
 async def queue_stats(
@@ -60,18 +62,31 @@ async def queue_stats(
         queues: declared queues (``runtime.queues``), whose caps are reported.
         now: the time the waits are measured to (default the wall clock).
     """
-    at = time.time() if now is None else now
+    manifests = await store.list_runs(status=[RunStatus.QUEUED, RunStatus.RUNNING])
+    return count_queues(manifests, queues, now=time.time() if now is None else now)
+
+
+def count_queues(
+    manifests: Iterable[RunManifest], queues: Iterable[Queue] = (), *, now: float
+) -> dict[str, QueueStats]:
+    """:func:`queue_stats` of manifests already read (a reader that keeps a listing).
+
+    Runs of other statuses, and runs of no queue, are passed over.
+    """
     declared = {q.name: q for q in queues}
     waits: dict[str, list[float]] = {name: [] for name in declared}
     running: dict[str, int] = dict.fromkeys(declared, 0)
-    for m in await store.list_runs(status=[RunStatus.QUEUED, RunStatus.RUNNING]):
-        if m.queue is None:
+    priorities: dict[str, dict[int, int]] = {name: {} for name in declared}
+    for m in manifests:
+        if m.queue is None or m.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
             continue
         waits.setdefault(m.queue, [])
         running.setdefault(m.queue, 0)
+        by_priority = priorities.setdefault(m.queue, {})
         if m.status is RunStatus.QUEUED:
-            waits[m.queue].append(max(at - m.created, 0.0))
-        elif m.status is RunStatus.RUNNING:
+            waits[m.queue].append(max(now - m.created, 0.0))
+            by_priority[m.priority] = by_priority.get(m.priority, 0) + 1
+        else:
             running[m.queue] += 1
     out: dict[str, QueueStats] = {}
     for name in sorted(waits):
@@ -86,5 +101,6 @@ async def queue_stats(
             oldest_wait=max(waiting, default=0.0),
             mean_wait=sum(waiting) / len(waiting) if waiting else 0.0,
             declared=queue is not None,
+            by_priority=priorities[name],
         )
     return out

@@ -49,4 +49,5 @@ async def test_queue_stats_give_depth_waits_and_caps() -> None:
         queued=2,
         oldest_wait=40.0,
         mean_wait=(40.0 + now - created[1]) / 2,
+        by_priority={0: 2},
     )
