@@ -49,7 +49,16 @@ if TYPE_CHECKING:
     from actorflow.storage._inbox_watch import InboxWatch
     from actorflow.storage.file._layout import RunFolders
 
-__all__ = ["POLL_WITHOUT_FIFO", "WAKE", "FifoWatch", "open_fifo", "wake", "watch"]
+__all__ = [
+    "POLL_WITHOUT_FIFO",
+    "WAKE",
+    "FifoWatch",
+    "make_fifo",
+    "open_fifo",
+    "poke_fifo",
+    "wake",
+    "watch",
+]
 
 _log = get_logger(__name__)
 
@@ -70,7 +79,14 @@ def wake(folders: RunFolders, run_id: str) -> None:
     there" is logged (``inbox_wake_failed``): the entry is stored, and failing
     the post would not wake the watcher either.
     """
-    path = folders.run(run_id, WAKE)
+    poke_fifo(folders.run(run_id, WAKE), run_id)
+
+
+def poke_fifo(path: str, run_id: str) -> None:
+    """Write one byte to the FIFO at ``path`` if a watcher reads it. Never waits; never raises.
+
+    Shared with the SQLite store, whose FIFOs sit beside its database.
+    """
     try:
         fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
@@ -151,12 +167,21 @@ def open_fifo(folders: RunFolders, run_id: str) -> FifoWatch | None:
         RunNotFoundError: no such run.
     """
     folders.require(run_id)
-    path = folders.run(run_id, WAKE)
     temp = folders.run(run_id, f"{TEMP_PREFIX}{secrets.token_hex(8)}")
+    watch = make_fifo(folders.run(run_id, WAKE), temp, run_id)
+    if watch is None:
+        folders.require(run_id)  # deleted meanwhile? else FIFOs cannot be made here
+    return watch
+
+
+def make_fifo(path: str, temp: str, run_id: str) -> FifoWatch | None:
+    """Make a FIFO at ``temp``, open it and rename it to ``path``; None where none can be made.
+
+    Shared with the SQLite store. Blocks.
+    """
     try:
         os.mkfifo(temp, 0o600)
     except OSError as exc:
-        folders.require(run_id)  # deleted meanwhile? else FIFOs cannot be made here
         _log.info("inbox_watch_polling", run_id=run_id, location=temp, error=str(exc))
         return None
     try:
