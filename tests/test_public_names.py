@@ -15,6 +15,7 @@ def test_the_cluster_interface_and_the_registry_have_modules_of_their_own() -> N
         "AgentPlacer",
         "Cluster",
         "ClusterRuntime",
+        "LimitsCluster",
         "RemoteStep",
         "config_types",
     }
