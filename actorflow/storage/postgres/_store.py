@@ -83,6 +83,7 @@ from actorflow.storage.postgres._notify import (
 )
 from actorflow.storage.postgres._schema import validate_schema_name
 from actorflow.storage.postgres._shared import LimitRows, ScheduleRows
+from actorflow.storage.postgres._slots import SlotLocks
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
@@ -177,11 +178,11 @@ class PostgresStore(StoreContext):
         self._listener = Listener(self._db, self._channel, self._wakeups, self._locks.ping)
         self._events = EventRows(self._db, self.codec, event_bytes, self._place)
         self._limits = LimitRows(self._db)
+        self._slots = SlotLocks(self._locks, self.schema, self._listener.start)
         self._blobs = BlobRows(self._db, self.codec, self._where)
         self._inbox = InboxRows(self._db, self.codec, self._where, self._channel)
         self._schedules = ScheduleRows(self._db, self.codec, self._place)
         self._leases: dict[str, Lease] = {}
-        self._slots: dict[tuple[str, int], int] = {}
         self._index_warned: set[str] = set()
         # the log's end of the runs this store owns, and the locks its appends take
         self._log_end: dict[str, int] = {}
@@ -1166,39 +1167,18 @@ class PostgresStore(StoreContext):
 
     async def take_limit_slot(self, key: str, slots: int) -> object | None:
         """See :meth:`SharedLimits.take_limit_slot`: one of ``slots`` advisory locks."""
-        locks = self._locks
-
-        def take(conn: Connection) -> int | None:
-            for index in range(slots):
-                held = lock_key(self.schema, "limit", key, str(index))
-                if locks.try_lock(conn, held):
-                    return held
-            return None
-
-        self._listener.start()
-        handle: int | None = await anyio.to_thread.run_sync(locks.call, "take limit slot", take)
-        return handle
+        return await self._slots.take_limit(key, slots)
 
     def release_limit_slot(self, handle: object) -> None:
         """See :meth:`SharedLimits.release_limit_slot`: the lock goes without waiting."""
         assert isinstance(handle, int)
-        self._locks.unlock_soon(handle)
+        self._slots.release_limit(handle)
 
     # --- queue slots ------------------------------------------------------------
 
     async def take_queue_slot(self, queue: str, slots: int, holder: str) -> QueueSlot | None:
         """See :meth:`QueueSlots.take_queue_slot`: an advisory lock, freed with the session."""
-        locks = self._locks
-
-        def take(conn: Connection) -> int | None:
-            for index in range(slots):
-                if locks.try_lock(conn, lock_key(self.schema, "queue", queue, str(index))):
-                    return index
-            return None
-
-        self._listener.start()
-        index: int | None = await anyio.to_thread.run_sync(locks.call, "take queue slot", take)
-        return None if index is None else QueueSlot(queue=queue, index=index, holder=holder)
+        return await self._slots.take_queue(queue, slots, holder)
 
     async def take_timed_queue_slot(
         self, queue: str, slots: int, holder: str, *, now: float, until: float
@@ -1208,42 +1188,12 @@ class PostgresStore(StoreContext):
         A slot whose lock is free but whose last holder's minute has not ended
         (it died, or gave the slot back) stays counted until then.
         """
-        locks = self._locks
-
-        def take(conn: Connection) -> int | None:
-            for index in range(slots):
-                key = lock_key(self.schema, "queue", queue, str(index))
-                if not locks.try_lock(conn, key):
-                    continue
-                last = conn.execute(
-                    "SELECT until FROM af_queue_ends WHERE queue = %s AND idx = %s",
-                    (queue, index),
-                ).fetchone()
-                if last is not None and float(last[0]) > now:
-                    locks.unlock(conn, key)
-                    continue
-                conn.execute(
-                    "INSERT INTO af_queue_ends (queue, idx, until) VALUES (%s, %s, %s) "
-                    "ON CONFLICT (queue, idx) DO UPDATE SET until = EXCLUDED.until",
-                    (queue, index, until),
-                )
-                return index
-            return None
-
-        self._listener.start()
-        index: int | None = await anyio.to_thread.run_sync(locks.call, "take queue slot", take)
-        return None if index is None else QueueSlot(queue=queue, index=index, holder=holder)
+        return await self._slots.take_queue(queue, slots, holder, timed=(now, until))
 
     async def release_queue_slot(self, slot: QueueSlot) -> None:
         """See :meth:`QueueSlots.release_queue_slot`."""
-        key = lock_key(self.schema, "queue", slot.queue, str(slot.index))
-        locks = self._locks
-        if self._closed or not locks.holds(key):
-            return
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(
-                locks.call, "release queue slot", lambda conn: locks.unlock(conn, key)
-            )
+        if not self._closed:
+            await self._slots.release_queue(slot)
 
     # --- schedules --------------------------------------------------------------
 
