@@ -966,7 +966,10 @@ class PostgresStore(StoreContext):
         """
         self._listener.start()
         bound = self._db.connect_timeout * self._db.connect_attempts + 1.0
-        listening = await anyio.to_thread.run_sync(self._listener.listening.wait, bound)
+        # only a wait: a cancelled caller (a stopping worker) need not sit it out
+        listening = await anyio.to_thread.run_sync(
+            self._listener.listening.wait, bound, abandon_on_cancel=True
+        )
         if not listening:
             raise StoreUnavailableError(
                 operation, f"cannot LISTEN on {self._place}: the server is unreachable"
