@@ -21,6 +21,7 @@ from actorflow.storage import (
     StateRef,
     StepRecord,
 )
+from actorflow.storage.file._frames import scan
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -84,8 +85,10 @@ async def test_a_torn_tail_is_no_problem_and_damage_before_it_is_named(tmp_path:
     async with keyed(tmp_path) as store:
         await sealed_run(store)
     [segment] = (tmp_path / "s" / "runs" / "r1" / "log").glob("*.seg")
-    data = bytearray(segment.read_bytes().rstrip(b"\0"))
-    torn = bytes(data) + b"\x00\x00\x01\x00half a frame"  # a killed writer's last append
+    whole = segment.read_bytes()
+    # the frames' end, not ``rstrip``: a sealed record may end with a zero byte itself
+    data = whole[: scan(whole, location=segment.name, last=True).end]
+    torn = data + b"\x00\x00\x01\x00half a frame"  # a killed writer's last append
     segment.write_bytes(torn)
     snapshot = next((tmp_path / "s" / "runs" / "r1" / "snapshots").iterdir())
     async with FileStore(tmp_path / "s") as unkeyed:
