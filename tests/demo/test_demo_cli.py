@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import shutil
 import signal
 import subprocess
@@ -19,6 +18,7 @@ from actorflow._demo import _analysis as analysis
 from actorflow._demo._workflow import STALL_ENV, STALLED_LINE, TRACE_ENV
 from tests import forkserver
 from tests.demo.test_workflow import make_tree
+from tests.lines import Lines
 
 TIMEOUT = 180  # seconds: a bound on a hung command, far above its run time
 
@@ -206,13 +206,16 @@ def _start_demo(root: Path, store: str, trace: Path, run_id: str) -> forkserver.
     # the demo says when its reviewers stalled: wait for that line, bounded
     assert demo.stderr is not None
     deadline = time.monotonic() + TIMEOUT
+    said = Lines(demo.stderr)
     while True:
         left = deadline - time.monotonic()
         assert left > 0, "the demo did not reach 70 reviewed files in time"
-        ready, _, _ = select.select([demo.stderr], [], [], left)
-        line = demo.stderr.readline() if ready else ""
-        assert line or demo.poll() is None, "the demo ended before it stalled"
-        if line == STALLED_LINE.decode():
+        try:
+            line = said.next(left)
+        except TimeoutError:
+            raise AssertionError("the demo did not reach 70 reviewed files in time") from None
+        assert line is not None, "the demo ended before it stalled"
+        if line + "\n" == STALLED_LINE.decode():
             return demo
 
 

@@ -9,7 +9,6 @@ requested number of executions and snapshots were reported.
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import msgspec
 from actorflow.errors import RunNotFoundError
 from actorflow.storage import StepRecord
 from tests import forkserver
+from tests.lines import Lines
 from tests.runtime.workflow.crash_child import open_crash_store, side_file
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -57,32 +57,6 @@ class ChildOutcome:
     def statuses(self) -> dict[str, str]:
         assert self.report is not None, "the child printed no RESULT"
         return dict(self.report["statuses"])
-
-
-class _Lines:
-    """Lines from a pipe, read with ``os.read`` under a deadline."""
-
-    def __init__(self, fd: int, deadline: float) -> None:
-        self.fd = fd
-        self.deadline = deadline
-        self.buffer = b""
-        self.eof = False
-
-    def next(self) -> str | None:
-        """The next line, or None at end of file."""
-        while b"\n" not in self.buffer:
-            if self.eof:
-                return None
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"a crash child reported nothing for {CHILD_DEADLINE} s")
-            ready, _, _ = select.select([self.fd], [], [], left)
-            if ready:
-                chunk = os.read(self.fd, 65536)
-                self.eof = not chunk
-                self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return line.decode()
 
 
 def child_env(**extra: str) -> dict[str, str]:
@@ -134,7 +108,8 @@ def run_child(
         )
     assert child.stdout is not None
     outcome = ChildOutcome(pid=child.pid, killed=False, returncode=0)
-    lines = _Lines(child.stdout.fileno(), time.monotonic() + CHILD_DEADLINE)
+    lines = Lines(child.stdout)
+    deadline = time.monotonic() + CHILD_DEADLINE
     ready = started = False
     try:
         while True:
@@ -148,7 +123,7 @@ def run_child(
                 child.send_signal(signal.SIGKILL)
                 outcome.killed = True
                 break
-            line = lines.next()
+            line = lines.next(deadline - time.monotonic())
             if line is None:
                 break
             kind, _, rest = line.partition(" ")

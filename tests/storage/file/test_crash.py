@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import random
-import select
 import signal
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import pytest
 
 from actorflow.storage import FileStore
 from tests import forkserver
+from tests.lines import Lines
 from tests.storage.file.crash_child import RUN, blob_data, record
 
 KILLS = 25
@@ -43,10 +43,9 @@ def run_child_until_killed(folder: Path, backend: str, lines: int, seen: Reporte
     )
     try:
         assert child.stdout is not None
+        said = Lines(child.stdout)
         for _ in range(lines):
-            ready, _, _ = select.select([child.stdout], [], [], 30)
-            assert ready, "the child reported nothing for 30 s"
-            line = child.stdout.readline().decode()
+            line = said.next(30)
             assert line, f"the child died: {child.stderr.read().decode() if child.stderr else ''}"
             kind, value = line.split()
             if kind == "L":

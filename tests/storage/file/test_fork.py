@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from actorflow.storage import FileStore, RunManifest
 from actorflow.storage.file import OSFileSystem
+from tests.lines import Lines
 
 ROOT = Path(__file__).resolve().parents[3]
 RUN = "forked-owner"
@@ -42,13 +42,16 @@ def start_owner(folder: Path) -> tuple[subprocess.Popen[bytes], list[str]]:
     )
     assert owner.stdout is not None
     said: list[str] = []
+    lines = Lines(owner.stdout)
     while not (said and said[-1].startswith("ready ")):
-        ready, _, _ = select.select([owner.stdout], [], [], 60)
-        line = owner.stdout.readline().decode() if ready else ""
-        if not line:
+        try:
+            line = lines.next(60)
+        except TimeoutError:
+            line = None
+        if line is None:
             owner.kill()
             _, err = owner.communicate(timeout=30)
-            raise AssertionError(f"the owner never got ready: {err.decode()}")
+            raise AssertionError(f"the owner never got ready (said {said}): {err.decode()}")
         said.append(line.strip())
     return owner, said
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import random
-import select
 import signal
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import pytest
 from actorflow.storage import RunManifest, SqliteStore
 from actorflow.storage._inbox_watch import PollingWatch
 from tests import forkserver
+from tests.lines import Lines
 from tests.storage.file.crash_child import RUN, blob_data, record
 
 KILLS = 15
@@ -48,10 +48,9 @@ def run_child_until_killed(path: Path, backend: str, lines: int, seen: Reported)
     )
     try:
         assert child.stdout is not None
+        said = Lines(child.stdout)
         for _ in range(lines):
-            ready, _, _ = select.select([child.stdout], [], [], 30)
-            assert ready, "the child reported nothing for 30 s"
-            line = child.stdout.readline().decode()
+            line = said.next(30)
             assert line, f"the child died: {child.stderr.read().decode() if child.stderr else ''}"
             kind, value = line.split()
             if kind == "L":
@@ -136,13 +135,14 @@ def test_of_processes_claiming_one_run_at_once_exactly_one_wins(
         )
         for n in range(4)
     ]
+    said = [Lines(child.stdout) for child in children if child.stdout is not None]
     try:
-        assert _lines(children) == [["READY"]] * len(children)
+        assert _lines(said) == [["READY"]] * len(children)
         for child in children:
             assert child.stdin is not None
             child.stdin.write(b"go\n")
             child.stdin.flush()
-        outcomes = _lines(children)
+        outcomes = _lines(said)
     finally:
         for child in children:
             assert child.stdin is not None
@@ -155,14 +155,13 @@ def test_of_processes_claiming_one_run_at_once_exactly_one_wins(
     assert [o for o in outcomes if o[0] == "WON"] == [["WON", "1"]]
 
 
-def _lines(children: list[forkserver.Child]) -> list[list[str]]:
+def _lines(children: list[Lines]) -> list[list[str]]:
     """The next line of each child, split (within 30 s each)."""
     lines = []
-    for child in children:
-        assert child.stdout is not None
-        ready, _, _ = select.select([child.stdout], [], [], 30)
-        assert ready, "a child said nothing for 30 s"
-        lines.append(child.stdout.readline().decode().split())
+    for said in children:
+        line = said.next(30)
+        assert line is not None, "a child ended without a line"
+        lines.append(line.split())
     return lines
 
 
