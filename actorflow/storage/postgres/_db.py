@@ -1,8 +1,10 @@
 """The PostgreSQL side of a PostgresStore: a small pool of synchronous connections.
 
 psycopg's asynchronous API runs only on asyncio, and actorflow runs on trio
-too, so every query runs on one of the pool's synchronous connections in a
-worker thread (``anyio.to_thread``), like the file store's blocking I/O.
+too, so queries run on the pool's synchronous connections in worker threads
+(the file store's pool, cheaper to reach than ``anyio.to_thread``); the few
+statements on a run's path borrow an idle connection and are sent from the
+event loop's thread instead (``_direct``).
 A connection lost mid-call is replaced and the call tried again: each call
 the store makes is written so that a retry after an unknown outcome (a
 commit whose answer was lost) changes nothing twice. Connecting is retried
@@ -16,13 +18,13 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import anyio.to_thread
 import psycopg
 import psycopg.conninfo
 import psycopg.errors
 
 from actorflow._log import get_logger
 from actorflow.errors import StorageError, StoreUnavailableError
+from actorflow.storage.file._threads import run_in_thread
 from actorflow.storage.postgres._schema import migrate
 
 if TYPE_CHECKING:
@@ -172,7 +174,7 @@ class Database:
             StoreUnavailableError: the server cannot be reached.
             StorageError: PostgreSQL refused the call.
         """
-        return await anyio.to_thread.run_sync(self.call, operation, fn)
+        return await run_in_thread(self.call, operation, fn)
 
     def call(self, operation: str, fn: Callable[[Connection, bool], T]) -> T:
         """:meth:`run` in the calling thread (for the event stream's writer)."""
@@ -208,6 +210,32 @@ class Database:
             raise StoreUnavailableError(
                 operation, f"the connection to {self.location} was lost again and again"
             )
+        finally:
+            self._slots.release()
+
+    def borrow_idle(self) -> Connection | None:
+        """An idle pooled connection for the caller's own thread, without waiting; else None.
+
+        None when every slot is busy, or no connection is open and idle (opening
+        one blocks: that is for a worker thread). Hand it back with :meth:`give_back`.
+        """
+        if self._closed or not self._slots.acquire(blocking=False):
+            return None
+        try:
+            conn = self._idle.get_nowait()
+        except queue.Empty:
+            self._slots.release()
+            return None
+        if conn.closed or conn.broken:
+            self.discard(conn)
+            self._slots.release()
+            return None
+        return conn
+
+    def give_back(self, conn: Connection) -> None:
+        """Return a connection :meth:`borrow_idle` lent (a broken one is closed)."""
+        try:
+            self._give(conn)
         finally:
             self._slots.release()
 

@@ -100,6 +100,34 @@ class Locks:
             if key not in self._held:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
+    def borrow(self) -> Connection | None:
+        """The lock connection for the caller's own thread if it is free and open now, else None.
+
+        Hand it back with :meth:`give_back`; keys it took meanwhile are noted with
+        :meth:`took`. None also while releases wait to be sent (that blocks).
+        """
+        if self._pending or not self._lock.acquire(blocking=False):
+            return None
+        conn = self._conn
+        if conn is None or conn.broken or conn.closed or self._pending:
+            self._lock.release()
+            return None
+        return conn
+
+    def give_back(self, conn: Connection) -> None:
+        """The connection :meth:`borrow` lent; a lost one is dropped (the next call reconnects)."""
+        try:
+            if conn.broken or conn.closed:
+                self._db.discard(conn)
+                self._conn = None
+        finally:
+            self._lock.release()
+
+    def took(self, key: int) -> None:
+        """A key taken on a borrowed connection is held now."""
+        self._held.add(key)
+        self.lost.discard(key)
+
     def try_lock(self, conn: Connection, key: int) -> bool:
         """Take ``key`` without waiting (inside :meth:`call`); false if another holds it."""
         if key in self._held:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 import msgspec
+import psycopg
 
 from actorflow._log import get_logger
 from actorflow.errors import (
@@ -69,8 +70,11 @@ from actorflow.storage._protocol import Lease, StoreContext, UnreadableEntry
 from actorflow.storage._records import RunStatus, SnapshotInfo, validate_run_id
 from actorflow.storage._retention import prune as prune_by_policy
 from actorflow.storage._sealing import Codec
+from actorflow.storage.postgres import _direct as direct
 from actorflow.storage.postgres._blobs import BlobRows
 from actorflow.storage.postgres._db import Connection, Database, describe_dsn
+from actorflow.storage.postgres._deferred import DeferredWrites, Flusher, Waiting
+from actorflow.storage.postgres._direct import BYTEA, TEXT
 from actorflow.storage.postgres._events import EventRows
 from actorflow.storage.postgres._inbox import InboxRows, require_run
 from actorflow.storage.postgres._locks import HELD_KEYS, Locks, lock_key
@@ -102,6 +106,16 @@ _log = get_logger(__name__)
 _TAKEABLE = frozenset({RunStatus.QUEUED, RunStatus.INTERRUPTED})
 """Statuses a run is stored in for a worker to take: submitted, or given up by a runtime."""
 
+#: a batch of log records larger than this goes through a worker thread
+_DIRECT_BYTES = 256 * 1024
+
+
+class _Unknown:
+    """An append whose connection was lost before its answer came: it may have landed."""
+
+
+_UNKNOWN = _Unknown()
+
 _encode = msgspec.msgpack.Encoder().encode
 _decode_info = msgspec.msgpack.Decoder(SnapshotInfo).decode
 
@@ -115,6 +129,77 @@ def _split_schema(dsn: str) -> tuple[str, str | None]:
     schema = next((v for k, v in query if k == "schema"), None)
     kept = urllib.parse.urlencode([(k, v) for k, v in query if k != "schema"])
     return urllib.parse.urlunsplit(parts._replace(query=kept)), schema
+
+
+def _append_statement(
+    run_id: str,
+    sealed: list[bytes],
+    batch: uuid.UUID,
+    start: int,
+    epoch: int,
+    waiting: Waiting | None,
+) -> tuple[bytes, list[bytes | None], list[int]]:
+    """One statement: the run's row moved on (if its end and epoch are as known), the
+    records inserted, and the snapshots and chunks ``waiting`` with them; its parameters.
+
+    Every insert depends on the row's update: under another epoch nothing is
+    written. The snapshots stay listed ``durable=False`` although the commit is
+    synchronous: retention then treats them as it treats every phase's snapshot.
+    """
+    params: list[bytes | None] = [
+        str(len(sealed)).encode(),
+        run_id.encode(),
+        str(start).encode(),
+        str(epoch).encode(),
+    ]
+    types = [TEXT, TEXT, TEXT, TEXT]
+
+    def rows(values: list[tuple[bytes | None, ...]], kinds: tuple[tuple[str, int], ...]) -> str:
+        listed = []
+        for value in values:
+            cells = []
+            for item, (cast, kind) in zip(value, kinds, strict=True):
+                params.append(item)
+                types.append(kind)
+                cells.append(f"${len(params)}::{cast}")
+            listed.append(f"({', '.join(cells)})")
+        return ", ".join(listed)
+
+    parts = [
+        "WITH r AS (UPDATE af_runs SET log_end = log_end + $1::bigint "
+        "WHERE run_id = $2 AND log_end = $3::bigint AND epoch = $4::bigint RETURNING 1)"
+    ]
+    if waiting is not None and waiting.blobs:
+        blobs = rows(
+            [(a.encode(), d) for a, d in waiting.blobs.items()],
+            (("text", TEXT), ("bytea", BYTEA)),
+        )
+        parts.append(
+            ", b AS (INSERT INTO af_blobs (run_id, address, data) "
+            f"SELECT $2, v.a, v.d FROM r, (VALUES {blobs}) AS v(a, d) ON CONFLICT DO NOTHING)"
+        )
+    if waiting is not None and waiting.snapshots:
+        snapshots = rows(
+            [(i.snapshot_id.encode(), _encode(i), d) for i, d in waiting.snapshots],
+            (("text", TEXT), ("bytea", BYTEA), ("bytea", BYTEA)),
+        )
+        parts.append(
+            ", s AS (INSERT INTO af_snapshots (run_id, snapshot_id, info, data, durable) "
+            f"SELECT $2, v.i, v.n, v.d, false FROM r, (VALUES {snapshots}) AS v(i, n, d) "
+            "ON CONFLICT DO NOTHING)"
+        )
+    records = rows(
+        [
+            (str(start + i).encode(), str(batch).encode() if i == 0 else None, data)
+            for i, data in enumerate(sealed)
+        ],
+        (("bigint", TEXT), ("uuid", TEXT), ("bytea", BYTEA)),
+    )
+    parts.append(
+        " INSERT INTO af_log (run_id, position, batch, data) "
+        f"SELECT $2, t.p, t.b, t.d FROM r, (VALUES {records}) AS t(p, b, d) RETURNING 1"
+    )
+    return "".join(parts).encode(), params, types
 
 
 class PostgresStore(StoreContext):
@@ -138,6 +223,10 @@ class PostgresStore(StoreContext):
         connect_timeout: seconds one connection attempt may take.
         connect_attempts: attempts (with backoff) before ``StoreUnavailableError``.
         event_bytes: sealed bytes of a run's event stream kept at most.
+        snapshot_delay: seconds a snapshot or history chunk of a run this
+            store owns may wait to be written with the run's next log append
+            (one commit for both) before a commit of its own; 0 writes each
+            at once. Until written, only this store object sees it.
 
     Raises:
         StoreUnavailableError: psycopg is missing (``pip install 'actorflow[postgres]'``);
@@ -157,8 +246,11 @@ class PostgresStore(StoreContext):
         connect_timeout: float = 5.0,
         connect_attempts: int = 8,
         event_bytes: int = DEFAULT_EVENT_BYTES,
+        snapshot_delay: float = 0.05,
     ) -> None:
         dsn, in_url = _split_schema(dsn)
+        if snapshot_delay < 0:
+            raise ValueError(f"snapshot_delay must not be negative, not {snapshot_delay!r}")
         self.schema = validate_schema_name(schema or in_url or "actorflow")
         if pool_size < 1:
             raise ValueError(f"pool_size must be at least 1, not {pool_size!r}")
@@ -183,11 +275,15 @@ class PostgresStore(StoreContext):
         self._inbox = InboxRows(self._db, self.codec, self._where, self._channel)
         self._schedules = ScheduleRows(self._db, self.codec, self._place)
         self._leases: dict[str, Lease] = {}
+        self._created: dict[str, Lease] = {}  # claimed by create_run for its manifest's owner
         self._index_warned: set[str] = set()
         # the log's end of the runs this store owns, and the locks its appends take
         self._log_end: dict[str, int] = {}
         self._append_locks: dict[str, threading.Lock] = {}
         self._append_guard = threading.Lock()
+        # snapshots and chunks of owned runs, written with the run's next append
+        self._deferred = DeferredWrites()
+        self._flusher = Flusher(snapshot_delay, self._flush_waiting, self._deferred)
         self._closed = False
 
     def __repr__(self) -> str:
@@ -224,6 +320,11 @@ class PostgresStore(StoreContext):
         """Stop listening, free every claim and slot, close the connections. Idempotent."""
         if self._closed:
             return
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._flusher.stop)
+            for run_id in self._deferred.runs():
+                with contextlib.suppress(StorageError):
+                    await self._settle(run_id)
         self._closed = True
         with anyio.CancelScope(shield=True):
 
@@ -237,6 +338,7 @@ class PostgresStore(StoreContext):
             await anyio.to_thread.run_sync(self._locks.close)
             await anyio.to_thread.run_sync(self._db.close)
         self._leases.clear()
+        self._created.clear()
 
     # --- manifests --------------------------------------------------------------
 
@@ -247,12 +349,21 @@ class PostgresStore(StoreContext):
         """Refuse a write of a run this store claimed and another owner took since."""
         lease = self._leases.get(run_id)
         if lease is not None and (lease.epoch != epoch or self._key(run_id) in self._locks.lost):
+            self._deferred.drop(run_id)  # they could never be written
             raise LeaseLostError(run_id, lease.epoch)
 
     async def create_run(self, manifest: RunManifest) -> tuple[RunManifest, bool]:
-        """See :meth:`Store.create_run`; exactly one of racing creators gets ``True``."""
+        """See :meth:`Store.create_run`; exactly one of racing creators gets ``True``.
+
+        A new running run whose manifest names an ``owner`` is claimed for it
+        in the same call, as in the file and SQLite stores: the owner's
+        ``claim`` then costs no round trip.
+        """
         run_id = validate_run_id(manifest.run_id)
         key = self._key(run_id)
+        owner = manifest.owner
+        if owner is not None and not manifest.status.finished and manifest.status not in _TAKEABLE:
+            return await self._create_claimed(manifest, owner)
 
         sealed_once: list[bytes] = []
 
@@ -285,6 +396,99 @@ class PostgresStore(StoreContext):
 
         result: tuple[RunManifest, bool] = await self._run("create run", create_sealed)
         return result
+
+    async def _create_claimed(self, manifest: RunManifest, owner: str) -> tuple[RunManifest, bool]:
+        """:meth:`create_run` on the lock connection: the run's lock, then its row at epoch 1."""
+        run_id = manifest.run_id
+        key = self._key(run_id)
+        locks = self._locks
+        sealed = self.codec.dump_manifest(manifest)
+        done = await self._create_claimed_direct(manifest, owner, sealed)
+        if isinstance(done, tuple):
+            return done
+        tries = 1 if done is _UNKNOWN else 0
+
+        def create(conn: Connection) -> tuple[RunManifest, bool, bool]:
+            nonlocal tries
+            tries += 1
+            # a lock this store held already is not ours to take (or to let go) here
+            mine = not locks.holds(key) and locks.try_lock(conn, key)
+            if tries > 1 and locks.holds(key):
+                mine = True  # an earlier try took it, then lost its connection
+            row = conn.execute(
+                "WITH r AS (INSERT INTO af_runs (run_id, lock_key, manifest, epoch, owner) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id) DO NOTHING RETURNING run_id), "
+                "u AS (INSERT INTO af_unfinished (run_id) SELECT run_id FROM r "
+                "ON CONFLICT DO NOTHING) "
+                "SELECT run_id FROM r",
+                (run_id, key, sealed, 1 if mine else 0, owner if mine else None),
+            ).fetchone()
+            if row is not None:
+                return manifest, True, mine
+            found = conn.execute(
+                "SELECT manifest FROM af_runs WHERE run_id = %s", (run_id,)
+            ).fetchone()
+            assert found is not None
+            if tries > 1 and bytes(found[0]) == sealed:
+                return manifest, True, mine  # the lost try created it
+            if mine:
+                locks.unlock(conn, key)
+            return self._manifest(run_id, bytes(found[0])), False, False
+
+        self._listener.start()  # its ticks keep the lock connection checked
+        stored, created, claimed = await anyio.to_thread.run_sync(locks.call, "create run", create)
+        if claimed:
+            self._created[run_id] = Lease(run_id=run_id, owner=owner, epoch=1)
+        return stored, created
+
+    async def _create_claimed_direct(
+        self, manifest: RunManifest, owner: str, sealed: bytes
+    ) -> tuple[RunManifest, bool] | _Unknown | None:
+        """:meth:`_create_claimed` in one statement from the event loop's thread.
+
+        ``None`` when it cannot be done so (the lock connection is busy, the
+        key held already, the run exists): the worker thread's way then says
+        what is what. ``_UNKNOWN`` if the connection was lost before the answer.
+        """
+        run_id = manifest.run_id
+        key = self._key(run_id)
+        locks = self._locks
+        if locks.holds(key):
+            return None
+        conn = locks.borrow()
+        if conn is None:
+            return None
+        query = (
+            b"WITH l AS (SELECT pg_try_advisory_lock($2::bigint) AS got), "
+            b"r AS (INSERT INTO af_runs (run_id, lock_key, manifest, epoch, owner) "
+            b"SELECT $1, $2::bigint, $3::bytea, CASE WHEN l.got THEN 1 ELSE 0 END, "
+            b"CASE WHEN l.got THEN $4 END FROM l "
+            b"ON CONFLICT (run_id) DO NOTHING RETURNING run_id), "
+            b"u AS (INSERT INTO af_unfinished (run_id) SELECT run_id FROM r "
+            b"ON CONFLICT DO NOTHING) "
+            b"SELECT l.got, (SELECT count(*) FROM r) FROM l"
+        )
+        params: list[bytes | None] = [run_id.encode(), str(key).encode(), sealed, owner.encode()]
+        try:
+            result = await direct.execute(conn.pgconn, query, params, [TEXT, TEXT, BYTEA, TEXT])
+        except psycopg.Error as exc:
+            lost = conn.broken or conn.closed
+            locks.give_back(conn)
+            if lost:  # the session ended, and its lock with it; the row may be there
+                _log.warning("postgres_connection_lost", operation="create run", error=str(exc))
+                return _UNKNOWN
+            return None
+        got = result.get_value(0, 0) == b"t"
+        if got:
+            locks.took(key)
+        locks.give_back(conn)
+        if result.get_value(0, 1) != b"1":
+            if got:
+                locks.unlock_soon(key)
+            return None  # there already: the worker thread reads what is there
+        if got:
+            self._created[run_id] = Lease(run_id=run_id, owner=owner, epoch=1)
+        return manifest, True
 
     async def read_run(self, run_id: str) -> RunManifest:
         """See :meth:`Store.read_run`."""
@@ -346,8 +550,16 @@ class PostgresStore(StoreContext):
         """
         validate_run_id(run_id)
         written: list[tuple[int, bytes, RunManifest]] = []
+        unknown = False
+        if not durable and run_id in self._leases:
+            done = await self._update_direct(run_id, change, written)
+            if isinstance(done, _Unknown):
+                unknown = True
+            elif done is not None:
+                return done
 
         def update(conn: Connection, retried: bool) -> RunManifest:
+            retried = retried or unknown
             with conn.pipeline(), conn.transaction():
                 if not durable:
                     conn.execute("SET LOCAL synchronous_commit = off")
@@ -368,6 +580,77 @@ class PostgresStore(StoreContext):
 
         manifest: RunManifest = await self._run("update run", update)
         return manifest
+
+    async def _update_direct(
+        self,
+        run_id: str,
+        change: Callable[[RunManifest], RunManifest],
+        written: list[tuple[int, bytes, RunManifest]],
+    ) -> RunManifest | _Unknown | None:
+        """An owner's unsynced :meth:`update_run` from the event loop's thread: two statements.
+
+        The row is read, changed here and written back if its version is
+        still the one read, in a commit without a WAL flush. ``None`` when it
+        cannot be done so (no idle connection, a change that wakes workers or
+        takes a run out of the finished, the version moved on): the worker
+        thread's way then does it. ``_UNKNOWN`` if the connection was lost
+        after the write was sent (``written`` holds what was sent).
+        """
+        conn = self._db.borrow_idle()
+        if conn is None:
+            return None
+        sent = False
+        try:
+            got = await direct.execute(
+                conn.pgconn,
+                b"SELECT manifest, version, epoch FROM af_runs WHERE run_id = $1",
+                [run_id.encode()],
+                [TEXT],
+                binary=True,
+            )
+            if got.ntuples != 1:
+                return None  # gone: the worker thread's way says so
+            data = got.get_value(0, 0)
+            version = int.from_bytes(got.get_value(0, 1) or b"", "big", signed=True)
+            epoch = int.from_bytes(got.get_value(0, 2) or b"", "big", signed=True)
+            assert data is not None
+            self._fence(run_id, epoch)
+            current = self._manifest(run_id, bytes(data))
+            new = change(current)
+            if new.run_id != run_id:
+                raise StorageError("update run", f"change() may not rename run {run_id!r}")
+            if (new.status in _TAKEABLE and new.status is not current.status) or (
+                current.status.finished and not new.status.finished
+            ):
+                return None
+            sealed = self.codec.dump_manifest(new)
+            ends = new.status.finished and not current.status.finished
+            written.append((version, sealed, new))
+            sent = True
+            done = await direct.execute(
+                conn.pgconn,
+                b"WITH u AS (UPDATE af_runs SET manifest = $2::bytea, version = version + 1 "
+                b"WHERE run_id = $1 AND version = $3::bigint AND epoch = $4::bigint RETURNING 1), "
+                b"d AS (DELETE FROM af_unfinished WHERE run_id = $1 AND $5::boolean "
+                b"AND EXISTS (SELECT 1 FROM u)) "
+                b"SELECT set_config('synchronous_commit', 'off', true), (SELECT count(*) FROM u)",
+                [
+                    run_id.encode(),
+                    sealed,
+                    str(version).encode(),
+                    str(epoch).encode(),
+                    b"true" if ends else b"false",
+                ],
+                [TEXT, BYTEA, TEXT, TEXT, TEXT],
+            )
+        except psycopg.Error as exc:
+            if not (conn.broken or conn.closed):
+                return None  # refused: the worker thread's try says why
+            _log.warning("postgres_connection_lost", operation="update run", error=str(exc))
+            return _UNKNOWN if sent else None
+        finally:
+            self._db.give_back(conn)
+        return new if done.get_value(0, 1) == b"1" else None
 
     async def list_run_versions(self) -> dict[str, str]:
         """See :meth:`RunVersions.list_run_versions`: each row's creation order and version
@@ -431,6 +714,7 @@ class PostgresStore(StoreContext):
     async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:
         """See :meth:`Store.delete_run`: one transaction; a tombstone keeps the run's row."""
         validate_run_id(run_id)
+        self._deferred.drop(run_id)
 
         def delete(conn: Connection, retried: bool) -> int:
             with conn.transaction():
@@ -519,7 +803,22 @@ class PostgresStore(StoreContext):
                     )
                 return start + count
 
+        unknown = False  # a try from this thread lost its connection: did it land?
+        lease = self._leases.get(run_id)
+        start = self._log_end.get(run_id)
+        if lease is not None and start is not None:
+            lock = self._appending(run_id)
+            if lock.acquire(blocking=False):  # else a worker thread appends: queue behind it
+                try:
+                    done = await self._append_direct(run_id, records, batch, start, lease.epoch)
+                finally:
+                    lock.release()
+                if isinstance(done, int):
+                    return done
+                unknown = done is _UNKNOWN
+
         def append(conn: Connection, retried: bool) -> int:
+            retried = retried or unknown
             with self._appending(run_id):
                 lease = self._leases.get(run_id)
                 start = self._log_end.get(run_id)
@@ -544,6 +843,52 @@ class PostgresStore(StoreContext):
             if lock is None:
                 lock = self._append_locks[run_id] = threading.Lock()
             return lock
+
+    async def _append_direct(
+        self,
+        run_id: str,
+        records: Sequence[LogRecord],
+        batch: uuid.UUID,
+        start: int,
+        epoch: int,
+    ) -> int | _Unknown | None:
+        """:meth:`_append_fast` from the event loop's thread, on an idle connection.
+
+        The new end; ``None`` if nothing was written (no idle connection, a
+        large batch, or the end or epoch is not what this store knew); ``_UNKNOWN``
+        if the connection was lost before the answer came.
+        """
+        dump = self.codec.dump_record
+        sealed = [dump(r, run_id=run_id, position=start + i) for i, r in enumerate(records)]
+        if sum(map(len, sealed)) > _DIRECT_BYTES:
+            return None
+        conn = self._db.borrow_idle()
+        if conn is None:
+            return None
+        waiting = self._deferred.take(run_id)
+        if waiting is not None and waiting.epoch != epoch:  # an earlier claim's: the flusher's
+            self._deferred.give_back(run_id, waiting)
+            waiting = None
+        query, params, types = _append_statement(run_id, sealed, batch, start, epoch, waiting)
+        try:
+            result = await direct.execute(conn.pgconn, query, params, types)
+        except psycopg.Error as exc:
+            lost = conn.broken or conn.closed
+            self._db.give_back(conn)
+            if waiting is not None:
+                self._deferred.give_back(run_id, waiting)  # written again: same rows, no harm
+            if lost:
+                _log.warning("postgres_connection_lost", operation="append", error=str(exc))
+                return _UNKNOWN
+            return None  # refused: the worker thread's try says why
+        self._db.give_back(conn)
+        count = len(sealed)
+        if result.ntuples != count:
+            if waiting is not None:
+                self._deferred.give_back(run_id, waiting)
+            return None
+        self._log_end[run_id] = start + count
+        return start + count
 
     def _append_fast(
         self,
@@ -625,6 +970,7 @@ class PostgresStore(StoreContext):
     async def truncate_log_before(self, run_id: str, position: int) -> int:
         """See :meth:`Store.truncate_log_before`: the rows go, positions stay absolute."""
         validate_run_id(run_id)
+        await self._settle(run_id)
 
         def truncate(conn: Connection, retried: bool) -> int:
             with conn.transaction():
@@ -655,7 +1001,19 @@ class PostgresStore(StoreContext):
         return await self._blobs.put(run_id, data, durable=True)
 
     async def put_blob_unsynced(self, run_id: str, data: bytes) -> str:
-        """See :meth:`SupportsBlobSync.put_blob_unsynced`: committed without a WAL flush."""
+        """See :meth:`SupportsBlobSync.put_blob_unsynced`: committed without a WAL flush.
+
+        A run this store owns has it written with its next log append instead
+        (see ``snapshot_delay``).
+        """
+        if self._may_wait(run_id):
+            address, sealed = self.codec.dump_blob(data, run_id=run_id)
+            epoch = self._leases[run_id].epoch
+            if len(sealed) <= _DIRECT_BYTES and self._deferred.add_blob(
+                run_id, epoch, address, sealed
+            ):
+                self._flusher.poke()
+                return address
         return await self._blobs.put(run_id, data, durable=False)
 
     async def sync_blobs(self, run_id: str, addresses: Sequence[str]) -> None:
@@ -664,23 +1022,123 @@ class PostgresStore(StoreContext):
         Raises:
             StorageError: the run has no such blob.
         """
+        await self._settle(run_id)
         await self._blobs.sync(run_id, addresses)
 
     async def get_blob(self, run_id: str, ref: str) -> bytes:
         """See :meth:`Store.get_blob`."""
+        await self._settle(run_id)
         return await self._blobs.get(run_id, ref)
 
     async def has_blob(self, run_id: str, ref: str) -> bool:
         """See :meth:`Store.has_blob`."""
+        await self._settle(run_id)
         return await self._blobs.has(run_id, ref)
 
     async def list_blobs(self, run_id: str) -> list[str]:
         """See :meth:`Store.list_blobs`."""
+        await self._settle(run_id)
         return await self._blobs.list(run_id)
 
     async def delete_blob(self, run_id: str, ref: str) -> int:
         """See :meth:`Store.delete_blob`."""
+        await self._settle(run_id)
         return await self._blobs.delete(run_id, ref)
+
+    # --- snapshots and chunks waiting for the next append (see _deferred) ----------
+
+    def _may_wait(self, run_id: str) -> bool:
+        """Whether a snapshot or chunk of ``run_id`` may wait for the run's next append.
+
+        Only for a run this store owns and has appended to (it knows the log's
+        end, so the append goes in one statement that carries them).
+        """
+        return (
+            self._flusher.delay > 0
+            and not self._closed
+            and run_id in self._leases
+            and run_id in self._log_end
+            and self._key(run_id) not in self._locks.lost
+        )
+
+    async def _settle(self, run_id: str) -> None:
+        """Write the run's waiting snapshots and chunks now (before this store reads them)."""
+        if self._deferred.has(run_id):
+            await self._run("write checkpoint", lambda conn, _: self._write_waiting(conn, run_id))
+
+    def _flush_waiting(self, run_id: str) -> None:
+        """The flusher thread's write of rows that waited too long."""
+        if self._deferred.has(run_id) and not self._closed:
+            self._db.call("write checkpoint", lambda conn, _: self._write_waiting(conn, run_id))
+
+    def _write_waiting(self, conn: Connection, run_id: str) -> None:
+        """The run's waiting rows in one commit without a WAL flush (in a worker thread).
+
+        Under the epoch they were written in (the lease may be released since):
+        rows of a run another owner took since are dropped (the log has
+        everything they summarise).
+        """
+        with self._appending(run_id):
+            waiting = self._deferred.take(run_id)
+            if waiting is None:
+                return
+            try:
+                with conn.transaction():
+                    conn.execute("SET LOCAL synchronous_commit = off")
+                    conn.execute(
+                        "SELECT pg_advisory_xact_lock_shared(%s)", (self._fence_key(run_id),)
+                    )
+                    row = conn.execute(
+                        "SELECT epoch FROM af_runs WHERE run_id = %s", (run_id,)
+                    ).fetchone()
+                    if row is None or int(row[0]) != waiting.epoch:
+                        _log.warning(
+                            "postgres_deferred_writes_dropped",
+                            run_id=run_id,
+                            snapshots=[i.snapshot_id for i, _ in waiting.snapshots],
+                            reason="the run is gone" if row is None else "another owner took it",
+                        )
+                        return
+                    self._insert_waiting(conn, run_id, waiting, durable=False)
+            except psycopg.OperationalError:
+                if conn.broken or conn.closed:
+                    self._deferred.give_back(run_id, waiting)  # tried again on a new connection
+                raise
+
+    def _insert_waiting(
+        self, conn: Connection, run_id: str, waiting: Waiting, *, durable: bool
+    ) -> None:
+        with conn.cursor() as cur:
+            if waiting.blobs:
+                cur.executemany(
+                    "INSERT INTO af_blobs (run_id, address, data) VALUES (%s, %s, %s) "
+                    "ON CONFLICT DO NOTHING",
+                    [(run_id, a, d) for a, d in waiting.blobs.items()],
+                )
+            for info, sealed in waiting.snapshots:
+                info = msgspec.structs.replace(info, durable=durable)
+                cur.execute(
+                    "INSERT INTO af_snapshots (run_id, snapshot_id, info, data, durable) "
+                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING 1",
+                    (run_id, info.snapshot_id, _encode(info), sealed, durable),
+                )
+                if cur.fetchone() is None:
+                    self._same_stored(conn, run_id, info.snapshot_id, sealed)
+
+    def _same_stored(self, conn: Connection, run_id: str, snapshot_id: str, sealed: bytes) -> None:
+        """A waiting snapshot whose id was taken meanwhile: the same one, or said loudly."""
+        row = conn.execute(
+            "SELECT data FROM af_snapshots WHERE run_id = %s AND snapshot_id = %s",
+            (run_id, snapshot_id),
+        ).fetchone()
+        if row is not None and bytes(row[0]) != sealed:
+            _log.warning(
+                "postgres_checkpoint_id_taken",
+                run_id=run_id,
+                snapshot_id=snapshot_id,
+                error="the run already holds a different checkpoint with this id; "
+                "this one was not written",
+            )
 
     # --- snapshots ----------------------------------------------------------------
 
@@ -706,6 +1164,19 @@ class PostgresStore(StoreContext):
         durable = update is not None
         fence = self._fence_key(run_id)
         sealed_once: list[tuple[bytes, SnapshotInfo]] = []
+        if not durable and self._may_wait(run_id):
+            sealed, raw = self.codec.dump_snapshot(snapshot)
+            waits = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
+            waits = msgspec.structs.replace(waits, durable=False)
+            epoch = self._leases[run_id].epoch
+            if len(sealed) <= _DIRECT_BYTES and self._deferred.add_snapshot(
+                run_id, epoch, waits, sealed
+            ):
+                self._flusher.poke()
+                return waits
+            sealed_once.append((sealed, waits))
+        # after the rows waiting: this one may name a history chunk among them
+        await self._settle(run_id)
 
         def write(conn: Connection, retried: bool) -> SnapshotInfo:
             if not sealed_once:
@@ -752,8 +1223,8 @@ class PostgresStore(StoreContext):
                     self._change(conn, run_id, row, update, "write checkpoint")
                 return info
 
-        info: SnapshotInfo = await self._run("write checkpoint", write)
-        return info
+        written: SnapshotInfo = await self._run("write checkpoint", write)
+        return written
 
     async def sync_snapshots(self, run_id: str, snapshot_ids: Sequence[str]) -> None:
         """See :meth:`SupportsSnapshotSync.sync_snapshots`: one synchronous commit.
@@ -769,6 +1240,7 @@ class PostgresStore(StoreContext):
         wanted = sorted({validate_snapshot_id(s) for s in snapshot_ids})
         if not wanted:
             return
+        await self._settle(run_id)
 
         def mark(conn: Connection, retried: bool) -> set[str]:
             with conn.transaction():
@@ -844,6 +1316,7 @@ class PostgresStore(StoreContext):
         """See :meth:`Store.read_snapshot`; verified and decoded in the worker thread."""
         validate_run_id(run_id)
         validate_snapshot_id(snapshot_id)
+        await self._settle(run_id)
 
         def read(conn: Connection, retried: bool) -> Snapshot:
             row = conn.execute(
@@ -868,6 +1341,7 @@ class PostgresStore(StoreContext):
     async def list_snapshots(self, run_id: str) -> list[SnapshotInfo]:
         """See :meth:`Store.list_snapshots`: the rows' entries, no snapshot opened."""
         validate_run_id(run_id)
+        await self._settle(run_id)
 
         def listing(conn: Connection, retried: bool) -> list[SnapshotInfo]:
             rows = conn.execute(
@@ -885,6 +1359,7 @@ class PostgresStore(StoreContext):
         """See :meth:`Store.delete_snapshot`."""
         validate_run_id(run_id)
         validate_snapshot_id(snapshot_id)
+        await self._settle(run_id)
 
         def delete(conn: Connection, retried: bool) -> int:
             with conn.transaction():
@@ -997,6 +1472,7 @@ class PostgresStore(StoreContext):
     async def check_sealed(self, run_id: str) -> SealCheck:
         """See :meth:`SealChecker.check_sealed`: every row of the run, nothing decrypted."""
         validate_run_id(run_id)
+        await self._settle(run_id)
 
         def check(conn: Connection, retried: bool) -> SealCheck:
             row = conn.execute(
@@ -1050,10 +1526,18 @@ class PostgresStore(StoreContext):
         if held is not None:
             raise RunLockedError(run_id, held.owner)
         key = self._key(run_id)
+        created = self._created.pop(run_id, None)
+        if created is not None:
+            if created.owner == owner and self._locks.holds(key):
+                self._leases[run_id] = created
+                self._log_end[run_id] = 0
+                return created
+            if created.owner != owner:
+                self._locks.unlock_soon(key)  # taken for its manifest's owner: not this one
         fence = self._fence_key(run_id)
         locks = self._locks
 
-        def take(conn: Connection) -> int:
+        def take(conn: Connection) -> tuple[int, int]:
             # held already: an earlier try of this claim took it, then lost its connection
             if not (locks.holds(key) or locks.try_lock(conn, key)):
                 row = conn.execute(
@@ -1066,18 +1550,20 @@ class PostgresStore(StoreContext):
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (fence,))
                 row = conn.execute(
                     "UPDATE af_runs SET epoch = epoch + 1, owner = %s WHERE run_id = %s "
-                    "RETURNING epoch",
+                    "RETURNING epoch, log_end",
                     (owner, run_id),
                 ).fetchone()
             if row is None:
                 locks.unlock(conn, key)
                 raise RunNotFoundError(run_id)
-            return int(row[0])
+            return int(row[0]), int(row[1])
 
         self._listener.start()  # its ticks keep the lock connection checked
-        epoch: int = await anyio.to_thread.run_sync(locks.call, "claim run", take)
+        epoch, end = await anyio.to_thread.run_sync(locks.call, "claim run", take)
         lease = Lease(run_id=run_id, owner=owner, epoch=epoch)
         self._leases[run_id] = lease
+        # the log's end as of the new epoch: appends of other owners are fenced from now on
+        self._log_end[run_id] = end
         return lease
 
     async def renew(self, lease: Lease) -> Lease:
@@ -1108,6 +1594,7 @@ class PostgresStore(StoreContext):
         """See :meth:`Store.release`."""
         if self._leases.get(lease.run_id) != lease:
             return
+        # rows still waiting are written by the flusher, under the epoch they carry
         del self._leases[lease.run_id]
         self._log_end.pop(lease.run_id, None)
         with self._append_guard:
