@@ -286,36 +286,18 @@ class Trace:
         found = self._fds.get(int(fd))
         return None if found is None else found[1]
 
-    def _take(self, call: Call) -> None:  # noqa: C901, PLR0912 (one branch per system call)
+    def _take(self, call: Call) -> None:
         a, result = call.args, call.result
         assert result is not None
         if call.name in ("open", "openat", "creat"):
-            if call.name == "openat":
-                path, flags = self._path(a[0], string(a[1]).decode()), a[2]
-            else:
-                path = self._path("AT_FDCWD", string(a[0]).decode())
-                flags = a[1] if call.name == "open" else "O_CREAT|O_TRUNC"
-            self._opened(result, path, flags)
+            self._open(call.name, a, result)
         elif call.name == "close":
             self._fds.pop(int(a[0]), None)
         elif call.name in ("dup", "dup2", "dup3"):
             if int(a[0]) in self._fds:
                 self._fds[result] = self._fds[int(a[0])]
-        elif call.name == "write" and a[0] == "1":
-            data = string(a[1])
-            if data.startswith(b"ACK "):
-                self.events.append(_Ack(data[4:].decode().strip()))
-        elif call.name in ("write", "writev"):
-            target = self._file(a[0])
-            assert target is None or target == _FOLDER, (
-                "a write at the file's position (not modelled) to a file of the folder"
-            )
-        elif call.name in ("pwrite64", "pwritev", "pwritev2"):
-            target = self._file(a[0])
-            if target is not None and target != _FOLDER:
-                data = string(a[1]) if call.name == "pwrite64" else _iovec(a[1])
-                offset = int(a[3])
-                self.events.append(_Write(target, offset, data[:result]))
+        elif call.name in ("write", "writev", "pwrite64", "pwritev", "pwritev2"):
+            self._write(call.name, a, result)
         elif call.name in ("fsync", "fdatasync"):
             target = self._file(a[0])
             if target == _FOLDER:
@@ -326,35 +308,56 @@ class Trace:
             if call.name == "ftruncate":
                 target = self._file(a[0])
             else:
-                name = self._name(self._path("AT_FDCWD", string(a[0]).decode()))
+                name = self._name(self._at("AT_FDCWD", a[0]))
                 target = None if name is None else self._names.get(name)
             if target is not None and target != _FOLDER:
                 self.events.append(_Truncate(target, int(a[1])))
         elif call.name in ("unlink", "unlinkat"):
-            if call.name == "unlink":
-                path = self._path("AT_FDCWD", string(a[0]).decode())
-            else:
-                path = self._path(a[0], string(a[1]).decode())
+            path = self._at("AT_FDCWD", a[0]) if call.name == "unlink" else self._at(*a[:2])
             name = self._name(path)
             if name is not None and self._names.pop(name, None) is not None:
                 self.events.append(_Name(name, None))
-        elif call.name in ("rename", "renameat", "renameat2"):
-            if call.name == "rename":
-                src = self._path("AT_FDCWD", string(a[0]).decode())
-                dst = self._path("AT_FDCWD", string(a[1]).decode())
+        elif call.name == "rename":
+            self._rename(self._at("AT_FDCWD", a[0]), self._at("AT_FDCWD", a[1]))
+        elif call.name in ("renameat", "renameat2"):
+            self._rename(self._at(*a[:2]), self._at(*a[2:4]))
+
+    def _at(self, dirfd: str, arg: str) -> str:
+        """The path a string argument names, relative to ``dirfd``."""
+        return self._path(dirfd, string(arg).decode())
+
+    def _open(self, name: str, a: list[str], fd: int) -> None:
+        if name == "openat":
+            path, flags = self._at(*a[:2]), a[2]
+        else:
+            path = self._at("AT_FDCWD", a[0])
+            flags = a[1] if name == "open" else "O_CREAT|O_TRUNC"
+        self._opened(fd, path, flags)
+
+    def _write(self, name: str, a: list[str], written: int) -> None:
+        if name == "write" and a[0] == "1":
+            data = string(a[1])
+            if data.startswith(b"ACK "):
+                self.events.append(_Ack(data[4:].decode().strip()))
+            return
+        target = self._file(a[0])
+        if target is None or target == _FOLDER:
+            return
+        assert name.startswith("pwrite"), f"{name} at the file's position (not modelled)"
+        data = string(a[1]) if name == "pwrite64" else _iovec(a[1])
+        self.events.append(_Write(target, int(a[3]), data[:written]))
+
+    def _rename(self, src: str, dst: str) -> None:
+        old, new = self._name(src), self._name(dst)
+        moved = None if old is None else self._names.pop(old, None)
+        if moved is not None and old is not None:
+            self.events.append(_Name(old, None))
+        if new is not None:
+            if moved is None:
+                self._names.pop(new, None)  # replaced by a file from outside the folder
             else:
-                src = self._path(a[0], string(a[1]).decode())
-                dst = self._path(a[2], string(a[3]).decode())
-            old, new = self._name(src), self._name(dst)
-            moved = None if old is None else self._names.pop(old, None)
-            if moved is not None and old is not None:
-                self.events.append(_Name(old, None))
-            if new is not None:
-                if moved is None:
-                    self._names.pop(new, None)  # something from outside the folder
-                else:
-                    self._names[new] = moved
-                self.events.append(_Name(new, moved))
+                self._names[new] = moved
+            self.events.append(_Name(new, moved))
 
     @property
     def acks(self) -> list[str]:

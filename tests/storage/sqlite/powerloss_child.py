@@ -157,7 +157,7 @@ async def workload(path: str) -> None:
 class _Unsynced(sqlite3.Connection):
     """A connection whose ``synchronous=FULL`` is ``NORMAL``: durable commits are not synced."""
 
-    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:  # type: ignore[override]
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
         if sql.replace(" ", "").upper() == "PRAGMASYNCHRONOUS=FULL":
             sql = "PRAGMA synchronous = NORMAL"
         return super().execute(sql, *args)
