@@ -27,6 +27,7 @@ One traced process only: descriptors are followed in one table.
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import re
@@ -52,6 +53,7 @@ SECTOR = 512
 """A torn write reaches the disk in whole sectors, from its start."""
 
 
+@functools.cache
 def strace() -> str | None:
     """The ``strace`` executable, if installed and allowed to trace here."""
     found = shutil.which("strace")

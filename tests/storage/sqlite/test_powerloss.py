@@ -196,3 +196,45 @@ async def test_the_check_finds_acknowledged_writes_lost_without_syncs(tmp_path: 
         except AssertionError as exc:
             lost.append(str(exc))
     assert any("is lost" in message for message in lost), lost
+
+
+def _hex(text: str) -> str:
+    return '"' + "".join(f"\\x{b:02x}" for b in text.encode()) + '"'
+
+
+def test_the_replayed_disk_keeps_only_synced_writes() -> None:
+    """The harness itself: a file's writes survive once it is synced, its name once the
+    folder is; a call another thread interrupted counts when it returns."""
+    log = "\n".join(
+        [
+            f"7 openat(AT_FDCWD, {_hex('/d/f')}, O_RDWR|O_CREAT|O_CLOEXEC, 0644) = 3",
+            f"7 pwrite64(3, {_hex('kept')}, 4, 0 <unfinished ...>",
+            f"8 write(1, {_hex('ACK one')}, 7) = 7",
+            "7 <... pwrite64 resumed>) = 4",
+            "7 fdatasync(3) = 0",
+            f"7 openat(AT_FDCWD, {_hex('/d')}, O_RDONLY|O_CLOEXEC) = 4",
+            "7 fsync(4) = 0",
+            f"7 pwrite64(3, {_hex('lost')}, 4, 2) = 4",
+            f"7 unlink({_hex('/d/f')}) = 0",
+            f"7 openat(AT_FDCWD, {_hex('/d/g')}, O_RDWR|O_CREAT, 0644) = 5",
+            f"7 pwrite64(5, {_hex('gone')}, 4, 0) = 4",
+            "7 fdatasync(5) = 0",
+            "7 +++ exited with 0 +++",
+        ]
+    )
+    trace = Trace(log, "/d")
+    assert trace.acks == ["one"]
+    assert trace.last_points() == [3, 4, 9, 10]  # before each sync, and the end
+    points = list(trace.crash_points(trace.last_points()))
+    assert [p.acks for p in points] == [["one"]] * 4  # it came before the write returned
+    # f's name is durable with the folder's sync; g's name, f's unlink never were
+    assert [p.files for p in points] == [{}, {}, {"f": b"kept"}, {"f": b"kept"}]
+    torn = {
+        tuple(sorted(p.files.items()))
+        for seed in range(40)
+        for p in trace.crash_points([len(trace.events)], tear=True, seed=seed)
+    }
+    assert (("f", b"kept"),) in torn
+    assert (("f", b"kelost"),) in torn  # the unsynced write reached the disk
+    assert (("f", b"kept"), ("g", b"gone")) in torn  # the unsynced name survived
+    assert () in torn  # the unsynced unlink did
