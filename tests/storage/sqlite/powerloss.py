@@ -375,7 +375,8 @@ class Trace:
     def crash_points(
         self, points: Iterable[int], *, tear: bool = False, seed: int = 0
     ) -> Iterator[CrashPoint]:
-        """The disk after a power loss at each of ``points`` (ascending), torn if ``tear``."""
+        """The disk after a power loss at each of ``points``, in ascending order; torn if
+        ``tear`` (seeded by ``seed`` and the point)."""
         files = {f: _File(bytearray(d), d) for f, d in self._initial.items()}
         names = dict(self._names_before)
         synced_names = dict(names)

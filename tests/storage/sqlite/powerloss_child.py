@@ -7,7 +7,9 @@ orders it after every file write and sync the call made:
 
 - ``ACK create``: the run exists (durable).
 - ``ACK append <position> <n>``: ``record(n)`` is at ``position`` (durable).
-- ``ACK blob <n>``: ``put_blob(blob_data(n))`` returned (durable).
+- ``ACK blob <n>``: ``blob_data(n)`` is stored (durable: ``put_blob``, or in round
+  ``UNSYNCED_BLOB`` ``put_blob_unsynced`` then ``sync_blobs``).
+- ``ACK post <n>``: message ``m<n>`` is in the inbox (durable).
 - ``ACK snapshot <n> <0|1>``: ``snapshot(n)`` written, durable if ``1``.
 - ``ACK synced <n>``: ``sync_snapshots`` made ``snapshot(n)`` durable.
 - ``ACK deleted <n>``: ``snapshot(n)`` deleted (not synced: it may come back).
@@ -50,6 +52,8 @@ RUN = "run-1"
 ROUNDS = 4
 APPENDS = 3
 """Concurrent appends per round: they share commits."""
+UNSYNCED_BLOB = 2
+"""The round whose blob is put without a sync, then synced."""
 BIG = 1
 """The round whose blob is bigger than the WAL's checkpoint threshold: a checkpoint, then
 the WAL written again from its start, in the middle of the workload."""
@@ -110,6 +114,11 @@ async def workload(path: str) -> None:
         end = await store.append(RUN, [record(n)])
         ack(f"append {end - 1} {n}")
 
+    async def post_one(n: int) -> None:
+        entry_id = f"m{n}"
+        await store.post(RUN, entry_id=entry_id, type="Msg", payload=entry_id.encode())
+        ack(f"post {n}")
+
     try:
         await store.create_run(RunManifest(run_id=RUN, workflow="w", input=b"", input_hash=""))
         ack("create")
@@ -117,7 +126,12 @@ async def workload(path: str) -> None:
             async with anyio.create_task_group() as tg:  # concurrent appends share a commit
                 for _ in range(APPENDS):
                     tg.start_soon(append_one)
-            await store.put_blob(RUN, blob_data(n))
+                tg.start_soon(post_one, n)
+            if n == UNSYNCED_BLOB:
+                ref = await store.put_blob_unsynced(RUN, blob_data(n))
+                await store.sync_blobs(RUN, [ref])
+            else:
+                await store.put_blob(RUN, blob_data(n))
             ack(f"blob {n}")
             if n == ROUNDS - 1:  # a run's end: its final snapshot and status in one commit
                 info = await store.write_snapshot(snapshot(n), update=_bump)
