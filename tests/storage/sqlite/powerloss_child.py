@@ -18,6 +18,9 @@ orders it after every file write and sync the call made:
   ``update_run`` making the change an unsynced one made already).
 - ``ACK completed``: the run is completed (durable; as above, after another
   connection made the change unsynced).
+- ``ACK pruning``: retention (keep the newest snapshot) is about to start: from
+  here on the log may start at the newest snapshot, and the blobs only older
+  snapshots referenced may go. Then one more append.
 - ``ACK done``: the workload finished and the store is closed.
 
 ``normal`` is the test that the check can fail: the store's durable commits
@@ -41,6 +44,7 @@ import msgspec
 from actorflow.storage import (
     AgentSnapshot,
     EventRecord,
+    RetentionPolicy,
     RunManifest,
     RunStatus,
     Snapshot,
@@ -163,6 +167,11 @@ async def workload(path: str) -> None:
                 await store.update_run(RUN, _bump)
                 attempt += 1
                 ack(f"attempt {attempt}")
+        # retention: the newest snapshot stays (synced first), the others go, the
+        # log is cut below it, and the blobs only the others referenced are collected
+        ack("pruning")
+        await store.prune(RetentionPolicy(keep_last=1))
+        await append_one()
     finally:
         await store.aclose()
     ack("done")

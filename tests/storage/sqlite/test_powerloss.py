@@ -32,7 +32,7 @@ import pytest
 import sniffio
 
 from actorflow.errors import ActorflowError, RunNotFoundError
-from actorflow.storage import EventRecord, LogRecord, RunStatus, SqliteStore
+from actorflow.storage import EventRecord, LogRecord, RunStatus, Snapshot, SqliteStore
 from tests.storage.sqlite.powerloss import Trace, run_traced, strace, write_image
 from tests.storage.sqlite.powerloss_child import (
     APPENDS,
@@ -67,6 +67,7 @@ class Acked:
     attempt: int = 0
     phase_end: bool = False
     completed: bool = False
+    pruning: bool = False  # from here on the log may start later, and blobs may go
 
     @classmethod
     def of(cls, lines: list[str]) -> Acked:
@@ -92,6 +93,9 @@ class Acked:
                 acked.phase_end = True
             elif kind == "completed":
                 acked.completed = True
+            elif kind == "pruning":  # it deletes every snapshot but the last round's
+                acked.pruning = True
+                acked.deleted |= set(range(ROUNDS - 1))
         return acked
 
 
@@ -143,36 +147,50 @@ async def _check(store: SqliteStore, acked: Acked) -> None:
         assert manifest.status == RunStatus.COMPLETED, (
             "an acknowledged manifest update (another connection's change) is lost"
         )
-    log = await store.read_log(RUN)  # a missing row is a LogCorruptedError
-    for position, n in sorted(acked.records.items()):
-        assert position < len(log), f"the acknowledged record at {position} is lost"
-        assert log[position] == record(n), position
-    appended: dict[LogRecord, int] = {record(n): n for n in range(ROUNDS * APPENDS)}
-    assert len({appended[r] for r in log}) == len(log)  # each an append of the workload, once
-    for n in sorted(acked.blobs):
-        ref = hashlib.sha256(blob_data(n)).hexdigest()
-        assert await store.has_blob(RUN, ref), f"the acknowledged blob of round {n} is lost"
-        assert await store.get_blob(RUN, ref) == blob_data(n)
     inbox = await store.read_inbox(RUN)
     assert [e.seq for e in inbox] == list(range(len(inbox)))  # no entry missing between
     posted = {e.entry_id: e.payload for e in inbox}
     assert len(posted) == len(inbox)  # each once
     for n in sorted(acked.posts):
         assert posted.get(f"m{n}") == f"m{n}".encode(), f"the acknowledged post m{n} is lost"
-    listed = {s.snapshot_id for s in await store.list_snapshots(RUN)}
-    for n in sorted(acked.durable_snapshots - acked.deleted):
-        assert f"s{n}" in listed, f"the synced snapshot s{n} is lost"
-    for snapshot_id in sorted(listed):  # synced or not, a listed one loads whole and equal
-        assert await store.read_snapshot(RUN, snapshot_id) == snapshot(int(snapshot_id[1:]))
+    newest = await _check_snapshots(store, acked)
+    # what recovery reads: the newest snapshot, and the log after it
+    start = newest.position if acked.pruning and newest is not None else 0
+    log = await store.read_log(RUN, start)  # a missing row is a LogCorruptedError
+    for position, n in sorted(acked.records.items()):
+        if position >= start:
+            assert position < start + len(log), f"the acknowledged record at {position} is lost"
+            assert log[position - start] == record(n), position
+    appended: dict[LogRecord, int] = {record(n): n for n in range(ROUNDS * APPENDS + 1)}
+    assert len({appended[r] for r in log}) == len(log)  # each an append of the workload, once
+    needed = set() if acked.pruning else acked.blobs
+    if newest is not None:
+        needed |= {int(newest.snapshot_id[1:])}
+    for n in sorted(needed):
+        ref = hashlib.sha256(blob_data(n)).hexdigest()
+        assert await store.has_blob(RUN, ref), f"the acknowledged blob of round {n} is lost"
+        assert await store.get_blob(RUN, ref) == blob_data(n)
     # the store keeps working: appends continue after the log's end, manifests change
     lease = await store.claim(RUN, "recoverer")
     end = await store.append(RUN, [EventRecord(kind="after")])
-    assert end == len(log) + 1
+    assert end == start + len(log) + 1
     assert await store.read_log(RUN, end - 1) == [EventRecord(kind="after")]
     before = await store.read_run(RUN)
     await store.update_run(RUN, lambda m: msgspec.structs.replace(m, status=RunStatus.FAILED))
     assert await store.read_run(RUN) == msgspec.structs.replace(before, status=RunStatus.FAILED)
     await store.release(lease)
+
+
+async def _check_snapshots(store: SqliteStore, acked: Acked) -> Snapshot | None:
+    """Every synced snapshot is listed, every listed one loads equal; the newest."""
+    listed = [s.snapshot_id for s in await store.list_snapshots(RUN)]  # oldest first
+    for n in sorted(acked.durable_snapshots - acked.deleted):
+        assert f"s{n}" in listed, f"the synced snapshot s{n} is lost"
+    newest = None
+    for snapshot_id in listed:  # synced or not, a listed one loads whole and equal
+        newest = await store.read_snapshot(RUN, snapshot_id)
+        assert newest == snapshot(int(snapshot_id[1:]))
+    return newest
 
 
 async def test_every_crash_point_keeps_what_was_acknowledged(tmp_path: Path) -> None:
