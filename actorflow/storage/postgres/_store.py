@@ -88,9 +88,12 @@ from actorflow.storage.postgres._notify import (
 from actorflow.storage.postgres._schema import validate_schema_name
 from actorflow.storage.postgres._shared import LimitRows, ScheduleRows
 from actorflow.storage.postgres._slots import SlotLocks
+from actorflow.storage.postgres._statements import append_statement, update_statement
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
+
+    from psycopg.pq.abc import PGresult
 
     from actorflow.storage._event_stream import EventSlice, EventStreamWriter
     from actorflow.storage._inbox import InboxEntry
@@ -129,77 +132,6 @@ def _split_schema(dsn: str) -> tuple[str, str | None]:
     schema = next((v for k, v in query if k == "schema"), None)
     kept = urllib.parse.urlencode([(k, v) for k, v in query if k != "schema"])
     return urllib.parse.urlunsplit(parts._replace(query=kept)), schema
-
-
-def _append_statement(
-    run_id: str,
-    sealed: list[bytes],
-    batch: uuid.UUID,
-    start: int,
-    epoch: int,
-    waiting: Waiting | None,
-) -> tuple[bytes, list[bytes | None], list[int]]:
-    """One statement: the run's row moved on (if its end and epoch are as known), the
-    records inserted, and the snapshots and chunks ``waiting`` with them; its parameters.
-
-    Every insert depends on the row's update: under another epoch nothing is
-    written. The snapshots stay listed ``durable=False`` although the commit is
-    synchronous: retention then treats them as it treats every phase's snapshot.
-    """
-    params: list[bytes | None] = [
-        str(len(sealed)).encode(),
-        run_id.encode(),
-        str(start).encode(),
-        str(epoch).encode(),
-    ]
-    types = [TEXT, TEXT, TEXT, TEXT]
-
-    def rows(values: list[tuple[bytes | None, ...]], kinds: tuple[tuple[str, int], ...]) -> str:
-        listed = []
-        for value in values:
-            cells = []
-            for item, (cast, kind) in zip(value, kinds, strict=True):
-                params.append(item)
-                types.append(kind)
-                cells.append(f"${len(params)}::{cast}")
-            listed.append(f"({', '.join(cells)})")
-        return ", ".join(listed)
-
-    parts = [
-        "WITH r AS (UPDATE af_runs SET log_end = log_end + $1::bigint "
-        "WHERE run_id = $2 AND log_end = $3::bigint AND epoch = $4::bigint RETURNING 1)"
-    ]
-    if waiting is not None and waiting.blobs:
-        blobs = rows(
-            [(a.encode(), d) for a, d in waiting.blobs.items()],
-            (("text", TEXT), ("bytea", BYTEA)),
-        )
-        parts.append(
-            ", b AS (INSERT INTO af_blobs (run_id, address, data) "
-            f"SELECT $2, v.a, v.d FROM r, (VALUES {blobs}) AS v(a, d) ON CONFLICT DO NOTHING)"
-        )
-    if waiting is not None and waiting.snapshots:
-        snapshots = rows(
-            [(i.snapshot_id.encode(), _encode(i), d) for i, d in waiting.snapshots],
-            (("text", TEXT), ("bytea", BYTEA), ("bytea", BYTEA)),
-        )
-        parts.append(
-            ", s AS (INSERT INTO af_snapshots (run_id, snapshot_id, info, data, durable) "
-            f"SELECT $2, v.i, v.n, v.d, false FROM r, (VALUES {snapshots}) AS v(i, n, d) "
-            "ON CONFLICT DO NOTHING)"
-        )
-    records = rows(
-        [
-            (str(start + i).encode(), str(batch).encode() if i == 0 else None, data)
-            for i, data in enumerate(sealed)
-        ],
-        (("bigint", TEXT), ("uuid", TEXT), ("bytea", BYTEA)),
-    )
-    parts.append(
-        " INSERT INTO af_log (run_id, position, batch, data) "
-        f"SELECT $2, t.p, t.b, t.d FROM r, (VALUES {records}) AS t(p, b, d) RETURNING 1"
-    )
-    return "".join(parts).encode(), params, types
 
 
 class PostgresStore(StoreContext):
@@ -490,9 +422,29 @@ class PostgresStore(StoreContext):
             self._created[run_id] = Lease(run_id=run_id, owner=owner, epoch=1)
         return manifest, True
 
+    async def _read_direct(self, query: bytes, run_id: str) -> PGresult | None:
+        """A read of one run's rows from the event loop's thread (binary values).
+
+        ``None`` when it cannot be done so (no idle connection, an error): the
+        worker thread's way then reads, and says what went wrong.
+        """
+        conn = self._db.borrow_idle()
+        if conn is None:
+            return None
+        try:
+            return await direct.execute(conn.pgconn, query, [run_id.encode()], [TEXT], binary=True)
+        except psycopg.Error:
+            return None
+        finally:
+            self._db.give_back(conn)
+
     async def read_run(self, run_id: str) -> RunManifest:
         """See :meth:`Store.read_run`."""
         validate_run_id(run_id)
+        got = await self._read_direct(b"SELECT manifest FROM af_runs WHERE run_id = $1", run_id)
+        data = got.get_value(0, 0) if got is not None and got.ntuples == 1 else None
+        if data is not None:
+            return self._manifest(run_id, bytes(data))
 
         def read(conn: Connection, retried: bool) -> RunManifest:
             row = conn.execute(
@@ -600,6 +552,7 @@ class PostgresStore(StoreContext):
         if conn is None:
             return None
         sent = False
+        waiting: Waiting | None = None
         try:
             got = await direct.execute(
                 conn.pgconn,
@@ -626,31 +579,27 @@ class PostgresStore(StoreContext):
             sealed = self.codec.dump_manifest(new)
             ends = new.status.finished and not current.status.finished
             written.append((version, sealed, new))
+            waiting = self._deferred.take(run_id)
+            if waiting is not None and waiting.epoch != epoch:
+                self._deferred.give_back(run_id, waiting)
+                waiting = None
+            st = update_statement(run_id, sealed, version, epoch, ends=ends, waiting=waiting)
             sent = True
-            done = await direct.execute(
-                conn.pgconn,
-                b"WITH u AS (UPDATE af_runs SET manifest = $2::bytea, version = version + 1 "
-                b"WHERE run_id = $1 AND version = $3::bigint AND epoch = $4::bigint RETURNING 1), "
-                b"d AS (DELETE FROM af_unfinished WHERE run_id = $1 AND $5::boolean "
-                b"AND EXISTS (SELECT 1 FROM u)) "
-                b"SELECT set_config('synchronous_commit', 'off', true), (SELECT count(*) FROM u)",
-                [
-                    run_id.encode(),
-                    sealed,
-                    str(version).encode(),
-                    str(epoch).encode(),
-                    b"true" if ends else b"false",
-                ],
-                [TEXT, BYTEA, TEXT, TEXT, TEXT],
-            )
+            done = await direct.execute(conn.pgconn, st.text, st.params, st.types)
         except psycopg.Error as exc:
+            if waiting is not None:
+                self._deferred.give_back(run_id, waiting)  # written again: same rows, no harm
             if not (conn.broken or conn.closed):
                 return None  # refused: the worker thread's try says why
             _log.warning("postgres_connection_lost", operation="update run", error=str(exc))
             return _UNKNOWN if sent else None
         finally:
             self._db.give_back(conn)
-        return new if done.get_value(0, 1) == b"1" else None
+        if done.get_value(0, 1) != b"1":
+            if waiting is not None:
+                self._deferred.give_back(run_id, waiting)
+            return None
+        return new
 
     async def list_run_versions(self) -> dict[str, str]:
         """See :meth:`RunVersions.list_run_versions`: each row's creation order and version
@@ -869,9 +818,9 @@ class PostgresStore(StoreContext):
         if waiting is not None and waiting.epoch != epoch:  # an earlier claim's: the flusher's
             self._deferred.give_back(run_id, waiting)
             waiting = None
-        query, params, types = _append_statement(run_id, sealed, batch, start, epoch, waiting)
+        st = append_statement(run_id, sealed, batch, start, epoch, waiting)
         try:
-            result = await direct.execute(conn.pgconn, query, params, types)
+            result = await direct.execute(conn.pgconn, st.text, st.params, st.types)
         except psycopg.Error as exc:
             lost = conn.broken or conn.closed
             self._db.give_back(conn)
@@ -1342,6 +1291,10 @@ class PostgresStore(StoreContext):
         """See :meth:`Store.list_snapshots`: the rows' entries, no snapshot opened."""
         validate_run_id(run_id)
         await self._settle(run_id)
+        got = await self._read_direct(b"SELECT info FROM af_snapshots WHERE run_id = $1", run_id)
+        if got is not None and got.ntuples:  # none: is there such a run? the thread's way says
+            entries = [_decode_info(bytes(got.get_value(i, 0) or b"")) for i in range(got.ntuples)]
+            return sorted(entries, key=lambda s: (s.position, s.created, s.snapshot_id))
 
         def listing(conn: Connection, retried: bool) -> list[SnapshotInfo]:
             rows = conn.execute(
