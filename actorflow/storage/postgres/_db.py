@@ -58,6 +58,14 @@ def describe_dsn(dsn: str) -> str:
     return f"postgresql://{user}{host}:{port}/{params.get('dbname') or ''}"
 
 
+def _dsn_options(dsn: str) -> str:
+    """The server options (``-c name=value ...``) the DSN gives, or nothing."""
+    try:
+        return str(psycopg.conninfo.conninfo_to_dict(dsn).get("options") or "")
+    except psycopg.ProgrammingError:
+        return ""  # connecting names what does not parse
+
+
 class Database:
     """Connections to one database, with the store's schema on their search path.
 
@@ -81,6 +89,9 @@ class Database:
         self.dsn = dsn
         self.schema = schema
         self.location = f"{describe_dsn(dsn)} (schema {schema})"
+        # the DSN's own server options (a read-only session, a statement timeout) are kept:
+        # a keyword argument would replace them
+        self.options = f"{_dsn_options(dsn)} -c search_path={schema}".lstrip()
         self.pool_size = pool_size
         self.connect_timeout = connect_timeout
         self.connect_attempts = connect_attempts
@@ -113,7 +124,7 @@ class Database:
                     self.dsn,
                     autocommit=True,
                     connect_timeout=max(1, round(self.connect_timeout)),
-                    options=f"-c search_path={self.schema}",
+                    options=self.options,
                     application_name=f"actorflow {self.schema} {purpose}",
                     **_KEEPALIVES,
                 )

@@ -113,7 +113,10 @@ def _split_schema(dsn: str) -> tuple[str, str | None]:
     parts = urllib.parse.urlsplit(dsn)
     query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
     schema = next((v for k, v in query if k == "schema"), None)
-    kept = urllib.parse.urlencode([(k, v) for k, v in query if k != "schema"])
+    # quote, not quote_plus: libpq reads a + in a URL as a plus, not a space
+    kept = urllib.parse.urlencode(
+        [(k, v) for k, v in query if k != "schema"], quote_via=urllib.parse.quote
+    )
     return urllib.parse.urlunsplit(parts._replace(query=kept)), schema
 
 
