@@ -183,3 +183,24 @@ def test_a_urls_parameters_reach_the_server_as_written(pg_server: PgServer) -> N
     refused = cli("cancel", "ap2", "--app", SIGNAL_APP, "--store", url)
     assert refused.exit_code == EXIT_CODES["error"], refused.output
     assert "read-only transaction" in refused.output
+
+
+def test_a_schema_holding_no_store_is_named_and_left_uncreated(pg_server: PgServer) -> None:
+    schema = pg_server.schema()
+    url = pg_url(pg_server, schema)
+    commands = [
+        ["runs"],
+        ["validate"],
+        ["log", "x"],
+        ["cancel", "x", "--app", SIGNAL_APP],
+        ["recover", "--app", LEDGER_APP],
+    ]
+    for args in commands:
+        result = cli(*args, "--store", url)
+        assert result.exit_code == EXIT_CODES["error"], result.output
+        assert f"no actorflow store at {url}" in result.output.replace("\n", "")
+    assert pg_server.sql(f"SELECT 1 FROM pg_namespace WHERE nspname = '{schema}'") == []
+    # the first run makes it
+    started = cli("start", "tests.cli.Essay", "--input", "2", "--app", SIGNAL_APP, "--store", url)
+    assert started.exit_code == EXIT_CODES["ok"], started.output
+    assert cli("runs", "--store", url).exit_code == EXIT_CODES["ok"]

@@ -28,7 +28,7 @@ from tests.runtime.workflow.fork_flow import Ledger
 from tests.storage.pg_server import pg_url
 from tests.ui.browser import chromium, needs_browser
 from tests.ui.live_app import Chat
-from tests.ui.serving import ROOT, serving
+from tests.ui.serving import ROOT, first_line, serving, stop, ui_process
 from tests.ui.test_actions import _csrf, _until, session
 from tests.ui.test_fork import _ended
 
@@ -128,6 +128,18 @@ async def test_a_fork_with_an_edited_state_and_its_comparison(location: str) -> 
             assert "They differ." in compared
             assert 'class="differs" data-key="result"' in compared
             assert "edited: clerk" in (await client.get("/runs/books-edited")).text
+
+
+def test_a_schema_holding_no_store_is_named_and_left_uncreated(pg_server: PgServer) -> None:
+    schema = pg_server.schema()
+    proc = ui_process("--port", "0", "--store", pg_url(pg_server, schema))
+    try:
+        with pytest.raises(RuntimeError, match=f"no actorflow store at .*schema={schema}"):
+            first_line(proc)
+        assert proc.returncode == 1
+    finally:
+        stop(proc)
+    assert pg_server.sql(f"SELECT 1 FROM pg_namespace WHERE nspname = '{schema}'") == []
 
 
 # --- in a real browser -----------------------------------------------------------------

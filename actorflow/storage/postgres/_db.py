@@ -161,6 +161,29 @@ class Database:
                 self.discard(conn)
             self._ready.set()
 
+    def holds_store(self) -> bool:
+        """Whether the schema holds a store's tables, asked without creating them.
+
+        Raises:
+            StoreUnavailableError: the server stays unreachable, or refuses the login.
+            StorageError: PostgreSQL refused the query.
+        """
+        if self._ready.is_set():
+            return True
+        conn = self.connect(migrate_schema=False, purpose="probe")
+        try:
+            # the catalog, not information_schema: it lists tables this role may not read too
+            row = conn.execute(
+                "SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+                "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = 'af_meta'",
+                (self.schema,),
+            ).fetchone()
+        except psycopg.Error as exc:
+            raise StorageError("open", f"{self.location}: {_first_line(exc)}") from exc
+        finally:
+            self.discard(conn)
+        return row is not None
+
     def discard(self, conn: Connection) -> None:
         """Close a connection (broken, or no longer wanted)."""
         with self._all_lock:

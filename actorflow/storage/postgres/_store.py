@@ -223,6 +223,16 @@ class PostgresStore(StoreContext):
         joiner = "&" if "?" in self.dsn else "?"
         return f"{self.dsn}{joiner}schema={self.schema}"
 
+    async def exists(self) -> bool:
+        """Whether the schema holds a store already, asked without creating one.
+
+        The CLI's commands ask it first: a mistyped schema is named, not made.
+
+        Raises:
+            StoreUnavailableError: the server stays unreachable, or refuses the login.
+        """
+        return await anyio.to_thread.run_sync(self._db.holds_store)
+
     async def aclose(self) -> None:
         """Stop listening, free every claim and slot, close the connections. Idempotent."""
         if self._closed:
