@@ -204,3 +204,17 @@ def test_a_schema_holding_no_store_is_named_and_left_uncreated(pg_server: PgServ
     started = cli("start", "tests.cli.Essay", "--input", "2", "--app", SIGNAL_APP, "--store", url)
     assert started.exit_code == EXIT_CODES["ok"], started.output
     assert cli("runs", "--store", url).exit_code == EXIT_CODES["ok"]
+
+
+def test_a_urls_password_is_never_printed_as_the_stores_name(stored: str) -> None:
+    # the test server trusts local logins: any password is accepted, so it only must not show
+    with_password = stored.replace("postgres@", "postgres:hunter2@")
+    for args, says in (
+        (["runs", "--store", with_password], "runs in postgresql://postgres@"),
+        (["runs", "--status", "failed", "--store", with_password], "no runs in postgresql://"),
+        (["schedules", "--store", with_password], "no schedules in postgresql://postgres@"),
+    ):
+        result = cli(*args)
+        assert result.exit_code == EXIT_CODES["ok"], result.output
+        assert says in result.output
+        assert "hunter2" not in result.output
