@@ -42,6 +42,16 @@ _KEEPALIVES: dict[str, Any] = {
     "keepalives_interval": 2,
     "keepalives_count": 3,
 }
+#: the server's TCP keepalives for the store's sessions: a client whose machine vanished
+#: (power, network: no FIN, no RST) is noticed in seconds, not the system's two hours, and
+#: its claims (advisory locks) are freed; a DSN's own ``options`` may set others
+_SERVER_KEEPALIVES = (
+    "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3"
+)
+#: how long what the server sent may stay unacknowledged before it drops the session
+#: (``tcp_user_timeout``, PostgreSQL 12 on): keepalives wait while a reply is in flight,
+#: and a vanished client's last reply would keep its claims for the retransmissions' minutes
+_USER_TIMEOUT_MS = 11_000
 #: errors after which the same call, tried again, may succeed
 _RETRYABLE = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
 
@@ -64,6 +74,23 @@ def _dsn_options(dsn: str) -> str:
         return str(psycopg.conninfo.conninfo_to_dict(dsn).get("options") or "")
     except psycopg.ProgrammingError:
         return ""  # connecting names what does not parse
+
+
+def _bound_unacknowledged(conn: Connection, options: str) -> None:
+    """Have the server drop the session once what it sent stays unacknowledged too long.
+
+    Raises:
+        psycopg.OperationalError: the connection was lost meanwhile (it is closed).
+    """
+    if "tcp_user_timeout" in options or conn.info.server_version < 120000:
+        return  # the DSN sets it, or the server is older than the setting
+    try:
+        conn.execute(f"SET tcp_user_timeout = {_USER_TIMEOUT_MS}")
+    except psycopg.OperationalError:
+        conn.close()
+        raise
+    except psycopg.Error as exc:  # a proxy in front of the server may refuse it: go without
+        _log.warning("postgres_user_timeout_refused", error=_first_line(exc))
 
 
 class Database:
@@ -91,7 +118,8 @@ class Database:
         self.location = f"{describe_dsn(dsn)} (schema {schema})"
         # the DSN's own server options (a read-only session, a statement timeout) are kept:
         # a keyword argument would replace them
-        self.options = f"{_dsn_options(dsn)} -c search_path={schema}".lstrip()
+        given = _dsn_options(dsn)
+        self.options = f"{_SERVER_KEEPALIVES} {given} -c search_path={schema}".replace("  ", " ")
         self.pool_size = pool_size
         self.connect_timeout = connect_timeout
         self.connect_attempts = connect_attempts
@@ -128,6 +156,7 @@ class Database:
                     application_name=f"actorflow {self.schema} {purpose}",
                     **_KEEPALIVES,
                 )
+                _bound_unacknowledged(conn, self.options)
             except psycopg.OperationalError as exc:
                 error = exc
                 if _refused_login(exc):
