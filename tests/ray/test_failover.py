@@ -1,10 +1,12 @@
 """A node or the driver dies in the middle of runs: every run completes as if nothing happened.
 
 Each agent execution is in a side file (step key, process id). When the node
-is removed, the log records every run has are read at once (its processes
-are dead, so nothing more of theirs can land); afterwards, each of those
-steps must have executed exactly once, and every run must return what an
-uninterrupted run returns.
+is removed, the log records every run has from the attempts before the
+removal are read at once (its processes are dead, so nothing more of theirs
+can land; a survivor may have taken a run over already and recorded steps of
+its own, under a later attempt); afterwards, each of those steps must have
+executed exactly once, and every run must return what an uninterrupted run
+returns.
 """
 
 from __future__ import annotations
@@ -39,12 +41,23 @@ STEPS = 8
 PAUSE = 0.25
 
 
-async def recorded_keys(store: Store, run_ids: list[str]) -> set[str]:
-    """The idempotency keys of every agent step the runs' logs hold now."""
+async def attempts(store: Store, run_ids: list[str]) -> dict[str, int]:
+    """Each run's attempt now: a later one is a take-over's."""
+    return {run_id: (await store.read_run(run_id)).attempt for run_id in run_ids}
+
+
+async def recorded_keys(
+    store: Store, run_ids: list[str], before: dict[str, int] | None = None
+) -> set[str]:
+    """The idempotency keys of every agent step the runs' logs hold now (recorded by an
+    attempt up to ``before``'s, if given)."""
     keys = set()
     for run_id in run_ids:
         for record in await store.read_log(run_id):
-            if isinstance(record, StepRecord) and record.kind == "ask":
+            if not (isinstance(record, StepRecord) and record.kind == "ask"):
+                continue
+            attempt = record.run_attempt or 0
+            if before is None or attempt <= before[run_id]:
                 keys.add(f"{run_id}/{record.step_id}")
     return keys
 
@@ -98,8 +111,10 @@ async def test_a_hosts_node_removed_mid_run_loses_no_run(
             hosted = await wait_for_work(side, runs=1, pids={victim.pid})
             await wait_for_records(runtime.store, hosted, steps=len(hosted))
             node = ray_cluster.node(victim.node_id)
+            run_ids = [h.run_id for h in handles]
+            before = await attempts(runtime.store, run_ids)
             ray_cluster.remove(node)  # blocks this loop briefly: Ray wants the main thread
-            lost_steps = await recorded_keys(runtime.store, [h.run_id for h in handles])
+            lost_steps = await recorded_keys(runtime.store, run_ids, before)
             ray_cluster.add_like(node)
             await finish_after_loss(runtime, handles, side, lost_steps)
             survivors = {pid for key, pid in executions(side) if key.split("/")[0] in hosted}

@@ -211,6 +211,7 @@ class PostgresStore(StoreContext):
         self._schedules = ScheduleRows(self._db, self.codec, self._place)
         self._leases: dict[str, Lease] = {}
         self._created: dict[str, Lease] = {}  # claimed by create_run for its manifest's owner
+        self._claiming: dict[str, str] = {}  # claims under way, with their owners
         self._index_warned: set[str] = set()
         # the log's end of the runs this store owns, and the locks its appends take
         self._log_end: dict[str, int] = {}
@@ -1491,6 +1492,8 @@ class PostgresStore(StoreContext):
         held = self._leases.get(run_id)
         if held is not None:
             raise RunLockedError(run_id, held.owner)
+        if run_id in self._claiming:  # two tasks of this process claiming at once: one wins
+            raise RunLockedError(run_id, self._claiming[run_id])
         key = self._key(run_id)
         created = self._created.pop(run_id, None)
         if created is not None:
@@ -1502,10 +1505,15 @@ class PostgresStore(StoreContext):
                 self._locks.unlock_soon(key)  # taken for its manifest's owner: not this one
         fence = self._fence_key(run_id)
         locks = self._locks
+        took = False
 
         def take(conn: Connection) -> tuple[int, int]:
-            # held already: an earlier try of this claim took it, then lost its connection
-            if not (locks.holds(key) or locks.try_lock(conn, key)):
+            nonlocal took
+            # taken by an earlier try of this claim, which then lost its connection: the
+            # reconnection took it again, or another session had it meanwhile (lost)
+            mine = locks.holds(key) if took else locks.try_lock(conn, key)
+            took = took or mine
+            if not mine:
                 row = conn.execute(
                     "SELECT owner FROM af_runs WHERE run_id = %s", (run_id,)
                 ).fetchone()
@@ -1525,7 +1533,11 @@ class PostgresStore(StoreContext):
             return int(row[0]), int(row[1])
 
         self._listener.start()  # its ticks keep the lock connection checked
-        epoch, end = await anyio.to_thread.run_sync(locks.call, "claim run", take)
+        self._claiming[run_id] = owner
+        try:
+            epoch, end = await anyio.to_thread.run_sync(locks.call, "claim run", take)
+        finally:
+            del self._claiming[run_id]
         lease = Lease(run_id=run_id, owner=owner, epoch=epoch)
         self._leases[run_id] = lease
         # the log's end as of the new epoch: appends of other owners are fenced from now on

@@ -12,7 +12,7 @@ from actorflow.errors import (
     RunLockedError,
     RunNotFoundError,
 )
-from actorflow.storage import ErrorInfo, RunStatus, Store
+from actorflow.storage import ErrorInfo, Lease, RunStatus, Store
 from actorflow.testing.conformance._samples import manifest, snapshot, step
 
 __all__ = ["ManifestTests", "OwnershipTests"]
@@ -145,6 +145,30 @@ class OwnershipTests:
         with pytest.raises(LeaseLostError, match="taken over"):
             await store.renew(lease)
         await store.release(second)
+
+    async def test_claims_racing_in_one_store_have_one_winner(self, store: Store) -> None:
+        """Tasks of one process claiming a run at once (a worker's adopter and a
+        dispatch, say): exactly one gets it, and the others hold nothing after."""
+        await store.create_run(manifest())
+        won: list[Lease] = []
+        refused: list[str] = []
+
+        async def claim(owner: str) -> None:
+            try:
+                won.append(await store.claim("run-1", owner))
+            except RunLockedError:
+                refused.append(owner)
+
+        async with anyio.create_task_group() as tg:
+            for owner in ("a", "b", "c", "d"):
+                tg.start_soon(claim, owner)
+        assert len(won) == 1, f"{len(won)} tasks hold the run at once"
+        assert len(refused) == 3
+        await store.release(won[0])
+        assert not await store.is_owned("run-1")
+        later = await store.claim("run-1", "e")
+        assert later.epoch > won[0].epoch
+        await store.release(later)
 
     async def test_claim_of_unknown_run_raises(self, store: Store) -> None:
         with pytest.raises(RunNotFoundError):
