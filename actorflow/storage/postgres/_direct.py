@@ -31,12 +31,22 @@ if TYPE_CHECKING:
 
     from psycopg.pq.abc import PGconn, PGresult
 
-__all__ = ["BYTEA", "TEXT", "execute"]
+__all__ = ["BYTEA", "DIRECT_BYTES", "TEXT", "UNKNOWN", "Unknown", "execute"]
 
 #: parameter types: text whose type the statement's casts give (OID 0), or bytea (binary)
 TEXT = 0
 BYTEA = 17
 _TEXT_FORMAT, _BINARY_FORMAT = 0, 1
+
+#: a batch of log records larger than this goes through a worker thread
+DIRECT_BYTES = 256 * 1024
+
+
+class Unknown:
+    """A statement whose connection was lost before its answer came: it may have landed."""
+
+
+UNKNOWN = Unknown()
 
 
 async def execute(

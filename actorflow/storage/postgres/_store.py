@@ -30,7 +30,6 @@ submitted or given-up runs wake idle workers, through LISTEN/NOTIFY
 from __future__ import annotations
 
 import contextlib
-import threading
 import urllib.parse
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -73,11 +72,11 @@ from actorflow.storage._sealing import Codec
 from actorflow.storage.postgres import _direct as direct
 from actorflow.storage.postgres._blobs import BlobRows
 from actorflow.storage.postgres._db import Connection, Database, describe_dsn
-from actorflow.storage.postgres._deferred import DeferredWrites, Flusher, Waiting
-from actorflow.storage.postgres._direct import BYTEA, TEXT
+from actorflow.storage.postgres._deferred import Flusher, Waiting
+from actorflow.storage.postgres._direct import BYTEA, DIRECT_BYTES, TEXT, UNKNOWN, Unknown
 from actorflow.storage.postgres._events import EventRows
 from actorflow.storage.postgres._inbox import InboxRows, require_run
-from actorflow.storage.postgres._locks import HELD_KEYS, Locks, lock_key
+from actorflow.storage.postgres._locks import HELD_KEYS, Locks
 from actorflow.storage.postgres._notify import (
     WORK,
     WORK_KEY,
@@ -85,6 +84,7 @@ from actorflow.storage.postgres._notify import (
     SocketWatch,
     Wakeups,
 )
+from actorflow.storage.postgres._owned import OwnedRuns
 from actorflow.storage.postgres._schema import validate_schema_name
 from actorflow.storage.postgres._shared import LimitRows, ScheduleRows
 from actorflow.storage.postgres._slots import SlotLocks
@@ -105,16 +105,6 @@ _log = get_logger(__name__)
 
 _TAKEABLE = frozenset({RunStatus.QUEUED, RunStatus.INTERRUPTED})
 """Statuses a run is stored in for a worker to take: submitted, or given up by a runtime."""
-
-#: a batch of log records larger than this goes through a worker thread
-_DIRECT_BYTES = 256 * 1024
-
-
-class _Unknown:
-    """An append whose connection was lost before its answer came: it may have landed."""
-
-
-_UNKNOWN = _Unknown()
 
 _encode = msgspec.msgpack.Encoder().encode
 _decode_info = msgspec.msgpack.Decoder(SnapshotInfo).decode
@@ -274,17 +264,9 @@ class PostgresStore(StoreContext):
         self._blobs = BlobRows(self._db, self.codec, self._where)
         self._inbox = InboxRows(self._db, self.codec, self._where, self._channel)
         self._schedules = ScheduleRows(self._db, self.codec, self._place)
-        self._leases: dict[str, Lease] = {}
-        self._created: dict[str, Lease] = {}  # claimed by create_run for its manifest's owner
+        self._owned = OwnedRuns(self._locks, self.schema)
         self._index_warned: set[str] = set()
-        # the log's end of the runs this store owns, and the locks its appends take
-        self._log_end: dict[str, int] = {}
-        self._append_locks: dict[str, threading.Lock] = {}
-        self._append_guard = threading.Lock()
-        # snapshots and chunks of owned runs, written with the run's next append
-        self._deferred = DeferredWrites()
-        self._flusher = Flusher(snapshot_delay, self._flush_waiting, self._deferred)
-        self._closed = False
+        self._flusher = Flusher(snapshot_delay, self._flush_waiting, self._owned.deferred)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._place!r})"
@@ -296,13 +278,6 @@ class PostgresStore(StoreContext):
 
     def _where(self, run_id: str, *parts: object) -> str:
         return "/".join((f"{self._place}#runs/{run_id}", *map(str, parts)))
-
-    def _key(self, run_id: str) -> int:
-        return lock_key(self.schema, "run", run_id)
-
-    def _fence_key(self, run_id: str) -> int:
-        """The transaction lock a claim's epoch change takes exclusively, snapshot writes shared."""
-        return lock_key(self.schema, "fence", run_id)
 
     async def _run(self, operation: str, fn: Callable[[Connection, bool], Any]) -> Any:
         return await self._db.run(operation, fn)
@@ -318,14 +293,14 @@ class PostgresStore(StoreContext):
 
     async def aclose(self) -> None:
         """Stop listening, free every claim and slot, close the connections. Idempotent."""
-        if self._closed:
+        if self._owned.closed:
             return
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(self._flusher.stop)
-            for run_id in self._deferred.runs():
+            for run_id in self._owned.deferred.runs():
                 with contextlib.suppress(StorageError):
                     await self._settle(run_id)
-        self._closed = True
+        self._owned.closed = True
         with anyio.CancelScope(shield=True):
 
             def stop(token: str) -> None:
@@ -337,20 +312,13 @@ class PostgresStore(StoreContext):
             await anyio.to_thread.run_sync(self._listener.stop, stop)
             await anyio.to_thread.run_sync(self._locks.close)
             await anyio.to_thread.run_sync(self._db.close)
-        self._leases.clear()
-        self._created.clear()
+        self._owned.leases.clear()
+        self._owned.created.clear()
 
     # --- manifests --------------------------------------------------------------
 
     def _manifest(self, run_id: str, data: bytes) -> RunManifest:
         return self.codec.load_manifest(data, run_id=run_id, location=self._where(run_id))
-
-    def _fence(self, run_id: str, epoch: int) -> None:
-        """Refuse a write of a run this store claimed and another owner took since."""
-        lease = self._leases.get(run_id)
-        if lease is not None and (lease.epoch != epoch or self._key(run_id) in self._locks.lost):
-            self._deferred.drop(run_id)  # they could never be written
-            raise LeaseLostError(run_id, lease.epoch)
 
     async def create_run(self, manifest: RunManifest) -> tuple[RunManifest, bool]:
         """See :meth:`Store.create_run`; exactly one of racing creators gets ``True``.
@@ -360,7 +328,7 @@ class PostgresStore(StoreContext):
         ``claim`` then costs no round trip.
         """
         run_id = validate_run_id(manifest.run_id)
-        key = self._key(run_id)
+        key = self._owned.key(run_id)
         owner = manifest.owner
         if owner is not None and not manifest.status.finished and manifest.status not in _TAKEABLE:
             return await self._create_claimed(manifest, owner)
@@ -400,13 +368,13 @@ class PostgresStore(StoreContext):
     async def _create_claimed(self, manifest: RunManifest, owner: str) -> tuple[RunManifest, bool]:
         """:meth:`create_run` on the lock connection: the run's lock, then its row at epoch 1."""
         run_id = manifest.run_id
-        key = self._key(run_id)
+        key = self._owned.key(run_id)
         locks = self._locks
         sealed = self.codec.dump_manifest(manifest)
         done = await self._create_claimed_direct(manifest, owner, sealed)
         if isinstance(done, tuple):
             return done
-        tries = 1 if done is _UNKNOWN else 0
+        tries = 1 if done is UNKNOWN else 0
 
         def create(conn: Connection) -> tuple[RunManifest, bool, bool]:
             nonlocal tries
@@ -438,20 +406,20 @@ class PostgresStore(StoreContext):
         self._listener.start()  # its ticks keep the lock connection checked
         stored, created, claimed = await anyio.to_thread.run_sync(locks.call, "create run", create)
         if claimed:
-            self._created[run_id] = Lease(run_id=run_id, owner=owner, epoch=1)
+            self._owned.created[run_id] = Lease(run_id=run_id, owner=owner, epoch=1)
         return stored, created
 
     async def _create_claimed_direct(
         self, manifest: RunManifest, owner: str, sealed: bytes
-    ) -> tuple[RunManifest, bool] | _Unknown | None:
+    ) -> tuple[RunManifest, bool] | Unknown | None:
         """:meth:`_create_claimed` in one statement from the event loop's thread.
 
         ``None`` when it cannot be done so (the lock connection is busy, the
         key held already, the run exists): the worker thread's way then says
-        what is what. ``_UNKNOWN`` if the connection was lost before the answer.
+        what is what. ``UNKNOWN`` if the connection was lost before the answer.
         """
         run_id = manifest.run_id
-        key = self._key(run_id)
+        key = self._owned.key(run_id)
         locks = self._locks
         if locks.holds(key):
             return None
@@ -476,7 +444,7 @@ class PostgresStore(StoreContext):
             locks.give_back(conn)
             if lost:  # the session ended, and its lock with it; the row may be there
                 _log.warning("postgres_connection_lost", operation="create run", error=str(exc))
-                return _UNKNOWN
+                return UNKNOWN
             return None
         got = result.get_value(0, 0) == b"t"
         if got:
@@ -487,7 +455,7 @@ class PostgresStore(StoreContext):
                 locks.unlock_soon(key)
             return None  # there already: the worker thread reads what is there
         if got:
-            self._created[run_id] = Lease(run_id=run_id, owner=owner, epoch=1)
+            self._owned.created[run_id] = Lease(run_id=run_id, owner=owner, epoch=1)
         return manifest, True
 
     async def read_run(self, run_id: str) -> RunManifest:
@@ -551,9 +519,9 @@ class PostgresStore(StoreContext):
         validate_run_id(run_id)
         written: list[tuple[int, bytes, RunManifest]] = []
         unknown = False
-        if not durable and run_id in self._leases:
+        if not durable and run_id in self._owned.leases:
             done = await self._update_direct(run_id, change, written)
-            if isinstance(done, _Unknown):
+            if isinstance(done, Unknown):
                 unknown = True
             elif done is not None:
                 return done
@@ -573,7 +541,7 @@ class PostgresStore(StoreContext):
                     version, sealed, new = written[-1]
                     if int(row[1]) == version + 1 and bytes(row[0]) == sealed:
                         return new  # the lost try's commit landed
-                self._fence(run_id, int(row[2]))
+                self._owned.fence(run_id, int(row[2]))
                 new, sealed = self._change(conn, run_id, row, change, "update run")
                 written.append((int(row[1]), sealed, new))
                 return new
@@ -586,14 +554,14 @@ class PostgresStore(StoreContext):
         run_id: str,
         change: Callable[[RunManifest], RunManifest],
         written: list[tuple[int, bytes, RunManifest]],
-    ) -> RunManifest | _Unknown | None:
+    ) -> RunManifest | Unknown | None:
         """An owner's unsynced :meth:`update_run` from the event loop's thread: two statements.
 
         The row is read, changed here and written back if its version is
         still the one read, in a commit without a WAL flush. ``None`` when it
         cannot be done so (no idle connection, a change that wakes workers or
         takes a run out of the finished, the version moved on): the worker
-        thread's way then does it. ``_UNKNOWN`` if the connection was lost
+        thread's way then does it. ``UNKNOWN`` if the connection was lost
         after the write was sent (``written`` holds what was sent).
         """
         conn = self._db.borrow_idle()
@@ -614,7 +582,7 @@ class PostgresStore(StoreContext):
             version = int.from_bytes(got.get_value(0, 1) or b"", "big", signed=True)
             epoch = int.from_bytes(got.get_value(0, 2) or b"", "big", signed=True)
             assert data is not None
-            self._fence(run_id, epoch)
+            self._owned.fence(run_id, epoch)
             current = self._manifest(run_id, bytes(data))
             new = change(current)
             if new.run_id != run_id:
@@ -647,7 +615,7 @@ class PostgresStore(StoreContext):
             if not (conn.broken or conn.closed):
                 return None  # refused: the worker thread's try says why
             _log.warning("postgres_connection_lost", operation="update run", error=str(exc))
-            return _UNKNOWN if sent else None
+            return UNKNOWN if sent else None
         finally:
             self._db.give_back(conn)
         return new if done.get_value(0, 1) == b"1" else None
@@ -714,7 +682,7 @@ class PostgresStore(StoreContext):
     async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:
         """See :meth:`Store.delete_run`: one transaction; a tombstone keeps the run's row."""
         validate_run_id(run_id)
-        self._deferred.drop(run_id)
+        self._owned.deferred.drop(run_id)
 
         def delete(conn: Connection, retried: bool) -> int:
             with conn.transaction():
@@ -783,7 +751,7 @@ class PostgresStore(StoreContext):
                 ).fetchone()
                 if row is None:
                     raise RunNotFoundError(run_id)
-                self._fence(run_id, int(row[1]))
+                self._owned.fence(run_id, int(row[1]))
                 start = int(row[0]) - count
                 dump = self.codec.dump_record
                 rows = [
@@ -804,10 +772,10 @@ class PostgresStore(StoreContext):
                 return start + count
 
         unknown = False  # a try from this thread lost its connection: did it land?
-        lease = self._leases.get(run_id)
-        start = self._log_end.get(run_id)
+        lease = self._owned.leases.get(run_id)
+        start = self._owned.log_end.get(run_id)
         if lease is not None and start is not None:
-            lock = self._appending(run_id)
+            lock = self._owned.appending(run_id)
             if lock.acquire(blocking=False):  # else a worker thread appends: queue behind it
                 try:
                     done = await self._append_direct(run_id, records, batch, start, lease.epoch)
@@ -815,34 +783,26 @@ class PostgresStore(StoreContext):
                     lock.release()
                 if isinstance(done, int):
                     return done
-                unknown = done is _UNKNOWN
+                unknown = done is UNKNOWN
 
         def append(conn: Connection, retried: bool) -> int:
             retried = retried or unknown
-            with self._appending(run_id):
-                lease = self._leases.get(run_id)
-                start = self._log_end.get(run_id)
+            with self._owned.appending(run_id):
+                lease = self._owned.leases.get(run_id)
+                start = self._owned.log_end.get(run_id)
                 if lease is not None and start is not None and not retried:
                     end = self._append_fast(conn, run_id, records, batch, start, lease.epoch)
                     if end is not None:
-                        self._log_end[run_id] = end
+                        self._owned.log_end[run_id] = end
                         return end
-                self._log_end.pop(run_id, None)
+                self._owned.log_end.pop(run_id, None)
                 end = slow(conn, retried)
                 if lease is not None:
-                    self._log_end[run_id] = end
+                    self._owned.log_end[run_id] = end
                 return end
 
         end: int = await self._run("append", append)
         return end
-
-    def _appending(self, run_id: str) -> threading.Lock:
-        """The lock this store's appends to one run take, around the log's known end."""
-        with self._append_guard:
-            lock = self._append_locks.get(run_id)
-            if lock is None:
-                lock = self._append_locks[run_id] = threading.Lock()
-            return lock
 
     async def _append_direct(
         self,
@@ -851,23 +811,23 @@ class PostgresStore(StoreContext):
         batch: uuid.UUID,
         start: int,
         epoch: int,
-    ) -> int | _Unknown | None:
+    ) -> int | Unknown | None:
         """:meth:`_append_fast` from the event loop's thread, on an idle connection.
 
         The new end; ``None`` if nothing was written (no idle connection, a
-        large batch, or the end or epoch is not what this store knew); ``_UNKNOWN``
+        large batch, or the end or epoch is not what this store knew); ``UNKNOWN``
         if the connection was lost before the answer came.
         """
         dump = self.codec.dump_record
         sealed = [dump(r, run_id=run_id, position=start + i) for i, r in enumerate(records)]
-        if sum(map(len, sealed)) > _DIRECT_BYTES:
+        if sum(map(len, sealed)) > DIRECT_BYTES:
             return None
         conn = self._db.borrow_idle()
         if conn is None:
             return None
-        waiting = self._deferred.take(run_id)
+        waiting = self._owned.deferred.take(run_id)
         if waiting is not None and waiting.epoch != epoch:  # an earlier claim's: the flusher's
-            self._deferred.give_back(run_id, waiting)
+            self._owned.deferred.give_back(run_id, waiting)
             waiting = None
         query, params, types = _append_statement(run_id, sealed, batch, start, epoch, waiting)
         try:
@@ -876,18 +836,18 @@ class PostgresStore(StoreContext):
             lost = conn.broken or conn.closed
             self._db.give_back(conn)
             if waiting is not None:
-                self._deferred.give_back(run_id, waiting)  # written again: same rows, no harm
+                self._owned.deferred.give_back(run_id, waiting)  # written again: same rows, no harm
             if lost:
                 _log.warning("postgres_connection_lost", operation="append", error=str(exc))
-                return _UNKNOWN
+                return UNKNOWN
             return None  # refused: the worker thread's try says why
         self._db.give_back(conn)
         count = len(sealed)
         if result.ntuples != count:
             if waiting is not None:
-                self._deferred.give_back(run_id, waiting)
+                self._owned.deferred.give_back(run_id, waiting)
             return None
-        self._log_end[run_id] = start + count
+        self._owned.log_end[run_id] = start + count
         return start + count
 
     def _append_fast(
@@ -1008,8 +968,8 @@ class PostgresStore(StoreContext):
         """
         if self._may_wait(run_id):
             address, sealed = self.codec.dump_blob(data, run_id=run_id)
-            epoch = self._leases[run_id].epoch
-            if len(sealed) <= _DIRECT_BYTES and self._deferred.add_blob(
+            epoch = self._owned.leases[run_id].epoch
+            if len(sealed) <= DIRECT_BYTES and self._owned.deferred.add_blob(
                 run_id, epoch, address, sealed
             ):
                 self._flusher.poke()
@@ -1055,20 +1015,20 @@ class PostgresStore(StoreContext):
         """
         return (
             self._flusher.delay > 0
-            and not self._closed
-            and run_id in self._leases
-            and run_id in self._log_end
-            and self._key(run_id) not in self._locks.lost
+            and not self._owned.closed
+            and run_id in self._owned.leases
+            and run_id in self._owned.log_end
+            and not self._owned.lost(run_id)
         )
 
     async def _settle(self, run_id: str) -> None:
         """Write the run's waiting snapshots and chunks now (before this store reads them)."""
-        if self._deferred.has(run_id):
+        if self._owned.deferred.has(run_id):
             await self._run("write checkpoint", lambda conn, _: self._write_waiting(conn, run_id))
 
     def _flush_waiting(self, run_id: str) -> None:
         """The flusher thread's write of rows that waited too long."""
-        if self._deferred.has(run_id) and not self._closed:
+        if self._owned.deferred.has(run_id) and not self._owned.closed:
             self._db.call("write checkpoint", lambda conn, _: self._write_waiting(conn, run_id))
 
     def _write_waiting(self, conn: Connection, run_id: str) -> None:
@@ -1078,15 +1038,15 @@ class PostgresStore(StoreContext):
         rows of a run another owner took since are dropped (the log has
         everything they summarise).
         """
-        with self._appending(run_id):
-            waiting = self._deferred.take(run_id)
+        with self._owned.appending(run_id):
+            waiting = self._owned.deferred.take(run_id)
             if waiting is None:
                 return
             try:
                 with conn.transaction():
                     conn.execute("SET LOCAL synchronous_commit = off")
                     conn.execute(
-                        "SELECT pg_advisory_xact_lock_shared(%s)", (self._fence_key(run_id),)
+                        "SELECT pg_advisory_xact_lock_shared(%s)", (self._owned.fence_key(run_id),)
                     )
                     row = conn.execute(
                         "SELECT epoch FROM af_runs WHERE run_id = %s", (run_id,)
@@ -1102,7 +1062,9 @@ class PostgresStore(StoreContext):
                     self._insert_waiting(conn, run_id, waiting, durable=False)
             except psycopg.OperationalError:
                 if conn.broken or conn.closed:
-                    self._deferred.give_back(run_id, waiting)  # tried again on a new connection
+                    self._owned.deferred.give_back(
+                        run_id, waiting
+                    )  # tried again on a new connection
                 raise
 
     def _insert_waiting(
@@ -1162,14 +1124,14 @@ class PostgresStore(StoreContext):
         run_id = validate_run_id(snapshot.run_id)
         snapshot_id = validate_snapshot_id(snapshot.snapshot_id)
         durable = update is not None
-        fence = self._fence_key(run_id)
+        fence = self._owned.fence_key(run_id)
         sealed_once: list[tuple[bytes, SnapshotInfo]] = []
         if not durable and self._may_wait(run_id):
             sealed, raw = self.codec.dump_snapshot(snapshot)
             waits = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
             waits = msgspec.structs.replace(waits, durable=False)
-            epoch = self._leases[run_id].epoch
-            if len(sealed) <= _DIRECT_BYTES and self._deferred.add_snapshot(
+            epoch = self._owned.leases[run_id].epoch
+            if len(sealed) <= DIRECT_BYTES and self._owned.deferred.add_snapshot(
                 run_id, epoch, waits, sealed
             ):
                 self._flusher.poke()
@@ -1218,7 +1180,7 @@ class PostgresStore(StoreContext):
                         return info  # the lost try's commit landed
                     self._same_snapshot(snapshot, bytes(taken[1]))
                     info = _decode_info(bytes(taken[0]))
-                self._fence(run_id, int(row[1]))
+                self._owned.fence(run_id, int(row[1]))
                 if update is not None:
                     self._change(conn, run_id, row, update, "write checkpoint")
                 return info
@@ -1278,15 +1240,17 @@ class PostgresStore(StoreContext):
         False if nothing was written (no such run, the id is taken, or the epoch
         moved on): the full write then finds out which, and says so.
         """
-        lease = self._leases.get(run_id)
-        if lease is not None and self._key(run_id) in self._locks.lost:
+        lease = self._owned.leases.get(run_id)
+        if lease is not None and self._owned.lost(run_id):
             return False
         epoch = lease.epoch if lease is not None else None
         with conn.pipeline(), conn.transaction():
             conn.execute("SET LOCAL synchronous_commit = off")
             # the shared fence first: a claim's epoch change waits for this commit,
             # or has committed before the INSERT's snapshot of the row is taken
-            conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (self._fence_key(run_id),))
+            conn.execute(
+                "SELECT pg_advisory_xact_lock_shared(%s)", (self._owned.fence_key(run_id),)
+            )
             inserted = conn.execute(
                 "INSERT INTO af_snapshots (run_id, snapshot_id, info, data, durable) "
                 "SELECT %s, %s, %s, %s, false WHERE EXISTS (SELECT 1 FROM af_runs "
@@ -1522,19 +1486,19 @@ class PostgresStore(StoreContext):
             RunLockedError: a live owner (another process, or this store) holds the run.
         """
         validate_run_id(run_id)
-        held = self._leases.get(run_id)
+        held = self._owned.leases.get(run_id)
         if held is not None:
             raise RunLockedError(run_id, held.owner)
-        key = self._key(run_id)
-        created = self._created.pop(run_id, None)
+        key = self._owned.key(run_id)
+        created = self._owned.created.pop(run_id, None)
         if created is not None:
             if created.owner == owner and self._locks.holds(key):
-                self._leases[run_id] = created
-                self._log_end[run_id] = 0
+                self._owned.leases[run_id] = created
+                self._owned.log_end[run_id] = 0
                 return created
             if created.owner != owner:
                 self._locks.unlock_soon(key)  # taken for its manifest's owner: not this one
-        fence = self._fence_key(run_id)
+        fence = self._owned.fence_key(run_id)
         locks = self._locks
 
         def take(conn: Connection) -> tuple[int, int]:
@@ -1561,9 +1525,9 @@ class PostgresStore(StoreContext):
         self._listener.start()  # its ticks keep the lock connection checked
         epoch, end = await anyio.to_thread.run_sync(locks.call, "claim run", take)
         lease = Lease(run_id=run_id, owner=owner, epoch=epoch)
-        self._leases[run_id] = lease
+        self._owned.leases[run_id] = lease
         # the log's end as of the new epoch: appends of other owners are fenced from now on
-        self._log_end[run_id] = end
+        self._owned.log_end[run_id] = end
         return lease
 
     async def renew(self, lease: Lease) -> Lease:
@@ -1582,26 +1546,23 @@ class PostgresStore(StoreContext):
         current = await self._run("renew", epoch)
         if (
             current != lease.epoch
-            or self._leases.get(run_id) != lease
-            or self._key(run_id) in self._locks.lost
+            or self._owned.leases.get(run_id) != lease
+            or self._owned.lost(run_id)
         ):
-            if self._leases.get(run_id) == lease:
-                del self._leases[run_id]
+            if self._owned.leases.get(run_id) == lease:
+                del self._owned.leases[run_id]
             raise LeaseLostError(run_id, lease.epoch)
         return lease
 
     async def release(self, lease: Lease) -> None:
         """See :meth:`Store.release`."""
-        if self._leases.get(lease.run_id) != lease:
+        if self._owned.leases.get(lease.run_id) != lease:
             return
         # rows still waiting are written by the flusher, under the epoch they carry
-        del self._leases[lease.run_id]
-        self._log_end.pop(lease.run_id, None)
-        with self._append_guard:
-            self._append_locks.pop(lease.run_id, None)
-        key = self._key(lease.run_id)
+        self._owned.forget(lease.run_id)
+        key = self._owned.key(lease.run_id)
         locks = self._locks
-        if self._closed:
+        if self._owned.closed:
             return
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(
@@ -1623,7 +1584,7 @@ class PostgresStore(StoreContext):
             ).fetchone()
             if row is None:
                 raise RunNotFoundError(run_id)
-            return ClaimInfo(owner=row[0], alive=bool(row[1]) or run_id in self._leases)
+            return ClaimInfo(owner=row[0], alive=bool(row[1]) or run_id in self._owned.leases)
 
         info: ClaimInfo = await self._run("read claim", read)
         return info
@@ -1682,7 +1643,7 @@ class PostgresStore(StoreContext):
 
     async def release_queue_slot(self, slot: QueueSlot) -> None:
         """See :meth:`QueueSlots.release_queue_slot`."""
-        if not self._closed:
+        if not self._owned.closed:
             await self._slots.release_queue(slot)
 
     # --- schedules --------------------------------------------------------------
@@ -1729,7 +1690,7 @@ class PostgresStore(StoreContext):
 
         found: list[str] = await self._run("list unfinished", listing)
         kept = index_run_ids(found, self._index_location, self._index_warned)
-        return [r for r in kept if not (unowned and r in self._leases)]
+        return [r for r in kept if not (unowned and r in self._owned.leases)]
 
     def _index_location(self, name: str) -> str:
         return f"{self._place}#af_unfinished/{name}"
