@@ -72,7 +72,6 @@ from actorflow.storage._sealing import Codec
 from actorflow.storage.postgres import _direct as direct
 from actorflow.storage.postgres._blobs import BlobRows
 from actorflow.storage.postgres._db import Connection, Database, describe_dsn
-from actorflow.storage.postgres._deferred import Flusher, Waiting
 from actorflow.storage.postgres._direct import BYTEA, DIRECT_BYTES, TEXT, UNKNOWN, Unknown
 from actorflow.storage.postgres._events import EventRows
 from actorflow.storage.postgres._inbox import InboxRows, require_run
@@ -88,6 +87,7 @@ from actorflow.storage.postgres._owned import OwnedRuns
 from actorflow.storage.postgres._schema import validate_schema_name
 from actorflow.storage.postgres._shared import LimitRows, ScheduleRows
 from actorflow.storage.postgres._slots import SlotLocks
+from actorflow.storage.postgres._waiting import WaitingRows
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
@@ -98,6 +98,7 @@ if TYPE_CHECKING:
     from actorflow.storage._protocol import PruneReport, RetentionPolicy
     from actorflow.storage._records import LogRecord, RunManifest, Snapshot
     from actorflow.storage._schedules import Schedule, ScheduleProgress
+    from actorflow.storage.postgres._deferred import Waiting
 
 __all__ = ["PostgresStore"]
 
@@ -266,7 +267,7 @@ class PostgresStore(StoreContext):
         self._schedules = ScheduleRows(self._db, self.codec, self._place)
         self._owned = OwnedRuns(self._locks, self.schema)
         self._index_warned: set[str] = set()
-        self._flusher = Flusher(snapshot_delay, self._flush_waiting, self._owned.deferred)
+        self._waiting = WaitingRows(self._db, self.codec, self._owned, snapshot_delay)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._place!r})"
@@ -296,10 +297,7 @@ class PostgresStore(StoreContext):
         if self._owned.closed:
             return
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self._flusher.stop)
-            for run_id in self._owned.deferred.runs():
-                with contextlib.suppress(StorageError):
-                    await self._settle(run_id)
+            await self._waiting.stop()
         self._owned.closed = True
         with anyio.CancelScope(shield=True):
 
@@ -930,7 +928,7 @@ class PostgresStore(StoreContext):
     async def truncate_log_before(self, run_id: str, position: int) -> int:
         """See :meth:`Store.truncate_log_before`: the rows go, positions stay absolute."""
         validate_run_id(run_id)
-        await self._settle(run_id)
+        await self._waiting.settle(run_id)
 
         def truncate(conn: Connection, retried: bool) -> int:
             with conn.transaction():
@@ -966,15 +964,9 @@ class PostgresStore(StoreContext):
         A run this store owns has it written with its next log append instead
         (see ``snapshot_delay``).
         """
-        if self._may_wait(run_id):
-            address, sealed = self.codec.dump_blob(data, run_id=run_id)
-            epoch = self._owned.leases[run_id].epoch
-            if len(sealed) <= DIRECT_BYTES and self._owned.deferred.add_blob(
-                run_id, epoch, address, sealed
-            ):
-                self._flusher.poke()
-                return address
-        return await self._blobs.put(run_id, data, durable=False)
+        return self._waiting.defer_blob(run_id, data) or await self._blobs.put(
+            run_id, data, durable=False
+        )
 
     async def sync_blobs(self, run_id: str, addresses: Sequence[str]) -> None:
         """See :meth:`SupportsBlobSync.sync_blobs`: one synchronous commit flushes them.
@@ -982,125 +974,28 @@ class PostgresStore(StoreContext):
         Raises:
             StorageError: the run has no such blob.
         """
-        await self._settle(run_id)
+        await self._waiting.settle(run_id)
         await self._blobs.sync(run_id, addresses)
 
     async def get_blob(self, run_id: str, ref: str) -> bytes:
         """See :meth:`Store.get_blob`."""
-        await self._settle(run_id)
+        await self._waiting.settle(run_id)
         return await self._blobs.get(run_id, ref)
 
     async def has_blob(self, run_id: str, ref: str) -> bool:
         """See :meth:`Store.has_blob`."""
-        await self._settle(run_id)
+        await self._waiting.settle(run_id)
         return await self._blobs.has(run_id, ref)
 
     async def list_blobs(self, run_id: str) -> list[str]:
         """See :meth:`Store.list_blobs`."""
-        await self._settle(run_id)
+        await self._waiting.settle(run_id)
         return await self._blobs.list(run_id)
 
     async def delete_blob(self, run_id: str, ref: str) -> int:
         """See :meth:`Store.delete_blob`."""
-        await self._settle(run_id)
+        await self._waiting.settle(run_id)
         return await self._blobs.delete(run_id, ref)
-
-    # --- snapshots and chunks waiting for the next append (see _deferred) ----------
-
-    def _may_wait(self, run_id: str) -> bool:
-        """Whether a snapshot or chunk of ``run_id`` may wait for the run's next append.
-
-        Only for a run this store owns and has appended to (it knows the log's
-        end, so the append goes in one statement that carries them).
-        """
-        return (
-            self._flusher.delay > 0
-            and not self._owned.closed
-            and run_id in self._owned.leases
-            and run_id in self._owned.log_end
-            and not self._owned.lost(run_id)
-        )
-
-    async def _settle(self, run_id: str) -> None:
-        """Write the run's waiting snapshots and chunks now (before this store reads them)."""
-        if self._owned.deferred.has(run_id):
-            await self._run("write checkpoint", lambda conn, _: self._write_waiting(conn, run_id))
-
-    def _flush_waiting(self, run_id: str) -> None:
-        """The flusher thread's write of rows that waited too long."""
-        if self._owned.deferred.has(run_id) and not self._owned.closed:
-            self._db.call("write checkpoint", lambda conn, _: self._write_waiting(conn, run_id))
-
-    def _write_waiting(self, conn: Connection, run_id: str) -> None:
-        """The run's waiting rows in one commit without a WAL flush (in a worker thread).
-
-        Under the epoch they were written in (the lease may be released since):
-        rows of a run another owner took since are dropped (the log has
-        everything they summarise).
-        """
-        with self._owned.appending(run_id):
-            waiting = self._owned.deferred.take(run_id)
-            if waiting is None:
-                return
-            try:
-                with conn.transaction():
-                    conn.execute("SET LOCAL synchronous_commit = off")
-                    conn.execute(
-                        "SELECT pg_advisory_xact_lock_shared(%s)", (self._owned.fence_key(run_id),)
-                    )
-                    row = conn.execute(
-                        "SELECT epoch FROM af_runs WHERE run_id = %s", (run_id,)
-                    ).fetchone()
-                    if row is None or int(row[0]) != waiting.epoch:
-                        _log.warning(
-                            "postgres_deferred_writes_dropped",
-                            run_id=run_id,
-                            snapshots=[i.snapshot_id for i, _ in waiting.snapshots],
-                            reason="the run is gone" if row is None else "another owner took it",
-                        )
-                        return
-                    self._insert_waiting(conn, run_id, waiting, durable=False)
-            except psycopg.OperationalError:
-                if conn.broken or conn.closed:
-                    self._owned.deferred.give_back(
-                        run_id, waiting
-                    )  # tried again on a new connection
-                raise
-
-    def _insert_waiting(
-        self, conn: Connection, run_id: str, waiting: Waiting, *, durable: bool
-    ) -> None:
-        with conn.cursor() as cur:
-            if waiting.blobs:
-                cur.executemany(
-                    "INSERT INTO af_blobs (run_id, address, data) VALUES (%s, %s, %s) "
-                    "ON CONFLICT DO NOTHING",
-                    [(run_id, a, d) for a, d in waiting.blobs.items()],
-                )
-            for info, sealed in waiting.snapshots:
-                info = msgspec.structs.replace(info, durable=durable)
-                cur.execute(
-                    "INSERT INTO af_snapshots (run_id, snapshot_id, info, data, durable) "
-                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING 1",
-                    (run_id, info.snapshot_id, _encode(info), sealed, durable),
-                )
-                if cur.fetchone() is None:
-                    self._same_stored(conn, run_id, info.snapshot_id, sealed)
-
-    def _same_stored(self, conn: Connection, run_id: str, snapshot_id: str, sealed: bytes) -> None:
-        """A waiting snapshot whose id was taken meanwhile: the same one, or said loudly."""
-        row = conn.execute(
-            "SELECT data FROM af_snapshots WHERE run_id = %s AND snapshot_id = %s",
-            (run_id, snapshot_id),
-        ).fetchone()
-        if row is not None and bytes(row[0]) != sealed:
-            _log.warning(
-                "postgres_checkpoint_id_taken",
-                run_id=run_id,
-                snapshot_id=snapshot_id,
-                error="the run already holds a different checkpoint with this id; "
-                "this one was not written",
-            )
 
     # --- snapshots ----------------------------------------------------------------
 
@@ -1126,19 +1021,15 @@ class PostgresStore(StoreContext):
         durable = update is not None
         fence = self._owned.fence_key(run_id)
         sealed_once: list[tuple[bytes, SnapshotInfo]] = []
-        if not durable and self._may_wait(run_id):
+        if not durable and self._waiting.may_wait(run_id):
             sealed, raw = self.codec.dump_snapshot(snapshot)
             waits = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
             waits = msgspec.structs.replace(waits, durable=False)
-            epoch = self._owned.leases[run_id].epoch
-            if len(sealed) <= DIRECT_BYTES and self._owned.deferred.add_snapshot(
-                run_id, epoch, waits, sealed
-            ):
-                self._flusher.poke()
+            if self._waiting.defer_snapshot(run_id, waits, sealed):
                 return waits
             sealed_once.append((sealed, waits))
         # after the rows waiting: this one may name a history chunk among them
-        await self._settle(run_id)
+        await self._waiting.settle(run_id)
 
         def write(conn: Connection, retried: bool) -> SnapshotInfo:
             if not sealed_once:
@@ -1202,7 +1093,7 @@ class PostgresStore(StoreContext):
         wanted = sorted({validate_snapshot_id(s) for s in snapshot_ids})
         if not wanted:
             return
-        await self._settle(run_id)
+        await self._waiting.settle(run_id)
 
         def mark(conn: Connection, retried: bool) -> set[str]:
             with conn.transaction():
@@ -1280,7 +1171,7 @@ class PostgresStore(StoreContext):
         """See :meth:`Store.read_snapshot`; verified and decoded in the worker thread."""
         validate_run_id(run_id)
         validate_snapshot_id(snapshot_id)
-        await self._settle(run_id)
+        await self._waiting.settle(run_id)
 
         def read(conn: Connection, retried: bool) -> Snapshot:
             row = conn.execute(
@@ -1305,7 +1196,7 @@ class PostgresStore(StoreContext):
     async def list_snapshots(self, run_id: str) -> list[SnapshotInfo]:
         """See :meth:`Store.list_snapshots`: the rows' entries, no snapshot opened."""
         validate_run_id(run_id)
-        await self._settle(run_id)
+        await self._waiting.settle(run_id)
 
         def listing(conn: Connection, retried: bool) -> list[SnapshotInfo]:
             rows = conn.execute(
@@ -1323,7 +1214,7 @@ class PostgresStore(StoreContext):
         """See :meth:`Store.delete_snapshot`."""
         validate_run_id(run_id)
         validate_snapshot_id(snapshot_id)
-        await self._settle(run_id)
+        await self._waiting.settle(run_id)
 
         def delete(conn: Connection, retried: bool) -> int:
             with conn.transaction():
@@ -1436,7 +1327,7 @@ class PostgresStore(StoreContext):
     async def check_sealed(self, run_id: str) -> SealCheck:
         """See :meth:`SealChecker.check_sealed`: every row of the run, nothing decrypted."""
         validate_run_id(run_id)
-        await self._settle(run_id)
+        await self._waiting.settle(run_id)
 
         def check(conn: Connection, retried: bool) -> SealCheck:
             row = conn.execute(
