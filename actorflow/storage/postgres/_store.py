@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import urllib.parse
-import uuid
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -45,7 +44,6 @@ from actorflow.errors import (
     CorruptedDataError,
     EncryptionKeyError,
     LeaseLostError,
-    LogPrunedError,
     RunLockedError,
     RunNotFoundError,
     StorageError,
@@ -72,10 +70,11 @@ from actorflow.storage._sealing import Codec
 from actorflow.storage.postgres import _direct as direct
 from actorflow.storage.postgres._blobs import BlobRows
 from actorflow.storage.postgres._db import Connection, Database, describe_dsn
-from actorflow.storage.postgres._direct import BYTEA, DIRECT_BYTES, TEXT, UNKNOWN, Unknown
+from actorflow.storage.postgres._direct import BYTEA, TEXT, UNKNOWN, Unknown
 from actorflow.storage.postgres._events import EventRows
 from actorflow.storage.postgres._inbox import InboxRows, require_run
 from actorflow.storage.postgres._locks import HELD_KEYS, Locks
+from actorflow.storage.postgres._log import LogRows
 from actorflow.storage.postgres._notify import (
     WORK,
     WORK_KEY,
@@ -98,7 +97,6 @@ if TYPE_CHECKING:
     from actorflow.storage._protocol import PruneReport, RetentionPolicy
     from actorflow.storage._records import LogRecord, RunManifest, Snapshot
     from actorflow.storage._schedules import Schedule, ScheduleProgress
-    from actorflow.storage.postgres._deferred import Waiting
 
 __all__ = ["PostgresStore"]
 
@@ -120,77 +118,6 @@ def _split_schema(dsn: str) -> tuple[str, str | None]:
     schema = next((v for k, v in query if k == "schema"), None)
     kept = urllib.parse.urlencode([(k, v) for k, v in query if k != "schema"])
     return urllib.parse.urlunsplit(parts._replace(query=kept)), schema
-
-
-def _append_statement(
-    run_id: str,
-    sealed: list[bytes],
-    batch: uuid.UUID,
-    start: int,
-    epoch: int,
-    waiting: Waiting | None,
-) -> tuple[bytes, list[bytes | None], list[int]]:
-    """One statement: the run's row moved on (if its end and epoch are as known), the
-    records inserted, and the snapshots and chunks ``waiting`` with them; its parameters.
-
-    Every insert depends on the row's update: under another epoch nothing is
-    written. The snapshots stay listed ``durable=False`` although the commit is
-    synchronous: retention then treats them as it treats every phase's snapshot.
-    """
-    params: list[bytes | None] = [
-        str(len(sealed)).encode(),
-        run_id.encode(),
-        str(start).encode(),
-        str(epoch).encode(),
-    ]
-    types = [TEXT, TEXT, TEXT, TEXT]
-
-    def rows(values: list[tuple[bytes | None, ...]], kinds: tuple[tuple[str, int], ...]) -> str:
-        listed = []
-        for value in values:
-            cells = []
-            for item, (cast, kind) in zip(value, kinds, strict=True):
-                params.append(item)
-                types.append(kind)
-                cells.append(f"${len(params)}::{cast}")
-            listed.append(f"({', '.join(cells)})")
-        return ", ".join(listed)
-
-    parts = [
-        "WITH r AS (UPDATE af_runs SET log_end = log_end + $1::bigint "
-        "WHERE run_id = $2 AND log_end = $3::bigint AND epoch = $4::bigint RETURNING 1)"
-    ]
-    if waiting is not None and waiting.blobs:
-        blobs = rows(
-            [(a.encode(), d) for a, d in waiting.blobs.items()],
-            (("text", TEXT), ("bytea", BYTEA)),
-        )
-        parts.append(
-            ", b AS (INSERT INTO af_blobs (run_id, address, data) "
-            f"SELECT $2, v.a, v.d FROM r, (VALUES {blobs}) AS v(a, d) ON CONFLICT DO NOTHING)"
-        )
-    if waiting is not None and waiting.snapshots:
-        snapshots = rows(
-            [(i.snapshot_id.encode(), _encode(i), d) for i, d in waiting.snapshots],
-            (("text", TEXT), ("bytea", BYTEA), ("bytea", BYTEA)),
-        )
-        parts.append(
-            ", s AS (INSERT INTO af_snapshots (run_id, snapshot_id, info, data, durable) "
-            f"SELECT $2, v.i, v.n, v.d, false FROM r, (VALUES {snapshots}) AS v(i, n, d) "
-            "ON CONFLICT DO NOTHING)"
-        )
-    records = rows(
-        [
-            (str(start + i).encode(), str(batch).encode() if i == 0 else None, data)
-            for i, data in enumerate(sealed)
-        ],
-        (("bigint", TEXT), ("uuid", TEXT), ("bytea", BYTEA)),
-    )
-    parts.append(
-        " INSERT INTO af_log (run_id, position, batch, data) "
-        f"SELECT $2, t.p, t.b, t.d FROM r, (VALUES {records}) AS t(p, b, d) RETURNING 1"
-    )
-    return "".join(parts).encode(), params, types
 
 
 class PostgresStore(StoreContext):
@@ -268,6 +195,7 @@ class PostgresStore(StoreContext):
         self._owned = OwnedRuns(self._locks, self.schema)
         self._index_warned: set[str] = set()
         self._waiting = WaitingRows(self._db, self.codec, self._owned, snapshot_delay)
+        self._records = LogRows(self._db, self.codec, self._owned, self._waiting, self._where)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._place!r})"
@@ -725,232 +653,19 @@ class PostgresStore(StoreContext):
         Raises:
             LeaseLostError: this store claimed the run and another owner took it.
         """
-        validate_run_id(run_id)
-        if not records:
-            return await self.log_length(run_id)
-        batch = uuid.uuid4()
-        count = len(records)
-
-        def slow(conn: Connection, retried: bool) -> int:
-            # two round trips: BEGIN and the row's update (its lock, the log's end, the
-            # claim's epoch) in one; the records and COMMIT in the other
-            with conn.pipeline(), conn.transaction():
-                if retried:
-                    landed = conn.execute(
-                        "SELECT position FROM af_log WHERE run_id = %s AND batch = %s",
-                        (run_id, batch),
-                    ).fetchone()
-                    if landed is not None:
-                        return int(landed[0]) + count
-                row = conn.execute(
-                    "UPDATE af_runs SET log_end = log_end + %s WHERE run_id = %s "
-                    "RETURNING log_end, epoch",
-                    (count, run_id),
-                ).fetchone()
-                if row is None:
-                    raise RunNotFoundError(run_id)
-                self._owned.fence(run_id, int(row[1]))
-                start = int(row[0]) - count
-                dump = self.codec.dump_record
-                rows = [
-                    (
-                        run_id,
-                        start + i,
-                        batch if i == 0 else None,
-                        dump(r, run_id=run_id, position=start + i),
-                    )
-                    for i, r in enumerate(records)
-                ]
-                with conn.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO af_log (run_id, position, batch, data) "
-                        "VALUES (%s, %s, %s, %s)",
-                        rows,
-                    )
-                return start + count
-
-        unknown = False  # a try from this thread lost its connection: did it land?
-        lease = self._owned.leases.get(run_id)
-        start = self._owned.log_end.get(run_id)
-        if lease is not None and start is not None:
-            lock = self._owned.appending(run_id)
-            if lock.acquire(blocking=False):  # else a worker thread appends: queue behind it
-                try:
-                    done = await self._append_direct(run_id, records, batch, start, lease.epoch)
-                finally:
-                    lock.release()
-                if isinstance(done, int):
-                    return done
-                unknown = done is UNKNOWN
-
-        def append(conn: Connection, retried: bool) -> int:
-            retried = retried or unknown
-            with self._owned.appending(run_id):
-                lease = self._owned.leases.get(run_id)
-                start = self._owned.log_end.get(run_id)
-                if lease is not None and start is not None and not retried:
-                    end = self._append_fast(conn, run_id, records, batch, start, lease.epoch)
-                    if end is not None:
-                        self._owned.log_end[run_id] = end
-                        return end
-                self._owned.log_end.pop(run_id, None)
-                end = slow(conn, retried)
-                if lease is not None:
-                    self._owned.log_end[run_id] = end
-                return end
-
-        end: int = await self._run("append", append)
-        return end
-
-    async def _append_direct(
-        self,
-        run_id: str,
-        records: Sequence[LogRecord],
-        batch: uuid.UUID,
-        start: int,
-        epoch: int,
-    ) -> int | Unknown | None:
-        """:meth:`_append_fast` from the event loop's thread, on an idle connection.
-
-        The new end; ``None`` if nothing was written (no idle connection, a
-        large batch, or the end or epoch is not what this store knew); ``UNKNOWN``
-        if the connection was lost before the answer came.
-        """
-        dump = self.codec.dump_record
-        sealed = [dump(r, run_id=run_id, position=start + i) for i, r in enumerate(records)]
-        if sum(map(len, sealed)) > DIRECT_BYTES:
-            return None
-        conn = self._db.borrow_idle()
-        if conn is None:
-            return None
-        waiting = self._owned.deferred.take(run_id)
-        if waiting is not None and waiting.epoch != epoch:  # an earlier claim's: the flusher's
-            self._owned.deferred.give_back(run_id, waiting)
-            waiting = None
-        query, params, types = _append_statement(run_id, sealed, batch, start, epoch, waiting)
-        try:
-            result = await direct.execute(conn.pgconn, query, params, types)
-        except psycopg.Error as exc:
-            lost = conn.broken or conn.closed
-            self._db.give_back(conn)
-            if waiting is not None:
-                self._owned.deferred.give_back(run_id, waiting)  # written again: same rows, no harm
-            if lost:
-                _log.warning("postgres_connection_lost", operation="append", error=str(exc))
-                return UNKNOWN
-            return None  # refused: the worker thread's try says why
-        self._db.give_back(conn)
-        count = len(sealed)
-        if result.ntuples != count:
-            if waiting is not None:
-                self._owned.deferred.give_back(run_id, waiting)
-            return None
-        self._owned.log_end[run_id] = start + count
-        return start + count
-
-    def _append_fast(
-        self,
-        conn: Connection,
-        run_id: str,
-        records: Sequence[LogRecord],
-        batch: uuid.UUID,
-        start: int,
-        epoch: int,
-    ) -> int | None:
-        """One statement (and its commit): the append of an owner that knows the log's end.
-
-        ``None`` if the end or the epoch is not what this store knew (nothing written).
-        """
-        count = len(records)
-        dump = self.codec.dump_record
-        sealed = [dump(r, run_id=run_id, position=start + i) for i, r in enumerate(records)]
-        rows = conn.execute(
-            "WITH r AS (UPDATE af_runs SET log_end = log_end + %s "
-            "WHERE run_id = %s AND log_end = %s AND epoch = %s RETURNING 1) "
-            "INSERT INTO af_log (run_id, position, batch, data) "
-            "SELECT %s, p, b, d FROM r, "
-            "unnest(%s::bigint[], %s::uuid[], %s::bytea[]) AS t(p, b, d) RETURNING 1",
-            (
-                count,
-                run_id,
-                start,
-                epoch,
-                run_id,
-                list(range(start, start + count)),
-                [batch, *([None] * (count - 1))],
-                sealed,
-            ),
-        ).fetchall()
-        return start + count if len(rows) == count else None
+        return await self._records.append(run_id, records)
 
     async def read_log(self, run_id: str, start: int = 0) -> list[LogRecord]:
         """See :meth:`Store.read_log`; a commit is whole, so no tail is ever torn."""
-        validate_run_id(run_id)
-
-        def read(conn: Connection, retried: bool) -> list[LogRecord]:
-            with conn.transaction():
-                row = conn.execute(
-                    "SELECT log_start FROM af_runs WHERE run_id = %s", (run_id,)
-                ).fetchone()
-                if row is None:
-                    raise RunNotFoundError(run_id)
-                if start < int(row[0]):
-                    raise LogPrunedError(run_id, int(row[0]), start)
-                rows = conn.execute(
-                    "SELECT position, data FROM af_log WHERE run_id = %s AND position >= %s "
-                    "ORDER BY position",
-                    (run_id, start),
-                ).fetchall()
-            load = self.codec.load_record
-            return [
-                load(bytes(d), run_id=run_id, position=p, location=self._where(run_id, "log", p))
-                for p, d in rows
-            ]
-
-        records: list[LogRecord] = await self._run("read log", read)
-        return records
+        return await self._records.read(run_id, start)
 
     async def log_length(self, run_id: str) -> int:
         """See :meth:`Store.log_length`."""
-        validate_run_id(run_id)
-
-        def length(conn: Connection, retried: bool) -> int:
-            row = conn.execute(
-                "SELECT log_end FROM af_runs WHERE run_id = %s", (run_id,)
-            ).fetchone()
-            if row is None:
-                raise RunNotFoundError(run_id)
-            return int(row[0])
-
-        n: int = await self._run("log length", length)
-        return n
+        return await self._records.length(run_id)
 
     async def truncate_log_before(self, run_id: str, position: int) -> int:
         """See :meth:`Store.truncate_log_before`: the rows go, positions stay absolute."""
-        validate_run_id(run_id)
-        await self._waiting.settle(run_id)
-
-        def truncate(conn: Connection, retried: bool) -> int:
-            with conn.transaction():
-                row = conn.execute(
-                    "SELECT log_start, log_end FROM af_runs WHERE run_id = %s FOR UPDATE",
-                    (run_id,),
-                ).fetchone()
-                if row is None:
-                    raise RunNotFoundError(run_id)
-                first, end = int(row[0]), int(row[1])
-                new = max(first, min(position, end))
-                if new > first:
-                    conn.execute(
-                        "DELETE FROM af_log WHERE run_id = %s AND position < %s", (run_id, new)
-                    )
-                    conn.execute(
-                        "UPDATE af_runs SET log_start = %s WHERE run_id = %s", (new, run_id)
-                    )
-                return new - first
-
-        dropped: int = await self._run("truncate log", truncate)
-        return dropped
+        return await self._records.truncate_before(run_id, position)
 
     # --- blobs --------------------------------------------------------------------
 
