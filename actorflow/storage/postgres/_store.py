@@ -36,13 +36,11 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 import msgspec
-import psycopg
 
 from actorflow._log import get_logger
 from actorflow.errors import (
     CheckpointNotFoundError,
     CorruptedDataError,
-    EncryptionKeyError,
     LeaseLostError,
     RunLockedError,
     RunNotFoundError,
@@ -53,36 +51,27 @@ from actorflow.storage._capabilities import ClaimInfo, QueueSlot, SealCheck
 from actorflow.storage._envelope import Kind
 from actorflow.storage._event_stream import DEFAULT_EVENT_BYTES, DEFAULT_READ_LIMIT
 from actorflow.storage._manifests import (
-    corrupt_manifest,
-    encrypted_manifest,
-    index_run_ids,
-    index_strays,
-    matches,
     snapshot_info,
     validate_snapshot_id,
-    warn_unreadable,
 )
-from actorflow.storage._manifests import tombstone as make_tombstone
 from actorflow.storage._protocol import Lease, StoreContext, UnreadableEntry
 from actorflow.storage._records import RunStatus, SnapshotInfo, validate_run_id
 from actorflow.storage._retention import prune as prune_by_policy
 from actorflow.storage._sealing import Codec
-from actorflow.storage.postgres import _direct as direct
 from actorflow.storage.postgres._blobs import BlobRows
 from actorflow.storage.postgres._db import Connection, Database, describe_dsn
-from actorflow.storage.postgres._direct import BYTEA, TEXT, UNKNOWN, Unknown
 from actorflow.storage.postgres._events import EventRows
 from actorflow.storage.postgres._inbox import InboxRows, require_run
 from actorflow.storage.postgres._locks import HELD_KEYS, Locks
 from actorflow.storage.postgres._log import LogRows
 from actorflow.storage.postgres._notify import (
-    WORK,
     WORK_KEY,
     Listener,
     SocketWatch,
     Wakeups,
 )
 from actorflow.storage.postgres._owned import OwnedRuns
+from actorflow.storage.postgres._runs import RunRows
 from actorflow.storage.postgres._schema import validate_schema_name
 from actorflow.storage.postgres._shared import LimitRows, ScheduleRows
 from actorflow.storage.postgres._slots import SlotLocks
@@ -193,7 +182,16 @@ class PostgresStore(StoreContext):
         self._inbox = InboxRows(self._db, self.codec, self._where, self._channel)
         self._schedules = ScheduleRows(self._db, self.codec, self._place)
         self._owned = OwnedRuns(self._locks, self.schema)
-        self._index_warned: set[str] = set()
+        self._runs = RunRows(
+            self._db,
+            self.codec,
+            self._owned,
+            self._locks,
+            self._where,
+            place=self._place,
+            channel=self._channel,
+            started=self._listener.start,
+        )
         self._waiting = WaitingRows(self._db, self.codec, self._owned, snapshot_delay)
         self._records = LogRows(self._db, self.codec, self._owned, self._waiting, self._where)
 
@@ -243,9 +241,6 @@ class PostgresStore(StoreContext):
 
     # --- manifests --------------------------------------------------------------
 
-    def _manifest(self, run_id: str, data: bytes) -> RunManifest:
-        return self.codec.load_manifest(data, run_id=run_id, location=self._where(run_id))
-
     async def create_run(self, manifest: RunManifest) -> tuple[RunManifest, bool]:
         """See :meth:`Store.create_run`; exactly one of racing creators gets ``True``.
 
@@ -253,182 +248,11 @@ class PostgresStore(StoreContext):
         in the same call, as in the file and SQLite stores: the owner's
         ``claim`` then costs no round trip.
         """
-        run_id = validate_run_id(manifest.run_id)
-        key = self._owned.key(run_id)
-        owner = manifest.owner
-        if owner is not None and not manifest.status.finished and manifest.status not in _TAKEABLE:
-            return await self._create_claimed(manifest, owner)
-
-        sealed_once: list[bytes] = []
-
-        def create_sealed(conn: Connection, retried: bool) -> tuple[RunManifest, bool]:
-            if not sealed_once:
-                sealed_once.append(self.codec.dump_manifest(manifest))
-            return _create(conn, retried, sealed_once[0])
-
-        def _create(conn: Connection, retried: bool, sealed: bytes) -> tuple[RunManifest, bool]:
-            # one statement: the row and, for an unfinished run, its index entry commit together
-            row = conn.execute(
-                "WITH r AS (INSERT INTO af_runs (run_id, lock_key, manifest) "
-                "VALUES (%s, %s, %s) ON CONFLICT (run_id) DO NOTHING RETURNING run_id), "
-                "u AS (INSERT INTO af_unfinished (run_id) SELECT run_id FROM r WHERE %s "
-                "ON CONFLICT DO NOTHING) "
-                "SELECT run_id FROM r",
-                (run_id, key, sealed, not manifest.status.finished),
-            ).fetchone()
-            if row is not None:
-                if manifest.status in _TAKEABLE:  # submitted: idle workers look at once
-                    conn.execute("SELECT pg_notify(%s, %s)", (self._channel, f"{WORK}:"))
-                return manifest, True
-            found = conn.execute(
-                "SELECT manifest FROM af_runs WHERE run_id = %s", (run_id,)
-            ).fetchone()
-            assert found is not None
-            if retried and bytes(found[0]) == sealed:
-                return manifest, True  # the lost try created it
-            return self._manifest(run_id, bytes(found[0])), False
-
-        result: tuple[RunManifest, bool] = await self._run("create run", create_sealed)
-        return result
-
-    async def _create_claimed(self, manifest: RunManifest, owner: str) -> tuple[RunManifest, bool]:
-        """:meth:`create_run` on the lock connection: the run's lock, then its row at epoch 1."""
-        run_id = manifest.run_id
-        key = self._owned.key(run_id)
-        locks = self._locks
-        sealed = self.codec.dump_manifest(manifest)
-        done = await self._create_claimed_direct(manifest, owner, sealed)
-        if isinstance(done, tuple):
-            return done
-        tries = 1 if done is UNKNOWN else 0
-
-        def create(conn: Connection) -> tuple[RunManifest, bool, bool]:
-            nonlocal tries
-            tries += 1
-            # a lock this store held already is not ours to take (or to let go) here
-            mine = not locks.holds(key) and locks.try_lock(conn, key)
-            if tries > 1 and locks.holds(key):
-                mine = True  # an earlier try took it, then lost its connection
-            row = conn.execute(
-                "WITH r AS (INSERT INTO af_runs (run_id, lock_key, manifest, epoch, owner) "
-                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id) DO NOTHING RETURNING run_id), "
-                "u AS (INSERT INTO af_unfinished (run_id) SELECT run_id FROM r "
-                "ON CONFLICT DO NOTHING) "
-                "SELECT run_id FROM r",
-                (run_id, key, sealed, 1 if mine else 0, owner if mine else None),
-            ).fetchone()
-            if row is not None:
-                return manifest, True, mine
-            found = conn.execute(
-                "SELECT manifest FROM af_runs WHERE run_id = %s", (run_id,)
-            ).fetchone()
-            assert found is not None
-            if tries > 1 and bytes(found[0]) == sealed:
-                return manifest, True, mine  # the lost try created it
-            if mine:
-                locks.unlock(conn, key)
-            return self._manifest(run_id, bytes(found[0])), False, False
-
-        self._listener.start()  # its ticks keep the lock connection checked
-        stored, created, claimed = await anyio.to_thread.run_sync(locks.call, "create run", create)
-        if claimed:
-            self._owned.created[run_id] = Lease(run_id=run_id, owner=owner, epoch=1)
-        return stored, created
-
-    async def _create_claimed_direct(
-        self, manifest: RunManifest, owner: str, sealed: bytes
-    ) -> tuple[RunManifest, bool] | Unknown | None:
-        """:meth:`_create_claimed` in one statement from the event loop's thread.
-
-        ``None`` when it cannot be done so (the lock connection is busy, the
-        key held already, the run exists): the worker thread's way then says
-        what is what. ``UNKNOWN`` if the connection was lost before the answer.
-        """
-        run_id = manifest.run_id
-        key = self._owned.key(run_id)
-        locks = self._locks
-        if locks.holds(key):
-            return None
-        conn = locks.borrow()
-        if conn is None:
-            return None
-        query = (
-            b"WITH l AS (SELECT pg_try_advisory_lock($2::bigint) AS got), "
-            b"r AS (INSERT INTO af_runs (run_id, lock_key, manifest, epoch, owner) "
-            b"SELECT $1, $2::bigint, $3::bytea, CASE WHEN l.got THEN 1 ELSE 0 END, "
-            b"CASE WHEN l.got THEN $4 END FROM l "
-            b"ON CONFLICT (run_id) DO NOTHING RETURNING run_id), "
-            b"u AS (INSERT INTO af_unfinished (run_id) SELECT run_id FROM r "
-            b"ON CONFLICT DO NOTHING) "
-            b"SELECT l.got, (SELECT count(*) FROM r) FROM l"
-        )
-        params: list[bytes | None] = [run_id.encode(), str(key).encode(), sealed, owner.encode()]
-        try:
-            result = await direct.execute(conn.pgconn, query, params, [TEXT, TEXT, BYTEA, TEXT])
-        except psycopg.Error as exc:
-            lost = conn.broken or conn.closed
-            locks.give_back(conn)
-            if lost:  # the session ended, and its lock with it; the row may be there
-                _log.warning("postgres_connection_lost", operation="create run", error=str(exc))
-                return UNKNOWN
-            return None
-        got = result.get_value(0, 0) == b"t"
-        if got:
-            locks.took(key)
-        locks.give_back(conn)
-        if result.get_value(0, 1) != b"1":
-            if got:
-                locks.unlock_soon(key)
-            return None  # there already: the worker thread reads what is there
-        if got:
-            self._owned.created[run_id] = Lease(run_id=run_id, owner=owner, epoch=1)
-        return manifest, True
+        return await self._runs.create(manifest)
 
     async def read_run(self, run_id: str) -> RunManifest:
         """See :meth:`Store.read_run`."""
-        validate_run_id(run_id)
-
-        def read(conn: Connection, retried: bool) -> RunManifest:
-            row = conn.execute(
-                "SELECT manifest FROM af_runs WHERE run_id = %s", (run_id,)
-            ).fetchone()
-            if row is None:
-                raise RunNotFoundError(run_id)
-            return self._manifest(run_id, bytes(row[0]))
-
-        manifest: RunManifest = await self._run("read run", read)
-        return manifest
-
-    def _change(
-        self,
-        conn: Connection,
-        run_id: str,
-        row: tuple[Any, ...],
-        change: Callable[[RunManifest], RunManifest],
-        operation: str,
-    ) -> tuple[RunManifest, bytes]:
-        """Apply ``change`` to the locked row's manifest and write it (inside a transaction)."""
-        current = self._manifest(run_id, bytes(row[0]))
-        new = change(current)
-        if new.run_id != run_id:
-            raise StorageError(operation, f"change() may not rename run {run_id!r}")
-        sealed = self.codec.dump_manifest(new)
-        conn.execute(
-            "UPDATE af_runs SET manifest = %s, version = version + 1 WHERE run_id = %s",
-            (sealed, run_id),
-        )
-        if new.status in _TAKEABLE and new.status is not current.status:
-            # idle workers (watch_work) look at once; NOTIFY is sent with the commit
-            conn.execute("SELECT pg_notify(%s, %s)", (self._channel, f"{WORK}:"))
-        if new.status.finished != current.status.finished:
-            if new.status.finished:
-                conn.execute("DELETE FROM af_unfinished WHERE run_id = %s", (run_id,))
-            else:
-                conn.execute(
-                    "INSERT INTO af_unfinished (run_id) VALUES (%s) ON CONFLICT DO NOTHING",
-                    (run_id,),
-                )
-        return new, sealed
+        return await self._runs.read(run_id)
 
     async def update_run(
         self, run_id: str, change: Callable[[RunManifest], RunManifest], *, durable: bool = True
@@ -442,120 +266,12 @@ class PostgresStore(StoreContext):
         Raises:
             LeaseLostError: this store claimed the run and another owner took it.
         """
-        validate_run_id(run_id)
-        written: list[tuple[int, bytes, RunManifest]] = []
-        unknown = False
-        if not durable and run_id in self._owned.leases:
-            done = await self._update_direct(run_id, change, written)
-            if isinstance(done, Unknown):
-                unknown = True
-            elif done is not None:
-                return done
-
-        def update(conn: Connection, retried: bool) -> RunManifest:
-            retried = retried or unknown
-            with conn.pipeline(), conn.transaction():
-                if not durable:
-                    conn.execute("SET LOCAL synchronous_commit = off")
-                row = conn.execute(
-                    "SELECT manifest, version, epoch FROM af_runs WHERE run_id = %s FOR UPDATE",
-                    (run_id,),
-                ).fetchone()
-                if row is None:
-                    raise RunNotFoundError(run_id)
-                if retried and written:
-                    version, sealed, new = written[-1]
-                    if int(row[1]) == version + 1 and bytes(row[0]) == sealed:
-                        return new  # the lost try's commit landed
-                self._owned.fence(run_id, int(row[2]))
-                new, sealed = self._change(conn, run_id, row, change, "update run")
-                written.append((int(row[1]), sealed, new))
-                return new
-
-        manifest: RunManifest = await self._run("update run", update)
-        return manifest
-
-    async def _update_direct(
-        self,
-        run_id: str,
-        change: Callable[[RunManifest], RunManifest],
-        written: list[tuple[int, bytes, RunManifest]],
-    ) -> RunManifest | Unknown | None:
-        """An owner's unsynced :meth:`update_run` from the event loop's thread: two statements.
-
-        The row is read, changed here and written back if its version is
-        still the one read, in a commit without a WAL flush. ``None`` when it
-        cannot be done so (no idle connection, a change that wakes workers or
-        takes a run out of the finished, the version moved on): the worker
-        thread's way then does it. ``UNKNOWN`` if the connection was lost
-        after the write was sent (``written`` holds what was sent).
-        """
-        conn = self._db.borrow_idle()
-        if conn is None:
-            return None
-        sent = False
-        try:
-            got = await direct.execute(
-                conn.pgconn,
-                b"SELECT manifest, version, epoch FROM af_runs WHERE run_id = $1",
-                [run_id.encode()],
-                [TEXT],
-                binary=True,
-            )
-            if got.ntuples != 1:
-                return None  # gone: the worker thread's way says so
-            data = got.get_value(0, 0)
-            version = int.from_bytes(got.get_value(0, 1) or b"", "big", signed=True)
-            epoch = int.from_bytes(got.get_value(0, 2) or b"", "big", signed=True)
-            assert data is not None
-            self._owned.fence(run_id, epoch)
-            current = self._manifest(run_id, bytes(data))
-            new = change(current)
-            if new.run_id != run_id:
-                raise StorageError("update run", f"change() may not rename run {run_id!r}")
-            if (new.status in _TAKEABLE and new.status is not current.status) or (
-                current.status.finished and not new.status.finished
-            ):
-                return None
-            sealed = self.codec.dump_manifest(new)
-            ends = new.status.finished and not current.status.finished
-            written.append((version, sealed, new))
-            sent = True
-            done = await direct.execute(
-                conn.pgconn,
-                b"WITH u AS (UPDATE af_runs SET manifest = $2::bytea, version = version + 1 "
-                b"WHERE run_id = $1 AND version = $3::bigint AND epoch = $4::bigint RETURNING 1), "
-                b"d AS (DELETE FROM af_unfinished WHERE run_id = $1 AND $5::boolean "
-                b"AND EXISTS (SELECT 1 FROM u)) "
-                b"SELECT set_config('synchronous_commit', 'off', true), (SELECT count(*) FROM u)",
-                [
-                    run_id.encode(),
-                    sealed,
-                    str(version).encode(),
-                    str(epoch).encode(),
-                    b"true" if ends else b"false",
-                ],
-                [TEXT, BYTEA, TEXT, TEXT, TEXT],
-            )
-        except psycopg.Error as exc:
-            if not (conn.broken or conn.closed):
-                return None  # refused: the worker thread's try says why
-            _log.warning("postgres_connection_lost", operation="update run", error=str(exc))
-            return UNKNOWN if sent else None
-        finally:
-            self._db.give_back(conn)
-        return new if done.get_value(0, 1) == b"1" else None
+        return await self._runs.update(run_id, change, durable=durable)
 
     async def list_run_versions(self) -> dict[str, str]:
         """See :meth:`RunVersions.list_run_versions`: each row's creation order and version
         (one query; a run deleted and made again under its id is a new row)."""
-
-        def versions(conn: Connection, retried: bool) -> dict[str, str]:
-            rows = conn.execute("SELECT run_id, created_order, version FROM af_runs")
-            return {str(r[0]): f"{r[1]}.{r[2]}" for r in rows}
-
-        found: dict[str, str] = await self._run("list run versions", versions)
-        return found
+        return await self._runs.list_versions()
 
     async def list_runs(
         self,
@@ -564,30 +280,7 @@ class PostgresStore(StoreContext):
         workflow: str | None = None,
     ) -> list[RunManifest]:
         """See :meth:`Store.list_runs` (oldest first by ``created``, then creation order)."""
-        found, unreadable = await self._run("list runs", self._read_all)
-        warn_unreadable(unreadable)
-        return [m for m in found if matches(m, status, workflow)]
-
-    def _read_all(
-        self, conn: Connection, retried: bool
-    ) -> tuple[list[RunManifest], list[UnreadableEntry]]:
-        rows = conn.execute(
-            "SELECT run_id, manifest FROM af_runs ORDER BY created_order"
-        ).fetchall()
-        found: list[tuple[float, int, RunManifest]] = []
-        unreadable: list[UnreadableEntry] = []
-        for order, (run_id, data) in enumerate(rows):
-            try:
-                manifest = self._manifest(run_id, bytes(data))
-            except EncryptionKeyError as exc:
-                unreadable.append(encrypted_manifest(run_id, self._where(run_id), exc))
-                continue
-            except CorruptedDataError as exc:
-                unreadable.append(corrupt_manifest(run_id, exc))
-                continue
-            found.append((manifest.created, order, manifest))
-        found.sort(key=lambda t: (t[0], t[1]))
-        return [m for _, _, m in found], unreadable
+        return await self._runs.list_runs(status=status, workflow=workflow)
 
     async def list_unreadable(self) -> list[UnreadableEntry]:
         """See :meth:`UnreadableLister.list_unreadable`: manifests that cannot be read.
@@ -595,49 +288,12 @@ class PostgresStore(StoreContext):
         And rows of the index of unfinished runs that name no run id, and damaged
         schedule definitions.
         """
-        unreadable: list[UnreadableEntry]
-        _, unreadable = await self._run("list runs", self._read_all)
-
-        def strays(conn: Connection, retried: bool) -> list[str]:
-            return [str(r[0]) for r in conn.execute("SELECT run_id FROM af_unfinished")]
-
-        names: list[str] = await self._run("list unfinished", strays)
-        damaged = (await self._schedules.scan())[1]
-        return unreadable + index_strays(names, self._index_location) + damaged
+        unreadable = await self._runs.list_unreadable()
+        return unreadable + (await self._schedules.scan())[1]
 
     async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:
         """See :meth:`Store.delete_run`: one transaction; a tombstone keeps the run's row."""
-        validate_run_id(run_id)
-        self._owned.deferred.drop(run_id)
-
-        def delete(conn: Connection, retried: bool) -> int:
-            with conn.transaction():
-                row = conn.execute(
-                    "SELECT manifest FROM af_runs WHERE run_id = %s FOR UPDATE", (run_id,)
-                ).fetchone()
-                if row is None:
-                    raise RunNotFoundError(run_id)
-                freed = 0
-                for table in ("af_log", "af_blobs", "af_snapshots", "af_inbox", "af_events"):
-                    got = conn.execute(
-                        f"WITH gone AS (DELETE FROM {table} WHERE run_id = %s RETURNING data) "
-                        "SELECT coalesce(sum(octet_length(data)), 0) FROM gone",
-                        (run_id,),
-                    ).fetchone()
-                    freed += int(got[0]) if got is not None else 0
-                conn.execute("DELETE FROM af_unfinished WHERE run_id = %s", (run_id,))
-                if not tombstone:
-                    conn.execute("DELETE FROM af_runs WHERE run_id = %s", (run_id,))
-                    return freed + len(bytes(row[0]))
-                stone = make_tombstone(self._manifest(run_id, bytes(row[0])))
-                conn.execute(
-                    "UPDATE af_runs SET manifest = %s, version = version + 1, log_start = 0, "
-                    "log_end = 0, inbox_end = 0 WHERE run_id = %s",
-                    (self.codec.dump_manifest(stone), run_id),
-                )
-                return freed
-
-        freed: int = await self._run("delete run", delete)
+        freed = await self._runs.delete(run_id, tombstone=tombstone)
         self._inbox.forget(run_id)
         return freed
 
@@ -788,7 +444,7 @@ class PostgresStore(StoreContext):
                     info = _decode_info(bytes(taken[0]))
                 self._owned.fence(run_id, int(row[1]))
                 if update is not None:
-                    self._change(conn, run_id, row, update, "write checkpoint")
+                    self._runs.change(conn, run_id, row, update, "write checkpoint")
                 return info
 
         written: SnapshotInfo = await self._run("write checkpoint", write)
@@ -1283,53 +939,15 @@ class PostgresStore(StoreContext):
     async def list_unfinished(self, *, unowned: bool = False) -> list[str]:
         """See :meth:`RunIndex.list_unfinished`: one query; ``unowned`` leaves out runs
         whose advisory lock a session holds (read from ``pg_locks`` once)."""
-        query = "SELECT run_id FROM af_unfinished"
-        if unowned:
-            query = (
-                f"WITH held AS MATERIALIZED ({HELD_KEYS}) "
-                "SELECT u.run_id FROM af_unfinished u LEFT JOIN af_runs r USING (run_id) "
-                "WHERE r.lock_key IS NULL OR r.lock_key NOT IN (SELECT * FROM held)"
-            )
-
-        def listing(conn: Connection, retried: bool) -> list[str]:
-            return [str(r[0]) for r in conn.execute(query)]
-
-        found: list[str] = await self._run("list unfinished", listing)
-        kept = index_run_ids(found, self._index_location, self._index_warned)
-        return [r for r in kept if not (unowned and r in self._owned.leases)]
-
-    def _index_location(self, name: str) -> str:
-        return f"{self._place}#af_unfinished/{name}"
+        return await self._runs.list_unfinished(unowned=unowned)
 
     async def unindex(self, run_id: str) -> None:
         """See :meth:`RunIndex.unindex`."""
-        await self._run(
-            "unindex",
-            lambda conn, _: conn.execute("DELETE FROM af_unfinished WHERE run_id = %s", (run_id,)),
-        )
+        await self._runs.unindex(run_id)
 
     async def reindex(self) -> int:
         """See :meth:`RunIndex.reindex`: from every manifest, in one transaction."""
-        rows = await self._run(
-            "reindex", lambda conn, _: conn.execute("SELECT run_id FROM af_unfinished").fetchall()
-        )
-        before = {str(r[0]) for r in rows}
-        manifests = await self.list_runs()
-        unfinished = {m.run_id for m in manifests if not m.status.finished and not m.tombstone}
-        doomed = sorted(before - unfinished)
-        added = sorted(unfinished - before)
-
-        def reset(conn: Connection, retried: bool) -> None:
-            with conn.transaction():
-                conn.execute("DELETE FROM af_unfinished WHERE run_id = ANY(%s)", (doomed,))
-                with conn.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO af_unfinished (run_id) VALUES (%s) ON CONFLICT DO NOTHING",
-                        [(r,) for r in added],
-                    )
-
-        await self._run("reindex", reset)
-        return len(doomed) + len(added)
+        return await self._runs.reindex()
 
     # --- retention ----------------------------------------------------------------
 
