@@ -39,21 +39,14 @@ import msgspec
 
 from actorflow._log import get_logger
 from actorflow.errors import (
-    CheckpointNotFoundError,
-    CorruptedDataError,
     LeaseLostError,
     RunLockedError,
     RunNotFoundError,
-    StorageError,
     StoreUnavailableError,
 )
 from actorflow.storage._capabilities import ClaimInfo, QueueSlot, SealCheck
 from actorflow.storage._envelope import Kind
 from actorflow.storage._event_stream import DEFAULT_EVENT_BYTES, DEFAULT_READ_LIMIT
-from actorflow.storage._manifests import (
-    snapshot_info,
-    validate_snapshot_id,
-)
 from actorflow.storage._protocol import Lease, StoreContext, UnreadableEntry
 from actorflow.storage._records import RunStatus, SnapshotInfo, validate_run_id
 from actorflow.storage._retention import prune as prune_by_policy
@@ -61,7 +54,7 @@ from actorflow.storage._sealing import Codec
 from actorflow.storage.postgres._blobs import BlobRows
 from actorflow.storage.postgres._db import Connection, Database, describe_dsn
 from actorflow.storage.postgres._events import EventRows
-from actorflow.storage.postgres._inbox import InboxRows, require_run
+from actorflow.storage.postgres._inbox import InboxRows
 from actorflow.storage.postgres._locks import HELD_KEYS, Locks
 from actorflow.storage.postgres._log import LogRows
 from actorflow.storage.postgres._notify import (
@@ -75,6 +68,7 @@ from actorflow.storage.postgres._runs import RunRows
 from actorflow.storage.postgres._schema import validate_schema_name
 from actorflow.storage.postgres._shared import LimitRows, ScheduleRows
 from actorflow.storage.postgres._slots import SlotLocks
+from actorflow.storage.postgres._snapshots import SnapshotRows
 from actorflow.storage.postgres._waiting import WaitingRows
 
 if TYPE_CHECKING:
@@ -194,6 +188,9 @@ class PostgresStore(StoreContext):
         )
         self._waiting = WaitingRows(self._db, self.codec, self._owned, snapshot_delay)
         self._records = LogRows(self._db, self.codec, self._owned, self._waiting, self._where)
+        self._snapshots = SnapshotRows(
+            self._db, self.codec, self._owned, self._waiting, self._runs, self._where
+        )
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._place!r})"
@@ -387,68 +384,7 @@ class PostgresStore(StoreContext):
             StorageError: the run already holds a different snapshot with this id.
             LeaseLostError: this store claimed the run and another owner took it.
         """
-        run_id = validate_run_id(snapshot.run_id)
-        snapshot_id = validate_snapshot_id(snapshot.snapshot_id)
-        durable = update is not None
-        fence = self._owned.fence_key(run_id)
-        sealed_once: list[tuple[bytes, SnapshotInfo]] = []
-        if not durable and self._waiting.may_wait(run_id):
-            sealed, raw = self.codec.dump_snapshot(snapshot)
-            waits = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
-            waits = msgspec.structs.replace(waits, durable=False)
-            if self._waiting.defer_snapshot(run_id, waits, sealed):
-                return waits
-            sealed_once.append((sealed, waits))
-        # after the rows waiting: this one may name a history chunk among them
-        await self._waiting.settle(run_id)
-
-        def write(conn: Connection, retried: bool) -> SnapshotInfo:
-            if not sealed_once:
-                sealed, raw = self.codec.dump_snapshot(snapshot)
-                info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
-                sealed_once.append((sealed, msgspec.structs.replace(info, durable=durable)))
-            sealed, info = sealed_once[0]
-            if not durable and not retried and self._snapshot_fast(conn, run_id, sealed, info):
-                return info
-            with conn.pipeline(), conn.transaction():
-                if not durable:
-                    conn.execute("SET LOCAL synchronous_commit = off")
-                if update is None:
-                    # a shared fence, not the row: appends (which lock the row) go on
-                    # meanwhile, while a claim's epoch waits for this commit (see claim)
-                    conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (fence,))
-                    query = "SELECT manifest, epoch FROM af_runs WHERE run_id = %s"
-                else:
-                    query = "SELECT manifest, epoch FROM af_runs WHERE run_id = %s FOR UPDATE"
-                got = conn.execute(query, (run_id,))
-                inserted = conn.execute(
-                    "INSERT INTO af_snapshots (run_id, snapshot_id, info, data, durable) "
-                    "SELECT %s, %s, %s, %s, %s WHERE EXISTS "
-                    "(SELECT 1 FROM af_runs WHERE run_id = %s) "
-                    "ON CONFLICT DO NOTHING RETURNING 1",
-                    (run_id, snapshot_id, _encode(info), sealed, durable, run_id),
-                )
-                row = got.fetchone()
-                if row is None:
-                    raise RunNotFoundError(run_id)
-                if inserted.fetchone() is None:
-                    taken = conn.execute(
-                        "SELECT info, data FROM af_snapshots "
-                        "WHERE run_id = %s AND snapshot_id = %s",
-                        (run_id, snapshot_id),
-                    ).fetchone()
-                    assert taken is not None
-                    if retried and bytes(taken[1]) == sealed:
-                        return info  # the lost try's commit landed
-                    self._same_snapshot(snapshot, bytes(taken[1]))
-                    info = _decode_info(bytes(taken[0]))
-                self._owned.fence(run_id, int(row[1]))
-                if update is not None:
-                    self._runs.change(conn, run_id, row, update, "write checkpoint")
-                return info
-
-        written: SnapshotInfo = await self._run("write checkpoint", write)
-        return written
+        return await self._snapshots.write(snapshot, update=update)
 
     async def sync_snapshots(self, run_id: str, snapshot_ids: Sequence[str]) -> None:
         """See :meth:`SupportsSnapshotSync.sync_snapshots`: one synchronous commit.
@@ -460,147 +396,19 @@ class PostgresStore(StoreContext):
         Raises:
             CheckpointNotFoundError: one of them does not exist.
         """
-        validate_run_id(run_id)
-        wanted = sorted({validate_snapshot_id(s) for s in snapshot_ids})
-        if not wanted:
-            return
-        await self._waiting.settle(run_id)
-
-        def mark(conn: Connection, retried: bool) -> set[str]:
-            with conn.transaction():
-                require_run(conn, run_id)
-                rows = conn.execute(
-                    "SELECT snapshot_id, info FROM af_snapshots "
-                    "WHERE run_id = %s AND snapshot_id = ANY(%s) FOR UPDATE",
-                    (run_id, wanted),
-                ).fetchall()
-                for snapshot_id, info in rows:
-                    entry = _decode_info(bytes(info))
-                    if not entry.durable:
-                        conn.execute(
-                            "UPDATE af_snapshots SET durable = true, info = %s "
-                            "WHERE run_id = %s AND snapshot_id = %s",
-                            (
-                                _encode(msgspec.structs.replace(entry, durable=True)),
-                                run_id,
-                                snapshot_id,
-                            ),
-                        )
-                conn.execute("SELECT pg_current_xact_id()")  # a commit record to flush
-            return {str(r[0]) for r in rows}
-
-        found: set[str] = await self._run("sync checkpoints", mark)
-        missing = [s for s in wanted if s not in found]
-        if missing:
-            raise CheckpointNotFoundError(run_id, missing[0])
-
-    def _snapshot_fast(
-        self, conn: Connection, run_id: str, sealed: bytes, info: SnapshotInfo
-    ) -> bool:
-        """One round trip: the snapshot inserted, if the run is there under this store's epoch.
-
-        False if nothing was written (no such run, the id is taken, or the epoch
-        moved on): the full write then finds out which, and says so.
-        """
-        lease = self._owned.leases.get(run_id)
-        if lease is not None and self._owned.lost(run_id):
-            return False
-        epoch = lease.epoch if lease is not None else None
-        with conn.pipeline(), conn.transaction():
-            conn.execute("SET LOCAL synchronous_commit = off")
-            # the shared fence first: a claim's epoch change waits for this commit,
-            # or has committed before the INSERT's snapshot of the row is taken
-            conn.execute(
-                "SELECT pg_advisory_xact_lock_shared(%s)", (self._owned.fence_key(run_id),)
-            )
-            inserted = conn.execute(
-                "INSERT INTO af_snapshots (run_id, snapshot_id, info, data, durable) "
-                "SELECT %s, %s, %s, %s, false WHERE EXISTS (SELECT 1 FROM af_runs "
-                "WHERE run_id = %s AND (%s::bigint IS NULL OR epoch = %s)) "
-                "ON CONFLICT DO NOTHING RETURNING 1",
-                (run_id, info.snapshot_id, _encode(info), sealed, run_id, epoch, epoch),
-            )
-        return inserted.fetchone() is not None
-
-    def _same_snapshot(self, snapshot: Snapshot, sealed: bytes) -> None:
-        """A snapshot id is written once: writing it again must carry the same snapshot."""
-        location = self._where(snapshot.run_id, "snapshots", snapshot.snapshot_id)
-        try:
-            same = snapshot == self.codec.load_snapshot(
-                sealed, run_id=snapshot.run_id, snapshot_id=snapshot.snapshot_id, location=location
-            )
-        except CorruptedDataError:
-            same = False
-        if not same:
-            raise StorageError(
-                "write checkpoint",
-                f"{location} already holds a different checkpoint with id "
-                f"{snapshot.snapshot_id!r}; checkpoint ids must be unique within a run",
-            )
+        await self._snapshots.sync(run_id, snapshot_ids)
 
     async def read_snapshot(self, run_id: str, snapshot_id: str) -> Snapshot:
         """See :meth:`Store.read_snapshot`; verified and decoded in the worker thread."""
-        validate_run_id(run_id)
-        validate_snapshot_id(snapshot_id)
-        await self._waiting.settle(run_id)
-
-        def read(conn: Connection, retried: bool) -> Snapshot:
-            row = conn.execute(
-                "SELECT (SELECT data FROM af_snapshots WHERE run_id = %s AND snapshot_id = %s) "
-                "FROM af_runs WHERE run_id = %s",
-                (run_id, snapshot_id, run_id),
-            ).fetchone()
-            if row is None:
-                raise RunNotFoundError(run_id)
-            if row[0] is None:
-                raise CheckpointNotFoundError(run_id, snapshot_id)
-            return self.codec.load_snapshot(
-                bytes(row[0]),
-                run_id=run_id,
-                snapshot_id=snapshot_id,
-                location=self._where(run_id, "snapshots", snapshot_id),
-            )
-
-        snap: Snapshot = await self._run("read checkpoint", read)
-        return snap
+        return await self._snapshots.read(run_id, snapshot_id)
 
     async def list_snapshots(self, run_id: str) -> list[SnapshotInfo]:
         """See :meth:`Store.list_snapshots`: the rows' entries, no snapshot opened."""
-        validate_run_id(run_id)
-        await self._waiting.settle(run_id)
-
-        def listing(conn: Connection, retried: bool) -> list[SnapshotInfo]:
-            rows = conn.execute(
-                "SELECT info FROM af_snapshots WHERE run_id = %s", (run_id,)
-            ).fetchall()
-            if not rows:
-                require_run(conn, run_id)
-            infos = [_decode_info(bytes(r[0])) for r in rows]
-            return sorted(infos, key=lambda s: (s.position, s.created, s.snapshot_id))
-
-        infos: list[SnapshotInfo] = await self._run("list checkpoints", listing)
-        return infos
+        return await self._snapshots.list(run_id)
 
     async def delete_snapshot(self, run_id: str, snapshot_id: str) -> int:
         """See :meth:`Store.delete_snapshot`."""
-        validate_run_id(run_id)
-        validate_snapshot_id(snapshot_id)
-        await self._waiting.settle(run_id)
-
-        def delete(conn: Connection, retried: bool) -> int:
-            with conn.transaction():
-                # a deletion need not survive a crash (see Store.delete_snapshot)
-                conn.execute("SET LOCAL synchronous_commit = off")
-                require_run(conn, run_id)
-                row = conn.execute(
-                    "DELETE FROM af_snapshots WHERE run_id = %s AND snapshot_id = %s "
-                    "RETURNING octet_length(data)",
-                    (run_id, snapshot_id),
-                ).fetchone()
-            return int(row[0]) if row is not None else 0
-
-        freed: int = await self._run("delete checkpoint", delete)
-        return freed
+        return await self._snapshots.delete(run_id, snapshot_id)
 
     # --- inbox --------------------------------------------------------------------
 
