@@ -106,7 +106,7 @@ class SnapshotRows:
                     conn.execute("SET LOCAL synchronous_commit = off")
                 if update is None:
                     # a shared fence, not the row: appends (which lock the row) go on
-                    # meanwhile, while a claim's epoch waits for this commit (see claim)
+                    # meanwhile, while a claim's epoch waits for this commit (see _claims.py)
                     conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (fence,))
                     query = "SELECT manifest, epoch FROM af_runs WHERE run_id = %s"
                 else:

@@ -39,8 +39,6 @@ import msgspec
 
 from actorflow._log import get_logger
 from actorflow.errors import (
-    LeaseLostError,
-    RunLockedError,
     RunNotFoundError,
     StoreUnavailableError,
 )
@@ -52,10 +50,11 @@ from actorflow.storage._records import RunStatus, SnapshotInfo, validate_run_id
 from actorflow.storage._retention import prune as prune_by_policy
 from actorflow.storage._sealing import Codec
 from actorflow.storage.postgres._blobs import BlobRows
+from actorflow.storage.postgres._claims import Claims
 from actorflow.storage.postgres._db import Connection, Database, describe_dsn
 from actorflow.storage.postgres._events import EventRows
 from actorflow.storage.postgres._inbox import InboxRows
-from actorflow.storage.postgres._locks import HELD_KEYS, Locks
+from actorflow.storage.postgres._locks import Locks
 from actorflow.storage.postgres._log import LogRows
 from actorflow.storage.postgres._notify import (
     WORK_KEY,
@@ -188,6 +187,7 @@ class PostgresStore(StoreContext):
         )
         self._waiting = WaitingRows(self._db, self.codec, self._owned, snapshot_delay)
         self._records = LogRows(self._db, self.codec, self._owned, self._waiting, self._where)
+        self._claims = Claims(self._db, self._locks, self._owned, self._listener.start)
         self._snapshots = SnapshotRows(
             self._db, self.codec, self._owned, self._waiting, self._runs, self._where
         )
@@ -555,50 +555,7 @@ class PostgresStore(StoreContext):
         Raises:
             RunLockedError: a live owner (another process, or this store) holds the run.
         """
-        validate_run_id(run_id)
-        held = self._owned.leases.get(run_id)
-        if held is not None:
-            raise RunLockedError(run_id, held.owner)
-        key = self._owned.key(run_id)
-        created = self._owned.created.pop(run_id, None)
-        if created is not None:
-            if created.owner == owner and self._locks.holds(key):
-                self._owned.leases[run_id] = created
-                self._owned.log_end[run_id] = 0
-                return created
-            if created.owner != owner:
-                self._locks.unlock_soon(key)  # taken for its manifest's owner: not this one
-        fence = self._owned.fence_key(run_id)
-        locks = self._locks
-
-        def take(conn: Connection) -> tuple[int, int]:
-            # held already: an earlier try of this claim took it, then lost its connection
-            if not (locks.holds(key) or locks.try_lock(conn, key)):
-                row = conn.execute(
-                    "SELECT owner FROM af_runs WHERE run_id = %s", (run_id,)
-                ).fetchone()
-                if row is None:
-                    raise RunNotFoundError(run_id)
-                raise RunLockedError(run_id, row[0])
-            with conn.pipeline(), conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (fence,))
-                row = conn.execute(
-                    "UPDATE af_runs SET epoch = epoch + 1, owner = %s WHERE run_id = %s "
-                    "RETURNING epoch, log_end",
-                    (owner, run_id),
-                ).fetchone()
-            if row is None:
-                locks.unlock(conn, key)
-                raise RunNotFoundError(run_id)
-            return int(row[0]), int(row[1])
-
-        self._listener.start()  # its ticks keep the lock connection checked
-        epoch, end = await anyio.to_thread.run_sync(locks.call, "claim run", take)
-        lease = Lease(run_id=run_id, owner=owner, epoch=epoch)
-        self._owned.leases[run_id] = lease
-        # the log's end as of the new epoch: appends of other owners are fenced from now on
-        self._owned.log_end[run_id] = end
-        return lease
+        return await self._claims.claim(run_id, owner)
 
     async def renew(self, lease: Lease) -> Lease:
         """See :meth:`Store.renew`: nothing to extend; checks the claim still stands.
@@ -607,57 +564,19 @@ class PostgresStore(StoreContext):
             LeaseLostError: another owner took the run, or this store's lock on
                 it was lost with its connection and taken meanwhile.
         """
-        run_id = lease.run_id
-
-        def epoch(conn: Connection, retried: bool) -> int | None:
-            row = conn.execute("SELECT epoch FROM af_runs WHERE run_id = %s", (run_id,)).fetchone()
-            return int(row[0]) if row is not None else None
-
-        current = await self._run("renew", epoch)
-        if (
-            current != lease.epoch
-            or self._owned.leases.get(run_id) != lease
-            or self._owned.lost(run_id)
-        ):
-            if self._owned.leases.get(run_id) == lease:
-                del self._owned.leases[run_id]
-            raise LeaseLostError(run_id, lease.epoch)
-        return lease
+        return await self._claims.renew(lease)
 
     async def release(self, lease: Lease) -> None:
         """See :meth:`Store.release`."""
-        if self._owned.leases.get(lease.run_id) != lease:
-            return
-        # rows still waiting are written by the flusher, under the epoch they carry
-        self._owned.forget(lease.run_id)
-        key = self._owned.key(lease.run_id)
-        locks = self._locks
-        if self._owned.closed:
-            return
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(
-                locks.call, "release run", lambda conn: locks.unlock(conn, key)
-            )
+        await self._claims.release(lease)
 
     async def is_owned(self, run_id: str) -> bool:
         """See :meth:`Store.is_owned`: whether any session holds the run's lock."""
-        return (await self.read_claim(run_id)).alive is True
+        return await self._claims.is_owned(run_id)
 
     async def read_claim(self, run_id: str) -> ClaimInfo:
         """See :meth:`ClaimInspector.read_claim`: the last owner; alive while its lock is held."""
-        validate_run_id(run_id)
-
-        def read(conn: Connection, retried: bool) -> ClaimInfo:
-            row = conn.execute(
-                f"SELECT owner, lock_key IN ({HELD_KEYS}) FROM af_runs WHERE run_id = %s",
-                (run_id,),
-            ).fetchone()
-            if row is None:
-                raise RunNotFoundError(run_id)
-            return ClaimInfo(owner=row[0], alive=bool(row[1]) or run_id in self._owned.leases)
-
-        info: ClaimInfo = await self._run("read claim", read)
-        return info
+        return await self._claims.read(run_id)
 
     @property
     def renew_interval(self) -> float | None:
