@@ -25,33 +25,33 @@ in. Claims, queue slots and limit slots are session advisory locks
 a killed worker's runs can be taken at once. Posts wake watches, and
 submitted or given-up runs wake idle workers, through LISTEN/NOTIFY
 (``_notify.py``).
+
+The class is a facade over one module per part: runs' rows and the index
+(``_runs.py``), the log (``_log.py``), snapshots (``_snapshots.py``), blobs,
+the inbox, the event stream, claims (``_claims.py``), slots, budgets and
+schedules; what the store knows of the runs it owns is shared by them
+(``_owned.py``), and so are an owned run's snapshots and chunks waiting
+for its next append (``_waiting.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import urllib.parse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
-import msgspec
 
-from actorflow._log import get_logger
-from actorflow.errors import (
-    RunNotFoundError,
-    StoreUnavailableError,
-)
-from actorflow.storage._capabilities import ClaimInfo, QueueSlot, SealCheck
-from actorflow.storage._envelope import Kind
+from actorflow.errors import StoreUnavailableError
 from actorflow.storage._event_stream import DEFAULT_EVENT_BYTES, DEFAULT_READ_LIMIT
 from actorflow.storage._protocol import Lease, StoreContext, UnreadableEntry
-from actorflow.storage._records import RunStatus, SnapshotInfo, validate_run_id
+from actorflow.storage._records import validate_run_id
 from actorflow.storage._retention import prune as prune_by_policy
 from actorflow.storage._sealing import Codec
 from actorflow.storage.postgres._blobs import BlobRows
 from actorflow.storage.postgres._claims import Claims
-from actorflow.storage.postgres._db import Connection, Database, describe_dsn
+from actorflow.storage.postgres._db import Database, describe_dsn
 from actorflow.storage.postgres._events import EventRows
 from actorflow.storage.postgres._inbox import InboxRows
 from actorflow.storage.postgres._locks import Locks
@@ -65,6 +65,7 @@ from actorflow.storage.postgres._notify import (
 from actorflow.storage.postgres._owned import OwnedRuns
 from actorflow.storage.postgres._runs import RunRows
 from actorflow.storage.postgres._schema import validate_schema_name
+from actorflow.storage.postgres._sealcheck import check_run
 from actorflow.storage.postgres._shared import LimitRows, ScheduleRows
 from actorflow.storage.postgres._slots import SlotLocks
 from actorflow.storage.postgres._snapshots import SnapshotRows
@@ -73,22 +74,21 @@ from actorflow.storage.postgres._waiting import WaitingRows
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
 
+    from actorflow.storage._capabilities import ClaimInfo, QueueSlot, SealCheck
     from actorflow.storage._event_stream import EventSlice, EventStreamWriter
     from actorflow.storage._inbox import InboxEntry
     from actorflow.storage._inbox_check import InboxCheck
     from actorflow.storage._protocol import PruneReport, RetentionPolicy
-    from actorflow.storage._records import LogRecord, RunManifest, Snapshot
+    from actorflow.storage._records import (
+        LogRecord,
+        RunManifest,
+        RunStatus,
+        Snapshot,
+        SnapshotInfo,
+    )
     from actorflow.storage._schedules import Schedule, ScheduleProgress
 
 __all__ = ["PostgresStore"]
-
-_log = get_logger(__name__)
-
-_TAKEABLE = frozenset({RunStatus.QUEUED, RunStatus.INTERRUPTED})
-"""Statuses a run is stored in for a worker to take: submitted, or given up by a runtime."""
-
-_encode = msgspec.msgpack.Encoder().encode
-_decode_info = msgspec.msgpack.Decoder(SnapshotInfo).decode
 
 
 def _split_schema(dsn: str) -> tuple[str, str | None]:
@@ -202,9 +202,6 @@ class PostgresStore(StoreContext):
 
     def _where(self, run_id: str, *parts: object) -> str:
         return "/".join((f"{self._place}#runs/{run_id}", *map(str, parts)))
-
-    async def _run(self, operation: str, fn: Callable[[Connection, bool], Any]) -> Any:
-        return await self._db.run(operation, fn)
 
     @property
     def url(self) -> str | None:
@@ -496,7 +493,7 @@ class PostgresStore(StoreContext):
     ) -> EventSlice:
         """See :meth:`SupportsEventStream.read_events`."""
         validate_run_id(run_id)
-        got: EventSlice = await self._run(
+        got: EventSlice = await self._db.run(
             "read events", lambda conn, _: self._events.read(conn, run_id, start, limit)
         )
         return got
@@ -508,40 +505,9 @@ class PostgresStore(StoreContext):
         validate_run_id(run_id)
         await self._waiting.settle(run_id)
 
-        def check(conn: Connection, retried: bool) -> SealCheck:
-            row = conn.execute(
-                "SELECT manifest FROM af_runs WHERE run_id = %s", (run_id,)
-            ).fetchone()
-            if row is None:
-                raise RunNotFoundError(run_id)
-            result = SealCheck()
-            c = self.codec
-            result.verify(
-                c, bytes(row[0]), kind=Kind.MANIFEST, part="other", location=self._where(run_id)
-            )
-            parts: list[tuple[str, Kind, Any]] = [
-                ("SELECT position, data FROM af_log WHERE run_id = %s", Kind.LOG_RECORD, "records"),
-                (
-                    "SELECT snapshot_id, data FROM af_snapshots WHERE run_id = %s",
-                    Kind.SNAPSHOT,
-                    "snapshots",
-                ),
-                ("SELECT address, data FROM af_blobs WHERE run_id = %s", Kind.BLOB, "blobs"),
-                ("SELECT seq, data FROM af_inbox WHERE run_id = %s", Kind.INBOX_ENTRY, "other"),
-            ]
-            folders = {
-                "records": "log",
-                "snapshots": "snapshots",
-                "blobs": "blobs",
-                "other": "inbox",
-            }
-            for query, kind, part in parts:
-                for name, data in conn.execute(query, (run_id,)):
-                    where = self._where(run_id, folders[part], name)
-                    result.verify(c, bytes(data), kind=kind, part=part, location=where)
-            return result
-
-        result: SealCheck = await self._run("check sealed", check)
+        result: SealCheck = await self._db.run(
+            "check sealed", lambda conn, _: check_run(conn, self.codec, run_id, self._where)
+        )
         return result
 
     # --- ownership ----------------------------------------------------------------
