@@ -23,6 +23,8 @@ from actorflow.storage.postgres._deferred import Flusher
 from actorflow.storage.postgres._direct import DIRECT_BYTES
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from actorflow.storage._records import SnapshotInfo
     from actorflow.storage._sealing import Codec
     from actorflow.storage.postgres._db import Connection, Database
@@ -71,20 +73,20 @@ class WaitingRows:
         """The address of ``data``, sealed to wait for the run's next append; None if it may not."""
         if self.may_wait(run_id):
             address, sealed = self._codec.dump_blob(data, run_id=run_id)
-            epoch = self._owned.leases[run_id].epoch
-            if len(sealed) <= DIRECT_BYTES and self._owned.deferred.add_blob(
-                run_id, epoch, address, sealed
-            ):
-                self._flusher.poke()
+            deferred = self._owned.deferred
+            if self._queue(run_id, sealed, lambda e: deferred.add_blob(run_id, e, address, sealed)):
                 return address
         return None
 
     def defer_snapshot(self, run_id: str, info: SnapshotInfo, sealed: bytes) -> bool:
         """Let a sealed snapshot of a run that :meth:`may_wait` wait; False if it cannot."""
+        deferred = self._owned.deferred
+        return self._queue(run_id, sealed, lambda e: deferred.add_snapshot(run_id, e, info, sealed))
+
+    def _queue(self, run_id: str, sealed: bytes, add: Callable[[int], bool]) -> bool:
+        """``add`` a row under the run's epoch if it is small enough to ride in an append."""
         epoch = self._owned.leases[run_id].epoch
-        if len(sealed) <= DIRECT_BYTES and self._owned.deferred.add_snapshot(
-            run_id, epoch, info, sealed
-        ):
+        if len(sealed) <= DIRECT_BYTES and add(epoch):
             self._flusher.poke()
             return True
         return False
