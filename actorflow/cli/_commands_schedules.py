@@ -21,7 +21,7 @@ from actorflow.cli._app import (
     run_command,
 )
 from actorflow.cli._loading import with_app, with_store
-from actorflow.cli._render import esc, out, print_json, when
+from actorflow.cli._render import esc, out, print_json, store_name, when
 from actorflow.runtime import ScheduleInfo, list_schedules
 
 if TYPE_CHECKING:
@@ -61,9 +61,9 @@ def schedules_command(
         print_json(rows)
         return
     if not rows:
-        out().print(f"no schedules in {esc(spec)}")
+        out().print(f"no schedules in {esc(store_name(spec))}")
         return
-    table = Table(title=f"schedules in {esc(spec)}")
+    table = Table(title=f"schedules in {esc(store_name(spec))}")
     for col in (
         "schedule",
         "workflow",

@@ -46,6 +46,7 @@ from actorflow.cli._render import (
     sealed_row,
     size,
     status_text,
+    store_name,
     when,
 )
 from actorflow.cli._streamed import print_streamed
@@ -119,7 +120,7 @@ def runs_command(
 
 
 def _print_runs(store: str, rows: list[dict[str, Any]]) -> None:
-    table = Table(title=f"runs in {esc(store)}")
+    table = Table(title=f"runs in {esc(store_name(store))}")
     table.add_column("run", overflow="fold", min_width=12)
     for col in ("workflow", "status", "phase", "started", "activity", "owner", "ckpts", "size"):
         right = col in ("ckpts", "size")
@@ -159,7 +160,7 @@ def _print_runs(store: str, rows: list[dict[str, Any]]) -> None:
             *([esc(r["parent_run"] or "-")] if children else []),
             *([_blocked_by(r)] if blocked else []),
         )
-    out().print(table if rows else f"no runs in {esc(store)}")
+    out().print(table if rows else f"no runs in {esc(store_name(store))}")
 
 
 def _print_depths(rows: list[dict[str, Any]]) -> None:

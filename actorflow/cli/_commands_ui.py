@@ -25,7 +25,7 @@ from actorflow.cli._app import (
     reader_store,
     run_command,
 )
-from actorflow.cli._loading import load_app, open_existing_store
+from actorflow.cli._loading import load_app, open_existing_store, require_existing
 from actorflow.cli._messages import read_input
 from actorflow.cli._program import given
 from actorflow.cli._render import err, esc
@@ -129,6 +129,7 @@ def ui_command(
             if app_spec is None:
                 s = open_existing_store(location, key_file)
                 try:
+                    await require_existing(s)
                     await serve(s, None)
                 finally:
                     await s.aclose()

@@ -7,7 +7,7 @@ import inspect
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from actorflow.cli._app import DEFAULT_STORE, BadValueError, chosen_store, run_command
 from actorflow.cli._program import given
@@ -35,6 +35,7 @@ __all__ = [
     "check_writable",
     "load_app",
     "open_existing_store",
+    "require_existing",
     "require_keys",
     "with_app",
     "with_store",
@@ -103,6 +104,32 @@ def open_existing_store(spec: str, key_file: str | None) -> Store:
     return store
 
 
+@runtime_checkable
+class _Probed(Protocol):
+    """A store that says whether it is there without making it (a database's schema)."""
+
+    @property
+    def location(self) -> str: ...
+
+    async def exists(self) -> bool: ...
+
+
+async def require_existing(store: Store) -> None:
+    """Raise unless ``store`` is there already (a PostgreSQL schema holding a store).
+
+    A command must not create an empty store where the user mistyped a schema.
+
+    Raises:
+        StoreUnavailableError: the database holds no store there.
+    """
+    if isinstance(store, _Probed) and not await store.exists():
+        raise StoreUnavailableError(
+            "open store",
+            f"no actorflow store at {store.location}; name an existing store with --store "
+            "or ACTORFLOW_STORE (the first run started there makes it)",
+        )
+
+
 def _open(spec: str, key_file: str | None) -> Store:
     if key_file is None:
         return open_store(spec)  # keys from ACTORFLOW_KEYS / ACTORFLOW_KEY_FILE, as a program's
@@ -129,6 +156,8 @@ async def with_store(
     """
     store = _open(spec, key_file) if create else open_existing_store(spec, key_file)
     try:
+        if not create:
+            await require_existing(store)
         return await body(store)
     finally:
         await store.aclose()
@@ -283,6 +312,8 @@ def with_app(
         runtime = load_app(app_spec, spec if app_spec else (spec or DEFAULT_STORE))
         try:
             check_writable(runtime.store, create=create)
+            if not create:
+                await require_existing(runtime.store)
         except StorageError:
             await runtime.store.aclose()
             raise

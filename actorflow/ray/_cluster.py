@@ -69,8 +69,10 @@ class RayCluster:
         imports: modules every host and placed-agent actor imports as it
             starts, so that your workflow and agent classes are registered.
         store: the store's location as every node sees it (``s3://bucket/prefix``,
-            or a folder on a path all nodes share: one machine only); default:
-            the runtime's, when it was given as a location or is a file store.
+            ``postgresql://…?schema=…``, or a folder or SQLite file on a path all
+            nodes share: one machine only); default: the runtime's, when it was
+            given as a location, is a file store, or is an SQLite or PostgreSQL
+            store (its ``url``, password included: hosts log in as the driver).
         store_options: keyword arguments for ``open_store`` on the hosts
             (an S3 ``endpoint_url``, credentials...).
         host_placement: the resources each host reserves (default one CPU).

@@ -22,6 +22,7 @@ except ImportError:  # the `ray` extra is not installed: these tests are not col
     collect_ignore_glob = ["test_*.py"]
 
 from actorflow.storage import open_store
+from tests.storage.pg_server import pg_url
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -103,6 +104,8 @@ class SharedStore:
 
     location: str
     options: dict[str, Any] = field(default_factory=dict)
+    by_url: bool = False
+    """The cluster is not told where the store is: hosts open the driver's store by its URL."""
 
     def open(self) -> Store:
         """The driver's own store object on it."""
@@ -113,13 +116,19 @@ LEASE_TTL = 3.0
 """The S3 stores' lease TTL in these tests: a dead host's runs are orphans this much later."""
 
 
-@pytest.fixture(params=["file", "s3", "sqlite"])
+@pytest.fixture(
+    params=["file", "s3", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> SharedStore:
-    """The shared store: a folder or an SQLite file on this machine (all nodes are here), S3."""
+    """The shared store: a folder or an SQLite file on this machine (all nodes are here), S3,
+    a PostgreSQL schema of the test's own (hosts open it by the driver's store's URL)."""
     if request.param == "file":
         return SharedStore(str(tmp_path / "store"))
     if request.param == "sqlite":
         return SharedStore(f"sqlite:///{tmp_path / 'store.db'}")
+    if request.param == "postgres":
+        pg = request.getfixturevalue("pg_server")
+        return SharedStore(pg_url(pg, pg.schema()), by_url=True)
     server = request.getfixturevalue("seaweed_server")
     return SharedStore(
         f"s3://{server.bucket}/ray-{uuid.uuid4().hex[:10]}",

@@ -87,7 +87,7 @@ async def on_cluster(
         hosts=hosts,
         namespace=namespace,
         imports=IMPORTS,
-        store=shared.location,
+        store=None if shared.by_url else shared.location,
         store_options=shared.options,
     )
     driver_store = shared.open()

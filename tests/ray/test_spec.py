@@ -75,3 +75,20 @@ def test_a_database_store_is_given_to_hosts_by_its_url(tmp_path: Path) -> None:
     # where hosts open the store: the file, not a folder of its name (a FileStore)
     location = RayCluster()._location(runtime)
     assert location == f"sqlite:///{tmp_path / 'runs.db'}"
+
+
+def test_a_postgres_store_is_given_to_hosts_by_a_url_that_opens_the_same_schema() -> None:
+    pytest.importorskip("psycopg")
+    from actorflow.ray import RayCluster
+    from actorflow.storage import PostgresStore, open_store
+
+    given = "postgresql://app:pw@db.internal/agents?sslmode=disable&application_name=a%20b"
+    store = PostgresStore(given, schema="team_a")
+    location = RayCluster()._location(SimpleNamespace(store=store))
+    assert location == f"{given}&schema=team_a"
+    again = open_store(location)  # what a host opens: the same server, options and schema
+    assert isinstance(again, PostgresStore)
+    assert (again.dsn, again.schema) == (store.dsn, store.schema)
+    # a key=value DSN names no URL: the driver is told to give one
+    with pytest.raises(ConfigurationError, match=r"postgresql://"):
+        RayCluster()._location(SimpleNamespace(store=PostgresStore("host=db dbname=agents")))

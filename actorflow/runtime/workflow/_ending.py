@@ -5,8 +5,8 @@ a pausing wait pauses it, code that no longer replays the log blocks it, a
 cancel cancels it and any other error fails it; an error of the store or the
 cluster leaves it unfinished, as the store has it, for ``recover()``.
 ``store_outcome`` makes the outcome durable: a finished run's end record (the
-truth; its format is ``RunEnd`` in ``_outcomes``), the manifest (a cache of
-it, ``status_change``) and the final snapshot. ``settle`` repairs a manifest
+truth; its format is ``RunEnd`` in ``_outcomes``), the final snapshot, then the
+manifest (a cache of it, ``status_change``). ``settle`` repairs a manifest
 that a power loss kept from hearing of a logged end; ``cut_short`` marks how an
 attempt that raised left its run (interrupted, left to newer code, kept for a
 later recovery with its cause).
@@ -247,7 +247,7 @@ async def store_outcome(
     outcome: Outcome,
     result: bytes | None,
 ) -> None:
-    """Make the outcome durable, then tell the manifest and write the final snapshot.
+    """Make the outcome durable, then write the final snapshot and tell the manifest.
 
     A finished run (completed, failed, cancelled) ends its log with one
     record holding its status and result: that append is the one durable
@@ -284,8 +284,8 @@ async def store_outcome(
     final = recorder.view.snapshot(final_trigger(status))
     if status is RunStatus.COMPLETED:
         # a completed run's outcome may be interrupted (it is then marked interrupted)
-        if await _log_end(handle, recorder, outcome, RunEnd(status=status, result=result), change):
-            await queue.write_final(final)
+        end = RunEnd(status=status, result=result)
+        await _log_end(handle, recorder, outcome, end, change, lambda: queue.write_final(final))
         return
     # any other is made durable whatever happens, but holds the runtime's
     # shutdown only as long as the runtime lets it (``RunTracker.shield``)
@@ -294,17 +294,18 @@ async def store_outcome(
         try:
             if status.finished:
                 end = RunEnd(status=status, error=info)
-                if not await _log_end(handle, recorder, outcome, end, change):
-                    return
-            else:
-                try:
-                    await recorder.flush()
-                    await recorder.store.update_run(run_id, change)
-                except StorageError as exc:
-                    # not paused (or blocked) as far as the store knows: unfinished, for recover()
-                    outcome.status, outcome.error = RunStatus.RUNNING, exc
-                    handle.emit("run_status_not_stored", error=error_message(exc), level="warning")
-                    return
+                await _log_end(
+                    handle, recorder, outcome, end, change, lambda: queue.write_final(final)
+                )
+                return
+            try:
+                await recorder.flush()
+                await recorder.store.update_run(run_id, change)
+            except StorageError as exc:
+                # not paused (or blocked) as far as the store knows: unfinished, for recover()
+                outcome.status, outcome.error = RunStatus.RUNNING, exc
+                handle.emit("run_status_not_stored", error=error_message(exc), level="warning")
+                return
             await queue.write_final(final)
         finally:
             handle.shield(None)
@@ -316,14 +317,19 @@ async def _log_end(
     outcome: Outcome,
     end: RunEnd,
     change: Callable[[RunManifest], RunManifest],
-) -> bool:
-    """Append the run's end and make it durable; then update the manifest, its cache.
+    final: Callable[[], Awaitable[None]],
+) -> None:
+    """Append the run's end and make it durable; then its ``final`` snapshot; then the
+    manifest, its cache.
 
     The end record decides the run's status. One that cannot be made durable
     leaves the run unfinished (as the store has it, for ``recover``), the
-    append's ``StorageError`` its error; returns False. Once the end is
-    durable, a manifest that cannot be updated changes nothing but the
-    outcome's error: a ``RunEndNotStoredError`` (``recover`` repairs the manifest).
+    append's ``StorageError`` its error, and no final snapshot is written.
+    The final snapshot goes before the manifest: a store that writes an
+    owner's snapshot with its next write (PostgreSQL) carries it in the
+    manifest's. Once the end is durable, a manifest that cannot be updated
+    changes nothing but the outcome's error: a ``RunEndNotStoredError``
+    (``recover`` repairs the manifest).
     """
     recorder.record(end_record(end))
     try:
@@ -331,7 +337,8 @@ async def _log_end(
     except StorageError as exc:
         outcome.status, outcome.result, outcome.error = RunStatus.RUNNING, None, exc
         handle.emit("run_end_not_logged", error=error_message(exc), level="warning")
-        return False
+        return
+    await final()
     try:
         await update_run_unsynced(recorder.store, recorder.run_id, change)
     except StorageError as exc:
@@ -339,7 +346,6 @@ async def _log_end(
         error.__cause__ = exc
         outcome.error = error
         handle.emit("run_end_not_stored", error=error_message(exc), level="warning")
-    return True
 
 
 async def settle(

@@ -77,9 +77,11 @@ async def _run_phase(
         token = enter_namespace(ns)
         rec.view.phase = name
         rec.emit("phase_started", phase=name, phase_id=phase_id, attempt=attempt)
-        if ns.peek_step() not in env.view.steps:
+        if ns.peek_step() not in env.view.steps and rec.view.position:
             # A phase re-entered by a recovery already had its start
             # snapshot; taking one now would only slow the replay down.
+            # At position 0 the log is empty: a snapshot would hold nothing a
+            # replay from the start does not make, and retention deletes it.
             rec.snapshot(Trigger.PHASE_START)
         try:
             result = await fn(*args, **kwargs)

@@ -44,6 +44,16 @@ _KEEPALIVES: dict[str, Any] = {
     "keepalives_interval": 2,
     "keepalives_count": 3,
 }
+#: the server's TCP keepalives for the store's sessions: a client whose machine vanished
+#: (power, network: no FIN, no RST) is noticed in seconds, not the system's two hours, and
+#: its claims (advisory locks) are freed; a DSN's own ``options`` may set others
+_SERVER_KEEPALIVES = (
+    "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3"
+)
+#: how long what the server sent may stay unacknowledged before it drops the session
+#: (``tcp_user_timeout``, PostgreSQL 12 on): keepalives wait while a reply is in flight,
+#: and a vanished client's last reply would keep its claims for the retransmissions' minutes
+_USER_TIMEOUT_MS = 11_000
 #: errors after which the same call, tried again, may succeed
 _RETRYABLE = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
 
@@ -58,6 +68,31 @@ def describe_dsn(dsn: str) -> str:
     port = params.get("port") or 5432
     user = f"{params['user']}@" if params.get("user") else ""
     return f"postgresql://{user}{host}:{port}/{params.get('dbname') or ''}"
+
+
+def _dsn_options(dsn: str) -> str:
+    """The server options (``-c name=value ...``) the DSN gives, or nothing."""
+    try:
+        return str(psycopg.conninfo.conninfo_to_dict(dsn).get("options") or "")
+    except psycopg.ProgrammingError:
+        return ""  # connecting names what does not parse
+
+
+def _bound_unacknowledged(conn: Connection, options: str) -> None:
+    """Have the server drop the session once what it sent stays unacknowledged too long.
+
+    Raises:
+        psycopg.OperationalError: the connection was lost meanwhile (it is closed).
+    """
+    if "tcp_user_timeout" in options or conn.info.server_version < 120000:
+        return  # the DSN sets it, or the server is older than the setting
+    try:
+        conn.execute(f"SET tcp_user_timeout = {_USER_TIMEOUT_MS}")
+    except psycopg.OperationalError:
+        conn.close()
+        raise
+    except psycopg.Error as exc:  # a proxy in front of the server may refuse it: go without
+        _log.warning("postgres_user_timeout_refused", error=_first_line(exc))
 
 
 class Database:
@@ -83,6 +118,10 @@ class Database:
         self.dsn = dsn
         self.schema = schema
         self.location = f"{describe_dsn(dsn)} (schema {schema})"
+        # the DSN's own server options (a read-only session, a statement timeout) are kept:
+        # a keyword argument would replace them
+        given = _dsn_options(dsn)
+        self.options = f"{_SERVER_KEEPALIVES} {given} -c search_path={schema}".replace("  ", " ")
         self.pool_size = pool_size
         self.connect_timeout = connect_timeout
         self.connect_attempts = connect_attempts
@@ -115,10 +154,11 @@ class Database:
                     self.dsn,
                     autocommit=True,
                     connect_timeout=max(1, round(self.connect_timeout)),
-                    options=f"-c search_path={self.schema}",
+                    options=self.options,
                     application_name=f"actorflow {self.schema} {purpose}",
                     **_KEEPALIVES,
                 )
+                _bound_unacknowledged(conn, self.options)
             except psycopg.OperationalError as exc:
                 error = exc
                 if _refused_login(exc):
@@ -151,6 +191,29 @@ class Database:
             finally:
                 self.discard(conn)
             self._ready.set()
+
+    def holds_store(self) -> bool:
+        """Whether the schema holds a store's tables, asked without creating them.
+
+        Raises:
+            StoreUnavailableError: the server stays unreachable, or refuses the login.
+            StorageError: PostgreSQL refused the query.
+        """
+        if self._ready.is_set():
+            return True
+        conn = self.connect(migrate_schema=False, purpose="probe")
+        try:
+            # the catalog, not information_schema: it lists tables this role may not read too
+            row = conn.execute(
+                "SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+                "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = 'af_meta'",
+                (self.schema,),
+            ).fetchone()
+        except psycopg.Error as exc:
+            raise StorageError("open", f"{self.location}: {_first_line(exc)}") from exc
+        finally:
+            self.discard(conn)
+        return row is not None
 
     def discard(self, conn: Connection) -> None:
         """Close a connection (broken, or no longer wanted)."""

@@ -31,7 +31,9 @@ if TYPE_CHECKING:
 
     from psycopg.pq.abc import PGconn, PGresult
 
-__all__ = ["BYTEA", "DIRECT_BYTES", "TEXT", "UNKNOWN", "Unknown", "execute"]
+    from actorflow.storage.postgres._db import Database
+
+__all__ = ["BYTEA", "DIRECT_BYTES", "TEXT", "UNKNOWN", "Unknown", "execute", "read_rows"]
 
 #: parameter types: text whose type the statement's casts give (OID 0), or bytea (binary)
 TEXT = 0
@@ -80,6 +82,23 @@ async def execute(
         if result.status == pq.ExecStatus.FATAL_ERROR:
             raise errors.error_from_result(result)
     return results[-1]
+
+
+async def read_rows(db: Database, query: bytes, run_id: str) -> PGresult | None:
+    """A read of one run's rows from the event loop's thread (binary values).
+
+    ``None`` when it cannot be done so (no idle connection, an error): the
+    worker thread's way then reads, and says what went wrong.
+    """
+    conn = db.borrow_idle()
+    if conn is None:
+        return None
+    try:
+        return await execute(conn.pgconn, query, [run_id.encode()], [TEXT], binary=True)
+    except errors.Error:
+        return None
+    finally:
+        db.give_back(conn)
 
 
 async def _drive(gen: Generator[int, int, list[PGresult]], fd: int) -> list[PGresult]:

@@ -2,12 +2,12 @@
 
 An append moves the run's row on (``log_end``, under its lock, with the
 claim's epoch checked) and inserts the records, in one transaction. An owner
-that knows the log's end (``_owned.py``) does both in one statement, which
-also carries the snapshots and chunks waiting for it (``_waiting.py``); it
-is sent from the event loop's thread on an idle connection (``_direct.py``)
-when one is free, else from a worker thread. Any other append takes two
-round trips, and finds the log's end under the row's lock. Truncation
-deletes rows; positions stay absolute (``log_start``).
+that knows the log's end (``_owned.py``) does both in one statement
+(``_statements.py``), which also carries the snapshots and chunks waiting
+for it (``_waiting.py``); it is sent from the event loop's thread on an idle
+connection (``_direct.py``) when one is free, else from a worker thread. Any
+other append takes two round trips, and finds the log's end under the row's
+lock. Truncation deletes rows; positions stay absolute (``log_start``).
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-import msgspec
 import psycopg
 
 from actorflow._log import get_logger
 from actorflow.errors import LogPrunedError, RunNotFoundError
 from actorflow.storage._records import validate_run_id
 from actorflow.storage.postgres import _direct as direct
-from actorflow.storage.postgres._direct import BYTEA, DIRECT_BYTES, TEXT, UNKNOWN, Unknown
+from actorflow.storage.postgres._direct import DIRECT_BYTES, UNKNOWN, Unknown
+from actorflow.storage.postgres._statements import append_statement
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -30,15 +30,12 @@ if TYPE_CHECKING:
     from actorflow.storage._records import LogRecord
     from actorflow.storage._sealing import Codec
     from actorflow.storage.postgres._db import Connection, Database
-    from actorflow.storage.postgres._deferred import Waiting
     from actorflow.storage.postgres._owned import OwnedRuns
     from actorflow.storage.postgres._waiting import WaitingRows
 
 __all__ = ["LogRows"]
 
 _log = get_logger(__name__)
-
-_encode = msgspec.msgpack.Encoder().encode
 
 
 class LogRows:
@@ -170,9 +167,9 @@ class LogRows:
         if waiting is not None and waiting.epoch != epoch:  # an earlier claim's: the flusher's
             self._owned.deferred.give_back(run_id, waiting)
             waiting = None
-        query, params, types = _append_statement(run_id, sealed, batch, start, epoch, waiting)
+        st = append_statement(run_id, sealed, batch, start, epoch, waiting)
         try:
-            result = await direct.execute(conn.pgconn, query, params, types)
+            result = await direct.execute(conn.pgconn, st.text, st.params, st.types)
         except psycopg.Error as exc:
             lost = conn.broken or conn.closed
             self._db.give_back(conn)
@@ -294,74 +291,3 @@ class LogRows:
 
         dropped: int = await self._db.run("truncate log", truncate)
         return dropped
-
-
-def _append_statement(
-    run_id: str,
-    sealed: list[bytes],
-    batch: uuid.UUID,
-    start: int,
-    epoch: int,
-    waiting: Waiting | None,
-) -> tuple[bytes, list[bytes | None], list[int]]:
-    """One statement: the run's row moved on (if its end and epoch are as known), the
-    records inserted, and the snapshots and chunks ``waiting`` with them; its parameters.
-
-    Every insert depends on the row's update: under another epoch nothing is
-    written. The snapshots stay listed ``durable=False`` although the commit is
-    synchronous: retention then treats them as it treats every phase's snapshot.
-    """
-    params: list[bytes | None] = [
-        str(len(sealed)).encode(),
-        run_id.encode(),
-        str(start).encode(),
-        str(epoch).encode(),
-    ]
-    types = [TEXT, TEXT, TEXT, TEXT]
-
-    def rows(values: list[tuple[bytes | None, ...]], kinds: tuple[tuple[str, int], ...]) -> str:
-        listed = []
-        for value in values:
-            cells = []
-            for item, (cast, kind) in zip(value, kinds, strict=True):
-                params.append(item)
-                types.append(kind)
-                cells.append(f"${len(params)}::{cast}")
-            listed.append(f"({', '.join(cells)})")
-        return ", ".join(listed)
-
-    parts = [
-        "WITH r AS (UPDATE af_runs SET log_end = log_end + $1::bigint "
-        "WHERE run_id = $2 AND log_end = $3::bigint AND epoch = $4::bigint RETURNING 1)"
-    ]
-    if waiting is not None and waiting.blobs:
-        blobs = rows(
-            [(a.encode(), d) for a, d in waiting.blobs.items()],
-            (("text", TEXT), ("bytea", BYTEA)),
-        )
-        parts.append(
-            ", b AS (INSERT INTO af_blobs (run_id, address, data) "
-            f"SELECT $2, v.a, v.d FROM r, (VALUES {blobs}) AS v(a, d) ON CONFLICT DO NOTHING)"
-        )
-    if waiting is not None and waiting.snapshots:
-        snapshots = rows(
-            [(i.snapshot_id.encode(), _encode(i), d) for i, d in waiting.snapshots],
-            (("text", TEXT), ("bytea", BYTEA), ("bytea", BYTEA)),
-        )
-        parts.append(
-            ", s AS (INSERT INTO af_snapshots (run_id, snapshot_id, info, data, durable) "
-            f"SELECT $2, v.i, v.n, v.d, false FROM r, (VALUES {snapshots}) AS v(i, n, d) "
-            "ON CONFLICT DO NOTHING)"
-        )
-    records = rows(
-        [
-            (str(start + i).encode(), str(batch).encode() if i == 0 else None, data)
-            for i, data in enumerate(sealed)
-        ],
-        (("bigint", TEXT), ("uuid", TEXT), ("bytea", BYTEA)),
-    )
-    parts.append(
-        " INSERT INTO af_log (run_id, position, batch, data) "
-        f"SELECT $2, t.p, t.b, t.d FROM r, (VALUES {records}) AS t(p, b, d) RETURNING 1"
-    )
-    return "".join(parts).encode(), params, types

@@ -35,6 +35,7 @@ from actorflow.storage.postgres import _direct as direct
 from actorflow.storage.postgres._direct import BYTEA, TEXT, UNKNOWN, Unknown
 from actorflow.storage.postgres._locks import HELD_KEYS
 from actorflow.storage.postgres._notify import WORK
+from actorflow.storage.postgres._statements import update_statement
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from actorflow.storage._records import RunManifest
     from actorflow.storage._sealing import Codec
     from actorflow.storage.postgres._db import Connection, Database
+    from actorflow.storage.postgres._deferred import Waiting
     from actorflow.storage.postgres._locks import Locks
     from actorflow.storage.postgres._owned import OwnedRuns
 
@@ -227,6 +229,12 @@ class RunRows:
     async def read(self, run_id: str) -> RunManifest:
         """The run's manifest."""
         validate_run_id(run_id)
+        got = await direct.read_rows(
+            self._db, b"SELECT manifest FROM af_runs WHERE run_id = $1", run_id
+        )
+        data = got.get_value(0, 0) if got is not None and got.ntuples == 1 else None
+        if data is not None:
+            return self._manifest(run_id, bytes(data))
 
         def read(conn: Connection, retried: bool) -> RunManifest:
             row = conn.execute(
@@ -295,6 +303,7 @@ class RunRows:
         if conn is None:
             return None
         sent = False
+        waiting: Waiting | None = None
         try:
             got = await direct.execute(
                 conn.pgconn,
@@ -321,31 +330,27 @@ class RunRows:
             sealed = self.codec.dump_manifest(new)
             ends = new.status.finished and not current.status.finished
             written.append((version, sealed, new))
+            waiting = self._owned.deferred.take(run_id)
+            if waiting is not None and waiting.epoch != epoch:
+                self._owned.deferred.give_back(run_id, waiting)
+                waiting = None
+            st = update_statement(run_id, sealed, version, epoch, ends=ends, waiting=waiting)
             sent = True
-            done = await direct.execute(
-                conn.pgconn,
-                b"WITH u AS (UPDATE af_runs SET manifest = $2::bytea, version = version + 1 "
-                b"WHERE run_id = $1 AND version = $3::bigint AND epoch = $4::bigint RETURNING 1), "
-                b"d AS (DELETE FROM af_unfinished WHERE run_id = $1 AND $5::boolean "
-                b"AND EXISTS (SELECT 1 FROM u)) "
-                b"SELECT set_config('synchronous_commit', 'off', true), (SELECT count(*) FROM u)",
-                [
-                    run_id.encode(),
-                    sealed,
-                    str(version).encode(),
-                    str(epoch).encode(),
-                    b"true" if ends else b"false",
-                ],
-                [TEXT, BYTEA, TEXT, TEXT, TEXT],
-            )
+            done = await direct.execute(conn.pgconn, st.text, st.params, st.types)
         except psycopg.Error as exc:
+            if waiting is not None:
+                self._owned.deferred.give_back(run_id, waiting)  # written again: same rows, no harm
             if not (conn.broken or conn.closed):
                 return None  # refused: the worker thread's try says why
             _log.warning("postgres_connection_lost", operation="update run", error=str(exc))
             return UNKNOWN if sent else None
         finally:
             self._db.give_back(conn)
-        return new if done.get_value(0, 1) == b"1" else None
+        if done.get_value(0, 1) != b"1":
+            if waiting is not None:
+                self._owned.deferred.give_back(run_id, waiting)
+            return None
+        return new
 
     def change(
         self,

@@ -22,6 +22,7 @@ from actorflow.errors import (
 )
 from actorflow.storage._manifests import snapshot_info, validate_snapshot_id
 from actorflow.storage._records import SnapshotInfo, validate_run_id
+from actorflow.storage.postgres import _direct as direct
 from actorflow.storage.postgres._inbox import require_run
 
 if TYPE_CHECKING:
@@ -249,6 +250,12 @@ class SnapshotRows:
         """The run's listing entries, by position."""
         validate_run_id(run_id)
         await self._waiting.settle(run_id)
+        got = await direct.read_rows(
+            self._db, b"SELECT info FROM af_snapshots WHERE run_id = $1", run_id
+        )
+        if got is not None and got.ntuples:  # none: is there such a run? the thread's way says
+            entries = [_decode_info(bytes(got.get_value(i, 0) or b"")) for i in range(got.ntuples)]
+            return sorted(entries, key=lambda s: (s.position, s.created, s.snapshot_id))
 
         def listing(conn: Connection, retried: bool) -> _Infos:
             rows = conn.execute(

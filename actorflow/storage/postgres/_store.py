@@ -98,7 +98,10 @@ def _split_schema(dsn: str) -> tuple[str, str | None]:
     parts = urllib.parse.urlsplit(dsn)
     query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
     schema = next((v for k, v in query if k == "schema"), None)
-    kept = urllib.parse.urlencode([(k, v) for k, v in query if k != "schema"])
+    # quote, not quote_plus: libpq reads a + in a URL as a plus, not a space
+    kept = urllib.parse.urlencode(
+        [(k, v) for k, v in query if k != "schema"], quote_via=urllib.parse.quote
+    )
     return urllib.parse.urlunsplit(parts._replace(query=kept)), schema
 
 
@@ -211,6 +214,16 @@ class PostgresStore(StoreContext):
             return None
         joiner = "&" if "?" in self.dsn else "?"
         return f"{self.dsn}{joiner}schema={self.schema}"
+
+    async def exists(self) -> bool:
+        """Whether the schema holds a store already, asked without creating one.
+
+        The CLI's commands ask it first: a mistyped schema is named, not made.
+
+        Raises:
+            StoreUnavailableError: the server stays unreachable, or refuses the login.
+        """
+        return await anyio.to_thread.run_sync(self._db.holds_store)
 
     async def aclose(self) -> None:
         """Stop listening, free every claim and slot, close the connections. Idempotent."""

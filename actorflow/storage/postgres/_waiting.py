@@ -1,11 +1,12 @@
 """Snapshots and chunks of an owned run that wait for its next append, and their own commit.
 
-Whether a row may wait (``may_wait``), and queueing it, are here; an append
-takes the run's waiting rows into its statement (``_log.py``). Rows an
-append did not take are written in a commit of their own: by the flusher
-thread once they have waited ``delay`` seconds (``_deferred.py``), and by
-:meth:`WaitingRows.settle` before any call of this store that reads or
-changes the run's snapshots or blobs, so that no caller sees them missing.
+Whether a row may wait (``may_wait``), and queueing it, are here; an append,
+or an owner's unsynced manifest update, takes the run's waiting rows into
+its statement (``_statements.py``). Rows no such write took are written in a
+commit of their own: by the flusher thread once they have waited ``delay``
+seconds (``_deferred.py``), and by :meth:`WaitingRows.settle` before any
+call of this store that reads or changes the run's snapshots or blobs, so
+that no caller sees them missing.
 """
 
 from __future__ import annotations

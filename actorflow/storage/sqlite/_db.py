@@ -14,7 +14,11 @@ appends share one fsync. The commit is made with ``synchronous=FULL`` (the
 WAL fsynced) when any write in it must be durable, ``NORMAL`` otherwise
 (written, not synced). SQLite's WAL is synced in order, so a durable commit
 makes every commit before it durable too: a write made without a sync
-becomes durable with the next one that syncs.
+becomes durable with the next one that syncs. But SQLite syncs only a
+commit that writes a page, and a durable write may change no byte (a
+change made already, unsynced, by this connection or another): then the
+commit also bumps a counter in ``meta``, so that it writes and syncs what
+its write read (:meth:`Database._must_write`).
 
 Several processes may use one file: SQLite's lock serialises their
 transactions, and a writer waits up to ``busy_timeout`` for another's.
@@ -140,6 +144,8 @@ class Database:
         self._ready = False
         self._read_only: str | None = None  # the URI mode of a file this process cannot write
         self._grown = False  # the WAL was made full-size (before the first synced commit)
+        self._unsynced = True  # the writer may have committed without a sync since it last synced
+        self._version: int | None = None  # the writer's data_version at its last commit
         self._queue: list[Write[Any]] = []
         self._flushing = False
         self._idle: anyio.Event | None = None
@@ -260,6 +266,7 @@ class Database:
         """In a forked child: drop the parent's connections unused (never close them)."""
         _abandoned.extend(c for c in [self._writer, *self._readers] if c is not None)
         self._writer, self._readers, self._ready, self._sync = None, [], False, None
+        self._unsynced, self._version = True, None
         self._queue, self._flushing, self._idle = [], False, None
         self._guard = threading.Lock()
         self._write_lock = threading.Lock()
@@ -274,6 +281,7 @@ class Database:
             self._writer, self._readers, self._ready = None, [], False
             self._read_only = None  # the next opening finds out again
             self._grown = False
+            self._unsynced, self._version = True, None
         for conn in conns:
             conn.close()
 
@@ -412,6 +420,18 @@ class Database:
         self.commit([op])
         return self._outcome(op)
 
+    def _must_write(self, version: int) -> bool:
+        """Whether a durable commit must change a page of its own to be synced.
+
+        SQLite syncs the WAL only at a commit that writes to it; one whose
+        writes changed no byte (a manifest rewritten as it was) writes
+        nothing and syncs nothing, and what it read may be a commit not yet
+        synced: this connection's, if it committed without a sync since it
+        last synced, or another connection's, if one committed since this
+        one last did (``version``, its ``data_version`` now, differs).
+        """
+        return self._unsynced or version != self._version
+
     def _commit(self, batch: list[Write[Any]]) -> None:
         if not self._ready:
             self._open()
@@ -430,6 +450,7 @@ class Database:
             return
         conn.execute("BEGIN IMMEDIATE")
         try:
+            version = conn.execute("PRAGMA data_version").fetchone()[0]
             if len(batch) == 1:
                 op = batch[0]
                 try:
@@ -447,8 +468,14 @@ class Database:
                         op.error = exc
                         conn.execute("ROLLBACK TO write")
                     conn.execute("RELEASE write")
+            if sync == "FULL" and self._must_write(version):
+                conn.execute(
+                    "INSERT INTO meta (key, value) VALUES ('synced', 1) "
+                    "ON CONFLICT (key) DO UPDATE SET value = value + 1"
+                )
             conn.execute("COMMIT")
             self.commits += 1
+            self._unsynced, self._version = sync != "FULL", version
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")

@@ -7,7 +7,8 @@ as the sealed bytes every store writes (:class:`~actorflow.storage.Codec`),
 so nothing of a run is readable there without the store's key when it is
 encrypted.
 
-``meta`` holds ``schema_version``. Opening a file creates the tables in an
+``meta`` holds ``schema_version``, and ``synced``, which a durable commit
+that would write nothing counts up (:mod:`._db`). Opening a file creates the tables in an
 empty one; a file written by a newer actorflow (a higher version), one that
 is no SQLite database, and an SQLite database without these tables are
 refused with :class:`~actorflow.errors.StoreSchemaError`, changing nothing.

@@ -294,7 +294,7 @@ def test_a_corrupt_newest_snapshot_falls_back_to_the_one_before(
         backend,
         "start",
         kill_after=rng.randint(11, 14),
-        min_snapshots=3,
+        min_snapshots=2,
         hold=True,
     )
     assert first.killed
@@ -307,7 +307,7 @@ def test_a_corrupt_newest_snapshot_falls_back_to_the_one_before(
             await files.aclose()
 
     listed = anyio.run(snapshots)
-    assert len(listed) >= 3
+    assert len(listed) >= 2
     newest, before = listed[-1], listed[-2]
     (path,) = (store / "runs" / "corrupt" / "snapshots").glob(f"*_{newest}~*.ckpt")
     data = bytearray(path.read_bytes())
