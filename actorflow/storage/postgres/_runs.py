@@ -4,8 +4,9 @@ A run's row holds its sealed manifest, its log's and inbox's ends, the
 claim's epoch and last owner, and its advisory-lock key. The index of
 unfinished runs is written in the same statements as the manifests, so it
 is never wrong (``reindex`` still rebuilds it). A run created running for
-an owner is claimed in the same call, on the lock connection (``_locks.py``),
-and an owner's unsynced update goes from the event loop's thread
+an owner is claimed in the same call, on the lock connection (``_locks.py``).
+A manifest is read, and an owner's unsynced update sent (with the rows
+waiting for the run's next write), from the event loop's thread
 (``_direct.py``) when a connection is idle. A status that hands a run to
 workers (``queued``, ``interrupted``) notifies them in its commit.
 """

@@ -3,7 +3,7 @@
 A snapshot id is written once: writing it again must carry the same
 snapshot. Without a manifest change a snapshot commits without a WAL flush
 and is listed ``durable=False`` until ``sync``; an owned run's may instead
-wait to ride with its next append (``_waiting.py``). Such a write takes the
+wait to ride with its next write (``_waiting.py``). Such a write takes the
 run's fence lock shared, not its row: appends go on meanwhile, while a
 claim's epoch change (which takes the fence exclusively) waits for it.
 """
