@@ -31,12 +31,24 @@ if TYPE_CHECKING:
 
     from psycopg.pq.abc import PGconn, PGresult
 
-__all__ = ["BYTEA", "TEXT", "execute"]
+    from actorflow.storage.postgres._db import Database
+
+__all__ = ["BYTEA", "DIRECT_BYTES", "TEXT", "UNKNOWN", "Unknown", "execute", "read_rows"]
 
 #: parameter types: text whose type the statement's casts give (OID 0), or bytea (binary)
 TEXT = 0
 BYTEA = 17
 _TEXT_FORMAT, _BINARY_FORMAT = 0, 1
+
+#: a batch of log records larger than this goes through a worker thread
+DIRECT_BYTES = 256 * 1024
+
+
+class Unknown:
+    """A statement whose connection was lost before its answer came: it may have landed."""
+
+
+UNKNOWN = Unknown()
 
 
 async def execute(
@@ -70,6 +82,23 @@ async def execute(
         if result.status == pq.ExecStatus.FATAL_ERROR:
             raise errors.error_from_result(result)
     return results[-1]
+
+
+async def read_rows(db: Database, query: bytes, run_id: str) -> PGresult | None:
+    """A read of one run's rows from the event loop's thread (binary values).
+
+    ``None`` when it cannot be done so (no idle connection, an error): the
+    worker thread's way then reads, and says what went wrong.
+    """
+    conn = db.borrow_idle()
+    if conn is None:
+        return None
+    try:
+        return await execute(conn.pgconn, query, [run_id.encode()], [TEXT], binary=True)
+    except errors.Error:
+        return None
+    finally:
+        db.give_back(conn)
 
 
 async def _drive(gen: Generator[int, int, list[PGresult]], fd: int) -> list[PGresult]:

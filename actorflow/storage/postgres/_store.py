@@ -25,102 +25,70 @@ in. Claims, queue slots and limit slots are session advisory locks
 a killed worker's runs can be taken at once. Posts wake watches, and
 submitted or given-up runs wake idle workers, through LISTEN/NOTIFY
 (``_notify.py``).
+
+The class is a facade over one module per part: runs' rows and the index
+(``_runs.py``), the log (``_log.py``), snapshots (``_snapshots.py``), blobs,
+the inbox, the event stream, claims (``_claims.py``), slots, budgets and
+schedules; what the store knows of the runs it owns is shared by them
+(``_owned.py``), and so are an owned run's snapshots and chunks waiting
+for its next append (``_waiting.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 import urllib.parse
-import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
-import msgspec
-import psycopg
 
-from actorflow._log import get_logger
-from actorflow.errors import (
-    CheckpointNotFoundError,
-    CorruptedDataError,
-    EncryptionKeyError,
-    LeaseLostError,
-    LogPrunedError,
-    RunLockedError,
-    RunNotFoundError,
-    StorageError,
-    StoreUnavailableError,
-)
-from actorflow.storage._capabilities import ClaimInfo, QueueSlot, SealCheck
-from actorflow.storage._envelope import Kind
+from actorflow.errors import StoreUnavailableError
 from actorflow.storage._event_stream import DEFAULT_EVENT_BYTES, DEFAULT_READ_LIMIT
-from actorflow.storage._manifests import (
-    corrupt_manifest,
-    encrypted_manifest,
-    index_run_ids,
-    index_strays,
-    matches,
-    snapshot_info,
-    validate_snapshot_id,
-    warn_unreadable,
-)
-from actorflow.storage._manifests import tombstone as make_tombstone
 from actorflow.storage._protocol import Lease, StoreContext, UnreadableEntry
-from actorflow.storage._records import RunStatus, SnapshotInfo, validate_run_id
+from actorflow.storage._records import validate_run_id
 from actorflow.storage._retention import prune as prune_by_policy
 from actorflow.storage._sealing import Codec
-from actorflow.storage.postgres import _direct as direct
 from actorflow.storage.postgres._blobs import BlobRows
-from actorflow.storage.postgres._db import Connection, Database, describe_dsn
-from actorflow.storage.postgres._deferred import DeferredWrites, Flusher, Waiting
-from actorflow.storage.postgres._direct import BYTEA, TEXT
+from actorflow.storage.postgres._claims import Claims
+from actorflow.storage.postgres._db import Database, describe_dsn
 from actorflow.storage.postgres._events import EventRows
-from actorflow.storage.postgres._inbox import InboxRows, require_run
-from actorflow.storage.postgres._locks import HELD_KEYS, Locks, lock_key
+from actorflow.storage.postgres._inbox import InboxRows
+from actorflow.storage.postgres._locks import Locks
+from actorflow.storage.postgres._log import LogRows
 from actorflow.storage.postgres._notify import (
-    WORK,
     WORK_KEY,
     Listener,
     SocketWatch,
     Wakeups,
 )
+from actorflow.storage.postgres._owned import OwnedRuns
+from actorflow.storage.postgres._runs import RunRows
 from actorflow.storage.postgres._schema import validate_schema_name
+from actorflow.storage.postgres._sealcheck import check_run
 from actorflow.storage.postgres._shared import LimitRows, ScheduleRows
 from actorflow.storage.postgres._slots import SlotLocks
-from actorflow.storage.postgres._statements import append_statement, update_statement
+from actorflow.storage.postgres._snapshots import SnapshotRows
+from actorflow.storage.postgres._waiting import WaitingRows
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
 
-    from psycopg.pq.abc import PGresult
-
+    from actorflow.storage._capabilities import ClaimInfo, QueueSlot, SealCheck
     from actorflow.storage._event_stream import EventSlice, EventStreamWriter
     from actorflow.storage._inbox import InboxEntry
     from actorflow.storage._inbox_check import InboxCheck
     from actorflow.storage._protocol import PruneReport, RetentionPolicy
-    from actorflow.storage._records import LogRecord, RunManifest, Snapshot
+    from actorflow.storage._records import (
+        LogRecord,
+        RunManifest,
+        RunStatus,
+        Snapshot,
+        SnapshotInfo,
+    )
     from actorflow.storage._schedules import Schedule, ScheduleProgress
 
 __all__ = ["PostgresStore"]
-
-_log = get_logger(__name__)
-
-_TAKEABLE = frozenset({RunStatus.QUEUED, RunStatus.INTERRUPTED})
-"""Statuses a run is stored in for a worker to take: submitted, or given up by a runtime."""
-
-#: a batch of log records larger than this goes through a worker thread
-_DIRECT_BYTES = 256 * 1024
-
-
-class _Unknown:
-    """An append whose connection was lost before its answer came: it may have landed."""
-
-
-_UNKNOWN = _Unknown()
-
-_encode = msgspec.msgpack.Encoder().encode
-_decode_info = msgspec.msgpack.Decoder(SnapshotInfo).decode
 
 
 def _split_schema(dsn: str) -> tuple[str, str | None]:
@@ -209,18 +177,23 @@ class PostgresStore(StoreContext):
         self._blobs = BlobRows(self._db, self.codec, self._where)
         self._inbox = InboxRows(self._db, self.codec, self._where, self._channel)
         self._schedules = ScheduleRows(self._db, self.codec, self._place)
-        self._leases: dict[str, Lease] = {}
-        self._created: dict[str, Lease] = {}  # claimed by create_run for its manifest's owner
-        self._claiming: dict[str, str] = {}  # claims under way, with their owners
-        self._index_warned: set[str] = set()
-        # the log's end of the runs this store owns, and the locks its appends take
-        self._log_end: dict[str, int] = {}
-        self._append_locks: dict[str, threading.Lock] = {}
-        self._append_guard = threading.Lock()
-        # snapshots and chunks of owned runs, written with the run's next append
-        self._deferred = DeferredWrites()
-        self._flusher = Flusher(snapshot_delay, self._flush_waiting, self._deferred)
-        self._closed = False
+        self._owned = OwnedRuns(self._locks, self.schema)
+        self._runs = RunRows(
+            self._db,
+            self.codec,
+            self._owned,
+            self._locks,
+            self._where,
+            place=self._place,
+            channel=self._channel,
+            started=self._listener.start,
+        )
+        self._waiting = WaitingRows(self._db, self.codec, self._owned, snapshot_delay)
+        self._records = LogRows(self._db, self.codec, self._owned, self._waiting, self._where)
+        self._claims = Claims(self._db, self._locks, self._owned, self._listener.start)
+        self._snapshots = SnapshotRows(
+            self._db, self.codec, self._owned, self._waiting, self._runs, self._where
+        )
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._place!r})"
@@ -232,16 +205,6 @@ class PostgresStore(StoreContext):
 
     def _where(self, run_id: str, *parts: object) -> str:
         return "/".join((f"{self._place}#runs/{run_id}", *map(str, parts)))
-
-    def _key(self, run_id: str) -> int:
-        return lock_key(self.schema, "run", run_id)
-
-    def _fence_key(self, run_id: str) -> int:
-        """The transaction lock a claim's epoch change takes exclusively, snapshot writes shared."""
-        return lock_key(self.schema, "fence", run_id)
-
-    async def _run(self, operation: str, fn: Callable[[Connection, bool], Any]) -> Any:
-        return await self._db.run(operation, fn)
 
     @property
     def url(self) -> str | None:
@@ -264,14 +227,11 @@ class PostgresStore(StoreContext):
 
     async def aclose(self) -> None:
         """Stop listening, free every claim and slot, close the connections. Idempotent."""
-        if self._closed:
+        if self._owned.closed:
             return
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self._flusher.stop)
-            for run_id in self._deferred.runs():
-                with contextlib.suppress(StorageError):
-                    await self._settle(run_id)
-        self._closed = True
+            await self._waiting.stop()
+        self._owned.closed = True
         with anyio.CancelScope(shield=True):
 
             def stop(token: str) -> None:
@@ -283,20 +243,10 @@ class PostgresStore(StoreContext):
             await anyio.to_thread.run_sync(self._listener.stop, stop)
             await anyio.to_thread.run_sync(self._locks.close)
             await anyio.to_thread.run_sync(self._db.close)
-        self._leases.clear()
-        self._created.clear()
+        self._owned.leases.clear()
+        self._owned.created.clear()
 
     # --- manifests --------------------------------------------------------------
-
-    def _manifest(self, run_id: str, data: bytes) -> RunManifest:
-        return self.codec.load_manifest(data, run_id=run_id, location=self._where(run_id))
-
-    def _fence(self, run_id: str, epoch: int) -> None:
-        """Refuse a write of a run this store claimed and another owner took since."""
-        lease = self._leases.get(run_id)
-        if lease is not None and (lease.epoch != epoch or self._key(run_id) in self._locks.lost):
-            self._deferred.drop(run_id)  # they could never be written
-            raise LeaseLostError(run_id, lease.epoch)
 
     async def create_run(self, manifest: RunManifest) -> tuple[RunManifest, bool]:
         """See :meth:`Store.create_run`; exactly one of racing creators gets ``True``.
@@ -305,202 +255,11 @@ class PostgresStore(StoreContext):
         in the same call, as in the file and SQLite stores: the owner's
         ``claim`` then costs no round trip.
         """
-        run_id = validate_run_id(manifest.run_id)
-        key = self._key(run_id)
-        owner = manifest.owner
-        if owner is not None and not manifest.status.finished and manifest.status not in _TAKEABLE:
-            return await self._create_claimed(manifest, owner)
-
-        sealed_once: list[bytes] = []
-
-        def create_sealed(conn: Connection, retried: bool) -> tuple[RunManifest, bool]:
-            if not sealed_once:
-                sealed_once.append(self.codec.dump_manifest(manifest))
-            return _create(conn, retried, sealed_once[0])
-
-        def _create(conn: Connection, retried: bool, sealed: bytes) -> tuple[RunManifest, bool]:
-            # one statement: the row and, for an unfinished run, its index entry commit together
-            row = conn.execute(
-                "WITH r AS (INSERT INTO af_runs (run_id, lock_key, manifest) "
-                "VALUES (%s, %s, %s) ON CONFLICT (run_id) DO NOTHING RETURNING run_id), "
-                "u AS (INSERT INTO af_unfinished (run_id) SELECT run_id FROM r WHERE %s "
-                "ON CONFLICT DO NOTHING) "
-                "SELECT run_id FROM r",
-                (run_id, key, sealed, not manifest.status.finished),
-            ).fetchone()
-            if row is not None:
-                if manifest.status in _TAKEABLE:  # submitted: idle workers look at once
-                    conn.execute("SELECT pg_notify(%s, %s)", (self._channel, f"{WORK}:"))
-                return manifest, True
-            found = conn.execute(
-                "SELECT manifest FROM af_runs WHERE run_id = %s", (run_id,)
-            ).fetchone()
-            assert found is not None
-            if retried and bytes(found[0]) == sealed:
-                return manifest, True  # the lost try created it
-            return self._manifest(run_id, bytes(found[0])), False
-
-        result: tuple[RunManifest, bool] = await self._run("create run", create_sealed)
-        return result
-
-    async def _create_claimed(self, manifest: RunManifest, owner: str) -> tuple[RunManifest, bool]:
-        """:meth:`create_run` on the lock connection: the run's lock, then its row at epoch 1."""
-        run_id = manifest.run_id
-        key = self._key(run_id)
-        locks = self._locks
-        sealed = self.codec.dump_manifest(manifest)
-        done = await self._create_claimed_direct(manifest, owner, sealed)
-        if isinstance(done, tuple):
-            return done
-        tries = 1 if done is _UNKNOWN else 0
-
-        def create(conn: Connection) -> tuple[RunManifest, bool, bool]:
-            nonlocal tries
-            tries += 1
-            # a lock this store held already is not ours to take (or to let go) here
-            mine = not locks.holds(key) and locks.try_lock(conn, key)
-            if tries > 1 and locks.holds(key):
-                mine = True  # an earlier try took it, then lost its connection
-            row = conn.execute(
-                "WITH r AS (INSERT INTO af_runs (run_id, lock_key, manifest, epoch, owner) "
-                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id) DO NOTHING RETURNING run_id), "
-                "u AS (INSERT INTO af_unfinished (run_id) SELECT run_id FROM r "
-                "ON CONFLICT DO NOTHING) "
-                "SELECT run_id FROM r",
-                (run_id, key, sealed, 1 if mine else 0, owner if mine else None),
-            ).fetchone()
-            if row is not None:
-                return manifest, True, mine
-            found = conn.execute(
-                "SELECT manifest FROM af_runs WHERE run_id = %s", (run_id,)
-            ).fetchone()
-            assert found is not None
-            if tries > 1 and bytes(found[0]) == sealed:
-                return manifest, True, mine  # the lost try created it
-            if mine:
-                locks.unlock(conn, key)
-            return self._manifest(run_id, bytes(found[0])), False, False
-
-        self._listener.start()  # its ticks keep the lock connection checked
-        stored, created, claimed = await anyio.to_thread.run_sync(locks.call, "create run", create)
-        if claimed:
-            self._created[run_id] = Lease(run_id=run_id, owner=owner, epoch=1)
-        return stored, created
-
-    async def _create_claimed_direct(
-        self, manifest: RunManifest, owner: str, sealed: bytes
-    ) -> tuple[RunManifest, bool] | _Unknown | None:
-        """:meth:`_create_claimed` in one statement from the event loop's thread.
-
-        ``None`` when it cannot be done so (the lock connection is busy, the
-        key held already, the run exists): the worker thread's way then says
-        what is what. ``_UNKNOWN`` if the connection was lost before the answer.
-        """
-        run_id = manifest.run_id
-        key = self._key(run_id)
-        locks = self._locks
-        if locks.holds(key):
-            return None
-        conn = locks.borrow()
-        if conn is None:
-            return None
-        query = (
-            b"WITH l AS (SELECT pg_try_advisory_lock($2::bigint) AS got), "
-            b"r AS (INSERT INTO af_runs (run_id, lock_key, manifest, epoch, owner) "
-            b"SELECT $1, $2::bigint, $3::bytea, CASE WHEN l.got THEN 1 ELSE 0 END, "
-            b"CASE WHEN l.got THEN $4 END FROM l "
-            b"ON CONFLICT (run_id) DO NOTHING RETURNING run_id), "
-            b"u AS (INSERT INTO af_unfinished (run_id) SELECT run_id FROM r "
-            b"ON CONFLICT DO NOTHING) "
-            b"SELECT l.got, (SELECT count(*) FROM r) FROM l"
-        )
-        params: list[bytes | None] = [run_id.encode(), str(key).encode(), sealed, owner.encode()]
-        try:
-            result = await direct.execute(conn.pgconn, query, params, [TEXT, TEXT, BYTEA, TEXT])
-        except psycopg.Error as exc:
-            lost = conn.broken or conn.closed
-            locks.give_back(conn)
-            if lost:  # the session ended, and its lock with it; the row may be there
-                _log.warning("postgres_connection_lost", operation="create run", error=str(exc))
-                return _UNKNOWN
-            return None
-        got = result.get_value(0, 0) == b"t"
-        if got:
-            locks.took(key)
-        locks.give_back(conn)
-        if result.get_value(0, 1) != b"1":
-            if got:
-                locks.unlock_soon(key)
-            return None  # there already: the worker thread reads what is there
-        if got:
-            self._created[run_id] = Lease(run_id=run_id, owner=owner, epoch=1)
-        return manifest, True
-
-    async def _read_direct(self, query: bytes, run_id: str) -> PGresult | None:
-        """A read of one run's rows from the event loop's thread (binary values).
-
-        ``None`` when it cannot be done so (no idle connection, an error): the
-        worker thread's way then reads, and says what went wrong.
-        """
-        conn = self._db.borrow_idle()
-        if conn is None:
-            return None
-        try:
-            return await direct.execute(conn.pgconn, query, [run_id.encode()], [TEXT], binary=True)
-        except psycopg.Error:
-            return None
-        finally:
-            self._db.give_back(conn)
+        return await self._runs.create(manifest)
 
     async def read_run(self, run_id: str) -> RunManifest:
         """See :meth:`Store.read_run`."""
-        validate_run_id(run_id)
-        got = await self._read_direct(b"SELECT manifest FROM af_runs WHERE run_id = $1", run_id)
-        data = got.get_value(0, 0) if got is not None and got.ntuples == 1 else None
-        if data is not None:
-            return self._manifest(run_id, bytes(data))
-
-        def read(conn: Connection, retried: bool) -> RunManifest:
-            row = conn.execute(
-                "SELECT manifest FROM af_runs WHERE run_id = %s", (run_id,)
-            ).fetchone()
-            if row is None:
-                raise RunNotFoundError(run_id)
-            return self._manifest(run_id, bytes(row[0]))
-
-        manifest: RunManifest = await self._run("read run", read)
-        return manifest
-
-    def _change(
-        self,
-        conn: Connection,
-        run_id: str,
-        row: tuple[Any, ...],
-        change: Callable[[RunManifest], RunManifest],
-        operation: str,
-    ) -> tuple[RunManifest, bytes]:
-        """Apply ``change`` to the locked row's manifest and write it (inside a transaction)."""
-        current = self._manifest(run_id, bytes(row[0]))
-        new = change(current)
-        if new.run_id != run_id:
-            raise StorageError(operation, f"change() may not rename run {run_id!r}")
-        sealed = self.codec.dump_manifest(new)
-        conn.execute(
-            "UPDATE af_runs SET manifest = %s, version = version + 1 WHERE run_id = %s",
-            (sealed, run_id),
-        )
-        if new.status in _TAKEABLE and new.status is not current.status:
-            # idle workers (watch_work) look at once; NOTIFY is sent with the commit
-            conn.execute("SELECT pg_notify(%s, %s)", (self._channel, f"{WORK}:"))
-        if new.status.finished != current.status.finished:
-            if new.status.finished:
-                conn.execute("DELETE FROM af_unfinished WHERE run_id = %s", (run_id,))
-            else:
-                conn.execute(
-                    "INSERT INTO af_unfinished (run_id) VALUES (%s) ON CONFLICT DO NOTHING",
-                    (run_id,),
-                )
-        return new, sealed
+        return await self._runs.read(run_id)
 
     async def update_run(
         self, run_id: str, change: Callable[[RunManifest], RunManifest], *, durable: bool = True
@@ -514,117 +273,12 @@ class PostgresStore(StoreContext):
         Raises:
             LeaseLostError: this store claimed the run and another owner took it.
         """
-        validate_run_id(run_id)
-        written: list[tuple[int, bytes, RunManifest]] = []
-        unknown = False
-        if not durable and run_id in self._leases:
-            done = await self._update_direct(run_id, change, written)
-            if isinstance(done, _Unknown):
-                unknown = True
-            elif done is not None:
-                return done
-
-        def update(conn: Connection, retried: bool) -> RunManifest:
-            retried = retried or unknown
-            with conn.pipeline(), conn.transaction():
-                if not durable:
-                    conn.execute("SET LOCAL synchronous_commit = off")
-                row = conn.execute(
-                    "SELECT manifest, version, epoch FROM af_runs WHERE run_id = %s FOR UPDATE",
-                    (run_id,),
-                ).fetchone()
-                if row is None:
-                    raise RunNotFoundError(run_id)
-                if retried and written:
-                    version, sealed, new = written[-1]
-                    if int(row[1]) == version + 1 and bytes(row[0]) == sealed:
-                        return new  # the lost try's commit landed
-                self._fence(run_id, int(row[2]))
-                new, sealed = self._change(conn, run_id, row, change, "update run")
-                written.append((int(row[1]), sealed, new))
-                return new
-
-        manifest: RunManifest = await self._run("update run", update)
-        return manifest
-
-    async def _update_direct(
-        self,
-        run_id: str,
-        change: Callable[[RunManifest], RunManifest],
-        written: list[tuple[int, bytes, RunManifest]],
-    ) -> RunManifest | _Unknown | None:
-        """An owner's unsynced :meth:`update_run` from the event loop's thread: two statements.
-
-        The row is read, changed here and written back if its version is
-        still the one read, in a commit without a WAL flush. ``None`` when it
-        cannot be done so (no idle connection, a change that wakes workers or
-        takes a run out of the finished, the version moved on): the worker
-        thread's way then does it. ``_UNKNOWN`` if the connection was lost
-        after the write was sent (``written`` holds what was sent).
-        """
-        conn = self._db.borrow_idle()
-        if conn is None:
-            return None
-        sent = False
-        waiting: Waiting | None = None
-        try:
-            got = await direct.execute(
-                conn.pgconn,
-                b"SELECT manifest, version, epoch FROM af_runs WHERE run_id = $1",
-                [run_id.encode()],
-                [TEXT],
-                binary=True,
-            )
-            if got.ntuples != 1:
-                return None  # gone: the worker thread's way says so
-            data = got.get_value(0, 0)
-            version = int.from_bytes(got.get_value(0, 1) or b"", "big", signed=True)
-            epoch = int.from_bytes(got.get_value(0, 2) or b"", "big", signed=True)
-            assert data is not None
-            self._fence(run_id, epoch)
-            current = self._manifest(run_id, bytes(data))
-            new = change(current)
-            if new.run_id != run_id:
-                raise StorageError("update run", f"change() may not rename run {run_id!r}")
-            if (new.status in _TAKEABLE and new.status is not current.status) or (
-                current.status.finished and not new.status.finished
-            ):
-                return None
-            sealed = self.codec.dump_manifest(new)
-            ends = new.status.finished and not current.status.finished
-            written.append((version, sealed, new))
-            waiting = self._deferred.take(run_id)
-            if waiting is not None and waiting.epoch != epoch:
-                self._deferred.give_back(run_id, waiting)
-                waiting = None
-            st = update_statement(run_id, sealed, version, epoch, ends=ends, waiting=waiting)
-            sent = True
-            done = await direct.execute(conn.pgconn, st.text, st.params, st.types)
-        except psycopg.Error as exc:
-            if waiting is not None:
-                self._deferred.give_back(run_id, waiting)  # written again: same rows, no harm
-            if not (conn.broken or conn.closed):
-                return None  # refused: the worker thread's try says why
-            _log.warning("postgres_connection_lost", operation="update run", error=str(exc))
-            return _UNKNOWN if sent else None
-        finally:
-            self._db.give_back(conn)
-        if done.get_value(0, 1) != b"1":
-            if waiting is not None:
-                self._deferred.give_back(run_id, waiting)
-            return None
-        return new
+        return await self._runs.update(run_id, change, durable=durable)
 
     async def list_run_versions(self) -> dict[str, str]:
         """See :meth:`RunVersions.list_run_versions`: each row's creation order and version
         (one query; a run deleted and made again under its id is a new row)."""
-
-        def versions(conn: Connection, retried: bool) -> dict[str, str]:
-            rows = conn.execute("SELECT run_id, created_order, version FROM af_runs")
-            return {str(r[0]): f"{r[1]}.{r[2]}" for r in rows}
-
-        found: dict[str, str] = await self._run("list run versions", versions)
-        return found
+        return await self._runs.list_versions()
 
     async def list_runs(
         self,
@@ -633,30 +287,7 @@ class PostgresStore(StoreContext):
         workflow: str | None = None,
     ) -> list[RunManifest]:
         """See :meth:`Store.list_runs` (oldest first by ``created``, then creation order)."""
-        found, unreadable = await self._run("list runs", self._read_all)
-        warn_unreadable(unreadable)
-        return [m for m in found if matches(m, status, workflow)]
-
-    def _read_all(
-        self, conn: Connection, retried: bool
-    ) -> tuple[list[RunManifest], list[UnreadableEntry]]:
-        rows = conn.execute(
-            "SELECT run_id, manifest FROM af_runs ORDER BY created_order"
-        ).fetchall()
-        found: list[tuple[float, int, RunManifest]] = []
-        unreadable: list[UnreadableEntry] = []
-        for order, (run_id, data) in enumerate(rows):
-            try:
-                manifest = self._manifest(run_id, bytes(data))
-            except EncryptionKeyError as exc:
-                unreadable.append(encrypted_manifest(run_id, self._where(run_id), exc))
-                continue
-            except CorruptedDataError as exc:
-                unreadable.append(corrupt_manifest(run_id, exc))
-                continue
-            found.append((manifest.created, order, manifest))
-        found.sort(key=lambda t: (t[0], t[1]))
-        return [m for _, _, m in found], unreadable
+        return await self._runs.list_runs(status=status, workflow=workflow)
 
     async def list_unreadable(self) -> list[UnreadableEntry]:
         """See :meth:`UnreadableLister.list_unreadable`: manifests that cannot be read.
@@ -664,49 +295,12 @@ class PostgresStore(StoreContext):
         And rows of the index of unfinished runs that name no run id, and damaged
         schedule definitions.
         """
-        unreadable: list[UnreadableEntry]
-        _, unreadable = await self._run("list runs", self._read_all)
-
-        def strays(conn: Connection, retried: bool) -> list[str]:
-            return [str(r[0]) for r in conn.execute("SELECT run_id FROM af_unfinished")]
-
-        names: list[str] = await self._run("list unfinished", strays)
-        damaged = (await self._schedules.scan())[1]
-        return unreadable + index_strays(names, self._index_location) + damaged
+        unreadable = await self._runs.list_unreadable()
+        return unreadable + (await self._schedules.scan())[1]
 
     async def delete_run(self, run_id: str, *, tombstone: bool = True) -> int:
         """See :meth:`Store.delete_run`: one transaction; a tombstone keeps the run's row."""
-        validate_run_id(run_id)
-        self._deferred.drop(run_id)
-
-        def delete(conn: Connection, retried: bool) -> int:
-            with conn.transaction():
-                row = conn.execute(
-                    "SELECT manifest FROM af_runs WHERE run_id = %s FOR UPDATE", (run_id,)
-                ).fetchone()
-                if row is None:
-                    raise RunNotFoundError(run_id)
-                freed = 0
-                for table in ("af_log", "af_blobs", "af_snapshots", "af_inbox", "af_events"):
-                    got = conn.execute(
-                        f"WITH gone AS (DELETE FROM {table} WHERE run_id = %s RETURNING data) "
-                        "SELECT coalesce(sum(octet_length(data)), 0) FROM gone",
-                        (run_id,),
-                    ).fetchone()
-                    freed += int(got[0]) if got is not None else 0
-                conn.execute("DELETE FROM af_unfinished WHERE run_id = %s", (run_id,))
-                if not tombstone:
-                    conn.execute("DELETE FROM af_runs WHERE run_id = %s", (run_id,))
-                    return freed + len(bytes(row[0]))
-                stone = make_tombstone(self._manifest(run_id, bytes(row[0])))
-                conn.execute(
-                    "UPDATE af_runs SET manifest = %s, version = version + 1, log_start = 0, "
-                    "log_end = 0, inbox_end = 0 WHERE run_id = %s",
-                    (self.codec.dump_manifest(stone), run_id),
-                )
-                return freed
-
-        freed: int = await self._run("delete run", delete)
+        freed = await self._runs.delete(run_id, tombstone=tombstone)
         self._inbox.forget(run_id)
         return freed
 
@@ -722,240 +316,19 @@ class PostgresStore(StoreContext):
         Raises:
             LeaseLostError: this store claimed the run and another owner took it.
         """
-        validate_run_id(run_id)
-        if not records:
-            return await self.log_length(run_id)
-        batch = uuid.uuid4()
-        count = len(records)
-
-        def slow(conn: Connection, retried: bool) -> int:
-            # two round trips: BEGIN and the row's update (its lock, the log's end, the
-            # claim's epoch) in one; the records and COMMIT in the other
-            with conn.pipeline(), conn.transaction():
-                if retried:
-                    landed = conn.execute(
-                        "SELECT position FROM af_log WHERE run_id = %s AND batch = %s",
-                        (run_id, batch),
-                    ).fetchone()
-                    if landed is not None:
-                        return int(landed[0]) + count
-                row = conn.execute(
-                    "UPDATE af_runs SET log_end = log_end + %s WHERE run_id = %s "
-                    "RETURNING log_end, epoch",
-                    (count, run_id),
-                ).fetchone()
-                if row is None:
-                    raise RunNotFoundError(run_id)
-                self._fence(run_id, int(row[1]))
-                start = int(row[0]) - count
-                dump = self.codec.dump_record
-                rows = [
-                    (
-                        run_id,
-                        start + i,
-                        batch if i == 0 else None,
-                        dump(r, run_id=run_id, position=start + i),
-                    )
-                    for i, r in enumerate(records)
-                ]
-                with conn.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO af_log (run_id, position, batch, data) "
-                        "VALUES (%s, %s, %s, %s)",
-                        rows,
-                    )
-                return start + count
-
-        unknown = False  # a try from this thread lost its connection: did it land?
-        lease = self._leases.get(run_id)
-        start = self._log_end.get(run_id)
-        if lease is not None and start is not None:
-            lock = self._appending(run_id)
-            if lock.acquire(blocking=False):  # else a worker thread appends: queue behind it
-                try:
-                    done = await self._append_direct(run_id, records, batch, start, lease.epoch)
-                finally:
-                    lock.release()
-                if isinstance(done, int):
-                    return done
-                unknown = done is _UNKNOWN
-
-        def append(conn: Connection, retried: bool) -> int:
-            retried = retried or unknown
-            with self._appending(run_id):
-                lease = self._leases.get(run_id)
-                start = self._log_end.get(run_id)
-                if lease is not None and start is not None and not retried:
-                    end = self._append_fast(conn, run_id, records, batch, start, lease.epoch)
-                    if end is not None:
-                        self._log_end[run_id] = end
-                        return end
-                self._log_end.pop(run_id, None)
-                end = slow(conn, retried)
-                if lease is not None:
-                    self._log_end[run_id] = end
-                return end
-
-        end: int = await self._run("append", append)
-        return end
-
-    def _appending(self, run_id: str) -> threading.Lock:
-        """The lock this store's appends to one run take, around the log's known end."""
-        with self._append_guard:
-            lock = self._append_locks.get(run_id)
-            if lock is None:
-                lock = self._append_locks[run_id] = threading.Lock()
-            return lock
-
-    async def _append_direct(
-        self,
-        run_id: str,
-        records: Sequence[LogRecord],
-        batch: uuid.UUID,
-        start: int,
-        epoch: int,
-    ) -> int | _Unknown | None:
-        """:meth:`_append_fast` from the event loop's thread, on an idle connection.
-
-        The new end; ``None`` if nothing was written (no idle connection, a
-        large batch, or the end or epoch is not what this store knew); ``_UNKNOWN``
-        if the connection was lost before the answer came.
-        """
-        dump = self.codec.dump_record
-        sealed = [dump(r, run_id=run_id, position=start + i) for i, r in enumerate(records)]
-        if sum(map(len, sealed)) > _DIRECT_BYTES:
-            return None
-        conn = self._db.borrow_idle()
-        if conn is None:
-            return None
-        waiting = self._deferred.take(run_id)
-        if waiting is not None and waiting.epoch != epoch:  # an earlier claim's: the flusher's
-            self._deferred.give_back(run_id, waiting)
-            waiting = None
-        st = append_statement(run_id, sealed, batch, start, epoch, waiting)
-        try:
-            result = await direct.execute(conn.pgconn, st.text, st.params, st.types)
-        except psycopg.Error as exc:
-            lost = conn.broken or conn.closed
-            self._db.give_back(conn)
-            if waiting is not None:
-                self._deferred.give_back(run_id, waiting)  # written again: same rows, no harm
-            if lost:
-                _log.warning("postgres_connection_lost", operation="append", error=str(exc))
-                return _UNKNOWN
-            return None  # refused: the worker thread's try says why
-        self._db.give_back(conn)
-        count = len(sealed)
-        if result.ntuples != count:
-            if waiting is not None:
-                self._deferred.give_back(run_id, waiting)
-            return None
-        self._log_end[run_id] = start + count
-        return start + count
-
-    def _append_fast(
-        self,
-        conn: Connection,
-        run_id: str,
-        records: Sequence[LogRecord],
-        batch: uuid.UUID,
-        start: int,
-        epoch: int,
-    ) -> int | None:
-        """One statement (and its commit): the append of an owner that knows the log's end.
-
-        ``None`` if the end or the epoch is not what this store knew (nothing written).
-        """
-        count = len(records)
-        dump = self.codec.dump_record
-        sealed = [dump(r, run_id=run_id, position=start + i) for i, r in enumerate(records)]
-        rows = conn.execute(
-            "WITH r AS (UPDATE af_runs SET log_end = log_end + %s "
-            "WHERE run_id = %s AND log_end = %s AND epoch = %s RETURNING 1) "
-            "INSERT INTO af_log (run_id, position, batch, data) "
-            "SELECT %s, p, b, d FROM r, "
-            "unnest(%s::bigint[], %s::uuid[], %s::bytea[]) AS t(p, b, d) RETURNING 1",
-            (
-                count,
-                run_id,
-                start,
-                epoch,
-                run_id,
-                list(range(start, start + count)),
-                [batch, *([None] * (count - 1))],
-                sealed,
-            ),
-        ).fetchall()
-        return start + count if len(rows) == count else None
+        return await self._records.append(run_id, records)
 
     async def read_log(self, run_id: str, start: int = 0) -> list[LogRecord]:
         """See :meth:`Store.read_log`; a commit is whole, so no tail is ever torn."""
-        validate_run_id(run_id)
-
-        def read(conn: Connection, retried: bool) -> list[LogRecord]:
-            with conn.transaction():
-                row = conn.execute(
-                    "SELECT log_start FROM af_runs WHERE run_id = %s", (run_id,)
-                ).fetchone()
-                if row is None:
-                    raise RunNotFoundError(run_id)
-                if start < int(row[0]):
-                    raise LogPrunedError(run_id, int(row[0]), start)
-                rows = conn.execute(
-                    "SELECT position, data FROM af_log WHERE run_id = %s AND position >= %s "
-                    "ORDER BY position",
-                    (run_id, start),
-                ).fetchall()
-            load = self.codec.load_record
-            return [
-                load(bytes(d), run_id=run_id, position=p, location=self._where(run_id, "log", p))
-                for p, d in rows
-            ]
-
-        records: list[LogRecord] = await self._run("read log", read)
-        return records
+        return await self._records.read(run_id, start)
 
     async def log_length(self, run_id: str) -> int:
         """See :meth:`Store.log_length`."""
-        validate_run_id(run_id)
-
-        def length(conn: Connection, retried: bool) -> int:
-            row = conn.execute(
-                "SELECT log_end FROM af_runs WHERE run_id = %s", (run_id,)
-            ).fetchone()
-            if row is None:
-                raise RunNotFoundError(run_id)
-            return int(row[0])
-
-        n: int = await self._run("log length", length)
-        return n
+        return await self._records.length(run_id)
 
     async def truncate_log_before(self, run_id: str, position: int) -> int:
         """See :meth:`Store.truncate_log_before`: the rows go, positions stay absolute."""
-        validate_run_id(run_id)
-        await self._settle(run_id)
-
-        def truncate(conn: Connection, retried: bool) -> int:
-            with conn.transaction():
-                row = conn.execute(
-                    "SELECT log_start, log_end FROM af_runs WHERE run_id = %s FOR UPDATE",
-                    (run_id,),
-                ).fetchone()
-                if row is None:
-                    raise RunNotFoundError(run_id)
-                first, end = int(row[0]), int(row[1])
-                new = max(first, min(position, end))
-                if new > first:
-                    conn.execute(
-                        "DELETE FROM af_log WHERE run_id = %s AND position < %s", (run_id, new)
-                    )
-                    conn.execute(
-                        "UPDATE af_runs SET log_start = %s WHERE run_id = %s", (new, run_id)
-                    )
-                return new - first
-
-        dropped: int = await self._run("truncate log", truncate)
-        return dropped
+        return await self._records.truncate_before(run_id, position)
 
     # --- blobs --------------------------------------------------------------------
 
@@ -969,15 +342,9 @@ class PostgresStore(StoreContext):
         A run this store owns has it written with its next log append instead
         (see ``snapshot_delay``).
         """
-        if self._may_wait(run_id):
-            address, sealed = self.codec.dump_blob(data, run_id=run_id)
-            epoch = self._leases[run_id].epoch
-            if len(sealed) <= _DIRECT_BYTES and self._deferred.add_blob(
-                run_id, epoch, address, sealed
-            ):
-                self._flusher.poke()
-                return address
-        return await self._blobs.put(run_id, data, durable=False)
+        return self._waiting.defer_blob(run_id, data) or await self._blobs.put(
+            run_id, data, durable=False
+        )
 
     async def sync_blobs(self, run_id: str, addresses: Sequence[str]) -> None:
         """See :meth:`SupportsBlobSync.sync_blobs`: one synchronous commit flushes them.
@@ -985,123 +352,28 @@ class PostgresStore(StoreContext):
         Raises:
             StorageError: the run has no such blob.
         """
-        await self._settle(run_id)
+        await self._waiting.settle(run_id)
         await self._blobs.sync(run_id, addresses)
 
     async def get_blob(self, run_id: str, ref: str) -> bytes:
         """See :meth:`Store.get_blob`."""
-        await self._settle(run_id)
+        await self._waiting.settle(run_id)
         return await self._blobs.get(run_id, ref)
 
     async def has_blob(self, run_id: str, ref: str) -> bool:
         """See :meth:`Store.has_blob`."""
-        await self._settle(run_id)
+        await self._waiting.settle(run_id)
         return await self._blobs.has(run_id, ref)
 
     async def list_blobs(self, run_id: str) -> list[str]:
         """See :meth:`Store.list_blobs`."""
-        await self._settle(run_id)
+        await self._waiting.settle(run_id)
         return await self._blobs.list(run_id)
 
     async def delete_blob(self, run_id: str, ref: str) -> int:
         """See :meth:`Store.delete_blob`."""
-        await self._settle(run_id)
+        await self._waiting.settle(run_id)
         return await self._blobs.delete(run_id, ref)
-
-    # --- snapshots and chunks waiting for the next append (see _deferred) ----------
-
-    def _may_wait(self, run_id: str) -> bool:
-        """Whether a snapshot or chunk of ``run_id`` may wait for the run's next append.
-
-        Only for a run this store owns and has appended to (it knows the log's
-        end, so the append goes in one statement that carries them).
-        """
-        return (
-            self._flusher.delay > 0
-            and not self._closed
-            and run_id in self._leases
-            and run_id in self._log_end
-            and self._key(run_id) not in self._locks.lost
-        )
-
-    async def _settle(self, run_id: str) -> None:
-        """Write the run's waiting snapshots and chunks now (before this store reads them)."""
-        if self._deferred.has(run_id):
-            await self._run("write checkpoint", lambda conn, _: self._write_waiting(conn, run_id))
-
-    def _flush_waiting(self, run_id: str) -> None:
-        """The flusher thread's write of rows that waited too long."""
-        if self._deferred.has(run_id) and not self._closed:
-            self._db.call("write checkpoint", lambda conn, _: self._write_waiting(conn, run_id))
-
-    def _write_waiting(self, conn: Connection, run_id: str) -> None:
-        """The run's waiting rows in one commit without a WAL flush (in a worker thread).
-
-        Under the epoch they were written in (the lease may be released since):
-        rows of a run another owner took since are dropped (the log has
-        everything they summarise).
-        """
-        with self._appending(run_id):
-            waiting = self._deferred.take(run_id)
-            if waiting is None:
-                return
-            try:
-                with conn.transaction():
-                    conn.execute("SET LOCAL synchronous_commit = off")
-                    conn.execute(
-                        "SELECT pg_advisory_xact_lock_shared(%s)", (self._fence_key(run_id),)
-                    )
-                    row = conn.execute(
-                        "SELECT epoch FROM af_runs WHERE run_id = %s", (run_id,)
-                    ).fetchone()
-                    if row is None or int(row[0]) != waiting.epoch:
-                        _log.warning(
-                            "postgres_deferred_writes_dropped",
-                            run_id=run_id,
-                            snapshots=[i.snapshot_id for i, _ in waiting.snapshots],
-                            reason="the run is gone" if row is None else "another owner took it",
-                        )
-                        return
-                    self._insert_waiting(conn, run_id, waiting, durable=False)
-            except psycopg.OperationalError:
-                if conn.broken or conn.closed:
-                    self._deferred.give_back(run_id, waiting)  # tried again on a new connection
-                raise
-
-    def _insert_waiting(
-        self, conn: Connection, run_id: str, waiting: Waiting, *, durable: bool
-    ) -> None:
-        with conn.cursor() as cur:
-            if waiting.blobs:
-                cur.executemany(
-                    "INSERT INTO af_blobs (run_id, address, data) VALUES (%s, %s, %s) "
-                    "ON CONFLICT DO NOTHING",
-                    [(run_id, a, d) for a, d in waiting.blobs.items()],
-                )
-            for info, sealed in waiting.snapshots:
-                info = msgspec.structs.replace(info, durable=durable)
-                cur.execute(
-                    "INSERT INTO af_snapshots (run_id, snapshot_id, info, data, durable) "
-                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING 1",
-                    (run_id, info.snapshot_id, _encode(info), sealed, durable),
-                )
-                if cur.fetchone() is None:
-                    self._same_stored(conn, run_id, info.snapshot_id, sealed)
-
-    def _same_stored(self, conn: Connection, run_id: str, snapshot_id: str, sealed: bytes) -> None:
-        """A waiting snapshot whose id was taken meanwhile: the same one, or said loudly."""
-        row = conn.execute(
-            "SELECT data FROM af_snapshots WHERE run_id = %s AND snapshot_id = %s",
-            (run_id, snapshot_id),
-        ).fetchone()
-        if row is not None and bytes(row[0]) != sealed:
-            _log.warning(
-                "postgres_checkpoint_id_taken",
-                run_id=run_id,
-                snapshot_id=snapshot_id,
-                error="the run already holds a different checkpoint with this id; "
-                "this one was not written",
-            )
 
     # --- snapshots ----------------------------------------------------------------
 
@@ -1122,72 +394,7 @@ class PostgresStore(StoreContext):
             StorageError: the run already holds a different snapshot with this id.
             LeaseLostError: this store claimed the run and another owner took it.
         """
-        run_id = validate_run_id(snapshot.run_id)
-        snapshot_id = validate_snapshot_id(snapshot.snapshot_id)
-        durable = update is not None
-        fence = self._fence_key(run_id)
-        sealed_once: list[tuple[bytes, SnapshotInfo]] = []
-        if not durable and self._may_wait(run_id):
-            sealed, raw = self.codec.dump_snapshot(snapshot)
-            waits = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
-            waits = msgspec.structs.replace(waits, durable=False)
-            epoch = self._leases[run_id].epoch
-            if len(sealed) <= _DIRECT_BYTES and self._deferred.add_snapshot(
-                run_id, epoch, waits, sealed
-            ):
-                self._flusher.poke()
-                return waits
-            sealed_once.append((sealed, waits))
-        # after the rows waiting: this one may name a history chunk among them
-        await self._settle(run_id)
-
-        def write(conn: Connection, retried: bool) -> SnapshotInfo:
-            if not sealed_once:
-                sealed, raw = self.codec.dump_snapshot(snapshot)
-                info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
-                sealed_once.append((sealed, msgspec.structs.replace(info, durable=durable)))
-            sealed, info = sealed_once[0]
-            if not durable and not retried and self._snapshot_fast(conn, run_id, sealed, info):
-                return info
-            with conn.pipeline(), conn.transaction():
-                if not durable:
-                    conn.execute("SET LOCAL synchronous_commit = off")
-                if update is None:
-                    # a shared fence, not the row: appends (which lock the row) go on
-                    # meanwhile, while a claim's epoch waits for this commit (see claim)
-                    conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (fence,))
-                    query = "SELECT manifest, epoch FROM af_runs WHERE run_id = %s"
-                else:
-                    query = "SELECT manifest, epoch FROM af_runs WHERE run_id = %s FOR UPDATE"
-                got = conn.execute(query, (run_id,))
-                inserted = conn.execute(
-                    "INSERT INTO af_snapshots (run_id, snapshot_id, info, data, durable) "
-                    "SELECT %s, %s, %s, %s, %s WHERE EXISTS "
-                    "(SELECT 1 FROM af_runs WHERE run_id = %s) "
-                    "ON CONFLICT DO NOTHING RETURNING 1",
-                    (run_id, snapshot_id, _encode(info), sealed, durable, run_id),
-                )
-                row = got.fetchone()
-                if row is None:
-                    raise RunNotFoundError(run_id)
-                if inserted.fetchone() is None:
-                    taken = conn.execute(
-                        "SELECT info, data FROM af_snapshots "
-                        "WHERE run_id = %s AND snapshot_id = %s",
-                        (run_id, snapshot_id),
-                    ).fetchone()
-                    assert taken is not None
-                    if retried and bytes(taken[1]) == sealed:
-                        return info  # the lost try's commit landed
-                    self._same_snapshot(snapshot, bytes(taken[1]))
-                    info = _decode_info(bytes(taken[0]))
-                self._fence(run_id, int(row[1]))
-                if update is not None:
-                    self._change(conn, run_id, row, update, "write checkpoint")
-                return info
-
-        written: SnapshotInfo = await self._run("write checkpoint", write)
-        return written
+        return await self._snapshots.write(snapshot, update=update)
 
     async def sync_snapshots(self, run_id: str, snapshot_ids: Sequence[str]) -> None:
         """See :meth:`SupportsSnapshotSync.sync_snapshots`: one synchronous commit.
@@ -1199,149 +406,19 @@ class PostgresStore(StoreContext):
         Raises:
             CheckpointNotFoundError: one of them does not exist.
         """
-        validate_run_id(run_id)
-        wanted = sorted({validate_snapshot_id(s) for s in snapshot_ids})
-        if not wanted:
-            return
-        await self._settle(run_id)
-
-        def mark(conn: Connection, retried: bool) -> set[str]:
-            with conn.transaction():
-                require_run(conn, run_id)
-                rows = conn.execute(
-                    "SELECT snapshot_id, info FROM af_snapshots "
-                    "WHERE run_id = %s AND snapshot_id = ANY(%s) FOR UPDATE",
-                    (run_id, wanted),
-                ).fetchall()
-                for snapshot_id, info in rows:
-                    entry = _decode_info(bytes(info))
-                    if not entry.durable:
-                        conn.execute(
-                            "UPDATE af_snapshots SET durable = true, info = %s "
-                            "WHERE run_id = %s AND snapshot_id = %s",
-                            (
-                                _encode(msgspec.structs.replace(entry, durable=True)),
-                                run_id,
-                                snapshot_id,
-                            ),
-                        )
-                conn.execute("SELECT pg_current_xact_id()")  # a commit record to flush
-            return {str(r[0]) for r in rows}
-
-        found: set[str] = await self._run("sync checkpoints", mark)
-        missing = [s for s in wanted if s not in found]
-        if missing:
-            raise CheckpointNotFoundError(run_id, missing[0])
-
-    def _snapshot_fast(
-        self, conn: Connection, run_id: str, sealed: bytes, info: SnapshotInfo
-    ) -> bool:
-        """One round trip: the snapshot inserted, if the run is there under this store's epoch.
-
-        False if nothing was written (no such run, the id is taken, or the epoch
-        moved on): the full write then finds out which, and says so.
-        """
-        lease = self._leases.get(run_id)
-        if lease is not None and self._key(run_id) in self._locks.lost:
-            return False
-        epoch = lease.epoch if lease is not None else None
-        with conn.pipeline(), conn.transaction():
-            conn.execute("SET LOCAL synchronous_commit = off")
-            # the shared fence first: a claim's epoch change waits for this commit,
-            # or has committed before the INSERT's snapshot of the row is taken
-            conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (self._fence_key(run_id),))
-            inserted = conn.execute(
-                "INSERT INTO af_snapshots (run_id, snapshot_id, info, data, durable) "
-                "SELECT %s, %s, %s, %s, false WHERE EXISTS (SELECT 1 FROM af_runs "
-                "WHERE run_id = %s AND (%s::bigint IS NULL OR epoch = %s)) "
-                "ON CONFLICT DO NOTHING RETURNING 1",
-                (run_id, info.snapshot_id, _encode(info), sealed, run_id, epoch, epoch),
-            )
-        return inserted.fetchone() is not None
-
-    def _same_snapshot(self, snapshot: Snapshot, sealed: bytes) -> None:
-        """A snapshot id is written once: writing it again must carry the same snapshot."""
-        location = self._where(snapshot.run_id, "snapshots", snapshot.snapshot_id)
-        try:
-            same = snapshot == self.codec.load_snapshot(
-                sealed, run_id=snapshot.run_id, snapshot_id=snapshot.snapshot_id, location=location
-            )
-        except CorruptedDataError:
-            same = False
-        if not same:
-            raise StorageError(
-                "write checkpoint",
-                f"{location} already holds a different checkpoint with id "
-                f"{snapshot.snapshot_id!r}; checkpoint ids must be unique within a run",
-            )
+        await self._snapshots.sync(run_id, snapshot_ids)
 
     async def read_snapshot(self, run_id: str, snapshot_id: str) -> Snapshot:
         """See :meth:`Store.read_snapshot`; verified and decoded in the worker thread."""
-        validate_run_id(run_id)
-        validate_snapshot_id(snapshot_id)
-        await self._settle(run_id)
-
-        def read(conn: Connection, retried: bool) -> Snapshot:
-            row = conn.execute(
-                "SELECT (SELECT data FROM af_snapshots WHERE run_id = %s AND snapshot_id = %s) "
-                "FROM af_runs WHERE run_id = %s",
-                (run_id, snapshot_id, run_id),
-            ).fetchone()
-            if row is None:
-                raise RunNotFoundError(run_id)
-            if row[0] is None:
-                raise CheckpointNotFoundError(run_id, snapshot_id)
-            return self.codec.load_snapshot(
-                bytes(row[0]),
-                run_id=run_id,
-                snapshot_id=snapshot_id,
-                location=self._where(run_id, "snapshots", snapshot_id),
-            )
-
-        snap: Snapshot = await self._run("read checkpoint", read)
-        return snap
+        return await self._snapshots.read(run_id, snapshot_id)
 
     async def list_snapshots(self, run_id: str) -> list[SnapshotInfo]:
         """See :meth:`Store.list_snapshots`: the rows' entries, no snapshot opened."""
-        validate_run_id(run_id)
-        await self._settle(run_id)
-        got = await self._read_direct(b"SELECT info FROM af_snapshots WHERE run_id = $1", run_id)
-        if got is not None and got.ntuples:  # none: is there such a run? the thread's way says
-            entries = [_decode_info(bytes(got.get_value(i, 0) or b"")) for i in range(got.ntuples)]
-            return sorted(entries, key=lambda s: (s.position, s.created, s.snapshot_id))
-
-        def listing(conn: Connection, retried: bool) -> list[SnapshotInfo]:
-            rows = conn.execute(
-                "SELECT info FROM af_snapshots WHERE run_id = %s", (run_id,)
-            ).fetchall()
-            if not rows:
-                require_run(conn, run_id)
-            infos = [_decode_info(bytes(r[0])) for r in rows]
-            return sorted(infos, key=lambda s: (s.position, s.created, s.snapshot_id))
-
-        infos: list[SnapshotInfo] = await self._run("list checkpoints", listing)
-        return infos
+        return await self._snapshots.list(run_id)
 
     async def delete_snapshot(self, run_id: str, snapshot_id: str) -> int:
         """See :meth:`Store.delete_snapshot`."""
-        validate_run_id(run_id)
-        validate_snapshot_id(snapshot_id)
-        await self._settle(run_id)
-
-        def delete(conn: Connection, retried: bool) -> int:
-            with conn.transaction():
-                # a deletion need not survive a crash (see Store.delete_snapshot)
-                conn.execute("SET LOCAL synchronous_commit = off")
-                require_run(conn, run_id)
-                row = conn.execute(
-                    "DELETE FROM af_snapshots WHERE run_id = %s AND snapshot_id = %s "
-                    "RETURNING octet_length(data)",
-                    (run_id, snapshot_id),
-                ).fetchone()
-            return int(row[0]) if row is not None else 0
-
-        freed: int = await self._run("delete checkpoint", delete)
-        return freed
+        return await self._snapshots.delete(run_id, snapshot_id)
 
     # --- inbox --------------------------------------------------------------------
 
@@ -1429,7 +506,7 @@ class PostgresStore(StoreContext):
     ) -> EventSlice:
         """See :meth:`SupportsEventStream.read_events`."""
         validate_run_id(run_id)
-        got: EventSlice = await self._run(
+        got: EventSlice = await self._db.run(
             "read events", lambda conn, _: self._events.read(conn, run_id, start, limit)
         )
         return got
@@ -1439,42 +516,11 @@ class PostgresStore(StoreContext):
     async def check_sealed(self, run_id: str) -> SealCheck:
         """See :meth:`SealChecker.check_sealed`: every row of the run, nothing decrypted."""
         validate_run_id(run_id)
-        await self._settle(run_id)
+        await self._waiting.settle(run_id)
 
-        def check(conn: Connection, retried: bool) -> SealCheck:
-            row = conn.execute(
-                "SELECT manifest FROM af_runs WHERE run_id = %s", (run_id,)
-            ).fetchone()
-            if row is None:
-                raise RunNotFoundError(run_id)
-            result = SealCheck()
-            c = self.codec
-            result.verify(
-                c, bytes(row[0]), kind=Kind.MANIFEST, part="other", location=self._where(run_id)
-            )
-            parts: list[tuple[str, Kind, Any]] = [
-                ("SELECT position, data FROM af_log WHERE run_id = %s", Kind.LOG_RECORD, "records"),
-                (
-                    "SELECT snapshot_id, data FROM af_snapshots WHERE run_id = %s",
-                    Kind.SNAPSHOT,
-                    "snapshots",
-                ),
-                ("SELECT address, data FROM af_blobs WHERE run_id = %s", Kind.BLOB, "blobs"),
-                ("SELECT seq, data FROM af_inbox WHERE run_id = %s", Kind.INBOX_ENTRY, "other"),
-            ]
-            folders = {
-                "records": "log",
-                "snapshots": "snapshots",
-                "blobs": "blobs",
-                "other": "inbox",
-            }
-            for query, kind, part in parts:
-                for name, data in conn.execute(query, (run_id,)):
-                    where = self._where(run_id, folders[part], name)
-                    result.verify(c, bytes(data), kind=kind, part=part, location=where)
-            return result
-
-        result: SealCheck = await self._run("check sealed", check)
+        result: SealCheck = await self._db.run(
+            "check sealed", lambda conn, _: check_run(conn, self.codec, run_id, self._where)
+        )
         return result
 
     # --- ownership ----------------------------------------------------------------
@@ -1488,61 +534,7 @@ class PostgresStore(StoreContext):
         Raises:
             RunLockedError: a live owner (another process, or this store) holds the run.
         """
-        validate_run_id(run_id)
-        held = self._leases.get(run_id)
-        if held is not None:
-            raise RunLockedError(run_id, held.owner)
-        if run_id in self._claiming:  # two tasks of this process claiming at once: one wins
-            raise RunLockedError(run_id, self._claiming[run_id])
-        key = self._key(run_id)
-        created = self._created.pop(run_id, None)
-        if created is not None:
-            if created.owner == owner and self._locks.holds(key):
-                self._leases[run_id] = created
-                self._log_end[run_id] = 0
-                return created
-            if created.owner != owner:
-                self._locks.unlock_soon(key)  # taken for its manifest's owner: not this one
-        fence = self._fence_key(run_id)
-        locks = self._locks
-        took = False
-
-        def take(conn: Connection) -> tuple[int, int]:
-            nonlocal took
-            # taken by an earlier try of this claim, which then lost its connection: the
-            # reconnection took it again, or another session had it meanwhile (lost)
-            mine = locks.holds(key) if took else locks.try_lock(conn, key)
-            took = took or mine
-            if not mine:
-                row = conn.execute(
-                    "SELECT owner FROM af_runs WHERE run_id = %s", (run_id,)
-                ).fetchone()
-                if row is None:
-                    raise RunNotFoundError(run_id)
-                raise RunLockedError(run_id, row[0])
-            with conn.pipeline(), conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (fence,))
-                row = conn.execute(
-                    "UPDATE af_runs SET epoch = epoch + 1, owner = %s WHERE run_id = %s "
-                    "RETURNING epoch, log_end",
-                    (owner, run_id),
-                ).fetchone()
-            if row is None:
-                locks.unlock(conn, key)
-                raise RunNotFoundError(run_id)
-            return int(row[0]), int(row[1])
-
-        self._listener.start()  # its ticks keep the lock connection checked
-        self._claiming[run_id] = owner
-        try:
-            epoch, end = await anyio.to_thread.run_sync(locks.call, "claim run", take)
-        finally:
-            del self._claiming[run_id]
-        lease = Lease(run_id=run_id, owner=owner, epoch=epoch)
-        self._leases[run_id] = lease
-        # the log's end as of the new epoch: appends of other owners are fenced from now on
-        self._log_end[run_id] = end
-        return lease
+        return await self._claims.claim(run_id, owner)
 
     async def renew(self, lease: Lease) -> Lease:
         """See :meth:`Store.renew`: nothing to extend; checks the claim still stands.
@@ -1551,60 +543,19 @@ class PostgresStore(StoreContext):
             LeaseLostError: another owner took the run, or this store's lock on
                 it was lost with its connection and taken meanwhile.
         """
-        run_id = lease.run_id
-
-        def epoch(conn: Connection, retried: bool) -> int | None:
-            row = conn.execute("SELECT epoch FROM af_runs WHERE run_id = %s", (run_id,)).fetchone()
-            return int(row[0]) if row is not None else None
-
-        current = await self._run("renew", epoch)
-        if (
-            current != lease.epoch
-            or self._leases.get(run_id) != lease
-            or self._key(run_id) in self._locks.lost
-        ):
-            if self._leases.get(run_id) == lease:
-                del self._leases[run_id]
-            raise LeaseLostError(run_id, lease.epoch)
-        return lease
+        return await self._claims.renew(lease)
 
     async def release(self, lease: Lease) -> None:
         """See :meth:`Store.release`."""
-        if self._leases.get(lease.run_id) != lease:
-            return
-        # rows still waiting are written by the flusher, under the epoch they carry
-        del self._leases[lease.run_id]
-        self._log_end.pop(lease.run_id, None)
-        with self._append_guard:
-            self._append_locks.pop(lease.run_id, None)
-        key = self._key(lease.run_id)
-        locks = self._locks
-        if self._closed:
-            return
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(
-                locks.call, "release run", lambda conn: locks.unlock(conn, key)
-            )
+        await self._claims.release(lease)
 
     async def is_owned(self, run_id: str) -> bool:
         """See :meth:`Store.is_owned`: whether any session holds the run's lock."""
-        return (await self.read_claim(run_id)).alive is True
+        return await self._claims.is_owned(run_id)
 
     async def read_claim(self, run_id: str) -> ClaimInfo:
         """See :meth:`ClaimInspector.read_claim`: the last owner; alive while its lock is held."""
-        validate_run_id(run_id)
-
-        def read(conn: Connection, retried: bool) -> ClaimInfo:
-            row = conn.execute(
-                f"SELECT owner, lock_key IN ({HELD_KEYS}) FROM af_runs WHERE run_id = %s",
-                (run_id,),
-            ).fetchone()
-            if row is None:
-                raise RunNotFoundError(run_id)
-            return ClaimInfo(owner=row[0], alive=bool(row[1]) or run_id in self._leases)
-
-        info: ClaimInfo = await self._run("read claim", read)
-        return info
+        return await self._claims.read(run_id)
 
     @property
     def renew_interval(self) -> float | None:
@@ -1660,7 +611,7 @@ class PostgresStore(StoreContext):
 
     async def release_queue_slot(self, slot: QueueSlot) -> None:
         """See :meth:`QueueSlots.release_queue_slot`."""
-        if not self._closed:
+        if not self._owned.closed:
             await self._slots.release_queue(slot)
 
     # --- schedules --------------------------------------------------------------
@@ -1694,53 +645,15 @@ class PostgresStore(StoreContext):
     async def list_unfinished(self, *, unowned: bool = False) -> list[str]:
         """See :meth:`RunIndex.list_unfinished`: one query; ``unowned`` leaves out runs
         whose advisory lock a session holds (read from ``pg_locks`` once)."""
-        query = "SELECT run_id FROM af_unfinished"
-        if unowned:
-            query = (
-                f"WITH held AS MATERIALIZED ({HELD_KEYS}) "
-                "SELECT u.run_id FROM af_unfinished u LEFT JOIN af_runs r USING (run_id) "
-                "WHERE r.lock_key IS NULL OR r.lock_key NOT IN (SELECT * FROM held)"
-            )
-
-        def listing(conn: Connection, retried: bool) -> list[str]:
-            return [str(r[0]) for r in conn.execute(query)]
-
-        found: list[str] = await self._run("list unfinished", listing)
-        kept = index_run_ids(found, self._index_location, self._index_warned)
-        return [r for r in kept if not (unowned and r in self._leases)]
-
-    def _index_location(self, name: str) -> str:
-        return f"{self._place}#af_unfinished/{name}"
+        return await self._runs.list_unfinished(unowned=unowned)
 
     async def unindex(self, run_id: str) -> None:
         """See :meth:`RunIndex.unindex`."""
-        await self._run(
-            "unindex",
-            lambda conn, _: conn.execute("DELETE FROM af_unfinished WHERE run_id = %s", (run_id,)),
-        )
+        await self._runs.unindex(run_id)
 
     async def reindex(self) -> int:
         """See :meth:`RunIndex.reindex`: from every manifest, in one transaction."""
-        rows = await self._run(
-            "reindex", lambda conn, _: conn.execute("SELECT run_id FROM af_unfinished").fetchall()
-        )
-        before = {str(r[0]) for r in rows}
-        manifests = await self.list_runs()
-        unfinished = {m.run_id for m in manifests if not m.status.finished and not m.tombstone}
-        doomed = sorted(before - unfinished)
-        added = sorted(unfinished - before)
-
-        def reset(conn: Connection, retried: bool) -> None:
-            with conn.transaction():
-                conn.execute("DELETE FROM af_unfinished WHERE run_id = ANY(%s)", (doomed,))
-                with conn.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO af_unfinished (run_id) VALUES (%s) ON CONFLICT DO NOTHING",
-                        [(r,) for r in added],
-                    )
-
-        await self._run("reindex", reset)
-        return len(doomed) + len(added)
+        return await self._runs.reindex()
 
     # --- retention ----------------------------------------------------------------
 
