@@ -7,10 +7,12 @@ server's default durability (``fsync=on``, ``synchronous_commit=on``), and
 stops it at the end. Four tables:
 
 1. A 10-phase run durable after every phase (``peers.py``'s shape 1):
-   actorflow's ``Phases`` on a PostgresStore in ``sync`` durability against
-   LangGraph's 10-node graph compiled with ``PostgresSaver``,
-   ``invoke(..., durability="sync")``, on the same server (a database each).
-   Variants take turns in rounds; the ratio is p50 over p50. Target 0.6x or less.
+   actorflow's ``Phases`` on a PostgresStore in ``sync`` durability (and the
+   same without retention, whose work after each run overlaps the next)
+   against LangGraph's 10-node graph compiled with ``PostgresSaver``,
+   ``invoke(..., durability="sync")``, on the same server (a database each),
+   and the floor: the run's 11 durable commits as bare INSERTs. Variants take
+   turns in rounds; the ratio is p50 over p50. Target 0.6x or less.
 2. Signal round trip: a sender process posts a ``Ping`` (with its send time)
    to a live run that loops on ``ctx.wait_for(Ping)`` in ``sync``
    durability; round trip = the wait's return minus the send time (the
@@ -31,6 +33,7 @@ Figures go to benchmarks/RESULTS.md ("PostgreSQL store").
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import statistics
@@ -75,11 +78,13 @@ def _p(values: list[float], q: float) -> float:
 # --- 1. ten phases, durable every phase ------------------------------------------
 
 
-async def af_runs(dsn: str, n: int) -> list[float]:
+async def af_runs(dsn: str, n: int, *, retention: bool = True) -> list[float]:
     from peers import UNITS, Phases
 
     times = []
     config = RuntimeConfig(durability=Durability.SYNC)
+    if not retention:
+        config = msgspec.structs.replace(config, retention=None)
     store = PostgresStore(dsn, schema="bench_phases")
     async with store, Runtime(store=store, config=config) as runtime:
         assert await runtime.run(Phases, UNITS) == UNITS
@@ -106,25 +111,48 @@ def lg_runs(dsn: str, n: int) -> list[float]:
     return times
 
 
+def floor_runs(dsn: str, n: int) -> list[float]:
+    """The floor: the 11 durable commits of a 10-phase run (each phase's 1 KB record, then
+    the end), as single-row INSERTs on one connection, with no library around them."""
+    import psycopg
+    from peers import UNITS, record
+
+    times = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, d bytea)")
+        rows = [record(k).encode() for k in range(UNITS)] + [b"end"]
+        for _ in range(n + 1):
+            start = time.perf_counter()
+            for data in rows:
+                conn.execute("INSERT INTO bench_floor (d) VALUES (%s)", (data,))
+            times.append(time.perf_counter() - start)
+    return times[1:]
+
+
 def phases(server: Any) -> None:
     server.sql("CREATE DATABASE bench_lg")
-    af: list[float] = []
-    lg: list[float] = []
+    variants: list[tuple[str, Any]] = [
+        ("actorflow PostgresStore, sync", lambda: anyio.run(af_runs, server.dsn(), RUNS)),
+        (
+            "  the same without retention",
+            lambda: anyio.run(functools.partial(af_runs, retention=False), server.dsn(), RUNS),
+        ),
+        ("LangGraph PostgresSaver, sync", lambda: lg_runs(server.dsn("bench_lg"), RUNS)),
+        ("floor: 11 durable INSERTs", lambda: floor_runs(server.dsn(), RUNS)),
+    ]
+    times: dict[str, list[float]] = {name: [] for name, _ in variants}
     for r in range(ROUNDS):
-        order = [0, 1] if r % 2 == 0 else [1, 0]
-        for which in order:
-            if which == 0:
-                af += anyio.run(af_runs, server.dsn(), RUNS)
-            else:
-                lg += lg_runs(server.dsn("bench_lg"), RUNS)
+        turn = variants[r % len(variants) :] + variants[: r % len(variants)]
+        for name, run in turn:
+            times[name] += run()
     print(f"\n1. 10-phase run, durable every phase ({ROUNDS} rounds x {RUNS} runs; ms)")
     print(f"{'variant':<36}{'p50':>9}{'p90':>9}")
-    for name, times in (
-        ("actorflow PostgresStore, sync", af),
-        ("LangGraph PostgresSaver, sync", lg),
-    ):
-        print(f"{name:<36}{_ms(_p(times, 0.5)):>9}{_ms(_p(times, 0.9)):>9}")
+    for name, taken in times.items():
+        print(f"{name:<36}{_ms(_p(taken, 0.5)):>9}{_ms(_p(taken, 0.9)):>9}")
+    af, lg = times[variants[0][0]], times[variants[2][0]]
     print(f"{'ratio actorflow / LangGraph (p50)':<36}{_p(af, 0.5) / _p(lg, 0.5):>8.2f}x")
+    floor = _p(times[variants[3][0]], 0.5)
+    print(f"{'ratio floor / LangGraph (p50)':<36}{floor / _p(lg, 0.5):>8.2f}x")
 
 
 # --- 2. signal round trip -----------------------------------------------------------
