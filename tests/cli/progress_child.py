@@ -3,10 +3,11 @@
 Run as ``python -m tests.cli.progress_child <store_dir> <run_id> <backend>``.
 
 The run gathers in ``GATHERED`` steps, each followed by a checkpoint it waits
-for (none coalesces: with the phase's start and end, ``GATHERED + 2``
-checkpoints). Then it enters ``evaluate`` and waits for the checkpoint of
-``gather``'s end: the checkpoint ``evaluate``'s start asks for, at the same
-log position, coalesces with it, so no checkpoint names ``evaluate``. It logs
+for (none coalesces: with the phase's end, ``GATHERED + 1`` checkpoints; the
+phase's start, at position 0, takes none). Then it enters ``evaluate`` and
+waits for the checkpoint of ``gather``'s end: the checkpoint ``evaluate``'s
+start asks for, at the same log position, coalesces with it, so no
+checkpoint names ``evaluate``. It logs
 ``SCORED`` steps there (durability ``sync``: each is in the log when it
 returns; no trigger takes a checkpoint) and holds.
 

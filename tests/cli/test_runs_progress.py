@@ -112,7 +112,7 @@ def check_progress(row: dict[str, Any], store: Path, held: Held, *, status: str)
     assert row["status"] == status
     # no checkpoint names `evaluate` (its start coalesced with gather's end): the log does
     assert row["phase"] == "evaluate"
-    assert row["snapshots"] == GATHERED + 2
+    assert row["snapshots"] == GATHERED + 1  # and the phase's end
     # the steps logged after the newest checkpoint are the last activity
     assert row["activity"] > newest_checkpoint(store, "held") > row["started"]
     assert row["owner"].startswith(held.owner + ":")

@@ -399,7 +399,7 @@ async def test_new_checkpoint_ids_never_reuse_those_of_pruned_ones() -> None:
     store = MemoryStore()
     await crash_then(store, Journal, 4, "pruned", after=8)
     before = {i.snapshot_id for i in await store.list_snapshots("pruned")}
-    assert len(before) >= 3
+    assert len(before) >= 2
     for snapshot_id in sorted(before)[:-1]:  # `actorflow prune` on the interrupted run, say
         await store.delete_snapshot("pruned", snapshot_id)
     async with Runtime(store=store) as runtime:
