@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PHASE_END",
     "chosen_snapshots",
+    "keeps_every",
     "prune",
     "prune_run",
     "referenced_blobs",
@@ -66,6 +67,23 @@ _log = get_logger(__name__)
 
 PHASE_END = "phase_end"
 """The trigger of the snapshot the engine takes at each phase's end."""
+
+
+def keeps_every(policy: RetentionPolicy, triggers: list[str]) -> bool:
+    """Whether :func:`prune_run` would keep every one of a run's snapshots, knowing only
+    their triggers (all of them, oldest first): phase ends, and one newest of another kind.
+
+    What a runtime that wrote all of a finished run's snapshots knows: a prune
+    of such a run would only read. False whenever unsure.
+    """
+    if policy.delete_completed or policy.max_age is not None:
+        return False
+    if policy.keep_last is None:
+        return True  # nothing is counted out
+    if not policy.keep_phase_ends:
+        return len(triggers) <= policy.keep_last
+    others = [t for t in triggers[:-1] if t != PHASE_END]
+    return not others or len(triggers) <= policy.keep_last
 
 
 def chosen_snapshots(

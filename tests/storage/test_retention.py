@@ -67,3 +67,21 @@ def test_phase_ends_of_an_old_run_count_like_any_other() -> None:
 def test_keep_phase_ends_off_is_keep_last_alone() -> None:
     policy = RetentionPolicy(keep_last=1, keep_phase_ends=False)
     assert kept(policy, LONG_RUN, age=1.0) == ["s12"]
+
+
+def test_keeps_every_knows_a_run_whose_snapshots_all_stay() -> None:
+    from actorflow.storage._retention import keeps_every
+
+    default = RetentionPolicy()
+    ends = ["phase_end"] * 12
+    assert keeps_every(default, [*ends, "completed"])
+    assert keeps_every(default, [])
+    # another kind before the newest: kept only while the run has keep_last at most
+    assert keeps_every(default, ["interval", "phase_end", "completed"])
+    assert not keeps_every(default, ["interval", *ends, "completed"])
+    assert keeps_every(RetentionPolicy(keep_last=None), ["interval", *ends])  # keeps all
+    # a policy that may drop what the triggers cannot tell: never skipped
+    assert not keeps_every(RetentionPolicy(keep_phase_ends=False), [*ends, "completed"])
+    assert keeps_every(RetentionPolicy(keep_phase_ends=False), ["phase_end", "completed"])
+    assert not keeps_every(RetentionPolicy(max_age=60.0), ["completed"])
+    assert not keeps_every(RetentionPolicy(delete_completed=True), ["completed"])

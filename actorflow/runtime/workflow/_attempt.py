@@ -337,6 +337,7 @@ class RunDriver:
             journal=view.journal,
             history=view.history,
             run_id=run_id,
+            fresh=view.snapshots_taken == 0,
         )
         queue.trace = trace
         recorder = Recorder(
@@ -405,6 +406,7 @@ class RunDriver:
                 await outbox.end(STREAM_END_WAIT)
             await store_outcome(handle, recorder, queue, outcome, result)
         handle.checkpoints_written = queue.wait_idle
+        handle.keeps_every_checkpoint = queue.keeps_every
         handle.metrics.update(
             view.metrics,
             checkpoints=queue.written + queue.queued,

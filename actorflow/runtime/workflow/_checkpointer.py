@@ -31,13 +31,21 @@ from actorflow._text import describe
 from actorflow.runtime.actors import Actor, handler
 from actorflow.runtime.workflow._triggers import KEPT_TRIGGERS
 from actorflow.storage import HistoryWriter, with_history
+from actorflow.storage._retention import keeps_every
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from actorflow.runtime.workflow._otel import RunTrace
     from actorflow.runtime.workflow._replay import Capture
-    from actorflow.storage import ChunkRef, HistoryEntry, LogWriter, Snapshot, Store
+    from actorflow.storage import (
+        ChunkRef,
+        HistoryEntry,
+        LogWriter,
+        RetentionPolicy,
+        Snapshot,
+        Store,
+    )
 
 __all__ = ["CheckpointQueue", "Checkpointer"]
 
@@ -63,8 +71,13 @@ class CheckpointQueue:
         journal: list[HistoryEntry],
         history: ChunkRef | None,
         run_id: str,
+        fresh: bool = False,
     ) -> None:
         self.store = store
+        self.fresh = fresh
+        """The run had no snapshot before this attempt: every one it has is in ``triggers``."""
+        self.triggers: list[str] = []
+        """The triggers of the snapshots written, in the order they were."""
         self.writer = writer
         self.emit = emit
         self.pending: list[Capture] = []
@@ -142,6 +155,13 @@ class CheckpointQueue:
             idle.set()
         return None
 
+    def keeps_every(self, policy: RetentionPolicy) -> bool:
+        """Whether ``policy`` keeps all the run's snapshots: a prune would only read.
+
+        Known only when the run had none before this attempt and no write failed.
+        """
+        return self.fresh and not self.failed and keeps_every(policy, self.triggers)
+
     async def write(self, capture: Capture) -> int | None:
         """Write ``capture`` once the log is durable through it; its stored size, or None.
 
@@ -173,6 +193,7 @@ class CheckpointQueue:
             )
             return None
         self.written += 1
+        self.triggers.append(snapshot.trigger)
         self.bytes_written += info.stored_size + chunked
         self.write_seconds += time.perf_counter() - started
         if trace is not None:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from actorflow.runtime.workflow._stream import Emitted, EventStream
+    from actorflow.storage import RetentionPolicy
 
 __all__ = ["RunEvent", "RunHandle", "RunTracker", "fail_run"]
 
@@ -59,6 +60,9 @@ class RunTracker:
         """The worker that adopted the run (``adopt_orphans``): its attempt records so."""
         self.checkpoints_written: Callable[[], Awaitable[None]] | None = None
         """Waits for the snapshots still queued when the run ended (retention waits on it)."""
+        self.keeps_every_checkpoint: Callable[[RetentionPolicy], bool] | None = None
+        """Once they are written: whether a retention policy keeps every snapshot the run
+        has (a prune would only read them)."""
         self._cancel_scope: anyio.CancelScope | None = None
         self._drive_scope: anyio.CancelScope | None = None
         self._shielded: anyio.CancelScope | None = None

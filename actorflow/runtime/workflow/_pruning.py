@@ -38,17 +38,22 @@ class Pruner:
         task_group: TaskGroup,
         *,
         after: Callable[[], Awaitable[None]] | None = None,
+        keeps_every: Callable[[RetentionPolicy], bool] | None = None,
     ) -> None:
         """Apply ``policy`` to the finished run ``run_id`` in ``task_group``, ``after`` it.
 
         (``after``: the run's snapshots still being written; pruning meanwhile
-        would count them wrong.)
+        would count them wrong.) ``keeps_every``, asked once they are written,
+        says the policy keeps every snapshot the run has: the prune, which
+        would only read, is skipped (its reads would overlap the next run's work).
         """
 
         async def prune() -> None:
             try:
                 if after is not None:
                     await after()
+                if keeps_every is not None and keeps_every(policy):
+                    return
                 # the finished run's decision log stays readable (`actorflow
                 # log`); an explicit prune (`actorflow prune`) shortens logs
                 await prune_run(store, run_id, policy, keep_log=True)

@@ -81,6 +81,7 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._cluster import Cluster
     from actorflow.runtime.workflow._config import RuntimeConfig
     from actorflow.runtime.workflow._flow import FlowControl
+    from actorflow.storage import RetentionPolicy
 
 __all__ = ["KEPT_FINISHED_HANDLES", "Runs"]
 
@@ -269,19 +270,29 @@ class Runs:
     def _run_ended(self, tracker: RunTracker, prune: bool) -> None:
         """Apply retention if asked; keep the handle among the newest few (a service runs long)."""
         if prune:
-            self._prune_soon(tracker.run_id, tracker.checkpoints_written)
+            self._prune_soon(
+                tracker.run_id, tracker.checkpoints_written, tracker.keeps_every_checkpoint
+            )
         self._finished.append(tracker)
         while len(self._finished) > KEPT_FINISHED_HANDLES:
             old = self._finished.popleft()
             if self._table.get(old.run_id) is old:
                 del self._table[old.run_id]
 
-    def _prune_soon(self, run_id: str, after: Callable[[], Awaitable[None]] | None = None) -> None:
-        """Apply the retention policy to a finished run, off its path (``after`` it settles)."""
+    def _prune_soon(
+        self,
+        run_id: str,
+        after: Callable[[], Awaitable[None]] | None = None,
+        keeps_every: Callable[[RetentionPolicy], bool] | None = None,
+    ) -> None:
+        """Apply the retention policy to a finished run, off its path (``after`` it settles;
+        not at all if ``keeps_every`` says the policy keeps all it has)."""
         policy = self.config.retention
         if policy is not None and self._system.running:
             task_group = self._system.require_running("prune a run")
-            self.pruner.soon(self.store, run_id, policy, task_group, after=after)
+            self.pruner.soon(
+                self.store, run_id, policy, task_group, after=after, keeps_every=keeps_every
+            )
 
     def accepting(self) -> TaskGroup:
         """The task group runs go in; refused once the runtime began to stop.

@@ -548,6 +548,31 @@ async def test_retention_applies_to_a_run_when_it_finishes(phase_ends: bool) -> 
         assert await runtime.result("kept") == (4, 4)
 
 
+class ListingCounted(MemoryStore):
+    """A memory store that counts ``list_snapshots`` calls (a prune starts with one)."""
+
+    listed = 0
+
+    async def list_snapshots(self, run_id: str) -> list[SnapshotInfo]:
+        self.listed += 1
+        return await super().list_snapshots(run_id)
+
+
+async def test_a_fresh_run_whose_checkpoints_the_policy_all_keeps_is_not_pruned() -> None:
+    from actorflow.storage import RetentionPolicy
+
+    kept = ListingCounted()
+    async with Runtime(store=kept) as runtime:  # the default policy keeps phase ends
+        await runtime.run(Journal, 4, run_id="kept")
+    assert kept.listed == 0  # no prune: it would only have read
+    dropped = ListingCounted()
+    config = RuntimeConfig(retention=RetentionPolicy(keep_last=1, keep_phase_ends=False))
+    async with Runtime(store=dropped, config=config) as runtime:
+        await runtime.run(Journal, 4, run_id="dropped")
+    assert dropped.listed >= 1
+    assert [i.trigger for i in await dropped.list_snapshots("dropped")] == ["completed"]
+
+
 async def test_retention_counts_the_checkpoints_of_earlier_attempts_too() -> None:
     from actorflow.storage import RetentionPolicy
 
