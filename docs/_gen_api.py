@@ -99,7 +99,10 @@ def _entry(module: str, name: str, obj: Any) -> list[str]:
         # a value's repr may hold its memory address: name its type instead
         shown = (
             repr(obj)
-            if isinstance(obj, int | float | str | tuple | frozenset)
+            if isinstance(obj, int | float | str | tuple)
+            # a set's repr follows string hashing, which changes from run to run
+            else f"frozenset({{{', '.join(sorted(map(repr, obj)))}}})"
+            if isinstance(obj, frozenset)
             else (f"a {type(obj).__module__}.{type(obj).__qualname__}")
         )
         out.append(f"`{module}.{name}` = `{shown}`\n")

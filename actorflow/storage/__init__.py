@@ -92,7 +92,13 @@ from actorflow.storage._records import (
     StepRecord,
     validate_run_id,
 )
-from actorflow.storage._retention import prune, prune_run, run_verifier, verify_store
+from actorflow.storage._retention import (
+    keeps_every,
+    prune,
+    prune_run,
+    run_verifier,
+    verify_store,
+)
 from actorflow.storage._schedules import (
     CatchUp,
     Schedule,
@@ -184,6 +190,7 @@ __all__ = [
     "encode_state",
     "encode_value",
     "encoder",
+    "keeps_every",
     "open_store",
     "post_message",
     "prune",

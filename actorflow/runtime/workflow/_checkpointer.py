@@ -30,8 +30,7 @@ from actorflow._log import get_logger
 from actorflow._text import describe
 from actorflow.runtime.actors import Actor, handler
 from actorflow.runtime.workflow._triggers import KEPT_TRIGGERS
-from actorflow.storage import HistoryWriter, with_history
-from actorflow.storage._retention import keeps_every
+from actorflow.storage import HistoryWriter, keeps_every, with_history
 
 if TYPE_CHECKING:
     from collections.abc import Callable
