@@ -16,6 +16,17 @@ therefore written about once per level (the levels grow geometrically), a
 head never carries more than a chunk's worth of settled entries, and a
 history is a short list of chunks, read concurrently when a run recovers.
 
+Settled entries of records the run's log still holds need not be copied at
+all until there are many: a snapshot names them by a :class:`LogWindow` (the
+log records from a position up to its own) instead of carrying them, and
+readers take them from the log. A chunk is written once a window passes
+``WINDOW_BYTES``, ``WINDOW_ENTRIES`` or ``WINDOW_RECORDS``, which bound what a
+recovery reads from the log and how much of it retention keeps below the
+oldest kept snapshot (see ``actorflow.storage._retention``). A run in ``sync``
+durability thus writes each settled entry once, in its log record, until its
+window fills; entries without a known log position (carried by a snapshot
+from before windows) go to the snapshot or a chunk as before.
+
 Chunks are blobs: content-addressed, sealed and encrypted like the run's
 other blobs, collected by retention once no kept snapshot names them. They
 are written without a sync where the store allows (the snapshot that names
@@ -31,7 +42,7 @@ from typing import TYPE_CHECKING
 import anyio
 import msgspec
 
-from actorflow.errors import CorruptedDataError, StorageError
+from actorflow.errors import CorruptedDataError, LogPrunedError, StorageError
 from actorflow.storage._protocol import (
     SupportsSnapshotSync,
     put_unsynced_blob,
@@ -43,6 +54,7 @@ from actorflow.storage._records import (
     EventRecord,
     HistoryChunk,
     HistoryEntry,
+    LogRecord,
     PhaseEndRecord,
     Snapshot,
     StepRecord,
@@ -57,11 +69,16 @@ __all__ = [
     "FANOUT",
     "FLUSH_BYTES",
     "FLUSH_ENTRIES",
+    "WINDOW_BYTES",
+    "WINDOW_ENTRIES",
+    "WINDOW_RECORDS",
     "History",
     "HistoryWriter",
     "history_addresses",
+    "logged_entries",
     "read_full_snapshot",
     "read_history",
+    "read_window",
     "resolve_snapshot",
     "settled_entries",
     "settled_key",
@@ -77,6 +94,15 @@ FLUSH_ENTRIES = 64
 
 FANOUT = 16
 """How many chunks of one level are merged into one of the next."""
+
+WINDOW_BYTES = 64 * 1024
+"""Settled bytes a snapshot may leave in the log (its window) before they go to a chunk."""
+
+WINDOW_ENTRIES = 256
+"""Settled entries a snapshot may leave in the log before they go to a chunk."""
+
+WINDOW_RECORDS = 1024
+"""Log records a window may span (settled or not) before its entries go to a chunk."""
 
 _ENCODER = msgspec.msgpack.Encoder()
 _DECODER = msgspec.msgpack.Decoder(HistoryChunk)
@@ -112,6 +138,59 @@ def _entry_size(entry: HistoryEntry) -> int:
             return 32 + len(entry.data or b"") + len(entry.kind)
         case _:
             return 8
+
+
+def logged_entries(records: Iterable[LogRecord], start: int) -> list[tuple[int, HistoryEntry]]:
+    """The settled entries log ``records`` hold (read from position ``start``), with positions.
+
+    Inbox ``seq`` numbers are not among them: a snapshot carries those itself.
+    This is what a run's view journals as it applies the records, and what a
+    :class:`LogWindow` stands for.
+    """
+    found: list[tuple[int, HistoryEntry]] = []
+    for position, record in enumerate(records, start):
+        match record:
+            case StepRecord():
+                if settled_key(record.step_id):
+                    found.append((position, record))
+            case PhaseEndRecord():
+                if settled_key(record.phase_id):
+                    found.append((position, record))
+            case DecisionRecord():
+                found.append((position, record))
+            case EventRecord():
+                if settled_key(record.step_id or record.kind):
+                    found.append((position, record))
+            case _:
+                pass
+    return found
+
+
+async def read_window(store: Store, snapshot: Snapshot) -> list[tuple[int, HistoryEntry]]:
+    """The settled entries ``snapshot``'s window names, read from the log, with positions.
+
+    Raises:
+        CorruptedDataError: the log no longer holds them all (pruned below the
+            window, or shorter than the snapshot), or holds a different number.
+        StorageError: the store cannot be read.
+    """
+    window = snapshot.window
+    if window is None:
+        return []
+    location = f"snapshot {snapshot.snapshot_id!r} of run {snapshot.run_id!r}"
+    try:
+        records = await store.read_log(snapshot.run_id, window.start)
+    except LogPrunedError:
+        raise CorruptedDataError(
+            location, f"the log records it names from position {window.start} were pruned"
+        ) from None
+    wanted = snapshot.position - window.start
+    if len(records) < wanted:
+        raise CorruptedDataError(location, "the log ends before the records it names")
+    entries = logged_entries(records[:wanted], window.start)
+    if len(entries) != window.entries:
+        raise CorruptedDataError(location, "the log does not hold the entries it names")
+    return entries
 
 
 def settled_entries(snapshot: Snapshot) -> list[HistoryEntry]:
@@ -237,19 +316,33 @@ async def read_history(store: Store, run_id: str, ref: ChunkRef) -> History:
     return History(entries=tuple(entries), addresses=addresses)
 
 
-async def resolve_snapshot(store: Store, snapshot: Snapshot) -> Snapshot:
-    """The whole snapshot: its history's entries put back inline, ``history`` cleared.
+async def resolve_snapshot(
+    store: Store,
+    snapshot: Snapshot,
+    *,
+    window: Sequence[tuple[int, HistoryEntry]] | None = None,
+) -> Snapshot:
+    """The whole snapshot: its history's and window's entries put back inline, both cleared.
 
-    A snapshot without history is returned as it is.
+    A snapshot with neither is returned as it is. ``window``: its window's
+    entries already read (:func:`read_window`), else they are read here.
 
     Raises:
-        CorruptedDataError: a chunk is missing, fails its checksum or cannot be decoded.
+        CorruptedDataError: a chunk is missing, fails its checksum or cannot be
+            decoded, or the log no longer holds the window's records.
         StorageError: the store cannot be read.
     """
-    if snapshot.history is None:
+    if snapshot.history is None and snapshot.window is None:
         return snapshot
-    history = await read_history(store, snapshot.run_id, snapshot.history)
-    return with_history(snapshot, history.entries, None)
+    entries: list[HistoryEntry] = []
+    if snapshot.history is not None:
+        entries.extend((await read_history(store, snapshot.run_id, snapshot.history)).entries)
+    if snapshot.window is not None:
+        if window is None:
+            window = await read_window(store, snapshot)
+        entries.extend(entry for _, entry in window)
+    whole = with_history(snapshot, entries, None)
+    return msgspec.structs.replace(whole, window=None) if whole.window is not None else whole
 
 
 async def read_full_snapshot(store: Store, run_id: str, snapshot_id: str) -> Snapshot:
@@ -319,14 +412,24 @@ class HistoryWriter:
         self._entries: dict[str, tuple[HistoryEntry, ...]] = {}
 
     @staticmethod
-    def due(entries: Sequence[HistoryEntry]) -> bool:
-        """Whether ``entries``, carried inline so far, should go to a chunk now."""
-        if len(entries) >= FLUSH_ENTRIES:
+    def due(entries: Sequence[HistoryEntry], span: int | None = None) -> bool:
+        """Whether ``entries``, carried inline or left in the log so far, should go to a chunk.
+
+        ``span``: how many log records they lie in, when a window may name them
+        (the higher ``WINDOW_*`` bounds apply); None when the snapshot must
+        carry them (``FLUSH_*``).
+        """
+        if span is not None and span >= WINDOW_RECORDS:
+            return True
+        most, most_bytes = (
+            (FLUSH_ENTRIES, FLUSH_BYTES) if span is None else (WINDOW_ENTRIES, WINDOW_BYTES)
+        )
+        if len(entries) >= most:
             return True
         size = 0
         for entry in entries:
             size += _entry_size(entry)
-            if size >= FLUSH_BYTES:
+            if size >= most_bytes:
                 return True
         return False
 

@@ -28,6 +28,7 @@ __all__ = [
     "HistoryChunk",
     "HistoryEntry",
     "LogRecord",
+    "LogWindow",
     "MessageRef",
     "MilestoneRecord",
     "PhaseEndRecord",
@@ -399,6 +400,21 @@ class ChunkRef(msgspec.Struct, frozen=True, array_like=True):
     entries: int
 
 
+class LogWindow(msgspec.Struct, frozen=True, array_like=True):
+    """Settled entries a snapshot leaves in the run's log instead of copying them.
+
+    They are those of the log records from position ``start`` up to the
+    snapshot's own position, ``entries`` of them (inbox ``seq`` numbers
+    aside, which the snapshot carries itself): the log holds them durably
+    already, so the snapshot names the records instead of storing them again.
+
+    .. versionadded:: 0.6
+    """
+
+    start: int
+    entries: int
+
+
 class HistoryChunk(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="history"):
     """Part of a run's settled past, stored as a blob; a snapshot names the newest one.
 
@@ -428,13 +444,17 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="
     ``history``, when set, names the newest :class:`HistoryChunk` of the
     run's settled past (see :data:`HistoryEntry`); the snapshot's own fields
     then hold only what came after it, so a snapshot costs what changed, not
-    the whole run. :func:`~actorflow.storage.read_full_snapshot` and
+    the whole run. ``window``, when set, names the log records after the
+    newest chunk whose settled entries are the snapshot's too (see
+    :class:`LogWindow`). :func:`~actorflow.storage.read_full_snapshot` and
     :func:`~actorflow.storage.resolve_snapshot` give the whole snapshot.
 
     .. versionchanged:: 0.3
        ``inbox_taken`` added.
     .. versionchanged:: 0.5
        ``history`` added.
+    .. versionchanged:: 0.6
+       ``window`` added.
     """
 
     run_id: str
@@ -454,3 +474,4 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True, tag_field="tag", tag="
     metrics: dict[str, float] = {}
     inbox_taken: tuple[int, ...] = ()
     history: ChunkRef | None = None
+    window: LogWindow | None = None

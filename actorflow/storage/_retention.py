@@ -241,10 +241,31 @@ async def _prune_run(
             await _delete(store, run_id, info, report)
     if keep_log:
         return
-    if keep:
-        report.log_records_deleted += await store.truncate_log_before(run_id, keep[0].position)
+    log_from = await _log_needed_from(store, run_id, keep)
+    if log_from:
+        report.log_records_deleted += await store.truncate_log_before(run_id, log_from)
     if collect_blobs:
-        await _collect_blobs(store, run_id, keep, report)
+        await _collect_blobs(store, run_id, keep, log_from, report)
+
+
+async def _log_needed_from(store: Store, run_id: str, keep: list[SnapshotInfo]) -> int:
+    """The first log position the kept snapshots need: the oldest one's, or a window's start.
+
+    A snapshot's window names log records below its position (see
+    ``actorflow.storage._history``); a snapshot that cannot be read needs
+    nothing (it can never load).
+    """
+    if not keep:
+        return 0
+    needed = keep[0].position
+    for info in keep:
+        try:
+            head = await store.read_snapshot(run_id, info.snapshot_id)
+        except (CheckpointNotFoundError, CorruptedDataError):
+            continue
+        if head.window is not None:
+            needed = min(needed, head.window.start)
+    return needed
 
 
 def _drops_durable(snapshots: list[SnapshotInfo], keep: list[SnapshotInfo]) -> bool:
@@ -287,7 +308,7 @@ async def _find_anchor(
 
 
 async def _collect_blobs(
-    store: Store, run_id: str, keep: list[SnapshotInfo], report: PruneReport
+    store: Store, run_id: str, keep: list[SnapshotInfo], log_from: int, report: PruneReport
 ) -> None:
     referenced: set[str] = set()
     for info in keep:
@@ -306,9 +327,8 @@ async def _collect_blobs(
             return
         referenced |= referenced_blobs(snapshot)
         referenced.update(chunks)
-    start = keep[0].position if keep else 0
     try:
-        records = await store.read_log(run_id, start)
+        records = await store.read_log(run_id, log_from)
     except StorageError as exc:
         _log.warning("log_unreadable", run_id=run_id, error=str(exc))
         return

@@ -335,6 +335,7 @@ class RunDriver:
             writer=writer,
             emit=handle.emit,
             journal=view.journal,
+            journal_at=view.journal_at,
             history=view.history,
             run_id=run_id,
             fresh=view.snapshots_taken == 0,

@@ -30,7 +30,7 @@ from actorflow._log import get_logger
 from actorflow._text import describe
 from actorflow.runtime.actors import Actor, handler
 from actorflow.runtime.workflow._triggers import KEPT_TRIGGERS
-from actorflow.storage import HistoryWriter, keeps_every, with_history
+from actorflow.storage import HistoryWriter, LogWindow, keeps_every, with_history
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -68,6 +68,7 @@ class CheckpointQueue:
         writer: LogWriter,
         emit: Callable[..., None],
         journal: list[HistoryEntry],
+        journal_at: list[int],
         history: ChunkRef | None,
         run_id: str,
         fresh: bool = False,
@@ -90,6 +91,7 @@ class CheckpointQueue:
         # made only when someone waits for a drain in progress
         self._idle: anyio.Event | None = None
         self._journal = journal
+        self._journal_at = journal_at
         self._history = HistoryWriter(store, run_id, history)
         # (journal length, newest chunk) after each chunk written, oldest first:
         # a snapshot names the newest chunk that holds nothing after it
@@ -211,34 +213,63 @@ class CheckpointQueue:
         return info.stored_size + chunked
 
     async def _head(self, capture: Capture) -> Snapshot:
-        """The snapshot to store: the settled entries after the newest chunk it may name, inline.
+        """The snapshot to store: it names the newest chunk it may, and the settled entries
+        after that chunk by their log records (a window) where it can, else inline.
 
         Entries that are due go to chunks first, cut where queued snapshots
         end too: the run's final snapshot is written before the phase ends
         queued ahead of it, and each of those must find a chunk that holds
-        nothing after it, or it would carry the whole run inline.
+        nothing after it, or it would carry the whole run.
         """
         covered = capture.settled
+        position = capture.snapshot.position
         chunked = self._chunked
         start = chunked[-1][0]
         if covered > start:
             # queued ahead of this one (only the final snapshot has any): in order
-            queued: list[int] = []
+            queued: list[tuple[int, int]] = []
             for waiting in self.pending:
                 if waiting.settled >= covered:
                     break
-                if waiting.settled > start and (not queued or waiting.settled > queued[-1]):
-                    queued.append(waiting.settled)
-            for end in (*queued, covered):
+                if waiting.settled > start and (not queued or waiting.settled > queued[-1][0]):
+                    queued.append((waiting.settled, waiting.snapshot.position))
+            for end, at in (*queued, (covered, position)):
                 entries = self._journal[start:end]
-                if HistoryWriter.due(entries):
+                if HistoryWriter.due(entries, self._span(start, end, at)):
                     chunked.append((end, await self._history.flush(entries)))
                     start = end
         i = len(chunked) - 1
         while chunked[i][0] > covered:  # an older snapshot written after a newer one
             i -= 1
         start, ref = chunked[i]
-        return with_history(capture.snapshot, self._journal[start:covered], ref)
+        entries = self._journal[start:covered]
+        window_start = self._window_start(start, covered)
+        if window_start is None:
+            return with_history(capture.snapshot, entries, ref)
+        # the log holds the records; the inbox seqs they took travel inline
+        taken = [e for e in entries if isinstance(e, int)]
+        head = with_history(capture.snapshot, taken, ref)
+        window = LogWindow(start=window_start, entries=len(entries) - len(taken))
+        return msgspec.structs.replace(head, window=window)
+
+    def _window_start(self, start: int, end: int) -> int | None:
+        """The log position where journal entries ``start:end`` begin, if a window may name
+        them: every one (inbox seqs aside) has a known position. None also for no records."""
+        first: int | None = None
+        for entry, at in zip(self._journal[start:end], self._journal_at[start:end], strict=True):
+            if isinstance(entry, int):
+                continue
+            if at < 0:
+                return None
+            if first is None:
+                first = at
+        return first
+
+    def _span(self, start: int, end: int, position: int) -> int | None:
+        """How many log records journal entries ``start:end`` lie in, up to ``position``;
+        None if a window may not name them."""
+        first = self._window_start(start, end)
+        return None if first is None else position - first
 
 
 class _Drain:

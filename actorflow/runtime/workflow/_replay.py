@@ -38,13 +38,14 @@ from actorflow.storage import (
     StateRef,
     StepRecord,
     decode_state,
+    read_window,
     resolve_snapshot,
     settled_entries,
     settled_key,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from types import FrameType
 
     from actorflow.storage import ChunkRef, HistoryEntry, LogRecord, SnapshotInfo, Store
@@ -111,18 +112,27 @@ class RunView:
         self.roles: dict[str, str] = {}
         self.inbox_taken: set[int] = set()
         self.journal: list[HistoryEntry] = []
+        # the log position of each journal entry's record (-1: not known, carried by a
+        # snapshot from before windows), so a snapshot may name them in the log instead
+        self.journal_at: list[int] = []
         self.history: ChunkRef | None = None
         self._open_phases: dict[str, PhaseEndRecord] = {}
         self._open_steps: dict[str, StepRecord] = {}
         self._open_events: dict[str, EventRecord] = {}
 
     @classmethod
-    def from_snapshot(cls, snapshot: Snapshot, head: Snapshot | None = None) -> RunView:
+    def from_snapshot(
+        cls,
+        snapshot: Snapshot,
+        head: Snapshot | None = None,
+        window: Sequence[tuple[int, HistoryEntry]] = (),
+    ) -> RunView:
         """A view at the snapshot's position.
 
         ``snapshot`` is whole (its history put back inline); ``head`` is the
-        snapshot as stored, when it names a history: the settled entries it
-        carries itself start the view's journal.
+        snapshot as stored, when it names a history or a window: the entries
+        of its ``window`` (read from the log, with their positions), then the
+        settled entries it carries itself, start the view's journal.
         """
         view = cls(snapshot.run_id)
         view.position = snapshot.position
@@ -140,7 +150,9 @@ class RunView:
         view._open_steps = {k: v for k, v in view.steps.items() if not settled_key(k)}
         view._open_events = {k: v for k, v in view.events.items() if not settled_key(k)}
         stored = head if head is not None else snapshot
-        view.journal = settled_entries(stored)
+        carried = settled_entries(stored)
+        view.journal = [entry for _, entry in window] + carried
+        view.journal_at = [position for position, _ in window] + [-1] * len(carried)
         view.history = stored.history
         return view
 
@@ -158,7 +170,7 @@ class RunView:
             case DecisionRecord():
                 self.decisions.append(record)
                 self.decided[record.step_id] = record
-                self.journal.append(record)
+                self._journal(record)
                 self.logged_phase = phase_of(record.step_id) or self.logged_phase
             case MilestoneRecord():
                 self.milestones[record.key] = record
@@ -166,7 +178,7 @@ class RunView:
                 key = record.step_id or record.kind
                 self.events[key] = record
                 if settled_key(key):
-                    self.journal.append(record)
+                    self._journal(record)
                 else:
                     self._open_events[key] = record
                 if record.kind == END_EVENT:
@@ -175,18 +187,22 @@ class RunView:
         self.position = position + 1
         return position
 
+    def _journal(self, entry: HistoryEntry) -> None:
+        self.journal.append(entry)
+        self.journal_at.append(self.position)
+
     def _apply_step(self, record: StepRecord) -> None:
         step_id = record.step_id
         self.steps[step_id] = record
         if settled_key(step_id):
-            self.journal.append(record)
+            self._journal(record)
         else:
             self._open_steps[step_id] = record
         if record.kind in TAKING_KINDS:
             seq = taken_seq(record)
             if seq is not None and seq not in self.inbox_taken:
                 self.inbox_taken.add(seq)
-                self.journal.append(seq)
+                self._journal(seq)
             if record.kind == "update":
                 # a finished update never runs again: its own steps need not travel
                 self._drop_inside(record.step_id)
@@ -251,7 +267,7 @@ class RunView:
         }
         self.phases[pid] = record
         if settled_key(pid):
-            self.journal.append(record)
+            self._journal(record)
         else:
             self._open_phases[pid] = record
 
@@ -382,7 +398,8 @@ async def load_view(store: Store, run_id: str, emit: Callable[..., None]) -> tup
             head = await store.read_snapshot(run_id, info.snapshot_id)
             # a chunk lost to a power loss (written unsynced, as the snapshot)
             # makes the snapshot unusable, not the run: the one before it serves
-            snapshot = await resolve_snapshot(store, head)
+            window = await read_window(store, head)
+            snapshot = await resolve_snapshot(store, head, window=window)
         except CorruptedDataError as exc:
             emit(
                 "checkpoint_corrupted",
@@ -391,7 +408,7 @@ async def load_view(store: Store, run_id: str, emit: Callable[..., None]) -> tup
                 level="warning",
             )
             continue
-        view = RunView.from_snapshot(snapshot, head)
+        view = RunView.from_snapshot(snapshot, head, window)
         emit("checkpoint_restored", snapshot_id=info.snapshot_id, position=snapshot.position)
         break
     if view is None:

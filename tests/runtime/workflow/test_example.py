@@ -6,7 +6,7 @@ import contextlib
 import gc
 
 from actorflow import Runtime
-from actorflow.storage import MemoryStore, RunStatus
+from actorflow.storage import MemoryStore, RunStatus, read_full_snapshot
 from tests.runtime.workflow.workflows import Finding, Lead, Report
 
 
@@ -21,7 +21,7 @@ async def test_example_runs_and_records_a_completed_run() -> None:
     assert manifest.status is RunStatus.COMPLETED
     snapshots = await store.list_snapshots("example")
     assert snapshots, "phase boundaries and the finish take snapshots"
-    last = await store.read_snapshot("example", snapshots[-1].snapshot_id)
+    last = await read_full_snapshot(store, "example", snapshots[-1].snapshot_id)
     assert last.status is RunStatus.COMPLETED
     assert set(last.agents) == {"researcher-0", "researcher-1", "researcher-2", "reviewer"}
     assert [d.type for d in last.decisions] == ["accept"]

@@ -33,6 +33,7 @@ async def new_queue(store: MemoryStore, saved: list[str | None]) -> tuple[Checkp
         writer=LogWriter(store, "r", start=0),
         emit=emit,
         journal=view.journal,
+        journal_at=view.journal_at,
         history=view.history,
         run_id="r",
     )

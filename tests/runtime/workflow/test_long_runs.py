@@ -1,8 +1,10 @@
-"""Long runs: snapshots carry what changed, their history lives in chunks, recovery reads both.
+"""Long runs: snapshots carry what changed, their history lives in chunks and the log
+(windows), recovery reads all three.
 
-The chunk thresholds are made tiny here (a chunk every two settled entries,
-two chunks per level), so a run of a few dozen phases writes and merges
-chunks at every level the way a run of thousands does.
+The thresholds are made tiny here (a chunk every three settled entries left
+in the log, or two carried inline, two chunks per level), so a run of a few
+dozen phases writes windows and writes and merges chunks at every level the
+way a run of thousands does.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ KEY = bytes(range(32))
 @pytest.fixture(autouse=True)
 def tiny_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(history, "FLUSH_ENTRIES", 2)
+    monkeypatch.setattr(history, "WINDOW_ENTRIES", 3)
+    monkeypatch.setattr(history, "WINDOW_RECORDS", 12)
     monkeypatch.setattr(history, "FANOUT", 2)
 
 
@@ -93,13 +97,18 @@ async def test_every_snapshot_carries_a_bounded_part_and_names_the_rest(
         result = await runtime.run(Long, PHASES, run_id="long")
     assert result == await run_in_memory(Long, PHASES, run_id="long")
     infos = await store.list_snapshots("long")
-    chunked = 0
+    chunked = windowed = 0
     for info in infos:
         stored = await store.read_snapshot("long", info.snapshot_id)
         # never the run's past: at most what was due for a chunk, and one entry more
         assert len(settled_entries(stored)) <= history.FLUSH_ENTRIES + 1, info.snapshot_id
+        if stored.window is not None:
+            assert stored.window.entries <= history.WINDOW_ENTRIES + 1, info.snapshot_id
+            assert stored.position - stored.window.start <= history.WINDOW_RECORDS + 4
+            windowed += 1
         chunked += stored.history is not None
     assert chunked, "no snapshot named a chunk"
+    assert windowed, "no snapshot named a window"
     whole = await read_full_snapshot(store, "long", infos[-1].snapshot_id)
     assert sorted(whole.phases) == sorted(f"unit.{k}" for k in range(PHASES))
     assert [d.rationale for d in whole.decisions] == [f"after {k}" for k in range(0, PHASES, 3)]
@@ -116,9 +125,11 @@ class Noting:
 
     def __init__(self) -> None:
         self.chunked = 0
+        self.windowed = 0
 
     async def note(self, snapshot: Snapshot) -> Snapshot:
         self.chunked += snapshot.history is not None
+        self.windowed += snapshot.window is not None
         return snapshot
 
 
@@ -145,7 +156,7 @@ async def test_a_crash_at_every_point_recovers_from_snapshots_with_chunks(
     kind: str, tmp_path: Path
 ) -> None:
     expected = await run_in_memory(Long, PHASES, run_id="crash-test")
-    crash_after, points, chunked = 1, 0, 0
+    crash_after, points, chunked, windowed = 1, 0, 0, 0
     while True:
         store: NotingMemory | NotingFiles = (
             NotingMemory() if kind == "memory" else NotingFiles(tmp_path / f"c{crash_after}")
@@ -157,9 +168,11 @@ async def test_a_crash_at_every_point_recovers_from_snapshots_with_chunks(
         assert outcome.recovered == expected, f"crash after {crash_after} records"
         assert not [e for e in logs if e["event"] == "checkpoint_corrupted"]
         chunked += store.chunked
+        windowed += store.windowed
         crash_after, points = crash_after + 1, points + 1
     assert points > PHASES
     assert chunked, "no recovery started from a snapshot naming a chunk"
+    assert windowed, "no recovery started from a snapshot naming a window"
 
 
 async def test_a_lost_chunk_makes_recovery_start_from_an_older_snapshot(tmp_path: Path) -> None:

@@ -339,13 +339,16 @@ async def test_a_long_run_replays_from_its_snapshot_and_history_chunks(
     from tests.runtime.workflow.test_long_runs import Long
 
     monkeypatch.setattr(chunks, "FLUSH_ENTRIES", 2)
+    monkeypatch.setattr(chunks, "WINDOW_ENTRIES", 3)
     monkeypatch.setattr(chunks, "FANOUT", 2)
     store = FileStore(str(tmp_path / "store"))
     async with Runtime(store=store) as runtime:
         await runtime.run(Long, 14, run_id="long")
     history = await read_run_history(store, "long")
     assert history.snapshot is not None
-    assert history.snapshot.history is None  # its chunks put back inline
+    # its chunks and its window's entries put back inline
+    assert history.snapshot.history is None
+    assert history.snapshot.window is None
     assert (await store.read_snapshot("long", history.snapshot.snapshot_id)).history is not None
     path = tmp_path / "long.afh"
     write_history_file(history, path)

@@ -38,6 +38,7 @@ from actorflow.storage import (
     Snapshot,
     SnapshotInfo,
     StepRecord,
+    read_full_snapshot,
 )
 from actorflow.testing import CrashingStore, SimulatedCrashError, crash_and_recover
 from tests.runtime.workflow.workflows import AREAS, Lead, Pipeline
@@ -363,7 +364,7 @@ async def test_fork_starts_a_new_run_from_an_old_checkpoint() -> None:
         original = await runtime.run(Journal, 3, run_id="source")
         infos = await store.list_snapshots("source")
         middle = next(i for i in infos if i.trigger == "phase_end")
-        finished = len((await store.read_snapshot("source", middle.snapshot_id)).phases)
+        finished = len((await read_full_snapshot(store, "source", middle.snapshot_id)).phases)
         Journal.phases_run = 0
         handle = await runtime.fork("source", middle.snapshot_id, new_run_id="forked")
         # the scribe comes back with the notes it had at the checkpoint

@@ -33,6 +33,7 @@ from actorflow.storage import (
     StateRef,
     StepRecord,
     Store,
+    read_full_snapshot,
 )
 from tests.runtime.workflow import state_versions_flow as flow
 from tests.runtime.workflow.crash_parent import ROOT, child_env
@@ -217,7 +218,7 @@ async def test_a_fork_from_a_checkpoint_taken_by_old_code_upgrades_its_agents_st
     # the end of the first phase: the writer holds NotesV1(text="a,b")
     first_end = None
     for info in await store.list_snapshots("source"):
-        snapshot = await store.read_snapshot("source", info.snapshot_id)
+        snapshot = await read_full_snapshot(store, "source", info.snapshot_id)
         if info.trigger == "phase_end" and len(snapshot.phases) == 1:
             first_end = info
             break
