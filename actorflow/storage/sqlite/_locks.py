@@ -13,25 +13,34 @@ store. Layout, beside ``<file>``::
 
 The files are empty but for timed slots' ends; only their locks mean
 anything, so deleting the folder while no process uses the store loses at
-most a dead worker's ``per_minute`` slots. Every method blocks: the
-store calls them from worker threads (``release_limit_slot`` closes a
-descriptor, which never waits).
+most a dead worker's ``per_minute`` slots. Every method but
+:meth:`LockFolder.call` blocks: the store runs them in a worker thread
+through ``call``, which names what the operating system refused
+(``release_limit_slot`` closes a descriptor, which never waits).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from actorflow.errors import StorageError, StoreReadOnlyError
 from actorflow.storage.file._fs import OSFileSystem
+from actorflow.storage.file._layout import os_error_text
 from actorflow.storage.file._queues import SlotLocks
+from actorflow.storage.file._threads import run_in_thread
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from actorflow.storage._protocol import Lease
 
 __all__ = ["LockFolder"]
+
+T = TypeVar("T")
 
 _live: weakref.WeakSet[LockFolder] = weakref.WeakSet()
 
@@ -49,6 +58,7 @@ class LockFolder:
     """The locks of one store, and the ones it holds."""
 
     def __init__(self, db_path: str) -> None:
+        self.db_path = db_path
         self.root = f"{db_path}-locks"
         self._fs = OSFileSystem()
         self._mutex = threading.Lock()
@@ -58,6 +68,20 @@ class LockFolder:
         """The queues' slots, as the file store keeps them."""
         self._made: set[str] = set()
         _live.add(self)
+
+    async def call(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on the files beside the database, in a worker thread.
+
+        Raises:
+            StoreReadOnlyError: this process may not write there.
+            StorageError: the operating system refused otherwise.
+        """
+        try:
+            return await run_in_thread(fn, *args)
+        except OSError as exc:
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise StoreReadOnlyError(self.db_path, operation) from exc
+            raise StorageError(operation, os_error_text(exc)) from exc
 
     def path(self, part: str, name: str, *, make: bool = True) -> str:
         """The lock file ``name`` in ``part`` (its folder made on first use, with ``make``)."""
@@ -77,6 +101,10 @@ class LockFolder:
         """Whether anyone (this store too) holds the run's flock; tried, never kept. Blocks."""
         # a folder never made holds no lock: a probe makes nothing (a read-only store)
         return self.holds(run_id) or self._fs.is_locked(self.path("runs", run_id, make=False))
+
+    def unowned(self, run_ids: list[str]) -> list[str]:
+        """The runs of ``run_ids`` whose flock nobody holds; each tried, never kept. Blocks."""
+        return [run_id for run_id in run_ids if not self.probe_run(run_id)]
 
     def unlock(self, handle: int) -> None:
         """Drop a flock taken by :meth:`try_run`."""

@@ -1,31 +1,30 @@
-"""A SqliteStore's runs: manifests, the index of unfinished runs, and the claims table.
+"""A SqliteStore's runs: manifests and the index of unfinished runs.
 
 ``runs`` holds each run's sealed manifest and its log's bounds; ``unfinished``
 the ids of runs whose status is not finished, changed in the same
 transaction as the manifest, so it is never wrong (``reindex`` still
-rebuilds it, for a file edited by hand); ``claims`` the last owner's sealed
-lease and its epoch, which every write of an owner checks (fencing).
+rebuilds it, for a file edited by hand). A run's ``claims`` row is
+:mod:`._claims`'s; deleting the run deletes it here.
 Functions take a connection inside the caller's transaction (:mod:`._db`).
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING
 
 from actorflow.errors import (
     CorruptedDataError,
     EncryptionKeyError,
     InvalidRunIdError,
-    LeaseLostError,
     RunNotFoundError,
     StorageError,
 )
-from actorflow.storage._codec import decode_lease, encode_lease
-from actorflow.storage._envelope import Kind
 from actorflow.storage._manifests import (
     corrupt_manifest,
     data_without_manifest,
     encrypted_manifest,
+    index_run_ids,
     index_strays,
     not_a_run,
 )
@@ -37,7 +36,7 @@ if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Callable
 
-    from actorflow.storage._protocol import Lease, UnreadableEntry
+    from actorflow.storage._protocol import UnreadableEntry
     from actorflow.storage._records import RunManifest
     from actorflow.storage._sealing import Codec
 
@@ -51,11 +50,12 @@ RUN_TABLES = ("log", "blobs", "snapshots", "inbox", "events")
 
 
 class Manifests:
-    """Reading and writing manifests and claims rows with one codec, in one file."""
+    """Reading and writing manifests and the index with one codec, in one file."""
 
     def __init__(self, codec: Codec, location: str) -> None:
         self.codec = codec
         self.location = location
+        self._warned: set[str] = set()  # index entries that are no run id, warned of
 
     def where(self, run_id: str) -> str:
         """The manifest's row, as errors name it."""
@@ -141,6 +141,12 @@ class Manifests:
                 unreadable.append(corrupt_manifest(run_id, exc))
         return found, unreadable
 
+    @staticmethod
+    def versions(conn: sqlite3.Connection) -> dict[str, str]:
+        """A hash of each stored manifest's bytes, by run id (nothing opened or decoded)."""
+        rows = conn.execute("SELECT run_id, manifest FROM runs")
+        return {run_id: hashlib.blake2b(data, digest_size=12).hexdigest() for run_id, data in rows}
+
     def strays(self, conn: sqlite3.Connection) -> list[UnreadableEntry]:
         """Rows of a run's data whose run has no manifest, and index entries that are no id."""
         strays: list[UnreadableEntry] = []
@@ -176,55 +182,34 @@ class Manifests:
         conn.execute("DELETE FROM claims WHERE run_id = ?", (run_id,))
         return freed
 
-    # --- claims -------------------------------------------------------------------------
+    # --- the index of unfinished runs --------------------------------------------------
 
-    def claim(self, conn: sqlite3.Connection, lease: Lease) -> None:
-        """Record ``lease`` (its epoch counted by :meth:`next_epoch`) as the run's claim."""
-        sealed = self.codec.seal(
-            encode_lease(lease), kind=Kind.LEASE, run_id=lease.run_id, slot="owner"
-        )
-        conn.execute(
-            "INSERT OR REPLACE INTO claims (run_id, epoch, lease) VALUES (?, ?, ?)",
-            (lease.run_id, lease.epoch, sealed),
+    def unfinished(self, conn: sqlite3.Connection) -> list[str]:
+        """The index's run ids; an entry that is no run id is skipped, warned of once."""
+        names = [r[0] for r in conn.execute("SELECT run_id FROM unfinished")]
+        return index_run_ids(
+            names, lambda name: row(self.location, "unfinished", name), self._warned
         )
 
     @staticmethod
-    def next_epoch(conn: sqlite3.Connection, run_id: str) -> int:
-        """The epoch a new owner of the run gets."""
-        found = conn.execute("SELECT epoch FROM claims WHERE run_id = ?", (run_id,)).fetchone()
-        return (found[0] if found is not None else 0) + 1
+    def unindex(conn: sqlite3.Connection, run_id: str) -> None:
+        """Drop the run's index entry."""
+        conn.execute("DELETE FROM unfinished WHERE run_id = ?", (run_id,))
 
     @staticmethod
-    def fence(conn: sqlite3.Connection, lease: Lease | None) -> None:
-        """Refuse a write of an owner that a newer one took the run from.
+    def reset_index(conn: sqlite3.Connection, unfinished: set[str], before: set[str]) -> int:
+        """Index exactly ``unfinished``, but for entries added since ``before`` was read.
 
-        Raises:
-            LeaseLostError: the claims row names a newer epoch than ``lease``'s.
+        Returns how many entries went or came.
         """
-        if lease is None:
-            return  # not an owner (tools, tests): never fenced
-        found = conn.execute("SELECT epoch FROM claims WHERE run_id = ?", (lease.run_id,))
-        epoch = found.fetchone()
-        if epoch is not None and epoch[0] != lease.epoch:
-            raise LeaseLostError(lease.run_id, lease.epoch)
-
-    def last_owner(self, conn: sqlite3.Connection, run_id: str) -> Lease | None:
-        """The lease of the run's last claim; None if never claimed or it cannot be read.
-
-        Raises:
-            EncryptionKeyError: it is sealed with a key the store was not given.
-        """
-        found = conn.execute("SELECT lease FROM claims WHERE run_id = ?", (run_id,)).fetchone()
-        if found is None:
-            return None
-        where = row(self.location, "claims", run_id)
-        try:
-            raw = self.codec.open(
-                found[0], kind=Kind.LEASE, run_id=run_id, slot="owner", location=where
-            )
-        except CorruptedDataError:
-            return None  # the lock is the claim; the row only names its owner
-        return decode_lease(raw, where)
+        current = {r[0] for r in conn.execute("SELECT run_id FROM unfinished")}
+        doomed = (current & before) - unfinished
+        added = unfinished - current
+        conn.executemany("DELETE FROM unfinished WHERE run_id = ?", [(r,) for r in doomed])
+        conn.executemany(
+            "INSERT OR IGNORE INTO unfinished (run_id) VALUES (?)", [(r,) for r in added]
+        )
+        return len(doomed) + len(added)
 
 
 _SIZED = (

@@ -1,75 +1,61 @@
 """SqliteStore: every run in one SQLite file, for one machine's processes.
 
 The store is a facade over small collaborators, each owning some tables
-(layout in :mod:`._schema`): runs, manifests, the index and claims rows
-(:mod:`._runs`), the log (:mod:`._log`), blobs and snapshots
-(:mod:`._objects`), inboxes (:mod:`._inbox`), event streams (:mod:`._events`),
-schedules and budgets (:mod:`._shared`). Connections, transactions and the
-group commit are :mod:`._db`; claims, queue and limit slots are ``flock``s
-in a folder beside the file (:mod:`._locks`), and inbox wake-ups FIFOs there
-(:mod:`._wake`).
+(layout in :mod:`._schema`): runs, manifests and the index (:mod:`._runs`),
+claims (:mod:`._claims`), the log (:mod:`._log`), blobs (:mod:`._blobs`),
+snapshots (:mod:`._snapshots`), inboxes (:mod:`._inbox`), event streams
+(:mod:`._events`), schedules and budgets (:mod:`._shared`). Connections,
+transactions and the group commit are :mod:`._db`; claims, queue and limit
+slots are ``flock``s in a folder beside the file (:mod:`._locks`), and inbox
+wake-ups FIFOs there (:mod:`._wake`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import hashlib
 import os
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import msgspec
 
-from actorflow.errors import (
-    ConfigurationError,
-    EncryptionKeyError,
-    LeaseLostError,
-    RunLockedError,
-    StorageError,
-    StoreReadOnlyError,
-)
-from actorflow.storage._capabilities import ClaimInfo
+from actorflow.errors import ConfigurationError
 from actorflow.storage._codec import encode_record
 from actorflow.storage._event_stream import DEFAULT_EVENT_BYTES, DEFAULT_READ_LIMIT
-from actorflow.storage._inbox_watch import PollingWatch
 from actorflow.storage._logwriter import finishes_when_cancelled
 from actorflow.storage._manifests import (
-    index_run_ids,
     matches,
-    snapshot_info,
     validate_blob_ref,
     validate_snapshot_id,
     warn_unreadable,
 )
-from actorflow.storage._protocol import Lease, StoreContext
+from actorflow.storage._protocol import StoreContext
 from actorflow.storage._records import validate_run_id
 from actorflow.storage._retention import prune as prune_by_policy
 from actorflow.storage._sealing import Codec
-from actorflow.storage.file._layout import os_error_text
 from actorflow.storage.file._threads import run_in_thread
+from actorflow.storage.sqlite._blobs import BlobRows
+from actorflow.storage.sqlite._claims import Claims
 from actorflow.storage.sqlite._db import Database
 from actorflow.storage.sqlite._events import EventRows, read_events
 from actorflow.storage.sqlite._inbox import InboxRows
 from actorflow.storage.sqlite._locks import LockFolder
 from actorflow.storage.sqlite._log import LogRows
-from actorflow.storage.sqlite._objects import BlobRows, SnapshotRows
 from actorflow.storage.sqlite._runs import Manifests
-from actorflow.storage.sqlite._schema import row
 from actorflow.storage.sqlite._sealcheck import check_run
 from actorflow.storage.sqlite._shared import LimitRows, ScheduleRows
-from actorflow.storage.sqlite._wake import POLL_WITHOUT_FIFO, open_fifo, poke
+from actorflow.storage.sqlite._snapshots import SnapshotRows
+from actorflow.storage.sqlite._wake import poke, watch
 
 if TYPE_CHECKING:
     import sqlite3
     from collections.abc import AsyncIterator, Callable, Sequence
 
-    from actorflow.storage._capabilities import QueueSlot, SealCheck
+    from actorflow.storage._capabilities import ClaimInfo, QueueSlot, SealCheck
     from actorflow.storage._event_stream import EventSlice, EventStreamWriter
     from actorflow.storage._inbox import InboxEntry
     from actorflow.storage._inbox_check import InboxCheck
     from actorflow.storage._inbox_watch import InboxWatch
-    from actorflow.storage._protocol import PruneReport, RetentionPolicy, UnreadableEntry
+    from actorflow.storage._protocol import Lease, PruneReport, RetentionPolicy, UnreadableEntry
     from actorflow.storage._records import (
         LogRecord,
         RunManifest,
@@ -80,11 +66,6 @@ if TYPE_CHECKING:
     from actorflow.storage._schedules import Schedule, ScheduleProgress
 
 __all__ = ["SqliteStore"]
-
-T = TypeVar("T")
-
-_SEAL_IN_THREAD = 64 * 1024
-"""Blobs bigger than this are sealed in a worker thread before their write is queued."""
 
 
 class SqliteStore(StoreContext):
@@ -120,13 +101,15 @@ class SqliteStore(StoreContext):
         self._db = Database(self.path, busy_timeout)
         self._locks = LockFolder(self.path)
         self._manifests = Manifests(self.codec, self.path)
+        self._claims = Claims(self._db, self._locks, self._manifests, self.codec, self.path)
         self._log = LogRows(self.codec, self.path)
-        self._blobs = BlobRows(self.codec, self.path)
-        self._snapshots = SnapshotRows(self.codec, self.path, self._manifests)
+        self._blobs = BlobRows(self.codec, self.path, self._manifests)
+        self._snapshots = SnapshotRows(
+            self._db, self.codec, self.path, self._manifests, self._claims
+        )
         self._inbox = InboxRows(self.codec, self.path, self._manifests)
         self._schedules = ScheduleRows(self.codec, self.path)
         self._limits = LimitRows()
-        self._warned: set[str] = set()  # index entries that are no run id, warned of
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> SqliteStore:
@@ -168,20 +151,6 @@ class SqliteStore(StoreContext):
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r}, codec={self.codec.describe()})"
 
-    async def _beside(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` on the files beside the database, in a worker thread.
-
-        Raises:
-            StoreReadOnlyError: this process may not write there.
-            StorageError: the operating system refused otherwise.
-        """
-        try:
-            return await run_in_thread(fn, *args)
-        except OSError as exc:
-            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-                raise StoreReadOnlyError(self.path, operation) from exc
-            raise StorageError(operation, os_error_text(exc)) from exc
-
     async def aclose(self) -> None:
         """Release every claim and slot this store holds and close the file. Idempotent."""
         self._locks.release_all()
@@ -197,33 +166,8 @@ class SqliteStore(StoreContext):
         same call, as in the file store: no other process can take it for an
         orphan before its owner's ``claim``, which then costs nothing.
         """
-        run_id = validate_run_id(manifest.run_id)
-        taken: list[tuple[Lease, int]] = []
-
-        def create(conn: sqlite3.Connection) -> tuple[RunManifest, bool]:
-            stored, created = self._manifests.create(conn, manifest)
-            if created and manifest.owner is not None:
-                handle = self._locks.try_run(run_id)
-                if handle is not None:  # else someone probes it right now: the claim will tell
-                    try:
-                        epoch = self._manifests.next_epoch(conn, run_id)
-                        lease = Lease(run_id=run_id, owner=manifest.owner, epoch=epoch)
-                        self._manifests.claim(conn, lease)
-                    except BaseException:
-                        self._locks.unlock(handle)
-                        raise
-                    taken.append((lease, handle))
-            return stored, created
-
-        def undo() -> None:
-            for _lease, handle in taken:
-                self._locks.unlock(handle)
-            taken.clear()
-
-        stored, created = await self._db.write(create, durable=True, undo=undo)
-        for lease, handle in taken:
-            self._locks.keep_created(lease, handle)
-        return stored, created
+        validate_run_id(manifest.run_id)
+        return await self._claims.create(manifest)
 
     async def read_run(self, run_id: str) -> RunManifest:
         """See :meth:`Store.read_run`."""
@@ -242,13 +186,11 @@ class SqliteStore(StoreContext):
             LeaseLostError: this store held the run and another owner took it since.
         """
         validate_run_id(run_id)
-        lease = self._locks.lease(run_id)
 
         def update(conn: sqlite3.Connection) -> RunManifest:
-            self._manifests.fence(conn, lease)
             return self._manifests.change(conn, run_id, change)
 
-        return await self._db.write(update, durable=durable)
+        return await self._db.write(self._claims.fenced(run_id, update), durable=durable)
 
     async def list_runs(
         self,
@@ -265,15 +207,7 @@ class SqliteStore(StoreContext):
     async def list_run_versions(self) -> dict[str, str]:
         """See :meth:`RunVersions.list_run_versions`: a hash of each stored manifest's
         bytes (one query, nothing opened or decoded)."""
-
-        def versions(conn: sqlite3.Connection) -> dict[str, str]:
-            rows = conn.execute("SELECT run_id, manifest FROM runs")
-            return {
-                run_id: hashlib.blake2b(data, digest_size=12).hexdigest() for run_id, data in rows
-            }
-
-        found: dict[str, str] = await self._db.read("list run versions", versions)
-        return found
+        return await self._db.read("list run versions", self._manifests.versions)
 
     async def list_unreadable(self) -> list[UnreadableEntry]:
         """See :meth:`UnreadableLister.list_unreadable`: rows that are no readable run.
@@ -317,13 +251,11 @@ class SqliteStore(StoreContext):
         """
         validate_run_id(run_id)
         raws = [encode_record(r) for r in records]  # a bad record fails here, appending nothing
-        lease = self._locks.lease(run_id)
 
         def append(conn: sqlite3.Connection) -> int:
-            self._manifests.fence(conn, lease)
             return self._log.append(conn, run_id, raws)
 
-        return await self._db.write(append, durable=True)
+        return await self._db.write(self._claims.fenced(run_id, append), durable=True)
 
     async def read_log(self, run_id: str, start: int = 0) -> list[LogRecord]:
         """See :meth:`Store.read_log`: commits are whole, so there is never a torn tail."""
@@ -355,13 +287,9 @@ class SqliteStore(StoreContext):
 
     async def _put_blob(self, run_id: str, data: bytes, *, durable: bool) -> str:
         validate_run_id(run_id)
-        if len(data) > _SEAL_IN_THREAD:
-            address, sealed = await run_in_thread(_dump_blob, self.codec, data, run_id)
-        else:
-            address, sealed = self.codec.dump_blob(data, run_id=run_id)
+        address, sealed = await self._blobs.seal(run_id, data)
 
         def put(conn: sqlite3.Connection) -> str:
-            self._manifests.require(conn, run_id)
             return self._blobs.put(conn, run_id, address, sealed, durable)
 
         return await self._db.write(put, durable=durable)
@@ -379,65 +307,26 @@ class SqliteStore(StoreContext):
         """See :meth:`Store.get_blob`: verified in the worker thread that reads it."""
         validate_run_id(run_id)
         validate_blob_ref(ref)
-
-        def get(conn: sqlite3.Connection) -> bytes:
-            found = conn.execute(
-                "SELECT data FROM blobs WHERE run_id = ? AND address = ?", (run_id, ref)
-            ).fetchone()
-            if found is None:
-                self._manifests.require(conn, run_id)
-                raise StorageError("get blob", f"run {run_id!r} has no blob {ref!r}")
-            return self.codec.load_blob(
-                found[0], run_id=run_id, address=ref, location=self._blobs.where(run_id, ref)
-            )
-
-        return await self._db.read("get blob", get)
+        return await self._db.read("get blob", self._blobs.get, run_id, ref)
 
     async def has_blob(self, run_id: str, ref: str) -> bool:
         """See :meth:`Store.has_blob`."""
         validate_run_id(run_id)
         validate_blob_ref(ref)
-
-        def has(conn: sqlite3.Connection) -> bool:
-            found = conn.execute(
-                "SELECT 1 FROM blobs WHERE run_id = ? AND address = ?", (run_id, ref)
-            ).fetchone()
-            if found is None:
-                self._manifests.require(conn, run_id)
-            return found is not None
-
-        return await self._db.read("has blob", has)
+        return await self._db.read("has blob", self._blobs.has, run_id, ref)
 
     async def list_blobs(self, run_id: str) -> list[str]:
         """See :meth:`Store.list_blobs`."""
         validate_run_id(run_id)
-
-        def addresses(conn: sqlite3.Connection) -> list[str]:
-            self._manifests.require(conn, run_id)
-            return [
-                r[0]
-                for r in conn.execute(
-                    "SELECT address FROM blobs WHERE run_id = ? ORDER BY address", (run_id,)
-                )
-            ]
-
-        return await self._db.read("list blobs", addresses)
+        return await self._db.read("list blobs", self._blobs.addresses, run_id)
 
     async def delete_blob(self, run_id: str, ref: str) -> int:
         """See :meth:`Store.delete_blob` (not synced)."""
         validate_run_id(run_id)
         validate_blob_ref(ref)
-
-        def delete(conn: sqlite3.Connection) -> int:
-            found = conn.execute(
-                "SELECT length(data) FROM blobs WHERE run_id = ? AND address = ?", (run_id, ref)
-            ).fetchone()
-            if found is None:
-                return 0
-            conn.execute("DELETE FROM blobs WHERE run_id = ? AND address = ?", (run_id, ref))
-            return int(found[0])
-
-        return await self._db.write(delete, durable=False)
+        return await self._db.write(
+            lambda conn: self._blobs.delete(conn, run_id, ref), durable=False
+        )
 
     # --- snapshots ------------------------------------------------------------------
 
@@ -459,41 +348,15 @@ class SqliteStore(StoreContext):
             StorageError: the run holds a different snapshot with this id.
             LeaseLostError: this store held the run and another owner took it since.
         """
-        run_id = validate_run_id(snapshot.run_id)
+        validate_run_id(snapshot.run_id)
         validate_snapshot_id(snapshot.snapshot_id)
-        lease = self._locks.lease(run_id)
-        made: list[tuple[SnapshotInfo, bytes, str | None]] = []
-
-        def seal() -> bool:
-            sealed, raw = self.codec.dump_snapshot(snapshot)
-            info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
-            name = self._snapshots.names.entry(run_id, info)
-            made.append((info, sealed, name))
-            return name is None  # listed by the manifest, which is written durably
-
-        def put(conn: sqlite3.Connection) -> tuple[SnapshotInfo, bool]:
-            info, sealed, name = made[0]
-            self._manifests.fence(conn, lease)
-            return info, self._snapshots.put(conn, snapshot, info, sealed, name, update)
-
-        info, durable = await self._db.write(put, durable=update is not None, prepare=seal)
-        return info if durable else msgspec.structs.replace(info, durable=False)
+        return await self._snapshots.write(snapshot, update)
 
     async def read_snapshot(self, run_id: str, snapshot_id: str) -> Snapshot:
         """See :meth:`Store.read_snapshot`: verified and decoded in the reading thread."""
         validate_run_id(run_id)
         validate_snapshot_id(snapshot_id)
-
-        def read(conn: sqlite3.Connection) -> Snapshot:
-            sealed = self._snapshots.read_sealed(conn, run_id, snapshot_id)
-            return self.codec.load_snapshot(
-                sealed,
-                run_id=run_id,
-                snapshot_id=snapshot_id,
-                location=self._snapshots.where(run_id, snapshot_id),
-            )
-
-        return await self._db.read("read checkpoint", read)
+        return await self._db.read("read checkpoint", self._snapshots.read, run_id, snapshot_id)
 
     async def list_snapshots(self, run_id: str) -> list[SnapshotInfo]:
         """See :meth:`Store.list_snapshots`: the rows' names, and older manifest entries."""
@@ -568,16 +431,8 @@ class SqliteStore(StoreContext):
         """
         validate_run_id(run_id)
         await self._db.read("watch inbox", self._manifests.require, run_id)
-        fifo = await self._beside("watch inbox", open_fifo, self._locks, run_id)
-        if fifo is None:
-            yield PollingWatch(POLL_WITHOUT_FIFO)
-            return
-        try:
-            yield fifo
-        finally:
-            fifo.close()
-            with anyio.CancelScope(shield=True):
-                await run_in_thread(fifo.remove)
+        async with watch(self._locks, run_id) as watching:
+            yield watching
 
     # --- event stream ---------------------------------------------------------------
 
@@ -611,36 +466,7 @@ class SqliteStore(StoreContext):
             RunLockedError: a live owner (in this process or another) holds it.
         """
         validate_run_id(run_id)
-        adopted = self._locks.adopt_created(run_id, owner)
-        if adopted is not None:
-            return adopted
-        await self._db.read("claim run", self._manifests.require, run_id)
-        handle = await self._beside("claim run", self._locks.try_run, run_id)
-        if handle is None:
-            last = await self._db.read("claim run", self._last_owner, run_id)
-            raise RunLockedError(run_id, last.owner if last is not None else None)
-
-        def take(conn: sqlite3.Connection) -> Lease:
-            self._manifests.require(conn, run_id)
-            lease = Lease(
-                run_id=run_id, owner=owner, epoch=self._manifests.next_epoch(conn, run_id)
-            )
-            self._manifests.claim(conn, lease)
-            return lease
-
-        try:
-            lease = await self._db.write(take, durable=False)
-        except BaseException:
-            self._locks.unlock(handle)
-            raise
-        self._locks.keep(lease, handle)
-        return lease
-
-    def _last_owner(self, conn: sqlite3.Connection, run_id: str) -> Lease | None:
-        try:
-            return self._manifests.last_owner(conn, run_id)
-        except EncryptionKeyError:
-            return None
+        return await self._claims.claim(run_id, owner)
 
     async def renew(self, lease: Lease) -> Lease:
         """See :meth:`Store.renew`: a claim held by ``flock`` needs no renewal.
@@ -648,32 +474,21 @@ class SqliteStore(StoreContext):
         Raises:
             LeaseLostError: this store does not hold ``lease`` (released, or never).
         """
-        if not self._locks.owns(lease):
-            raise LeaseLostError(lease.run_id, lease.epoch)
-        return lease
+        return self._claims.renew(lease)
 
     async def release(self, lease: Lease) -> None:
         """See :meth:`Store.release`."""
-        self._locks.release(lease)
+        self._claims.release(lease)
 
     async def is_owned(self, run_id: str) -> bool:
         """See :meth:`Store.is_owned`: tries the run's flock without keeping it."""
         validate_run_id(run_id)
-        if self._locks.holds(run_id):
-            return True
-        await self._db.read("check owner", self._manifests.require, run_id)
-        return await self._beside("check owner", self._locks.probe_run, run_id)
+        return await self._claims.is_owned(run_id)
 
     async def read_claim(self, run_id: str) -> ClaimInfo:
         """See :meth:`ClaimInspector.read_claim`: the claims row, and the flock tried, not kept."""
         validate_run_id(run_id)
-        last = await self._db.read("check owner", self._require_last_owner, run_id)
-        alive = await self._beside("check owner", self._locks.probe_run, run_id)
-        return ClaimInfo(owner=last.owner if last is not None else None, alive=alive)
-
-    def _require_last_owner(self, conn: sqlite3.Connection, run_id: str) -> Lease | None:
-        self._manifests.require(conn, run_id)
-        return self._last_owner(conn, run_id)
+        return await self._claims.read(run_id)
 
     @property
     def renew_interval(self) -> float | None:
@@ -684,27 +499,14 @@ class SqliteStore(StoreContext):
 
     async def list_unfinished(self, *, unowned: bool = False) -> list[str]:
         """See :meth:`RunIndex.list_unfinished`; ``unowned`` tries each run's flock, not kept."""
-
-        def listed(conn: sqlite3.Connection) -> list[str]:
-            names = [r[0] for r in conn.execute("SELECT run_id FROM unfinished")]
-            return index_run_ids(
-                names, lambda name: row(self.path, "unfinished", name), self._warned
-            )
-
-        found = await self._db.read("list unfinished runs", listed)
+        found = await self._db.read("list unfinished runs", self._manifests.unfinished)
         if not unowned:
             return found
-        return await self._beside("list unfinished runs", self._unowned, found)
-
-    def _unowned(self, found: list[str]) -> list[str]:
-        return [run_id for run_id in found if not self._locks.probe_run(run_id)]
+        return await self._locks.call("list unfinished runs", self._locks.unowned, found)
 
     async def unindex(self, run_id: str) -> None:
         """See :meth:`RunIndex.unindex`."""
-        await self._db.write(
-            lambda conn: conn.execute("DELETE FROM unfinished WHERE run_id = ?", (run_id,)),
-            durable=False,
-        )
+        await self._db.write(lambda conn: self._manifests.unindex(conn, run_id), durable=False)
 
     async def reindex(self) -> int:
         """See :meth:`RunIndex.reindex`."""
@@ -712,18 +514,9 @@ class SqliteStore(StoreContext):
         before = set(await self.list_unfinished())
         manifests = await self.list_runs()
         unfinished = {m.run_id for m in manifests if not m.status.finished and not m.tombstone}
-
-        def reset(conn: sqlite3.Connection) -> int:
-            current = {r[0] for r in conn.execute("SELECT run_id FROM unfinished")}
-            doomed = (current & before) - unfinished
-            added = unfinished - current
-            conn.executemany("DELETE FROM unfinished WHERE run_id = ?", [(r,) for r in doomed])
-            conn.executemany(
-                "INSERT OR IGNORE INTO unfinished (run_id) VALUES (?)", [(r,) for r in added]
-            )
-            return len(doomed) + len(added)
-
-        return await self._db.write(reset, durable=False)
+        return await self._db.write(
+            lambda conn: self._manifests.reset_index(conn, unfinished, before), durable=False
+        )
 
     # --- limits (SharedLimits) ------------------------------------------------------
 
@@ -747,7 +540,7 @@ class SqliteStore(StoreContext):
 
     async def take_limit_slot(self, key: str, slots: int) -> object | None:
         """See :meth:`SharedLimits.take_limit_slot`: the flock of one of the key's slot files."""
-        return await self._beside("take a limit slot", self._locks.take_limit_slot, key, slots)
+        return await self._locks.call("take a limit slot", self._locks.take_limit_slot, key, slots)
 
     def release_limit_slot(self, handle: object) -> None:
         """See :meth:`SharedLimits.release_limit_slot`."""
@@ -759,20 +552,20 @@ class SqliteStore(StoreContext):
     async def take_queue_slot(self, queue: str, slots: int, holder: str) -> QueueSlot | None:
         """See :meth:`QueueSlots.take_queue_slot`: a flock the OS ends with its process."""
         slots_ = self._locks.queue_slots
-        return await self._beside("take queue slot", slots_.take, queue, slots, holder)
+        return await self._locks.call("take queue slot", slots_.take, queue, slots, holder)
 
     async def take_timed_queue_slot(
         self, queue: str, slots: int, holder: str, *, now: float, until: float
     ) -> QueueSlot | None:
         """See :meth:`TimedQueueSlots.take_timed_queue_slot`: ``until`` in the slot's file."""
         slots_ = self._locks.queue_slots
-        return await self._beside(
+        return await self._locks.call(
             "take queue slot", slots_.take_timed, queue, slots, holder, now, until
         )
 
     async def release_queue_slot(self, slot: QueueSlot) -> None:
         """See :meth:`QueueSlots.release_queue_slot`."""
-        await self._beside("release queue slot", self._locks.queue_slots.release, slot)
+        await self._locks.call("release queue slot", self._locks.queue_slots.release, slot)
 
     # --- schedules ------------------------------------------------------------------
 
@@ -813,9 +606,5 @@ class SqliteStore(StoreContext):
         """
         report = await prune_by_policy(self, policy)
         unfinished = set(await self.list_unfinished())
-        await self._beside("prune", self._locks.sweep_runs, unfinished)
+        await self._locks.call("prune", self._locks.sweep_runs, unfinished)
         return report
-
-
-def _dump_blob(codec: Codec, data: bytes, run_id: str) -> tuple[str, bytes]:
-    return codec.dump_blob(data, run_id=run_id)

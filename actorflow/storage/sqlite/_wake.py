@@ -13,15 +13,23 @@ seconds instead.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from typing import TYPE_CHECKING
 
+import anyio
+
+from actorflow.storage._inbox_watch import PollingWatch
+from actorflow.storage.file._threads import run_in_thread
 from actorflow.storage.file._wake import POLL_WITHOUT_FIFO, FifoWatch, make_fifo, poke_fifo
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from actorflow.storage._inbox_watch import InboxWatch
     from actorflow.storage.sqlite._locks import LockFolder
 
-__all__ = ["POLL_WITHOUT_FIFO", "open_fifo", "poke"]
+__all__ = ["POLL_WITHOUT_FIFO", "open_fifo", "poke", "watch"]
 
 
 def poke(locks: LockFolder, run_id: str) -> None:
@@ -33,3 +41,23 @@ def open_fifo(locks: LockFolder, run_id: str) -> FifoWatch | None:
     """Make and open a new FIFO as the run's wake-up; None where none can be made. Blocks."""
     temp = locks.path("wake", f".tmp-{secrets.token_hex(8)}")
     return make_fifo(locks.path("wake", run_id), temp, run_id)
+
+
+@contextlib.asynccontextmanager
+async def watch(locks: LockFolder, run_id: str) -> AsyncIterator[InboxWatch]:
+    """The run's FIFO while inside, removed on leaving; a polling watch where none can be made.
+
+    Raises:
+        StoreReadOnlyError: this process may not make the FIFO.
+        StorageError: the operating system refused otherwise.
+    """
+    fifo = await locks.call("watch inbox", open_fifo, locks, run_id)
+    if fifo is None:
+        yield PollingWatch(POLL_WITHOUT_FIFO)
+        return
+    try:
+        yield fifo
+    finally:
+        fifo.close()
+        with anyio.CancelScope(shield=True):
+            await run_in_thread(fifo.remove)

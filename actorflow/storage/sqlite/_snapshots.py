@@ -1,16 +1,15 @@
-"""A SqliteStore's blobs and snapshots: rows written once, synced on demand.
+"""A SqliteStore's snapshots: rows written once, without a sync, synced on demand.
 
-``blobs`` holds each run's content-addressed blobs; ``snapshots`` each
-snapshot with the self-listing name the file store gives its file
-(:mod:`actorflow.storage._snapshot_names`: position, time, phase, id,
-trigger, sizes; phase and trigger sealed when the store encrypts), so
-listing reads no snapshot's bytes. A snapshot whose entry cannot be a name
-(an empty phase, an entry too long) has no name and is listed by the
-manifest, as in the file store.
+``snapshots`` holds each snapshot with the self-listing name the file store
+gives its file (:mod:`actorflow.storage._snapshot_names`: position, time,
+phase, id, trigger, sizes; phase and trigger sealed when the store
+encrypts), so listing reads no snapshot's bytes. A snapshot whose entry
+cannot be a name (an empty phase, an entry too long) has no name and is
+listed by the manifest, as in the file store.
 
-Both may be written without a sync (``durable`` 0): a snapshot always is,
-a history chunk through ``put_blob_unsynced``. Syncing marks them durable
-in a commit that syncs the WAL, and with it everything written before.
+A snapshot is sealed in the writer thread, before its transaction, and
+written without a sync (``durable`` 0); syncing marks it durable in a
+commit that syncs the WAL, and with it everything written before.
 """
 
 from __future__ import annotations
@@ -20,7 +19,12 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from actorflow.errors import CheckpointNotFoundError, CorruptedDataError, StorageError
-from actorflow.storage._manifests import add_snapshot, live_snapshots, mark_snapshot
+from actorflow.storage._manifests import (
+    add_snapshot,
+    live_snapshots,
+    mark_snapshot,
+    snapshot_info,
+)
 from actorflow.storage._records import SnapshotStatus
 from actorflow.storage._snapshot_names import SnapshotNames
 from actorflow.storage.sqlite._schema import row
@@ -31,69 +35,69 @@ if TYPE_CHECKING:
 
     from actorflow.storage._records import RunManifest, Snapshot, SnapshotInfo
     from actorflow.storage._sealing import Codec
+    from actorflow.storage.sqlite._claims import Claims
+    from actorflow.storage.sqlite._db import Database
     from actorflow.storage.sqlite._runs import Manifests
 
-__all__ = ["BlobRows", "SnapshotRows"]
-
-
-class BlobRows:
-    """The blob rows of every run in one file."""
-
-    def __init__(self, codec: Codec, location: str) -> None:
-        self.codec = codec
-        self.location = location
-
-    def where(self, run_id: str, address: str) -> str:
-        """A blob's row, as errors name it."""
-        return row(self.location, "blobs", run_id, "address", address)
-
-    @staticmethod
-    def put(
-        conn: sqlite3.Connection, run_id: str, address: str, sealed: bytes, durable: bool
-    ) -> str:
-        """Insert the sealed blob unless it is there; mark it durable if ``durable``."""
-        conn.execute(
-            "INSERT INTO blobs (run_id, address, durable, data) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (run_id, address) DO UPDATE SET durable = MAX(durable, excluded.durable)",
-            (run_id, address, int(durable), sealed),
-        )
-        return address
-
-    @staticmethod
-    def mark_durable(conn: sqlite3.Connection, run_id: str, addresses: Sequence[str]) -> bool:
-        """Mark the blobs durable; whether any was not yet.
-
-        Raises:
-            StorageError: the run has no such blob.
-        """
-        pending = False
-        for address in addresses:
-            found = conn.execute(
-                "SELECT durable FROM blobs WHERE run_id = ? AND address = ?", (run_id, address)
-            ).fetchone()
-            if found is None:
-                raise StorageError("sync blobs", f"run {run_id!r} has no blob {address!r}")
-            if not found[0]:
-                pending = True
-                conn.execute(
-                    "UPDATE blobs SET durable = 1 WHERE run_id = ? AND address = ?",
-                    (run_id, address),
-                )
-        return pending
+__all__ = ["SnapshotRows"]
 
 
 class SnapshotRows:
-    """The snapshot rows of every run in one file."""
+    """The snapshot rows of every run in one file.
 
-    def __init__(self, codec: Codec, location: str, manifests: Manifests) -> None:
+    Args:
+        db: the store's connections.
+        codec: seals the snapshots and their names.
+        location: the database file, as errors name it.
+        manifests: the runs' rows (a snapshot may be listed by its manifest).
+        claims: the store's claims (an owner's write is fenced).
+    """
+
+    def __init__(
+        self, db: Database, codec: Codec, location: str, manifests: Manifests, claims: Claims
+    ) -> None:
         self.codec = codec
         self.location = location
         self.names = SnapshotNames(codec)
+        self._db = db
         self._manifests = manifests
+        self._claims = claims
 
     def where(self, run_id: str, snapshot_id: str) -> str:
         """A snapshot's row, as errors name it."""
         return row(self.location, "snapshots", run_id, "snapshot_id", snapshot_id)
+
+    async def write(
+        self, snapshot: Snapshot, update: Callable[[RunManifest], RunManifest] | None
+    ) -> SnapshotInfo:
+        """Seal the snapshot in the writer thread, then :meth:`put` it in one fenced commit.
+
+        The commit is synced only when it rewrites the manifest (for
+        ``update``, or a snapshot without a name). The entry returned is
+        ``durable=False`` unless this snapshot was written and synced before.
+
+        Raises:
+            StorageError: the run holds a different snapshot with this id.
+            LeaseLostError: this store held the run and another owner took it since.
+        """
+        run_id = snapshot.run_id
+        made: list[tuple[SnapshotInfo, bytes, str | None]] = []
+
+        def seal() -> bool:
+            sealed, raw = self.codec.dump_snapshot(snapshot)
+            info = snapshot_info(snapshot, stored_size=len(sealed), raw_size=raw)
+            name = self.names.entry(run_id, info)
+            made.append((info, sealed, name))
+            return name is None  # listed by the manifest, which is written durably
+
+        def put(conn: sqlite3.Connection) -> tuple[SnapshotInfo, bool]:
+            info, sealed, name = made[0]
+            return info, self.put(conn, snapshot, info, sealed, name, update)
+
+        info, durable = await self._db.write(
+            self._claims.fenced(run_id, put), durable=update is not None, prepare=seal
+        )
+        return info if durable else msgspec.structs.replace(info, durable=False)
 
     def put(
         self,
@@ -155,8 +159,8 @@ class SnapshotRows:
                 f"{snapshot.snapshot_id!r}; checkpoint ids must be unique within a run",
             )
 
-    def read_sealed(self, conn: sqlite3.Connection, run_id: str, snapshot_id: str) -> bytes:
-        """The snapshot's sealed bytes.
+    def read(self, conn: sqlite3.Connection, run_id: str, snapshot_id: str) -> Snapshot:
+        """The snapshot, verified and decoded.
 
         Raises:
             CheckpointNotFoundError: no such snapshot.
@@ -169,7 +173,12 @@ class SnapshotRows:
         if found is None:
             self._manifests.require(conn, run_id)
             raise CheckpointNotFoundError(run_id, snapshot_id)
-        return bytes(found[0])
+        return self.codec.load_snapshot(
+            bytes(found[0]),
+            run_id=run_id,
+            snapshot_id=snapshot_id,
+            location=self.where(run_id, snapshot_id),
+        )
 
     def entries(self, conn: sqlite3.Connection, run_id: str) -> list[SnapshotInfo]:
         """The run's snapshots, oldest first (by position, then time)."""
