@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
+import anyio
 import anyio.to_thread
 import msgspec
 import psycopg
@@ -96,6 +97,25 @@ class WaitingRows:
         """Write the run's waiting snapshots and chunks now (before this store reads them)."""
         if self._owned.deferred.has(run_id):
             await self._db.run("write checkpoint", lambda conn, _: self._write(conn, run_id))
+
+    async def carried(self, run_id: str, waiting: Waiting | None, inserted: int) -> None:
+        """Say, as their own commit would, which waiting snapshots a statement did not write.
+
+        An append or an update that carried ``waiting``'s rows inserted
+        ``inserted`` of its snapshots; one it skipped has an id taken already,
+        by the same snapshot (a retry) or by another one, which is said here.
+        Only then does this read: a check in a worker thread, after the commit.
+        """
+        if waiting is None or inserted >= len(waiting.snapshots):
+            return
+
+        def check(conn: Connection, retried: bool) -> None:
+            for info, sealed in waiting.snapshots:
+                self._same_stored(conn, run_id, info.snapshot_id, sealed)
+
+        # shielded: the statement has committed, and what it skipped is said once
+        with anyio.CancelScope(shield=True), contextlib.suppress(StorageError):
+            await self._db.run("write checkpoint", check)
 
     async def stop(self) -> None:
         """Stop the flusher thread, then write every run's waiting rows (what fails is lost)."""
