@@ -20,7 +20,7 @@ import msgspec
 import psycopg
 
 from actorflow._log import get_logger
-from actorflow.errors import StorageError
+from actorflow.errors import CorruptedDataError, EncryptionKeyError, StorageError
 from actorflow.storage.postgres._deferred import Flusher
 from actorflow.storage.postgres._direct import DIRECT_BYTES
 
@@ -189,7 +189,7 @@ class WaitingRows:
             "SELECT data FROM af_snapshots WHERE run_id = %s AND snapshot_id = %s",
             (run_id, snapshot_id),
         ).fetchone()
-        if row is not None and bytes(row[0]) != sealed:
+        if row is not None and not self._same(run_id, snapshot_id, bytes(row[0]), sealed):
             _log.warning(
                 "postgres_checkpoint_id_taken",
                 run_id=run_id,
@@ -197,3 +197,17 @@ class WaitingRows:
                 error="the run already holds a different checkpoint with this id; "
                 "this one was not written",
             )
+
+    def _same(self, run_id: str, snapshot_id: str, stored: bytes, sealed: bytes) -> bool:
+        """Whether two sealed snapshots are the same one (encrypted twice, the bytes differ)."""
+        if stored == sealed:
+            return True
+        location = f"af_snapshots {run_id}/{snapshot_id}"  # only for errors, caught here
+        try:
+            return self._codec.load_snapshot(
+                stored, run_id=run_id, snapshot_id=snapshot_id, location=location
+            ) == self._codec.load_snapshot(
+                sealed, run_id=run_id, snapshot_id=snapshot_id, location=location
+            )
+        except (CorruptedDataError, EncryptionKeyError):
+            return False  # not readable as this one: another

@@ -18,8 +18,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from actorflow.errors import LeaseLostError, RunLockedError
-from actorflow.storage import RunManifest, RunStatus
+from actorflow.storage import Codec, RunManifest, RunStatus
 from actorflow.testing.conformance._samples import manifest, snapshot, step
+from tests.storage.postgres.conftest import KEY
 from tests.storage.postgres.test_store import _store, _terminate
 
 if TYPE_CHECKING:
@@ -224,15 +225,18 @@ async def test_an_owners_unsynced_update_ends_its_run(pg_server: PgServer) -> No
         assert (await store.list_run_versions())["run-1"] != versions["run-1"]
 
 
+@pytest.mark.parametrize("sealed", [False, True], ids=["plain", "encrypted"])
 @pytest.mark.parametrize("carrier", ["append", "update", "own commit"])
 async def test_a_waiting_snapshot_whose_id_holds_another_is_said_not_dropped_silently(
-    pg_server: PgServer, carrier: str
+    pg_server: PgServer, carrier: str, sealed: bool
 ) -> None:
-    # an append or an unsynced update carrying the rows says it as their own commit does
+    # an append or an unsynced update carrying the rows says it as their own commit does;
+    # the same snapshot sealed twice (encrypted: other bytes) is no clash
     schema = pg_server.schema()
+    codec = Codec(keys={"k1": KEY}) if sealed else Codec()
     async with (
-        _store(pg_server, schema, snapshot_delay=HOUR) as owner,
-        _store(pg_server, schema) as other,
+        _store(pg_server, schema, snapshot_delay=HOUR, codec=codec) as owner,
+        _store(pg_server, schema, codec=codec) as other,
     ):
         await owner.create_run(manifest())
         await owner.claim("run-1", "me")
