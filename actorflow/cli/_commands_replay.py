@@ -224,7 +224,9 @@ def replay_command(
         if since is not None and not every:
             raise BadValueError("--since", since, "used with --all")
         cutoff = _since(since)
-        runtime = load_app(app_spec, None)  # for its imports: the workflows it defines
+        # for its imports, the workflows it defines; a factory taking a store gets the one
+        # replayed, as with the other commands that load an app
+        runtime = load_app(app_spec, spec)
         checked = await _replay_files(files, workflow) if files else []
         if ids or every:
             if spec is not None:

@@ -21,7 +21,8 @@ from actorflow.cli._app import (
     run_command,
 )
 from actorflow.cli._loading import with_app, with_store
-from actorflow.cli._render import esc, out, print_json, store_name, when
+from actorflow.cli._program import store_name
+from actorflow.cli._render import esc, out, print_json, when
 from actorflow.runtime import ScheduleInfo, list_schedules
 
 if TYPE_CHECKING:

@@ -32,7 +32,7 @@ from actorflow.cli._app import (
 from actorflow.cli._driving import awaited_signal
 from actorflow.cli._live import live_to_dict, print_live
 from actorflow.cli._loading import check_writable, require_keys, with_store
-from actorflow.cli._program import suggest
+from actorflow.cli._program import store_name, suggest
 from actorflow.cli._render import (
     err,
     esc,
@@ -46,7 +46,6 @@ from actorflow.cli._render import (
     sealed_row,
     size,
     status_text,
-    store_name,
     when,
 )
 from actorflow.cli._streamed import print_streamed

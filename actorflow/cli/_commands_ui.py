@@ -29,6 +29,7 @@ from actorflow.cli._loading import load_app, open_existing_store, require_existi
 from actorflow.cli._messages import read_input
 from actorflow.cli._program import given
 from actorflow.cli._render import err, esc
+from actorflow.errors import StorageError
 
 if TYPE_CHECKING:
     from actorflow.runtime import Runtime
@@ -137,6 +138,11 @@ def ui_command(
             # the app's store unless --store (or ACTORFLOW_STORE) names another; its runtime
             # runs, to drive the forks started from the pages (it adopts nothing)
             runtime = load_app(app_spec, chosen or os.environ.get("ACTORFLOW_STORE"))
+            try:
+                await require_existing(runtime.store)  # as without --app: nothing created
+            except StorageError:
+                await runtime.store.aclose()
+                raise
             async with runtime:
                 await serve(runtime.store, None if read_only else runtime)
         finally:

@@ -115,14 +115,20 @@ class _Probed(Protocol):
 
 
 async def require_existing(store: Store) -> None:
-    """Raise unless ``store`` is there already (a PostgreSQL schema holding a store).
+    """Raise unless ``store`` is there already: its folder, its file, its PostgreSQL schema.
 
-    A command must not create an empty store where the user mistyped a schema.
+    A command must not create an empty store where the user mistyped a path
+    or a schema.
 
     Raises:
-        StoreUnavailableError: the database holds no store there.
+        StoreUnavailableError: no folder (a file store), no file (SQLite), or
+            the database holds no store there.
     """
-    if isinstance(store, _Probed) and not await store.exists():
+    if isinstance(store, FileStore):
+        _require_folder(store.path, create=False)
+    elif isinstance(store, SqliteStore):
+        _require_file(store.path, create=False)
+    elif isinstance(store, _Probed) and not await store.exists():
         raise StoreUnavailableError(
             "open store",
             f"no actorflow store at {store.location}; name an existing store with --store "

@@ -13,7 +13,6 @@ import datetime as dt
 import json
 import os
 import sys
-import urllib.parse
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -56,7 +55,6 @@ __all__ = [
     "sealed_row",
     "size",
     "status_text",
-    "store_name",
     "when",
 ]
 
@@ -74,16 +72,6 @@ def esc(value: object) -> str:
     if not trailing:
         return escape(body)
     return escape(body) + "[none]" + "\\" * (2 * trailing) + "[/none]"
-
-
-def store_name(spec: str) -> str:
-    """A store's location as printed: a URL's password left out (output ends up in logs)."""
-    parts = urllib.parse.urlsplit(spec)
-    if "://" not in spec or "@" not in parts.netloc:
-        return spec
-    credentials, _, host = parts.netloc.rpartition("@")
-    user = credentials.partition(":")[0]
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}@{host}" if user else host))
 
 
 def out() -> Console:

@@ -2,7 +2,8 @@
 
 ``CHANGE`` picks the code: ``"none"`` as first deployed, ``"inserted"`` an ask
 added (breaks determinism), ``"patched"`` the same ask behind ``ctx.patched``.
-``Counted.started`` counts agents started (a replay must start none).
+``Counted.started`` counts agents started (a replay must start none); ``make_on``
+is a factory that must be given the store.
 """
 
 from __future__ import annotations
@@ -49,4 +50,14 @@ class Deployed(Orchestrator):
 
 
 def make(store: str | None = None) -> Runtime:
+    return Runtime(store=store)
+
+
+given_stores: list[str] = []
+"""The stores :func:`make_on` was given, in order."""
+
+
+def make_on(store: str) -> Runtime:
+    """An app factory that needs the store: ``--app tests.cli.replay_app:make_on``."""
+    given_stores.append(store)
     return Runtime(store=store)

@@ -218,3 +218,18 @@ def test_a_urls_password_is_never_printed_as_the_stores_name(stored: str) -> Non
         assert result.exit_code == EXIT_CODES["ok"], result.output
         assert says in result.output
         assert "hunter2" not in result.output
+
+
+def test_a_urls_password_is_left_out_of_the_commands_suggested(fresh: str) -> None:
+    # in the userinfo and as a parameter: both are libpq's; the hints name the store without
+    with_password = fresh.replace("postgres@", "postgres:hunter2@") + "&password=swordfish"
+    for args, code, says in (
+        (["result", "ap"], "paused", f"recover ap --store '{fresh}'"),
+        (["recover", "ap2", "--app", SIGNAL_APP], "paused", f"--store '{fresh}'"),
+        (["runs"], "ok", "runs in postgresql://postgres@"),
+    ):
+        result = cli(*args, "--store", with_password)
+        assert result.exit_code == EXIT_CODES[code], result.output
+        assert says in result.output
+        assert "hunter2" not in result.output
+        assert "swordfish" not in result.output

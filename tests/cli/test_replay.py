@@ -84,6 +84,23 @@ def test_replay_of_unchanged_code_is_ok_and_writes_nothing(deployed: Path) -> No
     assert fingerprint(deployed) == before
 
 
+def test_an_app_factory_that_needs_the_store_is_given_the_one_replayed(deployed: Path) -> None:
+    app_on = "tests.cli.replay_app:make_on"
+    replay_app.given_stores.clear()
+    result = cli("replay", "--app", app_on, "--store", str(deployed), "--all")
+    assert result.exit_code == 0, result.output
+    assert "done-1: ok, replayed" in result.output
+    assert replay_app.given_stores == [str(deployed)]
+    # ACTORFLOW_STORE names it as --store does
+    replay_app.given_stores.clear()
+    env = {"COLUMNS": "200", "ACTORFLOW_STORE": str(deployed), **UNSET}
+    with capture_logs():
+        result = runner.invoke(app, ["replay", "--app", app_on, "done-2"], env=env)
+    assert result.exit_code == 0, result.output
+    assert "done-2: ok, replayed" in result.output
+    assert replay_app.given_stores == [str(deployed)]
+
+
 def test_a_change_that_breaks_determinism_fails_replay(deployed: Path) -> None:
     before = fingerprint(deployed)
     replay_app.CHANGE = "inserted"

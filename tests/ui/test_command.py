@@ -95,3 +95,18 @@ def test_ctrl_c_stops_it_with_one_line_and_the_interrupted_code(store_path: str,
     text = err.decode()
     assert text.strip().splitlines()[-1] == "interrupted"
     assert "Traceback" not in text
+
+
+@pytest.mark.parametrize("app", [[], ["--app", "tests.ui.live_app:make_runtime"]], ids=str)
+def test_a_folder_holding_no_store_is_named_and_left_uncreated(
+    tmp_path: object, app: list[str]
+) -> None:
+    path = os.path.join(str(tmp_path), "nothing-here")
+    proc = ui_process("--port", "0", *app, "--store", path)
+    try:
+        with pytest.raises(RuntimeError, match=f"no actorflow store at {path}"):
+            first_line(proc)
+        assert proc.returncode == 1
+    finally:
+        stop(proc)
+    assert not os.path.exists(path)

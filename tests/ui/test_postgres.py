@@ -131,9 +131,12 @@ async def test_a_fork_with_an_edited_state_and_its_comparison(location: str) -> 
             assert "edited: clerk" in (await client.get("/runs/books-edited")).text
 
 
-def test_a_schema_holding_no_store_is_named_and_left_uncreated(pg_server: PgServer) -> None:
+@pytest.mark.parametrize("app", [[], ["--app", "tests.ui.live_app:make_runtime"]], ids=str)
+def test_a_schema_holding_no_store_is_named_and_left_uncreated(
+    pg_server: PgServer, app: list[str]
+) -> None:
     schema = pg_server.schema()
-    proc = ui_process("--port", "0", "--store", pg_url(pg_server, schema))
+    proc = ui_process("--port", "0", *app, "--store", pg_url(pg_server, schema))
     try:
         with pytest.raises(RuntimeError, match=f"no actorflow store at .*schema={schema}"):
             first_line(proc)

@@ -186,6 +186,7 @@ class LogRows:
                 self._owned.deferred.give_back(run_id, waiting)
             return None
         self._owned.log_end[run_id] = start + count
+        await self._waiting.carried(run_id, waiting, int(result.get_value(0, 0) or 0))
         return start + count
 
     def _append_fast(

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from actorflow.storage.postgres._deferred import Waiting
     from actorflow.storage.postgres._locks import Locks
     from actorflow.storage.postgres._owned import OwnedRuns
+    from actorflow.storage.postgres._waiting import WaitingRows
 
 __all__ = ["RunRows"]
 
@@ -65,6 +66,7 @@ class RunRows:
         codec: seals and opens the manifests.
         owned: the runs this store owns (claimed at creation, fenced on update).
         locks: the store's lock connection (a run created for an owner is claimed on it).
+        waiting: rows waiting for a write (an unsynced update carries them).
         where: names a run's part in errors (``where(run_id)``).
         place: where the store is, to name the index's rows.
         channel: the store's NOTIFY channel.
@@ -78,6 +80,7 @@ class RunRows:
         codec: Codec,
         owned: OwnedRuns,
         locks: Locks,
+        waiting: WaitingRows,
         where: Callable[..., str],
         *,
         place: str,
@@ -88,6 +91,7 @@ class RunRows:
         self.codec = codec
         self._owned = owned
         self._locks = locks
+        self._waiting = waiting
         self._where = where
         self._place = place
         self._channel = channel
@@ -351,6 +355,7 @@ class RunRows:
             if waiting is not None:
                 self._owned.deferred.give_back(run_id, waiting)
             return None
+        await self._waiting.carried(run_id, waiting, int(done.get_value(0, 2) or 0))
         return new
 
     def change(

@@ -34,6 +34,8 @@ class Statement:
         self.parts: list[str] = []
         self.params: list[bytes | None] = []
         self.types: list[int] = []
+        self.snapshots = 0
+        """How many waiting snapshots it carries (see :attr:`inserted`)."""
 
     def param(self, value: bytes | None, kind: int = TEXT) -> str:
         """``$n`` for a new parameter (text, typed by the cast around it, or bytea)."""
@@ -75,8 +77,19 @@ class Statement:
             self.parts.append(
                 ", s AS (INSERT INTO af_snapshots (run_id, snapshot_id, info, data, durable) "
                 f"SELECT {run}, v.i, v.n, v.d, false FROM {guard}, "
-                f"(VALUES {snapshots}) AS v(i, n, d) ON CONFLICT DO NOTHING)"
+                f"(VALUES {snapshots}) AS v(i, n, d) ON CONFLICT DO NOTHING RETURNING 1)"
             )
+            self.snapshots = len(waiting.snapshots)
+
+    @property
+    def inserted(self) -> str:
+        """A value for the answer: how many of its waiting snapshots the statement inserted.
+
+        Fewer than it carries when an id was taken already (``ON CONFLICT DO
+        NOTHING``): by the same snapshot, or by another one, which
+        :meth:`WaitingRows.carried` then reports.
+        """
+        return "(SELECT count(*) FROM s)" if self.snapshots else "0"
 
     @property
     def text(self) -> bytes:
@@ -92,7 +105,8 @@ def append_statement(
     waiting: Waiting | None,
 ) -> Statement:
     """The run's row moved on if its end and epoch are as known, the records inserted,
-    and ``waiting``'s rows with them; one row returned per record inserted."""
+    and ``waiting``'s rows with them; one row returned per record inserted, each
+    holding :attr:`Statement.inserted`."""
     st = Statement()
     run = st.param(run_id.encode())
     st.parts.append(
@@ -110,7 +124,8 @@ def append_statement(
     )
     st.parts.append(
         " INSERT INTO af_log (run_id, position, batch, data) "
-        f"SELECT {run}, t.p, t.b, t.d FROM r, (VALUES {records}) AS t(p, b, d) RETURNING 1"
+        f"SELECT {run}, t.p, t.b, t.d FROM r, (VALUES {records}) AS t(p, b, d) "
+        f"RETURNING {st.inserted}"
     )
     return st
 
@@ -125,7 +140,8 @@ def update_statement(
     waiting: Waiting | None,
 ) -> Statement:
     """The manifest replaced if the row's version and epoch are as read, in a commit that
-    does not wait for its WAL flush, ``waiting``'s rows with it; one row: 1 if it was."""
+    does not wait for its WAL flush, ``waiting``'s rows with it; one row: 1 if it was,
+    then :attr:`Statement.inserted`."""
     st = Statement()
     run = st.param(run_id.encode())
     st.parts.append(
@@ -140,6 +156,7 @@ def update_statement(
         )
     st.waiting(run_id, waiting, "u")
     st.parts.append(
-        " SELECT set_config('synchronous_commit', 'off', true), (SELECT count(*) FROM u)"
+        " SELECT set_config('synchronous_commit', 'off', true), (SELECT count(*) FROM u), "
+        f"{st.inserted}"
     )
     return st

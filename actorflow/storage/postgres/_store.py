@@ -178,17 +178,18 @@ class PostgresStore(StoreContext):
         self._inbox = InboxRows(self._db, self.codec, self._where, self._channel)
         self._schedules = ScheduleRows(self._db, self.codec, self._place)
         self._owned = OwnedRuns(self._locks, self.schema)
+        self._waiting = WaitingRows(self._db, self.codec, self._owned, snapshot_delay)
         self._runs = RunRows(
             self._db,
             self.codec,
             self._owned,
             self._locks,
+            self._waiting,
             self._where,
             place=self._place,
             channel=self._channel,
             started=self._listener.start,
         )
-        self._waiting = WaitingRows(self._db, self.codec, self._owned, snapshot_delay)
         self._records = LogRows(self._db, self.codec, self._owned, self._waiting, self._where)
         self._claims = Claims(self._db, self._locks, self._owned, self._listener.start)
         self._snapshots = SnapshotRows(

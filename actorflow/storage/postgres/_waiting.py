@@ -14,12 +14,13 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
+import anyio
 import anyio.to_thread
 import msgspec
 import psycopg
 
 from actorflow._log import get_logger
-from actorflow.errors import StorageError
+from actorflow.errors import CorruptedDataError, EncryptionKeyError, StorageError
 from actorflow.storage.postgres._deferred import Flusher
 from actorflow.storage.postgres._direct import DIRECT_BYTES
 
@@ -97,6 +98,25 @@ class WaitingRows:
         if self._owned.deferred.has(run_id):
             await self._db.run("write checkpoint", lambda conn, _: self._write(conn, run_id))
 
+    async def carried(self, run_id: str, waiting: Waiting | None, inserted: int) -> None:
+        """Say, as their own commit would, which waiting snapshots a statement did not write.
+
+        An append or an update that carried ``waiting``'s rows inserted
+        ``inserted`` of its snapshots; one it skipped has an id taken already,
+        by the same snapshot (a retry) or by another one, which is said here.
+        Only then does this read: a check in a worker thread, after the commit.
+        """
+        if waiting is None or inserted >= len(waiting.snapshots):
+            return
+
+        def check(conn: Connection, retried: bool) -> None:
+            for info, sealed in waiting.snapshots:
+                self._same_stored(conn, run_id, info.snapshot_id, sealed)
+
+        # shielded: the statement has committed, and what it skipped is said once
+        with anyio.CancelScope(shield=True), contextlib.suppress(StorageError):
+            await self._db.run("write checkpoint", check)
+
     async def stop(self) -> None:
         """Stop the flusher thread, then write every run's waiting rows (what fails is lost)."""
         await anyio.to_thread.run_sync(self._flusher.stop)
@@ -169,7 +189,7 @@ class WaitingRows:
             "SELECT data FROM af_snapshots WHERE run_id = %s AND snapshot_id = %s",
             (run_id, snapshot_id),
         ).fetchone()
-        if row is not None and bytes(row[0]) != sealed:
+        if row is not None and not self._same(run_id, snapshot_id, bytes(row[0]), sealed):
             _log.warning(
                 "postgres_checkpoint_id_taken",
                 run_id=run_id,
@@ -177,3 +197,17 @@ class WaitingRows:
                 error="the run already holds a different checkpoint with this id; "
                 "this one was not written",
             )
+
+    def _same(self, run_id: str, snapshot_id: str, stored: bytes, sealed: bytes) -> bool:
+        """Whether two sealed snapshots are the same one (encrypted twice, the bytes differ)."""
+        if stored == sealed:
+            return True
+        location = f"af_snapshots {run_id}/{snapshot_id}"  # only for errors, caught here
+        try:
+            return self._codec.load_snapshot(
+                stored, run_id=run_id, snapshot_id=snapshot_id, location=location
+            ) == self._codec.load_snapshot(
+                sealed, run_id=run_id, snapshot_id=snapshot_id, location=location
+            )
+        except (CorruptedDataError, EncryptionKeyError):
+            return False  # not readable as this one: another

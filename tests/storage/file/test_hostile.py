@@ -211,6 +211,10 @@ async def test_a_post_leaves_no_lock_file_behind(tmp_path: Path) -> None:
     assert len([n for n in names if n.endswith(".id")]) == 3  # the ids stay: they dedupe
 
 
+_LOCK_SEEN_WITHIN = 10.0
+"""Seconds a thread may take to start and block in ``lock()``: a bound, not a timing check."""
+
+
 def _waiting_on(path: str) -> bool:
     inode = os.stat(path).st_ino
     with open("/proc/locks") as f:  # "<n>: -> FLOCK ADVISORY WRITE <pid> <dev>:<inode> 0 EOF"
@@ -225,13 +229,22 @@ def test_a_lock_waited_for_while_its_file_is_removed_is_taken_on_the_file_now_th
     path = str(tmp_path / "x.lock")
     held = fs.lock(path)
     got: list[int] = []
-    waiter = threading.Thread(target=lambda: got.append(fs.lock(path)))
+    waiter = threading.Thread(target=lambda: got.append(fs.lock(path)), daemon=True)
     waiter.start()
+    deadline = time.monotonic() + _LOCK_SEEN_WITHIN
     while not _waiting_on(path):  # until the waiter waits on the file held
+        if time.monotonic() > deadline:
+            fs.unlock(held)  # lets the waiter go
+            waiter.join(timeout=5)
+            pytest.fail(
+                f"/proc/locks never showed the second lock() waiting on {path} in "
+                f"{_LOCK_SEEN_WITHIN:.0f} s (does this kernel list blocked flock waiters?)"
+            )
         time.sleep(0.001)
     fs.unlink(path)  # what unlock_and_remove does: the holder removes it, then lets go
     fs.unlock(held)
-    waiter.join()
+    waiter.join(timeout=_LOCK_SEEN_WITHIN)
+    assert not waiter.is_alive(), "the waiter never got the lock once it was let go"
     [fd] = got
     try:
         assert os.fstat(fd).st_ino == os.stat(path).st_ino  # the file at the path, not the gone one

@@ -18,8 +18,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from actorflow.errors import LeaseLostError, RunLockedError
-from actorflow.storage import RunManifest, RunStatus
+from actorflow.storage import Codec, RunManifest, RunStatus
 from actorflow.testing.conformance._samples import manifest, snapshot, step
+from tests.storage.postgres.conftest import KEY
 from tests.storage.postgres.test_store import _store, _terminate
 
 if TYPE_CHECKING:
@@ -222,3 +223,45 @@ async def test_an_owners_unsynced_update_ends_its_run(pg_server: PgServer) -> No
         again = await store.update_run("run-1", lambda m: m, durable=False)
         assert again == ended
         assert (await store.list_run_versions())["run-1"] != versions["run-1"]
+
+
+@pytest.mark.parametrize("sealed", [False, True], ids=["plain", "encrypted"])
+@pytest.mark.parametrize("carrier", ["append", "update", "own commit"])
+async def test_a_waiting_snapshot_whose_id_holds_another_is_said_not_dropped_silently(
+    pg_server: PgServer, carrier: str, sealed: bool
+) -> None:
+    # an append or an unsynced update carrying the rows says it as their own commit does;
+    # the same snapshot sealed twice (encrypted: other bytes) is no clash
+    schema = pg_server.schema()
+    codec = Codec(keys={"k1": KEY}) if sealed else Codec()
+    async with (
+        _store(pg_server, schema, snapshot_delay=HOUR, codec=codec) as owner,
+        _store(pg_server, schema, codec=codec) as other,
+    ):
+        await owner.create_run(manifest())
+        await owner.claim("run-1", "me")
+        await owner.append("run-1", [step(0)])
+        await owner.write_snapshot(snapshot("s1", 1))
+        await owner.append("run-1", [step(1)])  # s1 rides with it
+        await owner.write_snapshot(snapshot("s1", 2))  # another checkpoint with s1's id
+        await owner.write_snapshot(snapshot("s2", 2))
+        await owner.write_snapshot(snapshot("s2", 2))  # the same one again: nothing to say
+        with capture_logs() as logs:
+            if carrier == "append":
+                assert await owner.append("run-1", [step(2)]) == 3
+            elif carrier == "update":
+                await owner.update_run("run-1", lambda m: m, durable=False)
+            else:
+                await owner.list_snapshots("run-1")  # written first, in a commit of their own
+        assert logs == [
+            {
+                "event": "postgres_checkpoint_id_taken",
+                "log_level": "warning",
+                "run_id": "run-1",
+                "snapshot_id": "s1",
+                "error": "the run already holds a different checkpoint with this id; "
+                "this one was not written",
+            }
+        ]
+        assert await _snapshot_ids(other) == ["s1", "s2"]  # they rode in the statement
+        assert await other.read_snapshot("run-1", "s1") == snapshot("s1", 1)  # the first kept
