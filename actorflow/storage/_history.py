@@ -79,6 +79,7 @@ __all__ = [
     "read_full_snapshot",
     "read_history",
     "read_window",
+    "read_window_and_after",
     "resolve_snapshot",
     "settled_entries",
     "settled_key",
@@ -171,12 +172,31 @@ async def read_window(store: Store, snapshot: Snapshot) -> list[tuple[int, Histo
 
     Raises:
         CorruptedDataError: the log no longer holds them all (pruned below the
-            window, or shorter than the snapshot), or holds a different number.
+            window, or shorter than the snapshot), holds a different number,
+            or is damaged.
+        StorageError: the store cannot be read.
+    """
+    if snapshot.window is None:
+        return []
+    return (await read_window_and_after(store, snapshot))[0]
+
+
+async def read_window_and_after(
+    store: Store, snapshot: Snapshot
+) -> tuple[list[tuple[int, HistoryEntry]], list[LogRecord]]:
+    """The entries ``snapshot``'s window names, and the log records after the snapshot.
+
+    One read of the log, from the window's start (without a window, from the
+    snapshot's position): all that recovery reads of it.
+
+    Raises:
+        CorruptedDataError: as :func:`read_window`.
+        LogPrunedError: the snapshot has no window and the log was pruned past it.
         StorageError: the store cannot be read.
     """
     window = snapshot.window
     if window is None:
-        return []
+        return [], await store.read_log(snapshot.run_id, snapshot.position)
     location = f"snapshot {snapshot.snapshot_id!r} of run {snapshot.run_id!r}"
     try:
         records = await store.read_log(snapshot.run_id, window.start)
@@ -190,7 +210,7 @@ async def read_window(store: Store, snapshot: Snapshot) -> list[tuple[int, Histo
     entries = logged_entries(records[:wanted], window.start)
     if len(entries) != window.entries:
         raise CorruptedDataError(location, "the log does not hold the entries it names")
-    return entries
+    return entries, records[wanted:]
 
 
 def settled_entries(snapshot: Snapshot) -> list[HistoryEntry]:

@@ -15,8 +15,9 @@ import structlog.testing
 
 from actorflow import Runtime, _log
 from actorflow.errors import CorruptedDataError
-from actorflow.runtime.workflow._replay import RunView
+from actorflow.runtime.workflow._replay import RunView, load_view
 from actorflow.storage import (
+    ChunkRef,
     DecisionRecord,
     EventRecord,
     FileStore,
@@ -128,6 +129,25 @@ async def test_a_window_whose_records_were_pruned_is_a_damaged_snapshot(tmp_path
     snapshot = snapshot_at(7, LogWindow(start=1, entries=4))
     with pytest.raises(CorruptedDataError, match="pruned"):
         await read_window(store, snapshot)
+
+
+async def test_a_snapshot_failing_after_its_window_was_read_leaves_the_log_to_the_older_one(
+    tmp_path: Path,
+) -> None:
+    """The newest names a window (read first, with the log after it) and a lost chunk: the
+    one before it serves, with the log read from its own position, not the newest's."""
+    store = await new_store(tmp_path)
+    log = records()
+    await store.append(RUN, log)
+    older = snapshot_at(1, None, steps=(log[0],))
+    await store.write_snapshot(older)
+    lost = ChunkRef("0" * 64, 1, 1)
+    await store.write_snapshot(snapshot_at(7, LogWindow(start=1, entries=4), history=lost))
+    events: list[str] = []
+    view, replayed = await load_view(store, RUN, lambda event, **_: events.append(event))
+    assert events == ["checkpoint_corrupted", "checkpoint_restored"]
+    assert (view.position, replayed) == (7, 6)
+    assert list(view.phases) == ["unit.0", "unit.1@1"]
 
 
 async def test_retention_keeps_the_records_kept_windows_name(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ from actorflow.storage import (
     StateRef,
     StepRecord,
     decode_state,
-    read_window,
+    read_window_and_after,
     resolve_snapshot,
     settled_entries,
     settled_key,
@@ -392,13 +392,19 @@ async def load_view(store: Store, run_id: str, emit: Callable[..., None]) -> tup
     how many log records were read after the snapshot.
     """
     view: RunView | None = None
+    after: list[LogRecord] | None = None  # the log after the snapshot, read with its window
     infos = await store.list_snapshots(run_id)
     for info in reversed(infos):
         try:
             head = await store.read_snapshot(run_id, info.snapshot_id)
+            window: list[tuple[int, HistoryEntry]] = []
+            tail: list[LogRecord] | None = None
+            if head.window is not None:
+                # damage or a cut in the records a window names makes the snapshot
+                # unusable, as a lost chunk does: the one before it serves
+                window, tail = await read_window_and_after(store, head)
             # a chunk lost to a power loss (written unsynced, as the snapshot)
             # makes the snapshot unusable, not the run: the one before it serves
-            window = await read_window(store, head)
             snapshot = await resolve_snapshot(store, head, window=window)
         except CorruptedDataError as exc:
             emit(
@@ -408,13 +414,13 @@ async def load_view(store: Store, run_id: str, emit: Callable[..., None]) -> tup
                 level="warning",
             )
             continue
-        view = RunView.from_snapshot(snapshot, head, window)
+        view, after = RunView.from_snapshot(snapshot, head, window), tail
         emit("checkpoint_restored", snapshot_id=info.snapshot_id, position=snapshot.position)
         break
     if view is None:
         view = RunView(run_id)
     view.snapshots_taken = _snapshots_numbered(infos)
-    records = await store.read_log(run_id, view.position)
+    records = after if after is not None else await store.read_log(run_id, view.position)
     for record in records:
         view.apply(record)
     view.steps_since_snapshot = 0
