@@ -198,6 +198,12 @@ async def read_window_and_after(
     if window is None:
         return [], await store.read_log(snapshot.run_id, snapshot.position)
     location = f"snapshot {snapshot.snapshot_id!r} of run {snapshot.run_id!r}"
+    if not 0 <= window.start < snapshot.position or window.entries < 0:
+        raise CorruptedDataError(
+            location,
+            f"its window ({window.start}, {window.entries} entries) is not in the log "
+            f"before its position {snapshot.position}",
+        )
     try:
         records = await store.read_log(snapshot.run_id, window.start)
     except LogPrunedError:

@@ -109,6 +109,9 @@ async def test_a_snapshot_reads_back_whole_from_its_window(tmp_path: Path) -> No
     [
         (LogWindow(start=1, entries=3), 7, "does not hold the entries"),  # a different log
         (LogWindow(start=1, entries=4), 9, "ends before"),  # a log cut short
+        (LogWindow(start=7, entries=0), 7, "not in the log before"),  # hostile values
+        (LogWindow(start=-1, entries=4), 7, "not in the log before"),
+        (LogWindow(start=1, entries=-4), 7, "not in the log before"),
     ],
 )
 async def test_a_window_the_log_does_not_match_is_a_damaged_snapshot(
