@@ -19,7 +19,6 @@ import anyio.lowlevel
 
 from actorflow.errors import (
     CheckpointNotFoundError,
-    CorruptedDataError,
     LeaseLostError,
     LogPrunedError,
     RunLockedError,
@@ -374,20 +373,8 @@ class MemoryStore(StoreContext):
         return info
 
     def _same_snapshot(self, snapshot: Snapshot, sealed: bytes) -> None:
-        """A snapshot id is written once: writing it again must carry the same snapshot."""
         location = f"memory:{snapshot.run_id}/snapshots/{snapshot.snapshot_id}"
-        try:
-            same = snapshot == self.codec.load_snapshot(
-                sealed, run_id=snapshot.run_id, snapshot_id=snapshot.snapshot_id, location=location
-            )
-        except CorruptedDataError:
-            same = False
-        if not same:
-            raise StorageError(
-                "write checkpoint",
-                f"{location} already holds a different checkpoint with id "
-                f"{snapshot.snapshot_id!r}; checkpoint ids must be unique within a run",
-            )
+        self.codec.require_same_snapshot(sealed, snapshot, location=location)
 
     async def read_snapshot(self, run_id: str, snapshot_id: str) -> Snapshot:
         """See :meth:`Store.read_snapshot`."""

@@ -25,6 +25,7 @@ from actorflow.errors import (
     CheckpointTooLargeError,
     ConfigurationError,
     CorruptedDataError,
+    StorageError,
 )
 from actorflow.storage._codec import (
     decode_manifest,
@@ -72,6 +73,7 @@ __all__ = [
     "Compression",
     "Kind",
     "SealedHeader",
+    "snapshot_id_taken",
     "zstd_available",
 ]
 
@@ -338,6 +340,28 @@ class Codec:
         )
         return sealed, len(raw)
 
+    def holds_snapshot(self, data: bytes, snapshot: Snapshot, *, location: str) -> bool:
+        """Whether ``data`` (sealed, stored at ``location``) is ``snapshot``.
+
+        False also when it cannot be opened: a damaged one holds no snapshot.
+        Sealed bytes are compared opened, as encryption makes each sealing differ.
+        """
+        try:
+            return snapshot == self.load_snapshot(
+                data, run_id=snapshot.run_id, snapshot_id=snapshot.snapshot_id, location=location
+            )
+        except CorruptedDataError:
+            return False
+
+    def require_same_snapshot(self, data: bytes, snapshot: Snapshot, *, location: str) -> None:
+        """A snapshot id is written once: ``data``, stored under it, must be ``snapshot``.
+
+        Raises:
+            StorageError: it holds a different snapshot.
+        """
+        if not self.holds_snapshot(data, snapshot, location=location):
+            raise snapshot_id_taken(location, snapshot.snapshot_id)
+
     def load_snapshot(
         self, data: bytes, *, run_id: str, snapshot_id: str, location: str
     ) -> Snapshot:
@@ -455,3 +479,12 @@ class Codec:
         if "." not in address and hashlib.sha256(raw).hexdigest() != address:
             raise CorruptedDataError(location, "content does not match its address")
         return raw
+
+
+def snapshot_id_taken(location: str, snapshot_id: str) -> StorageError:
+    """The error of a write of a snapshot id that holds a different snapshot."""
+    return StorageError(
+        "write checkpoint",
+        f"{location} already holds a different checkpoint with id {snapshot_id!r}; "
+        "checkpoint ids must be unique within a run",
+    )

@@ -24,8 +24,6 @@ import msgspec
 
 from actorflow.errors import (
     CheckpointNotFoundError,
-    CorruptedDataError,
-    StorageError,
 )
 from actorflow.storage._manifests import (
     add_snapshot,
@@ -307,18 +305,7 @@ class SnapshotFiles:
             data = self._fs.read(path)
         except (CheckpointNotFoundError, FileNotFoundError):
             return None
-        try:
-            same = snapshot == self._codec.load_snapshot(
-                data, run_id=run_id, snapshot_id=snapshot_id, location=path
-            )
-        except CorruptedDataError:
-            same = False
-        if not same:
-            raise StorageError(
-                "write checkpoint",
-                f"{path} already holds a different checkpoint with id {snapshot_id!r}; "
-                "checkpoint ids must be unique within a run",
-            )
+        self._codec.require_same_snapshot(data, snapshot, location=path)
         return not _is_unsynced(os.path.basename(path))
 
     def _write_listed(

@@ -16,9 +16,7 @@ import msgspec
 
 from actorflow.errors import (
     CheckpointNotFoundError,
-    CorruptedDataError,
     RunNotFoundError,
-    StorageError,
 )
 from actorflow.storage._manifests import snapshot_info, validate_snapshot_id
 from actorflow.storage._records import SnapshotInfo, validate_run_id
@@ -169,20 +167,8 @@ class SnapshotRows:
         return inserted.fetchone() is not None
 
     def _same(self, snapshot: Snapshot, sealed: bytes) -> None:
-        """A snapshot id is written once: writing it again must carry the same snapshot."""
         location = self._where(snapshot.run_id, "snapshots", snapshot.snapshot_id)
-        try:
-            same = snapshot == self.codec.load_snapshot(
-                sealed, run_id=snapshot.run_id, snapshot_id=snapshot.snapshot_id, location=location
-            )
-        except CorruptedDataError:
-            same = False
-        if not same:
-            raise StorageError(
-                "write checkpoint",
-                f"{location} already holds a different checkpoint with id "
-                f"{snapshot.snapshot_id!r}; checkpoint ids must be unique within a run",
-            )
+        self.codec.require_same_snapshot(sealed, snapshot, location=location)
 
     async def sync(self, run_id: str, snapshot_ids: Sequence[str]) -> None:
         """Mark the snapshots durable, in one synchronous commit."""

@@ -29,6 +29,7 @@ import anyio
 from actorflow._log import get_logger
 from actorflow.errors import CheckpointNotFoundError, InvalidNameError, StorageError
 from actorflow.storage._manifests import validate_snapshot_id
+from actorflow.storage._sealing import snapshot_id_taken
 from actorflow.storage._snapshot_names import SnapshotNames
 from actorflow.storage.s3._wire import PreconditionFailed, drop_idle_lock
 
@@ -186,12 +187,7 @@ class SnapshotObjects:
 
     def _unless_different(self, snapshot: Snapshot, stored: Stored, same: bool) -> Stored:
         if not same:
-            where = self._objects.location(stored.key)
-            raise StorageError(
-                "write checkpoint",
-                f"{where} already holds a different checkpoint with id "
-                f"{snapshot.snapshot_id!r}; checkpoint ids must be unique within a run",
-            )
+            raise snapshot_id_taken(self._objects.location(stored.key), snapshot.snapshot_id)
         return stored
 
     async def unwrite(self, run_id: str, stored: Stored) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from actorflow.errors import CheckpointNotFoundError, CorruptedDataError, StorageError
+from actorflow.errors import CheckpointNotFoundError
 from actorflow.storage._manifests import (
     add_snapshot,
     live_snapshots,
@@ -144,20 +144,8 @@ class SnapshotRows:
         return durable
 
     def _same(self, snapshot: Snapshot, sealed: bytes) -> None:
-        """A snapshot id is written once: writing it again must carry the same snapshot."""
         location = self.where(snapshot.run_id, snapshot.snapshot_id)
-        try:
-            same = snapshot == self.codec.load_snapshot(
-                sealed, run_id=snapshot.run_id, snapshot_id=snapshot.snapshot_id, location=location
-            )
-        except CorruptedDataError:
-            same = False
-        if not same:
-            raise StorageError(
-                "write checkpoint",
-                f"{location} already holds a different checkpoint with id "
-                f"{snapshot.snapshot_id!r}; checkpoint ids must be unique within a run",
-            )
+        self.codec.require_same_snapshot(sealed, snapshot, location=location)
 
     def read(self, conn: sqlite3.Connection, run_id: str, snapshot_id: str) -> Snapshot:
         """The snapshot, verified and decoded.
