@@ -44,7 +44,7 @@ from actorflow.storage._inbox_watch import PollingWatch
 from actorflow.storage.file._fs import TEMP_PREFIX
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
     from actorflow.storage._inbox_watch import InboxWatch
     from actorflow.storage.file._layout import RunFolders
@@ -53,6 +53,7 @@ __all__ = [
     "POLL_WITHOUT_FIFO",
     "WAKE",
     "FifoWatch",
+    "fifo_or_polling",
     "make_fifo",
     "open_fifo",
     "poke_fifo",
@@ -208,12 +209,22 @@ async def watch(folders: RunFolders, run_id: str) -> AsyncIterator[InboxWatch]:
         StorageError: the operating system refused to make or open the FIFO.
     """
     fifo = await folders.call("watch inbox", open_fifo, folders, run_id)
+    async with fifo_or_polling(fifo, lambda f: folders.call("stop watching inbox", f.remove)):
+        yield fifo if fifo is not None else PollingWatch(POLL_WITHOUT_FIFO)
+
+
+@contextlib.asynccontextmanager
+async def fifo_or_polling(
+    fifo: FifoWatch | None, remove: Callable[[FifoWatch], Awaitable[None]]
+) -> AsyncIterator[None]:
+    """Inside: ``fifo`` is the run's wake-up (or, None, a polling watch serves); on leaving,
+    it is closed and removed with ``remove``, through a cancellation."""
     if fifo is None:
-        yield PollingWatch(POLL_WITHOUT_FIFO)
+        yield
         return
     try:
-        yield fifo
+        yield
     finally:
         fifo.close()
         with anyio.CancelScope(shield=True):
-            await folders.call("stop watching inbox", fifo.remove)
+            await remove(fifo)

@@ -17,11 +17,15 @@ import contextlib
 import secrets
 from typing import TYPE_CHECKING
 
-import anyio
-
 from actorflow.storage._inbox_watch import PollingWatch
 from actorflow.storage.file._threads import run_in_thread
-from actorflow.storage.file._wake import POLL_WITHOUT_FIFO, FifoWatch, make_fifo, poke_fifo
+from actorflow.storage.file._wake import (
+    POLL_WITHOUT_FIFO,
+    FifoWatch,
+    fifo_or_polling,
+    make_fifo,
+    poke_fifo,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -52,12 +56,5 @@ async def watch(locks: LockFolder, run_id: str) -> AsyncIterator[InboxWatch]:
         StorageError: the operating system refused otherwise.
     """
     fifo = await locks.call("watch inbox", open_fifo, locks, run_id)
-    if fifo is None:
-        yield PollingWatch(POLL_WITHOUT_FIFO)
-        return
-    try:
-        yield fifo
-    finally:
-        fifo.close()
-        with anyio.CancelScope(shield=True):
-            await run_in_thread(fifo.remove)
+    async with fifo_or_polling(fifo, lambda f: run_in_thread(f.remove)):
+        yield fifo if fifo is not None else PollingWatch(POLL_WITHOUT_FIFO)
