@@ -23,11 +23,12 @@ from rich.table import Table
 
 from actorflow.cli._app import DebugOpt, JsonOpt, StoreOpt, command, reader_store, run_command
 from actorflow.cli._loading import add_default_app
-from actorflow.cli._program import store_name, suggest
+from actorflow.cli._program import suggest
 from actorflow.cli._progress import live_progress, watch_progress
 from actorflow.cli._render import add_result_view, display, err, esc, out, print_json
 from actorflow.errors import ConfigurationError
 from actorflow.runtime import Runtime
+from actorflow.storage import printable_location
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -91,7 +92,7 @@ async def run_demo(
     runtime = Runtime(store=store)  # bad options fail here, before the progress bar shows
     console.print(
         f"run [bold]{esc(run_id)}[/]: reviewing [bold]{esc(job.root)}[/]; "
-        f"data in {esc(store_name(store))}"
+        f"data in {esc(printable_location(store))}"
     )
     with live_progress(display) as sink:
         async with runtime:
@@ -176,12 +177,12 @@ def demo_command(
     started = time.perf_counter()
     rid, summary = run_command(body, debug=debug, run_hint=new_id)
     if as_json:
-        print_json({"run_id": rid, "store": store_name(spec), "summary": summary})
+        print_json({"run_id": rid, "store": printable_location(spec), "summary": summary})
         return
     out().print(summary_table(summary))
     # The commands shown find this run: they name the store this one was given,
     # and run as the user ran this one (`.venv/bin/actorflow`, `python -m actorflow`).
-    data = Path(spec).absolute() if "://" not in spec else store_name(spec)
+    data = Path(spec).absolute() if "://" not in spec else printable_location(spec)
     out().print(
         f"run [bold]{esc(rid)}[/] completed in {time.perf_counter() - started:.1f}s\n"
         f"  report:      {esc(str(summary.report_path))}\n"

@@ -21,9 +21,9 @@ from actorflow.cli._app import (
     run_command,
 )
 from actorflow.cli._loading import with_app, with_store
-from actorflow.cli._program import store_name
 from actorflow.cli._render import esc, out, print_json, when
 from actorflow.runtime import ScheduleInfo, list_schedules
+from actorflow.storage import printable_location
 
 if TYPE_CHECKING:
     from actorflow import Runtime
@@ -62,9 +62,9 @@ def schedules_command(
         print_json(rows)
         return
     if not rows:
-        out().print(f"no schedules in {esc(store_name(spec))}")
+        out().print(f"no schedules in {esc(printable_location(spec))}")
         return
-    table = Table(title=f"schedules in {esc(store_name(spec))}")
+    table = Table(title=f"schedules in {esc(printable_location(spec))}")
     for col in (
         "schedule",
         "workflow",

@@ -32,7 +32,7 @@ from actorflow.cli._app import (
 from actorflow.cli._driving import awaited_signal
 from actorflow.cli._live import live_to_dict, print_live
 from actorflow.cli._loading import check_writable, require_keys, with_store
-from actorflow.cli._program import store_name, suggest
+from actorflow.cli._program import suggest
 from actorflow.cli._render import (
     err,
     esc,
@@ -70,6 +70,7 @@ from actorflow.storage import (
     RunStatus,
     Store,
     UnreadableLister,
+    printable_location,
     read_full_snapshot,
 )
 
@@ -119,7 +120,7 @@ def runs_command(
 
 
 def _print_runs(store: str, rows: list[dict[str, Any]]) -> None:
-    table = Table(title=f"runs in {esc(store_name(store))}")
+    table = Table(title=f"runs in {esc(printable_location(store))}")
     table.add_column("run", overflow="fold", min_width=12)
     for col in ("workflow", "status", "phase", "started", "activity", "owner", "ckpts", "size"):
         right = col in ("ckpts", "size")
@@ -159,7 +160,7 @@ def _print_runs(store: str, rows: list[dict[str, Any]]) -> None:
             *([esc(r["parent_run"] or "-")] if children else []),
             *([_blocked_by(r)] if blocked else []),
         )
-    out().print(table if rows else f"no runs in {esc(store_name(store))}")
+    out().print(table if rows else f"no runs in {esc(printable_location(store))}")
 
 
 def _print_depths(rows: list[dict[str, Any]]) -> None:

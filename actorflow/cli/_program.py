@@ -3,7 +3,7 @@
 A hint (``resume RUN --response TEXT``, ``recover RUN``...) names the program
 as the user ran it and repeats the ``--app`` and ``--store`` the command was
 given: :func:`given` records them once per command, :func:`suggest` writes a
-command line with them, a store URL's password left out (:func:`store_name`).
+command line with them, a store URL's password left out (``printable_location``).
 """
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ import os
 import shlex
 import shutil
 import sys
-import urllib.parse
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Given", "given", "program", "store_name", "suggest"]
+from actorflow.storage import printable_location
+
+__all__ = ["Given", "given", "program", "suggest"]
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ def suggest(*args: str, app: bool = True) -> str:
     """A command line to suggest: the program, ``args``, and the ``--app``/``--store`` given.
 
     Every part is quoted for the shell, so it runs as printed, but for a
-    store URL's password (see :func:`store_name`). ``app=False`` leaves
+    store URL's password (see ``actorflow.storage.printable_location``). ``app=False`` leaves
     ``--app`` out, for a command that takes none.
     """
     options = _given.get() or Given()
@@ -48,29 +49,8 @@ def suggest(*args: str, app: bool = True) -> str:
     if app and options.app is not None:
         parts += ["--app", options.app]
     if options.store is not None:
-        parts += ["--store", store_name(options.store)]
+        parts += ["--store", printable_location(options.store)]
     return " ".join([program(), *(shlex.quote(p) for p in parts)])
-
-
-def store_name(spec: str) -> str:
-    """A store's location as printed: a URL's password left out (output ends up in logs).
-
-    Both places libpq reads one from go: the user part (``user:secret@host``)
-    and a ``password`` parameter; the rest stays as written. The server then
-    takes it from ``PGPASSWORD`` or ``~/.pgpass``, as for any libpq program.
-    """
-    if "://" not in spec:
-        return spec
-    parts = urllib.parse.urlsplit(spec)
-    netloc = parts.netloc
-    if "@" in netloc:
-        credentials, _, host = netloc.rpartition("@")
-        user = credentials.partition(":")[0]
-        netloc = f"{user}@{host}" if user else host
-    query = "&".join(
-        p for p in parts.query.split("&") if urllib.parse.unquote(p.partition("=")[0]) != "password"
-    )
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def program() -> str:

@@ -58,7 +58,7 @@ from actorflow.storage._inbox_check import InboxCheck, InboxChecker
 from actorflow.storage._inbox_watch import InboxWatch, SupportsInboxWatch, watch_messages
 from actorflow.storage._logwriter import LogWriter
 from actorflow.storage._memory import MemoryStore
-from actorflow.storage._open import open_store
+from actorflow.storage._open import open_store, printable_location
 from actorflow.storage._protocol import (
     Lease,
     PruneReport,
@@ -199,6 +199,7 @@ __all__ = [
     "logged_entries",
     "open_store",
     "post_message",
+    "printable_location",
     "prune",
     "prune_run",
     "put_unsynced_blob",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 from actorflow.storage._sealing import Codec
@@ -11,7 +12,7 @@ from actorflow.storage._sealing import Codec
 if TYPE_CHECKING:
     from actorflow.storage._protocol import Store
 
-__all__ = ["STORE_SCHEMES", "open_store"]
+__all__ = ["STORE_SCHEMES", "open_store", "printable_location"]
 
 STORE_SCHEMES = ("file", "s3", "memory", "sqlite", "postgresql", "postgres")
 """The URL schemes ``open_store`` knows; any other ``scheme://`` is refused, never a folder."""
@@ -45,7 +46,7 @@ def open_store(location: str | os.PathLike[str], **options: Any) -> Store:
 
         raise ConfigurationError(
             "store location",
-            text,
+            printable_location(text),
             "a folder path or a URL with one of the schemes "
             + ", ".join(f"{known}://" for known in STORE_SCHEMES),
         )
@@ -96,3 +97,24 @@ def _file_url_path(url: str) -> str:
             "store location", url, "file:///absolute/path (a folder on this machine)"
         )
     return unquote(parts.path)
+
+
+def printable_location(spec: str) -> str:
+    """A store's location as printed: a URL's password left out (output ends up in logs).
+
+    Both places libpq reads one from go: the user part (``user:secret@host``)
+    and a ``password`` parameter; the rest stays as written. The server then
+    takes it from ``PGPASSWORD`` or ``~/.pgpass``, as for any libpq program.
+    """
+    if "://" not in spec:
+        return spec
+    parts = urllib.parse.urlsplit(spec)
+    netloc = parts.netloc
+    if "@" in netloc:
+        credentials, _, host = netloc.rpartition("@")
+        user = credentials.partition(":")[0]
+        netloc = f"{user}@{host}" if user else host
+    query = "&".join(
+        p for p in parts.query.split("&") if urllib.parse.unquote(p.partition("=")[0]) != "password"
+    )
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))

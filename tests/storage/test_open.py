@@ -24,6 +24,16 @@ def test_an_unknown_scheme_is_refused_not_taken_for_a_folder(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_mistyped_scheme_leaves_the_urls_password_out_of_the_error() -> None:
+    location = "postgresq://ops:hunter2@db.internal/runs?password=swordfish&sslmode=require"
+    with pytest.raises(ConfigurationError) as caught:
+        open_store(location)
+    message = str(caught.value)
+    assert "hunter2" not in message
+    assert "swordfish" not in message
+    assert "postgresq://ops@db.internal/runs?sslmode=require" in message
+
+
 def test_a_path_without_a_scheme_is_a_folder(tmp_path: Path) -> None:
     store = open_store(tmp_path / "runs")
     assert isinstance(store, FileStore)
