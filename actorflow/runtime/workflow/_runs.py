@@ -102,8 +102,8 @@ class Runs:
         config: the runtime's workflow options.
         owner: the runtime's owner name (what its claims and manifests say).
         cluster: where runs go; ``None``: this process.
+        flow: the runtime's clock and limiters (schedules read its time).
         queues: the queues ``submit`` may name.
-        clock: where schedules read the time.
     """
 
     def __init__(
