@@ -31,6 +31,7 @@ from actorflow.runtime.workflow._determinism import guarded
 from actorflow.runtime.workflow._ending import Outcome, cut_short, settle, store_outcome
 from actorflow.runtime.workflow._env import StepEnv
 from actorflow.runtime.workflow._outcomes import progressed, recorded_end, run_signature
+from actorflow.runtime.workflow._pruning import worth_pruning
 from actorflow.runtime.workflow._recorder import Recorder
 from actorflow.runtime.workflow._replay import RunView, load_view
 from actorflow.runtime.workflow._signals import SignalDesk, WatchClock
@@ -61,7 +62,7 @@ if TYPE_CHECKING:
     from actorflow.runtime.workflow._flow import FlowControl
     from actorflow.runtime.workflow._handle import RunTracker
     from actorflow.runtime.workflow._otel import RunTrace
-    from actorflow.storage import Lease, RetentionPolicy, Store
+    from actorflow.storage import Lease, Store
 
 __all__ = ["RunDriver"]
 
@@ -270,11 +271,8 @@ class RunDriver:
                 trace.end(str(outcome.status), outcome.error)
                 trace.detach()
             handle.finish(outcome.status, result=outcome.result, error=outcome.error)
-        policy = self.config.retention
-        if outcome.status is not RunStatus.COMPLETED or policy is None:
-            return False
         written = int(handle.metrics.get("checkpoints", 0))
-        return not (fresh and _nothing_to_prune(policy, written))
+        return worth_pruning(outcome.status, self.config.retention, written=written, fresh=fresh)
 
     def _export(self, handle: RunTracker) -> None:
         """Send the attempt's ephemeral emits to the store's event stream, if it has one."""
@@ -437,20 +435,6 @@ async def _heartbeat(store: Store, lease: Lease, interval: float, handle: RunTra
                 if not handle.heartbeat.cancel_called:
                     handle.emit("lease_lost", level="warning", epoch=lease.epoch)
                 return
-
-
-def _nothing_to_prune(policy: RetentionPolicy, written: int) -> bool:
-    """Whether a run that ran in one go, writing ``written`` snapshots, is within ``policy``.
-
-    Such a run has no snapshots but its own: keeping the last N (per run or
-    per phase) keeps them all. Age and deleting completed runs need a look.
-    """
-    return (
-        policy.keep_last is not None
-        and written <= policy.keep_last
-        and policy.max_age is None
-        and not policy.delete_completed
-    )
 
 
 async def _execute(

@@ -42,6 +42,7 @@ __all__ = [
     "recorded_end",
     "recovery_failed",
     "run_signature",
+    "stored_result",
     "taken",
     "workflow_class",
 ]
@@ -265,6 +266,21 @@ def finished_error(manifest: RunManifest) -> BaseException:
             error.message if error else f"the run was {manifest.status}",
         )
     return RunNotFinishedError(run_id, str(manifest.status))
+
+
+def stored_result(manifest: RunManifest) -> Any:
+    """A stored run's result, decoded to its orchestrator's return type (``Runtime.result``).
+
+    Raises:
+        RunNotFinishedError: it has no result yet (queued, running, interrupted or paused).
+        RunBlockedError: it is blocked: its code no longer replays its log.
+        RunFailedError: it failed or was cancelled (with the cause).
+    """
+    if manifest.status is RunStatus.COMPLETED:
+        return decode_result(manifest)
+    if manifest.status is RunStatus.PAUSED:
+        raise RunNotFinishedError(manifest.run_id, "paused")
+    raise finished_error(manifest)
 
 
 END_EVENT = "run_end"

@@ -182,8 +182,15 @@ class Recovery:
             return {}
         return {} if outcome is _SKIPPED else {run_id: outcome}
 
-    async def resume(self, run_id: str, response: object) -> RunHandle:
+    async def resume(
+        self,
+        run_id: str,
+        response: object,
+        on_start: Callable[[RunHandle], object] | None = None,
+    ) -> RunHandle:
         """``Runtime.resume``'s work: send the answer to the paused run's wait, take the run.
+
+        ``on_start`` is called with the run's handle once it is taken.
 
         Raises:
             RunNotFoundError: no such run.
@@ -220,6 +227,8 @@ class Recovery:
         handle, _ = await self._runs.take_and_drive(
             workflow, manifest, fresh=False, recovering=False
         )
+        if on_start is not None:
+            on_start(handle)
         return handle
 
     def drives(self, run_id: str) -> bool:

@@ -1,18 +1,20 @@
-"""The runs of one runtime: its handles, and every way a run comes to be driven.
+"""The runs of one runtime: its lifetime, and every way a run comes to be driven.
 
 :class:`Runs` is what ``Runtime`` delegates its workflow runs to. It holds
-the handle table (live runs, and the newest finished ones), creates runs
-(one function for ``start``, ``submit`` and child runs), takes stored ones
-(the claim, then the manifest marked running under it, counting a recovery
-attempt), and drives them here through the :class:`RunDriver`, or hands
-them to a cluster and follows them from the store. Recovery, child runs,
-the adopter and the follower all take a run through it, so a run is claimed
-in one place, whoever asks for it.
+the handle table (a :class:`RunTable`: live runs, and the newest finished
+ones), creates runs (one function for ``start``, ``submit`` and child
+runs), takes stored ones (the claim, then the manifest marked running under
+it, counting a recovery attempt), and drives them here through the
+:class:`RunDriver`, or hands them to a cluster and follows them from the
+store. Recovery, child runs, the adopter and the follower all take a run
+through it, so a run is claimed in one place, whoever asks for it. It also
+starts and stops the runtime around its runs (``enter``, ``exit``): the
+actor system, the cluster, a worker's loops, retention still pruning
+(a :class:`Pruner`), the runs interrupted before any actor stops.
 """
 
 from __future__ import annotations
 
-import collections
 import functools
 import os
 import uuid
@@ -27,7 +29,6 @@ from actorflow.errors import (
     RecoveryFailedError,
     RunInputMismatchError,
     RunLockedError,
-    RunNotFoundError,
     RuntimeNotRunningError,
 )
 from actorflow.runtime.actors import class_name, is_abstract, register
@@ -55,6 +56,7 @@ from actorflow.runtime.workflow._queues import (
     submit_deduplicated,
 )
 from actorflow.runtime.workflow._recovery import ORPHANS, Recovery
+from actorflow.runtime.workflow._run_table import RunTable
 from actorflow.runtime.workflow._schedules import (
     Scheduler,
     schedule_store,
@@ -72,23 +74,19 @@ from actorflow.storage import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping
+    from collections.abc import Mapping
 
     from anyio.abc import TaskGroup
 
     from actorflow.runtime.actors import ActorRef, ActorSystem
     from actorflow.runtime.workflow._adoption import AdoptionPolicy
-    from actorflow.runtime.workflow._cluster import Cluster
+    from actorflow.runtime.workflow._cluster import Cluster, ClusterRuntime
     from actorflow.runtime.workflow._config import RuntimeConfig
     from actorflow.runtime.workflow._flow import FlowControl
-    from actorflow.storage import RetentionPolicy
 
-__all__ = ["KEPT_FINISHED_HANDLES", "Runs"]
+__all__ = ["Runs"]
 
 _log = get_logger("actorflow.runtime")
-
-KEPT_FINISHED_HANDLES = 1000
-"""How many finished runs' handles a runtime keeps (live runs' handles are all kept)."""
 
 
 def _unchanged(manifest: RunManifest) -> RunManifest:
@@ -104,8 +102,8 @@ class Runs:
         config: the runtime's workflow options.
         owner: the runtime's owner name (what its claims and manifests say).
         cluster: where runs go; ``None``: this process.
+        flow: the runtime's clock and limiters (schedules read its time).
         queues: the queues ``submit`` may name.
-        clock: where schedules read the time.
     """
 
     def __init__(
@@ -134,8 +132,8 @@ class Runs:
         """Whether the runtime began to stop: no run starts from here on."""
         self.adopter: Adopter | None = None
         self._adopting: anyio.CancelScope | None = None
-        self._table: dict[str, RunTracker] = {}
-        self._finished: collections.deque[RunTracker] = collections.deque()
+        self.table = RunTable()
+        """The handles of the runs it drives or follows, and of the newest finished."""
         self._follower: RunFollower | None = None
         self._checkpointer: ActorRef[Checkpointer] | None = None
         self._driver: RunDriver | None = None
@@ -156,7 +154,7 @@ class Runs:
             self._store = open_store(os.fspath(spec))
         return self._store
 
-    async def close_store(self) -> None:
+    async def _close_store(self) -> None:
         """Close the store if this object opened it (a ``Store`` passed in is the caller's)."""
         if self._store is not None and not isinstance(self._store_spec, Store):
             with anyio.CancelScope(shield=True):
@@ -164,12 +162,61 @@ class Runs:
 
     # --- the runtime's lifetime -------------------------------------------------
 
-    def open(self) -> None:
-        """The runtime entered ``async with``: runs are accepted again."""
+    async def enter(
+        self,
+        runtime: ClusterRuntime,
+        *,
+        cluster: Cluster | None,
+        adoption: AdoptionPolicy | None,
+    ) -> None:
+        """``runtime`` enters ``async with``: its actor system, its runs, its cluster, its worker.
+
+        The actor system starts first; then runs are accepted again, the
+        cluster is opened with ``runtime`` at hand, and with ``adoption`` the
+        runtime becomes a worker. What fails after the actor system started
+        stops it again.
+
+        Raises:
+            ConfigurationError: ``adoption`` on a store that keeps no index of unfinished runs.
+        """
+        await self._system.__aenter__()
         self.stopping = False
         self._follower = None
+        try:
+            if cluster is not None:
+                await cluster.open(runtime)
+            if adoption is not None:
+                self._start_adopting(adoption)
+        except BaseException:
+            await self._system.__aexit__(None, None, None)
+            raise
 
-    def start_adopting(self, adoption: AdoptionPolicy) -> None:
+    async def exit(self, exc_info: tuple[Any, ...], *, cluster: Cluster | None) -> None:
+        """The runtime leaves ``async with`` (``exc_info``: how): everything stops, in order.
+
+        No new run or adoption first; retention finishes what finished runs
+        started (after a clean exit, within ``shutdown_timeout``); live runs
+        are interrupted before any actor stops (:meth:`_interrupt_all`); the
+        cluster is let go; then the actor system stops. Whatever happens,
+        the emits the runs queued reach the store (bounded) and a store this
+        object opened is closed.
+        """
+        self._begin_stop()
+        try:
+            if exc_info[1] is None:
+                await self.pruner.settle(self.shutdown_timeout)
+            await self._interrupt_all()
+            if cluster is not None:
+                with anyio.CancelScope(shield=True):
+                    await cluster.aclose()
+            await self._system.__aexit__(*exc_info)
+        finally:
+            with anyio.CancelScope(shield=True):
+                # the runs ended their streams: what they queued reaches the store (bounded)
+                await self.exporter.aclose(self.shutdown_timeout)
+            await self._close_store()
+
+    def _start_adopting(self, adoption: AdoptionPolicy) -> None:
         """Make the runtime a worker: adopt runs no live process drives, while it runs.
 
         Raises:
@@ -208,13 +255,13 @@ class Runs:
         if self.scheduler is not None:
             self.scheduler.nudge()
 
-    def begin_stop(self) -> None:
+    def _begin_stop(self) -> None:
         """The runtime begins to stop: no new run, no new adoption (adopted runs stop later)."""
         self.stopping = True
         if self._adopting is not None:
             self._adopting.cancel()
 
-    async def interrupt_all(self) -> None:
+    async def _interrupt_all(self) -> None:
         """Interrupt every live run and wait for each to be marked so (bounded).
 
         Runs stop before any actor does: a run whose agents (or checkpoint
@@ -239,8 +286,7 @@ class Runs:
 
     def _driven(self) -> list[RunTracker]:
         """The trackers of the runs this process drives now (not those it follows)."""
-        followed = self._follower if self._follower is not None else ()
-        return [t for t in self._table.values() if not t.done and t.run_id not in followed]
+        return self.table.driven(self._follower if self._follower is not None else ())
 
     @property
     def active(self) -> int:
@@ -249,50 +295,21 @@ class Runs:
 
     def tracker(self, run_id: str) -> RunTracker | None:
         """The tracker of run ``run_id`` if this runtime has one (live or kept finished)."""
-        return self._table.get(run_id)
+        return self.table.tracker(run_id)
 
     def live(self, run_id: str) -> RunTracker | None:
         """The tracker of run ``run_id`` if it is live here (driven or followed)."""
-        tracker = self._table.get(run_id)
-        return tracker if tracker is not None and not tracker.done else None
+        return self.table.live(run_id)
 
     def drives(self, run_id: str) -> bool:
         """Whether this runtime drives (or follows) run ``run_id`` now."""
-        return self.live(run_id) is not None
-
-    def handle(self, run_id: str) -> RunHandle:
-        """See ``Runtime.handle``."""
-        try:
-            return self._table[run_id].handle
-        except KeyError:
-            raise RunNotFoundError(run_id) from None
+        return self.table.live(run_id) is not None
 
     def _run_ended(self, tracker: RunTracker, prune: bool) -> None:
-        """Apply retention if asked; keep the handle among the newest few (a service runs long)."""
+        """Apply retention if asked (off the run's path); keep the handle among the newest."""
         if prune:
-            self._prune_soon(
-                tracker.run_id, tracker.checkpoints_written, tracker.keeps_every_checkpoint
-            )
-        self._finished.append(tracker)
-        while len(self._finished) > KEPT_FINISHED_HANDLES:
-            old = self._finished.popleft()
-            if self._table.get(old.run_id) is old:
-                del self._table[old.run_id]
-
-    def _prune_soon(
-        self,
-        run_id: str,
-        after: Callable[[], Awaitable[None]] | None = None,
-        keeps_every: Callable[[RetentionPolicy], bool] | None = None,
-    ) -> None:
-        """Apply the retention policy to a finished run, off its path (``after`` it settles;
-        not at all if ``keeps_every`` says the policy keeps all it has)."""
-        policy = self.config.retention
-        if policy is not None and self._system.running:
-            task_group = self._system.require_running("prune a run")
-            self.pruner.soon(
-                self.store, run_id, policy, task_group, after=after, keeps_every=keeps_every
-            )
+            self.pruner.after_run(self.store, tracker, self.config.retention, self._system)
+        self.table.finished(tracker)
 
     def accepting(self) -> TaskGroup:
         """The task group runs go in; refused once the runtime began to stop.
@@ -519,7 +536,7 @@ class Runs:
             self._follower = RunFollower(self, poll_interval=self.config.signal_poll_interval)
             task_group.start_soon(self._follower.run)
         tracker = RunTracker(run_id, manifest.workflow)
-        self._table[run_id] = tracker
+        self.table.add(tracker)
         self._follower.follow(tracker, workflow)
         return tracker.handle
 
@@ -615,7 +632,7 @@ class Runs:
         tracker = RunTracker(manifest.run_id, manifest.workflow)
         if adopting:
             tracker.adopted_by = self.owner
-        self._table[manifest.run_id] = tracker
+        self.table.add(tracker)
         task_group.start_soon(
             self._run_driver.drive_in_background, tracker, manifest, workflow, lease, fresh
         )

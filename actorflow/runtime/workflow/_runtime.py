@@ -1,8 +1,9 @@
 """The public ``Runtime``: actors (from the core) plus durable workflow runs, a facade.
 
 What touches runs (the handle table, creating, taking, driving and following
-them, recovery, child runs, workers) is ``Runs``' (``_runs.py``); a ``Runtime``
-method checks its arguments, documents what the user sees and hands on. Its
+them, recovery, child runs, workers) and the order in which ``async with``
+starts and stops it all is ``Runs``' (``_runs.py``); a ``Runtime`` method
+checks its arguments, documents what the user sees and hands on. Its
 actor verbs are the facade's other half (``_runtime_actors.py``); schedules'
 verbs are ``runtime.schedules`` (``_schedules.py``).
 """
@@ -15,19 +16,11 @@ import socket
 import uuid
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-import anyio
-
-from actorflow.errors import (
-    RunNotFinishedError,
-)
 from actorflow.runtime.actors import Actor, ActorSystem, class_name
 from actorflow.runtime.workflow._adoption import AdoptionPolicy
 from actorflow.runtime.workflow._config import RuntimeConfig
 from actorflow.runtime.workflow._flow import FlowControl
-from actorflow.runtime.workflow._outcomes import (
-    decode_result,
-    finished_error,
-)
+from actorflow.runtime.workflow._outcomes import stored_result
 from actorflow.runtime.workflow._query import RunQuery, query_run
 from actorflow.runtime.workflow._queues import QueueTable
 from actorflow.runtime.workflow._runs import Runs
@@ -194,23 +187,7 @@ class Runtime(RuntimeActors):
         return self._runs.store
 
     async def __aexit__(self, *exc_info: Any) -> None:
-        runs = self._runs
-        runs.begin_stop()  # no new run, no new adoption; adopted runs stop below
-        try:
-            if exc_info[1] is None and runs.pruner.pending:
-                # let retention finish what finished runs started, within the deadline
-                with anyio.move_on_after(self.shutdown_timeout):
-                    await runs.pruner.wait()
-            await runs.interrupt_all()
-            if self.cluster is not None:
-                with anyio.CancelScope(shield=True):
-                    await self.cluster.aclose()
-            await self._system.__aexit__(*exc_info)
-        finally:
-            with anyio.CancelScope(shield=True):
-                # the runs ended their streams: what they queued reaches the store (bounded)
-                await runs.exporter.aclose(self.shutdown_timeout)
-            await runs.close_store()
+        await self._runs.exit(exc_info, cluster=self.cluster)
 
     # --- starting runs -------------------------------------------------------
 
@@ -348,9 +325,7 @@ class Runtime(RuntimeActors):
             RunLockedError: another process resumed it meanwhile and drives it
                 (the first response sent is the one the run takes).
         """
-        handle = await self._runs.recovery.resume(run_id, response)
-        if on_start is not None:
-            on_start(handle)
+        handle = await self._runs.recovery.resume(run_id, response, on_start)
         return await handle.result()
 
     async def update(
@@ -492,12 +467,7 @@ class Runtime(RuntimeActors):
             RunBlockedError: it is blocked: its code no longer replays its log.
             RunFailedError: it failed or was cancelled (with the cause).
         """
-        manifest = await self.store.read_run(validate_run_id(run_id))
-        if manifest.status is RunStatus.COMPLETED:
-            return decode_result(manifest)
-        if manifest.status is RunStatus.PAUSED:
-            raise RunNotFinishedError(run_id, "paused")
-        raise finished_error(manifest)
+        return stored_result(await self.store.read_run(validate_run_id(run_id)))
 
     async def runs(
         self,
@@ -518,23 +488,10 @@ class Runtime(RuntimeActors):
         Raises:
             RunNotFoundError: this runtime has no handle for that run.
         """
-        return self._runs.handle(run_id)
+        return self._runs.table.handle(run_id)
 
     async def __aenter__(self) -> Self:
-        await self._system.__aenter__()
-        self._runs.open()
-        if self.cluster is not None:
-            try:
-                await self.cluster.open(self)
-            except BaseException:
-                await self._system.__aexit__(None, None, None)
-                raise
-        if self.adoption is not None:
-            try:
-                self._runs.start_adopting(self.adoption)
-            except BaseException:
-                await self._system.__aexit__(None, None, None)
-                raise
+        await self._runs.enter(self, cluster=self.cluster, adoption=self.adoption)
         return self
 
     # --- workers ---------------------------------------------------------------

@@ -9,7 +9,7 @@ import anyio.lowlevel
 import msgspec
 import pytest
 
-import actorflow.runtime.workflow._runs
+import actorflow.runtime.workflow._run_table
 from actorflow import (
     Orchestrator,
     Request,
@@ -419,7 +419,7 @@ class Kept(Orchestrator):
 async def test_a_runtime_keeps_the_handles_of_its_newest_finished_runs_only(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(actorflow.runtime.workflow._runs, "KEPT_FINISHED_HANDLES", 3)
+    monkeypatch.setattr(actorflow.runtime.workflow._run_table, "KEPT_FINISHED_HANDLES", 3)
     async with Runtime(store=MemoryStore()) as runtime:
         for i in range(5):
             await runtime.run(Kept, i, run_id=f"kept-{i}")
