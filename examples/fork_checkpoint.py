@@ -18,6 +18,7 @@ import anyio
 import msgspec
 
 from actorflow import Orchestrator, Request, RunContext, Runtime, Specialist, handler, phase
+from actorflow.storage import read_full_snapshot
 
 
 class Strategy(msgspec.Struct):
@@ -93,7 +94,8 @@ class Pricing(Orchestrator):
 async def first_checkpoint_after(runtime: Runtime, run_id: str, phase_name: str) -> str:
     """The oldest checkpoint of ``run_id`` in which phase ``phase_name`` has finished."""
     for info in await runtime.store.list_snapshots(run_id):
-        snapshot = await runtime.store.read_snapshot(run_id, info.snapshot_id)
+        # whole: as stored, a snapshot names settled phases in its log and history
+        snapshot = await read_full_snapshot(runtime.store, run_id, info.snapshot_id)
         if any(done.name == phase_name for done in snapshot.phases.values()):
             return info.snapshot_id
     raise LookupError(f"no checkpoint of {run_id} after phase {phase_name}")
