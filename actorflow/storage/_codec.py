@@ -24,7 +24,7 @@ from actorflow.errors import (
     NewerFormatError,
 )
 from actorflow.storage._protocol import Lease
-from actorflow.storage._records import LogRecord, RunManifest, Snapshot
+from actorflow.storage._records import FORMAT_VERSION, LogRecord, RunManifest, Snapshot
 
 __all__ = [
     "ENCODE_ERRORS",
@@ -191,11 +191,20 @@ def decode_snapshot(data: bytes, location: str) -> Snapshot:
 
     Raises:
         CheckpointCorruptedError: the bytes are not a snapshot.
+        NewerFormatError: a newer actorflow wrote it, in a format this one
+            would misread (it might lack a field that holds part of the run).
     """
     try:
-        return _snapshot_decoder.decode(data)
+        snapshot = _snapshot_decoder.decode(data)
     except _DECODE_ERRORS as exc:
         raise CheckpointCorruptedError(location, f"does not decode: {exc}") from exc
+    if snapshot.format_version > FORMAT_VERSION:
+        raise NewerFormatError(
+            location,
+            f"snapshot format {snapshot.format_version}; this actorflow reads up to "
+            f"{FORMAT_VERSION}",
+        )
+    return snapshot
 
 
 def decode_lease(data: bytes, location: str) -> Lease:

@@ -42,7 +42,13 @@ __all__ = [
     "validate_run_id",
 ]
 
-FORMAT_VERSION: Final = 1
+FORMAT_VERSION: Final = 2
+"""The snapshot format this actorflow writes, and the newest it reads.
+
+2 (0.6): a snapshot may name its settled entries by a :class:`LogWindow`,
+which a reader of format 1 would not know. A snapshot of a newer format is
+refused by name (``NewerFormatError``), never read as far as it goes.
+"""
 
 _RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 

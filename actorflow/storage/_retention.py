@@ -39,7 +39,12 @@ from typing import TYPE_CHECKING
 import anyio
 
 from actorflow._log import get_logger
-from actorflow.errors import CheckpointNotFoundError, CorruptedDataError, StorageError
+from actorflow.errors import (
+    CheckpointNotFoundError,
+    CorruptedDataError,
+    NewerFormatError,
+    StorageError,
+)
 from actorflow.storage._history import (
     history_addresses,
     read_full_snapshot,
@@ -214,6 +219,26 @@ async def _prune_run(
     collect_blobs: bool,
     keep_log: bool = False,
 ) -> None:
+    try:
+        await _prune_one(
+            store, manifest, policy, now, report, collect_blobs=collect_blobs, keep_log=keep_log
+        )
+    except NewerFormatError as exc:
+        # sound data this code would misjudge (a window it does not know, say): a newer
+        # actorflow prunes it
+        _log.warning("run_not_pruned", run_id=manifest.run_id, reason=str(exc))
+
+
+async def _prune_one(
+    store: Store,
+    manifest: RunManifest,
+    policy: RetentionPolicy,
+    now: float,
+    report: PruneReport,
+    *,
+    collect_blobs: bool,
+    keep_log: bool,
+) -> None:
     run_id = manifest.run_id
     snapshots = await store.list_snapshots(run_id)
     keep = chosen_snapshots(snapshots, policy, now, run_created=manifest.created)
@@ -261,6 +286,8 @@ async def _log_needed_from(store: Store, run_id: str, keep: list[SnapshotInfo]) 
     for info in keep:
         try:
             head = await store.read_snapshot(run_id, info.snapshot_id)
+        except NewerFormatError:
+            raise
         except (CheckpointNotFoundError, CorruptedDataError):
             continue
         if head.window is not None:
@@ -292,6 +319,8 @@ async def _find_anchor(
             await read_full_snapshot(store, run_id, info.snapshot_id)
         except CheckpointNotFoundError:
             continue  # deleted meanwhile
+        except NewerFormatError:
+            raise
         except CorruptedDataError as exc:
             if info.durable:
                 _log.warning(
@@ -316,6 +345,8 @@ async def _collect_blobs(
             head = await store.read_snapshot(run_id, info.snapshot_id)
             snapshot = await resolve_snapshot(store, head)
             chunks = await history_addresses(store, head)
+        except NewerFormatError:
+            raise
         except CorruptedDataError as exc:
             if not info.durable:
                 # a power loss's leftover, which can never load: it needs no blob

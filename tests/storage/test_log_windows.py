@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import msgspec
 import pytest
 import structlog.testing
 
 from actorflow import Runtime, _log
-from actorflow.errors import CorruptedDataError
+from actorflow.errors import CorruptedDataError, NewerFormatError
 from actorflow.runtime.workflow._replay import RunView, load_view
 from actorflow.storage import (
+    FORMAT_VERSION,
     ChunkRef,
     DecisionRecord,
     EventRecord,
@@ -210,3 +212,44 @@ async def test_a_snapshot_from_before_windows_still_carries_its_entries_inline()
     )
     assert [type(e).__name__ for e in settled_entries(old)] == ["PhaseEndRecord"]
     assert await read_window(MemoryStore(), old) == []
+
+
+def newer(snapshot: Snapshot) -> Snapshot:
+    return msgspec.structs.replace(snapshot, format_version=FORMAT_VERSION + 1)
+
+
+async def test_a_snapshot_of_a_newer_format_is_refused_by_name_not_read_as_far_as_it_goes(
+    tmp_path: Path,
+) -> None:
+    """A format this code would misread (a field it lacks may hold part of the run)."""
+    store = await new_store(tmp_path)
+    await store.append(RUN, records())
+    await store.write_snapshot(newer(snapshot_at(7, LogWindow(start=1, entries=4))))
+    with pytest.raises(NewerFormatError, match=f"snapshot format {FORMAT_VERSION + 1}"):
+        await store.read_snapshot(RUN, "0007-p7")
+
+
+async def test_recovery_leaves_a_run_with_a_newer_snapshot_for_a_newer_actorflow(
+    tmp_path: Path,
+) -> None:
+    """Not the older snapshot and a replay: the newer one may hold what the older lacks."""
+    store = await new_store(tmp_path)
+    await store.append(RUN, records())
+    await store.write_snapshot(snapshot_at(1, None))
+    await store.write_snapshot(newer(snapshot_at(7, LogWindow(start=1, entries=4))))
+    with pytest.raises(NewerFormatError):
+        await load_view(store, RUN, lambda event, **_: None)
+
+
+async def test_retention_leaves_a_run_with_a_newer_snapshot_as_it_is(tmp_path: Path) -> None:
+    store = await new_store(tmp_path)
+    await store.append(RUN, records())
+    for position in (1, 2, 3):
+        await store.write_snapshot(snapshot_at(position, None))
+    await store.write_snapshot(newer(snapshot_at(7, LogWindow(start=1, entries=4))))
+    with structlog.testing.capture_logs() as logs:
+        report = await store.prune(RetentionPolicy(keep_last=1, keep_phase_ends=False))
+    assert (report.snapshots_deleted, report.log_records_deleted) == (0, 0)
+    assert len(await store.list_snapshots(RUN)) == 4
+    assert len(await store.read_log(RUN)) == len(records())
+    assert [e["event"] for e in logs if e["event"] == "run_not_pruned"] == ["run_not_pruned"]

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from actorflow._text import error_message
-from actorflow.errors import CorruptedDataError, NonDeterminismError
+from actorflow.errors import CorruptedDataError, NewerFormatError, NonDeterminismError
 from actorflow.runtime.workflow._ids import phase_of
 from actorflow.runtime.workflow._outcomes import END_EVENT
 from actorflow.runtime.workflow._wait_records import TAKING_KINDS, taken_seq
@@ -406,6 +406,8 @@ async def load_view(store: Store, run_id: str, emit: Callable[..., None]) -> tup
             # a chunk lost to a power loss (written unsynced, as the snapshot)
             # makes the snapshot unusable, not the run: the one before it serves
             snapshot = await resolve_snapshot(store, head, window=window)
+        except NewerFormatError:
+            raise  # sound, and newer than this code: the run is for a newer worker
         except CorruptedDataError as exc:
             emit(
                 "checkpoint_corrupted",
