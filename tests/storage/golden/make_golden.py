@@ -40,6 +40,7 @@ def golden_snapshot(blob: str) -> Snapshot:
         position=3,
         created=1700000000.0,
         trigger="phase_end",
+        format_version=1,  # the v1 files: written before snapshot format 2
         phase="draft#0",
         agents={
             "writer": AgentSnapshot(
